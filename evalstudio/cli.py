@@ -1,0 +1,194 @@
+"""`evalstudio` command line."""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from . import importers, registry
+from .client import DEFAULT_DATA_DIR, Client, settings_from_env
+from .errors import EvalstudioError, InvalidInput
+from .importing import import_files, scan
+from .server import LocalServer
+
+app = typer.Typer(
+    help="Published human-evaluation protocols (sotopia, cmv, circa, dialogue, health) as ready-to-run "
+    "Label Studio projects.\n\nConnects to Label Studio with LABEL_STUDIO_URL and LABEL_STUDIO_API_KEY "
+    "(environment, ./.env, or the file `evalstudio server` writes).",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+console = Console()
+err = Console(stderr=True)
+REPO_EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+ProjectsOption = Annotated[
+    Optional[Path],
+    typer.Option("--projects", help="projects.yaml to use (default: $EVALSTUDIO_PROJECTS, ./projects.yaml, packaged copy)."),
+]
+
+
+def _fail(error: Exception) -> typer.Exit:
+    err.print(f"[bold red]error:[/] {error}", markup=True, highlight=False, soft_wrap=True)
+    return typer.Exit(1 if not isinstance(error, InvalidInput) else 2)
+
+
+def _load(projects: Path | None) -> registry.Registry:
+    return registry.load(projects)
+
+
+@app.command("projects")
+def list_projects(projects: ProjectsOption = None):
+    """List the protocols in projects.yaml with their criteria (checks every labeling config)."""
+    try:
+        reg = _load(projects)
+    except EvalstudioError as e:
+        raise _fail(e)
+    table = Table("protocol", "title", "criteria", "annotators/task", title=str(reg.path))
+    for p in reg:
+        table.add_row(p.name, p.title, ", ".join(f"{n} ({c.scale})" for n, c in p.criteria.items()), str(p.annotators_per_task))
+    console.print(table)
+
+
+@app.command()
+def setup(
+    names: Annotated[Optional[list[str]], typer.Argument(help="Protocols to set up (default: all).")] = None,
+    projects: ProjectsOption = None,
+):
+    """Create the Label Studio projects from projects.yaml, or update them (idempotent)."""
+    try:
+        reg = _load(projects)
+        client = Client(settings_from_env())
+        chosen = [reg.get(n) for n in names] if names else list(reg)
+        table = Table("protocol", "project id", "status", "tasks")
+        for p in chosen:
+            pid, created = client.ensure_project(p)
+            table.add_row(p.name, str(pid), "created" if created else "up to date", str(client.project(pid).task_number or 0))
+    except EvalstudioError as e:
+        raise _fail(e)
+    console.print(table)
+
+
+@app.command()
+def validate(
+    protocol: Annotated[str, typer.Argument(help="Protocol name, e.g. sotopia.")],
+    files: Annotated[list[Path], typer.Argument(help="Input files in the protocol's native format.")],
+    projects: ProjectsOption = None,
+):
+    """Dry run: check every record of FILES and report all problems as file:line: field: message."""
+    try:
+        reg = _load(projects)
+        result = scan(reg.get(protocol), importers.get(reg.get(protocol).importer), files)
+    except EvalstudioError as e:
+        raise _fail(e)
+    if result.problems:
+        raise _fail(InvalidInput(result.problems))
+    console.print(f"{result.tasks} task(s) valid for '{protocol}' in {len(files)} file(s).")
+
+
+@app.command("import")
+def import_(
+    protocol: Annotated[str, typer.Argument(help="Protocol name, e.g. sotopia.")],
+    files: Annotated[list[Path], typer.Argument(help="Input files in the protocol's native format.")],
+    batch_size: Annotated[int, typer.Option(min=1, help="Tasks per request to Label Studio.")] = 500,
+    projects: ProjectsOption = None,
+):
+    """Validate FILES, then import them as tasks (creating the project if needed).
+
+    Nothing is imported if any record is invalid. Tasks already in the project (same id) are skipped,
+    so running the same import twice adds nothing."""
+    try:
+        reg = _load(projects)
+        project = reg.get(protocol)
+        report = _import(project, files, Client(settings_from_env()), batch_size)
+    except EvalstudioError as e:
+        raise _fail(e)
+    console.print(f"{protocol}: {report.created} task(s) created, {report.already_present} already present "
+                  f"(project id {report.project_id}).")
+
+
+def _import(project, files, client, batch_size=500):
+    with Progress(TextColumn(f"importing {project.name}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                  console=err, transient=True) as progress:
+        bar = progress.add_task(project.name, total=None)
+        return import_files(project, importers.get(project.importer), files, client, batch_size,
+                            on_progress=lambda done, total: progress.update(bar, completed=done, total=total))
+
+
+@app.command()
+def server(
+    data_dir: Annotated[Path, typer.Option(help="Where Label Studio keeps its SQLite database and files.")] = DEFAULT_DATA_DIR,
+    port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = 8080,
+):
+    """Run a local Label Studio (SQLite in DATA_DIR) until Ctrl-C.
+
+    The login and API token are generated on first start and kept in DATA_DIR/credentials.json; the URL
+    and token for other evalstudio commands go to DATA_DIR/evalstudio.env. The server lets an ML backend
+    on loopback be reached (ML_BLOCK_LOCAL_IP=false, SSRF_PROTECTION_ENABLED=false): local use only."""
+    local = LocalServer(data_dir, port)
+    try:
+        with console.status("starting Label Studio (first start takes about a minute)..."):
+            local.start()
+    except EvalstudioError as e:
+        raise _fail(e)
+    _serve(local)
+
+
+@app.command()
+def demo(
+    data_dir: Annotated[Path, typer.Option(help="Where Label Studio keeps its data (reused on the next run).")] = DEFAULT_DATA_DIR,
+    port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = 8080,
+    examples: Annotated[Path, typer.Option(help="Folder with one sub-folder of sample files per protocol.")] = REPO_EXAMPLES,
+    wait: Annotated[bool, typer.Option(help="Keep serving until Ctrl-C (--no-wait: stop after the import).")] = True,
+    projects: ProjectsOption = None,
+):
+    """Start a local Label Studio, create all five projects and import the shipped real sample data."""
+    local = LocalServer(data_dir, port)
+    try:
+        reg = _load(projects)
+        with console.status("starting Label Studio (first start takes about a minute)..."):
+            local.start()
+        client = Client(local.settings())
+        for project in reg:
+            files = sorted(f for f in (examples / project.name).glob("*") if f.suffix in {".jsonl", ".csv", ".tsv", ".xml"})
+            report = _import(project, files, client)
+            console.print(f"{project.name:9} {report.created:4} created, {report.already_present:4} already present "
+                          f"-> {local.url}/projects/{report.project_id}")
+    except EvalstudioError as e:
+        local.stop()
+        raise _fail(e)
+    if wait:
+        _serve(local)
+    else:
+        local.stop()
+
+
+def _serve(local: LocalServer) -> None:
+    creds = local.credentials()
+    console.print(
+        f"\nLabel Studio is running at [bold]{local.url}[/]\n"
+        f"  login: {creds.username}  (password in {local.data_dir / 'credentials.json'})\n"
+        f"  for other commands: set -a; . {local.data_dir / 'evalstudio.env'}; set +a\n"
+        "Press Ctrl-C to stop."
+    )
+    stop = {"now": False}
+    signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
+    try:
+        while not stop["now"] and local.process and local.process.poll() is None:
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        console.print("stopping Label Studio...")
+        local.stop()
+
+
+if __name__ == "__main__":
+    app()

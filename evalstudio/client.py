@@ -1,0 +1,133 @@
+"""The one place that talks to Label Studio (through label-studio-sdk)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+from label_studio_sdk import LabelStudio
+from label_studio_sdk.core.api_error import ApiError
+
+from .errors import ServerError
+from .importing import ID_FIELD
+from .registry import Project
+
+PAGE_SIZE = 1000
+
+
+@dataclass(frozen=True)
+class Settings:
+    url: str
+    api_key: str
+
+    def __repr__(self) -> str:  # never show the key
+        return f"Settings(url={self.url!r}, api_key='***')"
+
+
+def read_dotenv(path: Path) -> dict[str, str]:
+    """KEY=VALUE lines of a .env file (quotes stripped, comments ignored)."""
+    values = {}
+    if path.is_file():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            line = line.strip()
+            if line and not line.startswith("#") and "=" in line:
+                key, _, value = line.partition("=")
+                values[key.strip().removeprefix("export ").strip()] = value.strip().strip("'\"")
+    return values
+
+
+DEFAULT_DATA_DIR = Path(".evalstudio")
+DOTENV_FILES = (Path(".env"), DEFAULT_DATA_DIR / "evalstudio.env")
+
+
+def settings_from_env(dotenv_files: tuple[Path, ...] = DOTENV_FILES) -> Settings:
+    """LABEL_STUDIO_URL / LABEL_STUDIO_API_KEY from the environment, else from ./.env, else from the
+    file a local `evalstudio server` writes (.evalstudio/evalstudio.env)."""
+    file_values: dict[str, str] = {}
+    for path in reversed(dotenv_files):
+        file_values.update(read_dotenv(path))
+    url = os.environ.get("LABEL_STUDIO_URL") or file_values.get("LABEL_STUDIO_URL")
+    key = os.environ.get("LABEL_STUDIO_API_KEY") or file_values.get("LABEL_STUDIO_API_KEY")
+    missing = [n for n, v in (("LABEL_STUDIO_URL", url), ("LABEL_STUDIO_API_KEY", key)) if not v]
+    if missing:
+        raise ServerError(
+            f"{' and '.join(missing)} not set. Export them or put them in ./.env "
+            "(a local server started with `evalstudio server` writes .evalstudio/evalstudio.env for you)."
+        )
+    return Settings(url.rstrip("/"), key)
+
+
+@contextmanager
+def _translated(url: str, action: str):
+    """Turn SDK/HTTP failures into ServerError messages a user can act on."""
+    try:
+        yield
+    except httpx.ConnectError:
+        raise ServerError(f"cannot reach Label Studio at {url} while trying to {action}. Is it running?") from None
+    except httpx.TimeoutException:
+        raise ServerError(f"Label Studio at {url} timed out while trying to {action}") from None
+    except ApiError as e:
+        detail = e.body.get("detail") if isinstance(e.body, dict) else e.body
+        if isinstance(e.body, dict) and e.body.get("validation_errors"):
+            detail = f"{detail}: {e.body['validation_errors']}"
+        if e.status_code == 401:
+            detail = f"{detail}. Check LABEL_STUDIO_API_KEY"
+        raise ServerError(f"Label Studio refused to {action} (HTTP {e.status_code}): {detail}") from None
+
+
+class Client:
+    def __init__(self, settings: Settings, timeout: float = 120.0):
+        self.url = settings.url
+        self.sdk = LabelStudio(base_url=settings.url, api_key=settings.api_key, timeout=timeout)
+
+    def _call(self, action: str):
+        return _translated(self.url, action)
+
+    def find_project(self, title: str) -> int | None:
+        with self._call("list projects"):
+            for p in self.sdk.projects.list(page_size=100):
+                if p.title == title:
+                    return p.id
+        return None
+
+    def ensure_project(self, project: Project) -> tuple[int, bool]:
+        """Create the project, or bring an existing one (same title) up to date. Returns (id, created)."""
+        fields = dict(
+            label_config=project.label_config,
+            expert_instruction=project.instructions,
+            show_instruction=True,
+            maximum_annotations=project.annotators_per_task,
+            description=f"evalstudio protocol: {project.name}",
+        )
+        project_id = self.find_project(project.title)
+        if project_id is None:
+            with self._call(f"create project '{project.title}'"):
+                return self.sdk.projects.create(title=project.title, **fields).id, True
+        with self._call(f"update project '{project.title}'"):
+            current = self.sdk.projects.get(id=project_id)
+            changed = {k: v for k, v in fields.items() if getattr(current, k, None) != v}
+            if changed:
+                self.sdk.projects.update(id=project_id, **changed)
+        return project_id, False
+
+    def project(self, project_id: int):
+        with self._call(f"read project {project_id}"):
+            return self.sdk.projects.get(id=project_id)
+
+    def tasks(self, project_id: int) -> Iterator:
+        """All tasks of a project, page by page."""
+        with self._call(f"list tasks of project {project_id}"):
+            yield from self.sdk.tasks.list(project=project_id, page_size=PAGE_SIZE, fields="task_only")
+
+    def task_ids(self, project_id: int) -> set[str]:
+        """evalstudio ids of the tasks already in a project."""
+        return {t.data.get(ID_FIELD) for t in self.tasks(project_id) if t.data.get(ID_FIELD)}
+
+    def import_tasks(self, project_id: int, tasks: list[dict]) -> list[int]:
+        with self._call(f"import {len(tasks)} tasks into project {project_id}"):
+            response = self.sdk.projects.import_tasks(id=project_id, request=tasks, return_task_ids=True)
+        return list(response.task_ids or [])

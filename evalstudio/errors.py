@@ -1,0 +1,55 @@
+"""Exceptions users see. Each message says what is wrong and where."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class EvalstudioError(Exception):
+    """Base class: the CLI prints these without a traceback."""
+
+
+class RegistryError(EvalstudioError, ValueError):
+    """projects.yaml or a labeling config is invalid."""
+
+
+class UnknownName(EvalstudioError, KeyError):
+    """A protocol or importer name that is not registered."""
+
+    def __init__(self, kind: str, name: str, valid: list[str]):
+        self.message = f"unknown {kind} '{name}'; valid names: {', '.join(sorted(valid))}"
+        super().__init__(self.message)
+
+    def __str__(self) -> str:
+        return self.message
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One problem in an input file: `file:line: field: message`."""
+
+    path: str
+    line: int | None
+    field: str | None
+    message: str
+
+    def __str__(self) -> str:
+        where = self.path if self.line is None else f"{self.path}:{self.line}"
+        return f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
+
+
+class InvalidInput(EvalstudioError, ValueError):
+    """Input files failed validation; nothing was imported."""
+
+    MAX_SHOWN = 50
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = problems
+        shown = "\n".join(str(p) for p in problems[: self.MAX_SHOWN])
+        more = len(problems) - self.MAX_SHOWN
+        tail = f"\n... and {more} more problem(s)" if more > 0 else ""
+        super().__init__(f"{len(problems)} problem(s) found, nothing was imported:\n{shown}{tail}")
+
+
+class ServerError(EvalstudioError):
+    """Label Studio is unreachable, rejected the request, or failed."""

@@ -1,0 +1,237 @@
+"""projects.yaml: a typed registry of protocols, checked against each labeling config."""
+
+from __future__ import annotations
+
+import os
+import re
+from functools import cached_property
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from label_studio_sdk.label_interface import LabelInterface
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from .errors import RegistryError, UnknownName
+
+PACKAGED_PROJECTS = Path(__file__).resolve().with_name("projects.yaml")
+NUMERIC_TAGS = {"Number", "Rating"}
+LABEL_TAGS = {"Choices"}
+
+
+class Criterion(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    scale: Literal["nominal", "ordinal", "interval"]
+    min: float | None = None
+    max: float | None = None
+    labels: list[str] | None = None
+    control: str | None = None
+    rationale: str | None = None
+    model_output: str | None = None
+
+    @model_validator(mode="after")
+    def _range_or_labels(self) -> "Criterion":
+        numeric = self.min is not None or self.max is not None
+        if numeric and self.labels:
+            raise ValueError("give either min/max or labels, not both")
+        if numeric and (self.min is None or self.max is None or self.min >= self.max):
+            raise ValueError("min and max are both required and min must be < max")
+        if not numeric and not self.labels:
+            raise ValueError("a criterion needs min/max (numeric) or labels (categorical)")
+        if self.scale == "interval" and not numeric:
+            raise ValueError("an interval criterion needs a numeric min/max")
+        return self
+
+    @property
+    def is_numeric(self) -> bool:
+        return self.labels is None
+
+
+class Project(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = ""
+    title: str = Field(min_length=3)
+    config: str
+    importer: str
+    instructions: str
+    annotators_per_task: int = Field(ge=1)
+    agents: list[str] = []
+    metadata_controls: list[str] = []
+    criteria: dict[str, Criterion] = Field(min_length=1)
+    base_dir: Path = Path(".")
+
+    @property
+    def config_path(self) -> Path:
+        return (self.base_dir / self.config).resolve()
+
+    @cached_property
+    def label_config(self) -> str:
+        try:
+            return self.config_path.read_text(encoding="utf-8")
+        except OSError as e:
+            raise RegistryError(f"projects.{self.name}.config: cannot read {self.config_path}: {e.strerror}") from e
+
+    @cached_property
+    def interface(self) -> LabelInterface:
+        try:
+            li = LabelInterface(self.label_config)
+            li.validate()
+        except Exception as e:  # the SDK raises several exception types for bad XML
+            raise RegistryError(f"{self.config_path}: invalid labeling config: {e}") from e
+        return li
+
+    def controls(self, criterion: str) -> list[tuple[str | None, str]]:
+        """(agent, control name) pairs of a criterion; agent is None for protocols without agents."""
+        spec = self.criteria[criterion]
+        template = spec.control or criterion
+        if "{agent}" in template:
+            return [(agent, template.format(agent=agent)) for agent in self.agents]
+        return [(None, template)]
+
+    def data_fields(self) -> set[str]:
+        """Task data keys the labeling config reads: object tags' $variables and any value="$x" (e.g. Headers)."""
+        objects = {o.value_name for o in self.interface.objects if o.value_is_variable}
+        return objects | set(re.findall(r'value="\$(\w+)"', self.label_config))
+
+
+class Registry:
+    """All protocols of one projects.yaml, looked up by name."""
+
+    def __init__(self, projects: dict[str, Project], path: Path):
+        self.projects = projects
+        self.path = path
+
+    def names(self) -> list[str]:
+        return list(self.projects)
+
+    def get(self, name: str) -> Project:
+        try:
+            return self.projects[name]
+        except KeyError:
+            raise UnknownName("protocol", name, self.names()) from None
+
+    def __iter__(self):
+        return iter(self.projects.values())
+
+
+def default_path() -> Path:
+    """EVALSTUDIO_PROJECTS, else ./projects.yaml, else the packaged copy."""
+    if env := os.environ.get("EVALSTUDIO_PROJECTS"):
+        return Path(env)
+    local = Path("projects.yaml")
+    return local if local.is_file() else PACKAGED_PROJECTS
+
+
+def load(path: Path | str | None = None) -> Registry:
+    path = Path(path) if path else default_path()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise RegistryError(f"cannot read {path}: {e.strerror}") from e
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise RegistryError(f"{path}: not valid YAML: {e}") from e
+    if not isinstance(raw, dict) or not isinstance(raw.get("projects"), dict):
+        raise RegistryError(f"{path}: expected a top-level mapping 'projects:'")
+    base = path.resolve().parent
+    projects = {}
+    for name, entry in raw["projects"].items():
+        try:
+            project = Project.model_validate({**(entry or {}), "name": name, "base_dir": base})
+        except ValidationError as e:
+            raise RegistryError(_describe(e, path, text, ("projects", name))) from None
+        problems = check_against_config(project)
+        if problems:
+            raise RegistryError(f"{path}: projects.{name}:\n  " + "\n  ".join(problems))
+        projects[name] = project
+    return Registry(projects, path)
+
+
+def check_against_config(project: Project) -> list[str]:
+    """Every criterion must match a control of the XML (type, range, labels)."""
+    li = project.interface
+    problems = []
+    known = set()
+    for criterion, spec in project.criteria.items():
+        key = f"criteria.{criterion}"
+        for _, name in project.controls(criterion):
+            known.add(name)
+            try:
+                control = li.get_control(name)
+            except Exception:
+                problems.append(f"{key}.control: '{name}' is not a control in {project.config_path.name}")
+                continue
+            problems += _check_control(key, spec, control)
+        if spec.rationale:
+            for agent, _ in project.controls(criterion):
+                name = spec.rationale.format(agent=agent) if agent else spec.rationale
+                known.add(name)
+                if name not in li._controls or li.get_control(name).tag != "TextArea":
+                    problems.append(f"{key}.rationale: '{name}' is not a TextArea in {project.config_path.name}")
+    for name in project.metadata_controls:
+        known.add(name)
+        if name not in li._controls:
+            problems.append(f"metadata_controls: '{name}' is not a control in {project.config_path.name}")
+    for control in li.controls:
+        if control.name not in known:
+            problems.append(f"{project.config_path.name}: control '{control.name}' is not described in projects.yaml")
+    return problems
+
+
+def _check_control(key: str, spec: Criterion, control) -> list[str]:
+    tag = control.tag
+    if spec.is_numeric:
+        if tag not in NUMERIC_TAGS:
+            return [f"{key}: numeric criterion but control '{control.name}' is a {tag}"]
+        lo, hi = control_range(control)
+        if (lo, hi) != (spec.min, spec.max):
+            return [f"{key}: range {spec.min:g}..{spec.max:g} but control '{control.name}' allows {lo:g}..{hi:g}"]
+        return []
+    if tag not in LABEL_TAGS:
+        return [f"{key}: categorical criterion but control '{control.name}' is a {tag}"]
+    choices = list(control.labels)
+    if choices != spec.labels:
+        return [f"{key}.labels: {spec.labels} but control '{control.name}' offers {choices}"]
+    return []
+
+
+def control_range(control) -> tuple[float, float]:
+    """Numeric range of a Number or Rating control as (min, max)."""
+    if control.tag == "Rating":
+        return 1.0, float(control.attr.get("maxRating", 5))
+    lo, hi = control.attr.get("min"), control.attr.get("max")
+    if lo is None or hi is None:
+        raise RegistryError(f"Number control '{control.name}' needs both min and max")
+    return float(lo), float(hi)
+
+
+def _describe(error: ValidationError, path: Path, text: str, prefix: tuple) -> str:
+    lines = []
+    for err in error.errors():
+        loc = prefix + tuple(err["loc"])
+        line = _yaml_line(text, loc)
+        where = f"{path}:{line}" if line else str(path)
+        lines.append(f"{where}: {'.'.join(map(str, loc))}: {err['msg']}")
+    return "\n".join(lines)
+
+
+def _yaml_line(text: str, loc: tuple) -> int | None:
+    """1-based line of the deepest YAML node on the path `loc` (None if not found)."""
+    node = yaml.compose(text)
+    line = None
+    for key in loc:
+        if isinstance(node, yaml.MappingNode):
+            match = next((v for k, v in node.value if k.value == str(key)), None)
+            if match is None:
+                # the key is missing: point at the mapping that should hold it
+                return node.start_mark.line + 1
+            line, node = match.start_mark.line + 1, match
+        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
+            node = node.value[key]
+            line = node.start_mark.line + 1
+        else:
+            break
+    return line

@@ -1,0 +1,144 @@
+"""Start a local Label Studio (SQLite in a data directory) with a generated login and API token."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from .client import Settings
+from .errors import ServerError
+
+CREDENTIALS = "credentials.json"
+DOTENV = "evalstudio.env"
+# Let a Label Studio on this machine call an ML backend on loopback. For local demos and tests only:
+# these turn off Label Studio's protection against requests to private addresses.
+LOOPBACK_ML_ENV = {"ML_BLOCK_LOCAL_IP": "false", "SSRF_PROTECTION_ENABLED": "false"}
+
+
+@dataclass(frozen=True)
+class Credentials:
+    username: str
+    password: str
+    api_key: str
+
+
+def label_studio_executable() -> str:
+    """The `label-studio` command next to this Python, else on PATH."""
+    found = shutil.which("label-studio", path=str(Path(sys.executable).parent)) or shutil.which("label-studio")
+    if not found:
+        raise ServerError("the Label Studio server is not installed. Install it with: pip install 'evalstudio[server]'")
+    return found
+
+
+class LocalServer:
+    def __init__(self, data_dir: Path, port: int = 8080, host: str = "127.0.0.1",
+                 allow_loopback_ml: bool = True, extra_env: dict[str, str] | None = None):
+        self.data_dir = Path(data_dir).resolve()
+        self.port = port
+        self.host = host
+        self.allow_loopback_ml = allow_loopback_ml
+        self.extra_env = extra_env or {}
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.data_dir / "label-studio.log"
+
+    def credentials(self) -> Credentials:
+        """Load the data directory's login, creating it on first use (the database keeps it afterwards)."""
+        path = self.data_dir / CREDENTIALS
+        if path.is_file():
+            return Credentials(**json.loads(path.read_text(encoding="utf-8")))
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        creds = Credentials("admin@evalstudio.local", secrets.token_urlsafe(12), secrets.token_hex(20))
+        path.write_text(json.dumps(creds.__dict__, indent=2), encoding="utf-8")
+        path.chmod(0o600)
+        return creds
+
+    def settings(self) -> Settings:
+        return Settings(self.url, self.credentials().api_key)
+
+    def healthy(self) -> bool:
+        try:
+            return httpx.get(f"{self.url}/health", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def start(self, timeout: float = 300) -> "LocalServer":
+        if self.healthy():
+            raise ServerError(f"something already answers on {self.url}; choose another --port")
+        creds = self.credentials()
+        env = {
+            **os.environ,
+            "LABEL_STUDIO_BASE_DATA_DIR": str(self.data_dir),
+            "LABEL_STUDIO_USERNAME": creds.username,
+            "LABEL_STUDIO_PASSWORD": creds.password,
+            "LABEL_STUDIO_USER_TOKEN": creds.api_key,
+            # Label Studio >= 1.22 ignores a preset token unless legacy tokens are enabled at first start.
+            "LABEL_STUDIO_ENABLE_LEGACY_API_TOKEN": "true",
+            "LABEL_STUDIO_DISABLE_SIGNUP_WITHOUT_LINK": "true",
+            **(LOOPBACK_ML_ENV if self.allow_loopback_ml else {}),
+            **self.extra_env,
+        }
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "ab")
+        command = [label_studio_executable(), "start", "--no-browser", "--port", str(self.port),
+                   "--internal-host", self.host, "--data-dir", str(self.data_dir / "label-studio")]
+        self.process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL, start_new_session=True)
+        log.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise ServerError(f"Label Studio exited with code {self.process.returncode}:\n{self.log_tail()}")
+            if self.healthy():
+                self.write_dotenv()
+                return self
+            time.sleep(0.5)
+        self.stop()
+        raise ServerError(f"Label Studio did not answer on {self.url} within {timeout:.0f} s:\n{self.log_tail()}")
+
+    def stop(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        try:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            self.process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+        except ProcessLookupError:
+            pass
+
+    def write_dotenv(self) -> Path:
+        """LABEL_STUDIO_URL / LABEL_STUDIO_API_KEY for other evalstudio commands (file readable by the owner only)."""
+        path = self.data_dir / DOTENV
+        path.write_text(f"LABEL_STUDIO_URL={self.url}\nLABEL_STUDIO_API_KEY={self.credentials().api_key}\n", encoding="utf-8")
+        path.chmod(0o600)
+        return path
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def __enter__(self) -> "LocalServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

@@ -1,0 +1,159 @@
+"""Streaming readers for input files that report problems as `file:line: field: message`.
+
+Every reader yields (line, record) pairs, or (line, Problem) where a record cannot be read, and
+never holds more than one record in memory.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from .errors import Problem
+
+
+class FieldError(ValueError):
+    """A record's field is missing or invalid; importers raise it, the driver turns it into a Problem."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+class RecordInvalid(ValueError):
+    """Several FieldErrors of one record."""
+
+    def __init__(self, errors: list[FieldError]):
+        super().__init__("; ".join(e.message for e in errors))
+        self.errors = errors
+
+
+def _decode_problem(path: Path, line: int, err: UnicodeDecodeError) -> Problem:
+    return Problem(str(path), line, None, f"not valid UTF-8 (byte 0x{err.object[err.start]:02x}); save the file as UTF-8")
+
+
+def read_jsonl(path: Path) -> Iterator[tuple[int, dict | Problem]]:
+    """One JSON object per line; blank lines are skipped."""
+    line_no = 0
+    seen = False
+    try:
+        with open(path, encoding="utf-8-sig", newline="") as f:
+            for line_no, line in enumerate(f, start=1):
+                if not line.strip():
+                    continue
+                seen = True
+                try:
+                    obj = json.loads(line)
+                except json.JSONDecodeError as e:
+                    hint = " (truncated line?)" if "Unterminated" in e.msg or "Expecting" in e.msg else ""
+                    yield line_no, Problem(str(path), line_no, None, f"invalid JSON: {e.msg} at column {e.colno}{hint}")
+                    continue
+                if not isinstance(obj, dict):
+                    yield line_no, Problem(str(path), line_no, None, f"expected a JSON object, got {type(obj).__name__}")
+                    continue
+                yield line_no, obj
+    except UnicodeDecodeError as e:
+        yield line_no + 1, _decode_problem(path, line_no + 1, e)
+        return
+    if not seen:
+        yield 0, Problem(str(path), None, None, "file is empty: no records")
+
+
+def read_table(path: Path, delimiter: str = ",", required: tuple[str, ...] = ()) -> Iterator[tuple[int, dict | Problem]]:
+    """CSV/TSV with a header row; yields each row as a dict with the line where the record starts."""
+    try:
+        with open(path, encoding="utf-8-sig", newline="") as f:
+            quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL
+            reader = csv.reader(f, delimiter=delimiter, quoting=quoting)
+            header = next(reader, None)
+            if not header:
+                yield 0, Problem(str(path), None, None, "file is empty: no header row")
+                return
+            header = [h.strip() for h in header]
+            missing = [c for c in required if c not in header]
+            if missing:
+                yield 1, Problem(str(path), 1, ", ".join(missing), f"missing column(s); the header has: {', '.join(header)}")
+                return
+            start = reader.line_num + 1
+            rows = 0
+            for row in reader:
+                line, start = start, reader.line_num + 1
+                if not any(cell.strip() for cell in row):
+                    continue
+                rows += 1
+                if len(row) != len(header):
+                    yield line, Problem(str(path), line, None, f"expected {len(header)} columns, found {len(row)}")
+                    continue
+                yield line, dict(zip(header, row))
+            if rows == 0:
+                yield 0, Problem(str(path), None, None, "file has a header but no records")
+    except UnicodeDecodeError as e:
+        yield 0, _decode_problem(path, reader.line_num + 1, e)
+    except csv.Error as e:
+        yield reader.line_num, Problem(str(path), reader.line_num, None, f"malformed CSV: {e}")
+
+
+def require(record: dict, field: str, kind: type | tuple = str, *, nonempty: bool = True) -> Any:
+    """record[field] with a type check; dotted fields descend into nested objects."""
+    value: Any = record
+    for part in field.split("."):
+        if not isinstance(value, dict) or part not in value or value[part] is None:
+            raise FieldError(field, "missing")
+        value = value[part]
+    if not isinstance(value, kind) or (kind in (int, float, (int, float)) and isinstance(value, bool)):
+        names = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
+        raise FieldError(field, f"expected {names}, got {type(value).__name__}")
+    if nonempty and isinstance(value, (str, list, dict)) and not (value.strip() if isinstance(value, str) else value):
+        raise FieldError(field, "is empty")
+    return value
+
+
+def number_in_range(field: str, value: Any, lo: float, hi: float) -> float:
+    """A number within [lo, hi], else FieldError naming the field and the range."""
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            raise FieldError(field, f"expected a number, got {value!r}") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise FieldError(field, f"expected a number, got {type(value).__name__}")
+    if not lo <= value <= hi:
+        raise FieldError(field, f"{value:g} is out of range {lo:g}..{hi:g}")
+    return float(value)
+
+
+def one_of(field: str, value: Any, allowed: list[str]) -> str:
+    if value not in allowed:
+        raise FieldError(field, f"{value!r} is not one of {allowed}")
+    return value
+
+
+def collect(*checks) -> None:
+    """Run zero-argument checks and raise all their FieldErrors together."""
+    errors = []
+    for check in checks:
+        try:
+            check()
+        except FieldError as e:
+            errors.append(e)
+        except RecordInvalid as e:
+            errors.extend(e.errors)
+    if errors:
+        raise RecordInvalid(errors)
+
+
+def stable_id(*parts: object) -> str:
+    """Short content hash: the same parts give the same id on every run and machine."""
+    import hashlib
+
+    text = json.dumps(parts, ensure_ascii=False, sort_keys=True)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def no_context(paths):
+    """Default `prepare` of an importer: no cross-file context."""
+    return {}, list(paths)

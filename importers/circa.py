@@ -1,0 +1,106 @@
+"""Circa indirect answers with model interpretations and explanations.
+
+Inputs (any mix, in one import):
+  *.csv  explanation items, either the MTurk batch form
+           context, question, answer, explanation, interpretation
+         or the model output form, which also yields a second task showing the gold label when the model was wrong
+           context, question, answer, explanation, prediction, target[, id, judgements, goldstandard1]
+  *.tsv  the Circa release (id, context, question-X, canquestion-X, answer-Y, judgements, goldstandard1,
+         goldstandard2): gold labels joined onto the CSV items by (context, question, answer)
+
+Items with a gold label are control questions for Part I; `shown_label_is` records whether the interpretation
+shown in Part II is the model's prediction (faithfulness) and/or the gold label (plausibility).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import Problem
+from ..sources import FieldError, one_of, read_table, require, stable_id
+
+NAME = "circa"
+LABELS = ["Yes", "Yes, subject to some conditions", "No", "In the middle, neither yes nor no", "Other"]
+# Circa's relaxed labels (goldstandard2) fold the uncertain labels into the five options.
+RELAXED = {
+    "Probably yes / sometimes yes": "Yes",
+    "Probably no": "No",
+    "I am not sure how X will interpret Y’s answer": "In the middle, neither yes nor no",
+    "I am not sure how X will interpret Y's answer": "In the middle, neither yes nor no",
+}
+TSV_COLUMNS = ("id", "context", "question-X", "answer-Y", "judgements", "goldstandard1", "goldstandard2")
+CSV_COLUMNS = ("context", "question", "answer", "explanation")
+
+
+def prepare(paths: list[Path]):
+    """Read gold labels from the TSV files; the CSV files are the items to import."""
+    gold, problems = {}, []
+    tsvs = [p for p in paths if p.suffix.lower() == ".tsv"]
+    for path in tsvs:
+        for line, row in read_table(path, "\t", TSV_COLUMNS):
+            if isinstance(row, Problem):
+                problems.append(row)
+                continue
+            key = (row["context"].strip(), row["question-X"].strip(), row["answer-Y"].strip())
+            gold[key] = {
+                "circa_id": row["id"],
+                "judgements": row["judgements"],
+                "goldstandard1": _na(row["goldstandard1"]),
+                "gold_label": relaxed(_na(row["goldstandard2"])),
+            }
+    items = [p for p in paths if p.suffix.lower() != ".tsv"]
+    if tsvs and not items:
+        problems.append(Problem(str(tsvs[0]), None, None, "Circa TSV files only provide gold labels; pass an explanation CSV too"))
+    return {"gold": gold, "problems": problems}, items
+
+
+def read(path: Path):
+    return read_table(path, ",", CSV_COLUMNS)
+
+
+def convert(row: dict, project, context) -> list[dict]:
+    question = {k: require(row, k).strip() for k in ("context", "question", "answer")}
+    explanation = require(row, "explanation").strip()
+    joined = context["gold"].get((question["context"], question["question"], question["answer"]), {})
+    gold = relaxed(_na(row.get("target") or row.get("goldstandard2") or "")) or joined.get("gold_label")
+    if gold is not None:
+        one_of("target", gold, LABELS)
+    prediction = _na(row.get("prediction", "")) or None
+    if prediction is not None:
+        one_of("prediction", prediction, LABELS)
+    if row.get("interpretation", "").strip():
+        shown = [one_of("interpretation", row["interpretation"].strip(), LABELS)]
+    elif prediction:
+        shown = [prediction] + ([gold] if gold and gold != prediction else [])
+    else:
+        raise FieldError("interpretation", "missing: give an 'interpretation' column (MTurk batch) or 'prediction' (model output)")
+    circa_id = (row.get("id") or "").strip() or joined.get("circa_id")
+    item_id = f"circa-{circa_id}" if circa_id else "circa-" + stable_id(*question.values())
+    tasks = []
+    for label in shown:
+        roles = [role for role, value in (("prediction", prediction), ("gold", gold)) if value == label]
+        tasks.append({
+            "evalstudio_id": f"{item_id}:{label}",
+            "item_id": item_id,
+            "system": (row.get("model") or "").strip() or "model",
+            **question,
+            "explanation": explanation,
+            "interpretation": label,
+            "prediction": prediction,
+            "gold_label": gold,
+            "goldstandard1": _na(row.get("goldstandard1", "")) or joined.get("goldstandard1"),
+            "judgements": (row.get("judgements") or "").strip() or joined.get("judgements"),
+            "circa_id": circa_id,
+            "is_control": gold is not None,
+            "shown_label_is": roles or ["unknown"],
+        })
+    return tasks
+
+
+def relaxed(label: str | None) -> str | None:
+    return RELAXED.get(label, label) if label else None
+
+
+def _na(value: str) -> str | None:
+    value = (value or "").strip()
+    return None if value in ("", "NA") else value

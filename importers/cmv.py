@@ -1,0 +1,139 @@
+"""ChangeMyView delta threads with Theory-of-Mind (ToM) extraction.
+
+JSONL, one item per line:
+  {"id": "2rppq9-cni44vr",                                  optional, else a content hash
+   "post": {"id", "title", "text", "author"},
+   "comment": {"id", "text", "author"},                      the comment that received the delta
+   "delta_reply": {"text", "author"},                        the OP's reply awarding the delta
+   "tom": {"post":    {"beliefs": {"values": [...], "content": "..."}, ... all six categories},
+           "comment": {...}},
+   "model_answers": {"persuasiveness": "Yes", "beliefs": "No", ...},   optional: the automated metric's answers
+   "model_version": "..."}                                   optional
+XML: Reddit threads as <thread ID><title/><OP author>...</OP><reply id author>...</reply>...</thread>
+(the Change My View argumentation corpus layout); the delta is found as a reply by the OP containing a delta
+sign (∆, Δ or !delta), the persuasive comment is the non-OP reply before it. XML items carry no ToM values.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from ..errors import Problem
+from ..sources import FieldError, collect, no_context, one_of, read_jsonl, require, stable_id
+
+NAME = "cmv"
+CATEGORIES = ("beliefs", "desires", "intentions", "emotions", "knowledge", "perspective_taking")
+ANSWERS = ["Yes", "No"]
+DELTA = re.compile(r"[∆Δ]|!delta", re.I)
+prepare = no_context
+
+
+def read(path: Path):
+    if path.suffix.lower() == ".xml":
+        yield from _read_thread_xml(path)
+    else:
+        yield from read_jsonl(path)
+
+
+def convert(record: dict, project, context) -> list[dict]:
+    post, comment, reply = (require(record, k, dict) for k in ("post", "comment", "delta_reply"))
+    texts = {
+        "post_title": require(post, "title").strip(),
+        "post": require(post, "text").strip(),
+        "comment": require(comment, "text").strip(),
+        "delta_reply": require(reply, "text").strip(),
+    }
+    item_id = str(record.get("id") or f"{post.get('id', '')}-{comment.get('id', '')}".strip("-")
+                  or stable_id(texts["post"], texts["comment"]))
+    data = {"evalstudio_id": f"cmv-{item_id}", "item_id": item_id, "system": record.get("model_version") or "tom-extractor", **texts}
+    tom = record.get("tom") or {}
+    if not isinstance(tom, dict):
+        raise FieldError("tom", "expected {post: {...}, comment: {...}}")
+    collect(*(_tom_check(data, tom, side, cat) for side in ("post", "comment") for cat in CATEGORIES))
+    data["tom"] = tom
+    if "model_answers" in record:
+        answers = require(record, "model_answers", dict)
+        collect(*(_answer_check(answers, name) for name in project.criteria))
+        data["model_answers"] = {name: answers[name] for name in project.criteria}
+        data["model_version"] = record.get("model_version") or "unknown"
+    return [data]
+
+
+def _tom_check(data: dict, tom: dict, side: str, category: str):
+    def check():
+        entry = (tom.get(side) or {}).get(category)
+        if entry is None:
+            data[f"{side}_{category}"] = "(not extracted)"
+            return
+        field = f"tom.{side}.{category}"
+        if not isinstance(entry, dict):
+            raise FieldError(field, "expected {values: [...], content: '...'}")
+        values = entry.get("values", [])
+        if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+            raise FieldError(f"{field}.values", "expected a list of strings")
+        content = entry.get("content", "")
+        if not isinstance(content, str):
+            raise FieldError(f"{field}.content", "expected a string")
+        label = "Post" if side == "post" else "Comment"
+        data[f"{side}_{category}"] = f"{label}. Values: {', '.join(values) or '-'}. Content: {content or '-'}"
+
+    return check
+
+
+def _answer_check(answers: dict, name: str):
+    def check():
+        if name not in answers:
+            raise FieldError(f"model_answers.{name}", "missing")
+        one_of(f"model_answers.{name}", answers[name], ANSWERS)
+
+    return check
+
+
+def _read_thread_xml(path: Path):
+    try:
+        root = ET.parse(path).getroot()
+    except ET.ParseError as e:
+        yield e.position[0], Problem(str(path), e.position[0], None, f"invalid XML: {e}")
+        return
+    except UnicodeDecodeError:
+        yield 1, Problem(str(path), 1, None, "not valid UTF-8; save the file as UTF-8")
+        return
+    threads = [root] if root.tag == "thread" else root.findall("thread")
+    if not threads:
+        yield 1, Problem(str(path), 1, "thread", "no <thread> element")
+        return
+    for thread in threads:
+        record = _thread_record(thread)
+        if isinstance(record, str):
+            yield 1, Problem(str(path), 1, f"thread {thread.get('ID', '?')}", record)
+        else:
+            yield 1, record
+
+
+def _thread_record(thread) -> dict | str:
+    op = thread.find("OP")
+    if op is None:
+        return "no <OP> element"
+    author = op.get("author")
+    replies = thread.findall("reply")
+    for i, reply in enumerate(replies):
+        text = _text(reply)
+        if reply.get("author") == author and DELTA.search(text):
+            comment = next((r for r in reversed(replies[:i]) if r.get("author") != author), None)
+            if comment is None:
+                return "the OP's delta reply has no earlier comment by another author"
+            return {
+                "id": f"{thread.get('ID', '')}-{comment.get('id', '')}",
+                "post": {"id": thread.get("ID"), "title": _text(thread.find("title")), "text": _text(op), "author": author},
+                "comment": {"id": comment.get("id"), "text": _text(comment), "author": comment.get("author")},
+                "delta_reply": {"text": text, "author": author},
+            }
+    return "no reply by the OP awards a delta (∆, Δ or !delta)"
+
+
+def _text(element) -> str:
+    if element is None:
+        return ""
+    return re.sub(r"\n{3,}", "\n\n", "".join(element.itertext())).strip()

@@ -1,0 +1,96 @@
+"""Next-response rating items: a dialogue context plus one or more candidate responses.
+
+JSONL, one context per line:
+  {"id": "...",                                            optional, else a hash of the context
+   "context": [{"speaker": "A", "text": "..."}, ...]       or ["turn", ...] or "turn\\nturn" (speakers A/B alternate,
+                                                            or "Name: text" prefixes are used),
+   "responses": [{"system": "...", "text": "...", "model_ratings": {...}}, ...]}
+  or, for one response: {"context": ..., "system": "...", "response": "..."}
+CSV: columns context, response, system[, id]; turns in `context` separated by newlines.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from ..sources import FieldError, collect, no_context, number_in_range, read_jsonl, read_table, require, stable_id
+
+NAME = "dialogue"
+prepare = no_context
+_PREFIX = re.compile(r"^\s*([A-Za-z][\w .'-]{0,30}):\s+(.*)$", re.S)
+
+
+def read(path: Path):
+    if path.suffix.lower() == ".csv":
+        return read_table(path, ",", ("context", "response", "system"))
+    return read_jsonl(path)
+
+
+def convert(record: dict, project, context) -> list[dict]:
+    turns = parse_turns(record.get("context"), "context")
+    if "responses" in record:
+        responses = require(record, "responses", list)
+    else:
+        responses = [{"system": require(record, "system"), "text": require(record, "response"),
+                      **({"model_ratings": record["model_ratings"]} if "model_ratings" in record else {})}]
+    item_id = str(record.get("id") or "").strip() or stable_id([t["text"] for t in turns])
+    tasks = []
+    for i, response in enumerate(responses):
+        where = f"responses[{i}]" if "responses" in record else ""
+        if not isinstance(response, dict):
+            raise FieldError(where, "expected {system, text}")
+        system = require(response, "system").strip()
+        data = {
+            "evalstudio_id": f"dialogue-{item_id}:{system}",
+            "item_id": item_id,
+            "system": system,
+            "context": turns,
+            "response": require(response, "text").strip(),
+        }
+        if "model_ratings" in response:
+            data["model_ratings"] = check_ratings(response["model_ratings"], project, f"{where}.model_ratings".lstrip("."))
+        tasks.append(data)
+    if not tasks:
+        raise FieldError("responses", "is empty")
+    return tasks
+
+
+def parse_turns(value, field: str) -> list[dict]:
+    """Dialogue turns as [{speaker, text}] from a list of dicts, a list of strings, or newline-separated text."""
+    if isinstance(value, str):
+        value = [line for line in value.splitlines() if line.strip()]
+    if not isinstance(value, list) or not value:
+        raise FieldError(field, "missing or empty: expected turns as a list or newline-separated text")
+    turns = []
+    for i, turn in enumerate(value):
+        if isinstance(turn, dict):
+            speaker, text = turn.get("speaker"), turn.get("text")
+            if not isinstance(speaker, str) or not isinstance(text, str) or not text.strip():
+                raise FieldError(f"{field}[{i}]", "expected {speaker, text} with non-empty text")
+        elif isinstance(turn, str):
+            prefixed = _PREFIX.match(turn)
+            speaker, text = prefixed.groups() if prefixed else ("AB"[i % 2], turn)
+        else:
+            raise FieldError(f"{field}[{i}]", f"expected a turn, got {type(turn).__name__}")
+        turns.append({"speaker": speaker.strip(), "text": text.strip()})
+    return turns
+
+
+def check_ratings(ratings, project, field: str) -> dict:
+    """Model ratings keyed by criterion, each within the criterion's range."""
+    if not isinstance(ratings, dict):
+        raise FieldError(field, "expected {criterion: value}")
+    out = {}
+
+    def one(name, value):
+        def check():
+            if name not in project.criteria:
+                raise FieldError(f"{field}.{name}", f"unknown criterion; valid: {', '.join(project.criteria)}")
+            spec = project.criteria[name]
+            out[name] = number_in_range(f"{field}.{name}", value, spec.min, spec.max)
+
+        return check
+
+    collect(*(one(name, value) for name, value in ratings.items()))
+    return out

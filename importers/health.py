@@ -1,0 +1,58 @@
+"""Personal health-assistant dialogues: 8 user/assistant exchanges per scenario and system version.
+
+JSONL, one dialogue per line:
+  {"scenario_id": "...", "scenario": "...", "system": "v1",
+   "exchanges": [{"user": "...", "assistant": "..."}, ... 8 ...],
+   "model_ratings": {"explainability": 7.5, ...}}          optional
+CSV: columns scenario_id, scenario, system, user_1, assistant_1, ..., user_8, assistant_8.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..sources import FieldError, no_context, read_jsonl, read_table, require
+from .dialogue import check_ratings
+
+NAME = "health"
+EXCHANGES = 8
+prepare = no_context
+_CSV_COLUMNS = ("scenario_id", "scenario", "system") + tuple(
+    f"{who}_{i}" for i in range(1, EXCHANGES + 1) for who in ("user", "assistant")
+)
+
+
+def read(path: Path):
+    if path.suffix.lower() == ".csv":
+        for line, row in read_table(path, ",", _CSV_COLUMNS):
+            if isinstance(row, dict):
+                row = {**row, "exchanges": [
+                    {"user": row[f"user_{i}"], "assistant": row[f"assistant_{i}"]} for i in range(1, EXCHANGES + 1)
+                ]}
+            yield line, row
+    else:
+        yield from read_jsonl(path)
+
+
+def convert(record: dict, project, context) -> list[dict]:
+    scenario_id = str(require(record, "scenario_id", (str, int))).strip()
+    system = str(require(record, "system", (str, int))).strip()
+    exchanges = require(record, "exchanges", list)
+    if len(exchanges) != EXCHANGES:
+        raise FieldError("exchanges", f"expected {EXCHANGES} user/assistant exchanges, found {len(exchanges)}")
+    dialogue = []
+    for i, exchange in enumerate(exchanges):
+        if not isinstance(exchange, dict):
+            raise FieldError(f"exchanges[{i}]", "expected {user, assistant}")
+        dialogue.append({"speaker": "User", "text": require(exchange, "user", str).strip()})
+        dialogue.append({"speaker": "Assistant", "text": require(exchange, "assistant", str).strip()})
+    data = {
+        "evalstudio_id": f"health-{scenario_id}:{system}",
+        "item_id": scenario_id,
+        "system": system,
+        "scenario": require(record, "scenario").strip(),
+        "dialogue": dialogue,
+    }
+    if record.get("model_ratings"):
+        data["model_ratings"] = check_ratings(record["model_ratings"], project, "model_ratings")
+    return [data]

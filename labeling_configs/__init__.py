@@ -1,0 +1,1 @@
+"""Label Studio labeling configs, one XML per protocol (package data)."""

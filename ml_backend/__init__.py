@@ -1,0 +1,1 @@
+"""ML backend serving model-assisted prelabels for every protocol (next milestone)."""
