@@ -53,7 +53,7 @@ def list_projects(projects: ProjectsOption = None):
         raise _fail(e)
     table = Table("protocol", "title", "criteria", "annotators/task", title=str(reg.path))
     for p in reg:
-        table.add_row(p.name, p.title, ", ".join(f"{n} ({c.scale})" for n, c in p.criteria.items()), str(p.annotators_per_task))
+        table.add_row(p.name, p.title, ", ".join(p.criteria), str(p.annotators_per_task))
     console.print(table)
 
 
@@ -69,8 +69,8 @@ def setup(
         chosen = [reg.get(n) for n in names] if names else list(reg)
         table = Table("protocol", "project id", "status", "tasks")
         for p in chosen:
-            pid, created = client.ensure_project(p)
-            table.add_row(p.name, str(pid), "created" if created else "up to date", str(client.project(pid).task_number or 0))
+            pid, status = client.ensure_project(p)
+            table.add_row(p.name, str(pid), status, str(client.project(pid).task_number or 0))
     except EvalstudioError as e:
         raise _fail(e)
     console.print(table)

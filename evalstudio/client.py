@@ -94,8 +94,10 @@ class Client:
                     return p.id
         return None
 
-    def ensure_project(self, project: Project) -> tuple[int, bool]:
-        """Create the project, or bring an existing one (same title) up to date. Returns (id, created)."""
+    def ensure_project(self, project: Project) -> tuple[int, str]:
+        """Create the project, or bring an existing one (same title) up to date.
+
+        Returns (id, status) with status "created", "updated" or "unchanged"."""
         fields = dict(
             label_config=project.label_config,
             expert_instruction=project.instructions,
@@ -106,13 +108,13 @@ class Client:
         project_id = self.find_project(project.title)
         if project_id is None:
             with self._call(f"create project '{project.title}'"):
-                return self.sdk.projects.create(title=project.title, **fields).id, True
+                return self.sdk.projects.create(title=project.title, **fields).id, "created"
         with self._call(f"update project '{project.title}'"):
             current = self.sdk.projects.get(id=project_id)
             changed = {k: v for k, v in fields.items() if getattr(current, k, None) != v}
             if changed:
                 self.sdk.projects.update(id=project_id, **changed)
-        return project_id, False
+        return project_id, "updated" if changed else "unchanged"
 
     def project(self, project_id: int):
         with self._call(f"read project {project_id}"):

@@ -52,7 +52,7 @@ class Project(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = ""
-    title: str = Field(min_length=3)
+    title: str = Field(min_length=3, max_length=50)  # Label Studio limits
     config: str
     importer: str
     instructions: str
@@ -69,7 +69,7 @@ class Project(BaseModel):
     @cached_property
     def label_config(self) -> str:
         try:
-            return self.config_path.read_text(encoding="utf-8")
+            return self.config_path.read_text(encoding="utf-8").strip()  # as Label Studio stores it
         except OSError as e:
             raise RegistryError(f"projects.{self.name}.config: cannot read {self.config_path}: {e.strerror}") from e
 

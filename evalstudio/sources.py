@@ -32,32 +32,47 @@ class RecordInvalid(ValueError):
         self.errors = errors
 
 
-def _decode_problem(path: Path, line: int, err: UnicodeDecodeError) -> Problem:
-    return Problem(str(path), line, None, f"not valid UTF-8 (byte 0x{err.object[err.start]:02x}); save the file as UTF-8")
+class _BadEncoding(Exception):
+    def __init__(self, line: int, error: UnicodeDecodeError):
+        self.line, self.error = line, error
+
+
+def _lines(path: Path) -> Iterator[str]:
+    """Text lines decoded one by one (so a bad byte is pinned to its line); a UTF-8 BOM is dropped."""
+    with open(path, "rb") as f:
+        for line_no, raw in enumerate(f, start=1):
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise _BadEncoding(line_no, e) from None
+            yield text.removeprefix("\ufeff") if line_no == 1 else text
+
+
+def _encoding_problem(path: Path, bad: _BadEncoding) -> Problem:
+    byte = bad.error.object[bad.error.start]
+    return Problem(str(path), bad.line, None, f"not valid UTF-8 (byte 0x{byte:02x}); save the file as UTF-8")
 
 
 def read_jsonl(path: Path) -> Iterator[tuple[int, dict | Problem]]:
     """One JSON object per line; blank lines are skipped."""
-    line_no = 0
     seen = False
     try:
-        with open(path, encoding="utf-8-sig", newline="") as f:
-            for line_no, line in enumerate(f, start=1):
-                if not line.strip():
-                    continue
-                seen = True
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as e:
-                    hint = " (truncated line?)" if "Unterminated" in e.msg or "Expecting" in e.msg else ""
-                    yield line_no, Problem(str(path), line_no, None, f"invalid JSON: {e.msg} at column {e.colno}{hint}")
-                    continue
-                if not isinstance(obj, dict):
-                    yield line_no, Problem(str(path), line_no, None, f"expected a JSON object, got {type(obj).__name__}")
-                    continue
-                yield line_no, obj
-    except UnicodeDecodeError as e:
-        yield line_no + 1, _decode_problem(path, line_no + 1, e)
+        for line_no, line in enumerate(_lines(path), start=1):
+            if not line.strip():
+                continue
+            seen = True
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                hint = " (truncated line?)" if "Unterminated" in e.msg or "Expecting" in e.msg else ""
+                yield line_no, Problem(str(path), line_no, None, f"invalid JSON: {e.msg} at column {e.colno}{hint}")
+                continue
+            if not isinstance(obj, dict):
+                yield line_no, Problem(str(path), line_no, None, f"expected a JSON object, got {type(obj).__name__}")
+                continue
+            yield line_no, obj
+    except _BadEncoding as bad:
+        yield bad.line, _encoding_problem(path, bad)
         return
     if not seen:
         yield 0, Problem(str(path), None, None, "file is empty: no records")
@@ -65,34 +80,33 @@ def read_jsonl(path: Path) -> Iterator[tuple[int, dict | Problem]]:
 
 def read_table(path: Path, delimiter: str = ",", required: tuple[str, ...] = ()) -> Iterator[tuple[int, dict | Problem]]:
     """CSV/TSV with a header row; yields each row as a dict with the line where the record starts."""
+    quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL
+    reader = csv.reader(_lines(path), delimiter=delimiter, quoting=quoting)
     try:
-        with open(path, encoding="utf-8-sig", newline="") as f:
-            quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL
-            reader = csv.reader(f, delimiter=delimiter, quoting=quoting)
-            header = next(reader, None)
-            if not header:
-                yield 0, Problem(str(path), None, None, "file is empty: no header row")
-                return
-            header = [h.strip() for h in header]
-            missing = [c for c in required if c not in header]
-            if missing:
-                yield 1, Problem(str(path), 1, ", ".join(missing), f"missing column(s); the header has: {', '.join(header)}")
-                return
-            start = reader.line_num + 1
-            rows = 0
-            for row in reader:
-                line, start = start, reader.line_num + 1
-                if not any(cell.strip() for cell in row):
-                    continue
-                rows += 1
-                if len(row) != len(header):
-                    yield line, Problem(str(path), line, None, f"expected {len(header)} columns, found {len(row)}")
-                    continue
-                yield line, dict(zip(header, row))
-            if rows == 0:
-                yield 0, Problem(str(path), None, None, "file has a header but no records")
-    except UnicodeDecodeError as e:
-        yield 0, _decode_problem(path, reader.line_num + 1, e)
+        header = next(reader, None)
+        if not header:
+            yield 0, Problem(str(path), None, None, "file is empty: no header row")
+            return
+        header = [h.strip() for h in header]
+        missing = [c for c in required if c not in header]
+        if missing:
+            yield 1, Problem(str(path), 1, ", ".join(missing), f"missing column(s); the header has: {', '.join(header)}")
+            return
+        start = reader.line_num + 1
+        rows = 0
+        for row in reader:
+            line, start = start, reader.line_num + 1
+            if not any(cell.strip() for cell in row):
+                continue
+            rows += 1
+            if len(row) != len(header):
+                yield line, Problem(str(path), line, None, f"expected {len(header)} columns, found {len(row)}")
+                continue
+            yield line, dict(zip(header, row))
+        if rows == 0:
+            yield 0, Problem(str(path), None, None, "file has a header but no records")
+    except _BadEncoding as bad:
+        yield bad.line, _encoding_problem(path, bad)
     except csv.Error as e:
         yield reader.line_num, Problem(str(path), reader.line_num, None, f"malformed CSV: {e}")
 

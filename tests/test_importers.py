@@ -1,0 +1,207 @@
+"""Importers on real data, and bad input reported as file:line: field: message (offline dry runs)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+
+import pytest
+
+from evalstudio.errors import Problem
+from evalstudio.importing import iter_tasks, scan
+
+from .conftest import DATA, EXAMPLES, PROTOCOLS, example_files
+
+
+def tasks_of(reg, importer_for, protocol, files):
+    items = list(iter_tasks(reg.get(protocol), importer_for(protocol), files))
+    problems = [i for i in items if isinstance(i, Problem)]
+    assert not problems, problems
+    return [data for _, data in items]
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_examples_are_valid_and_carry_what_the_config_shows(reg, importer_for, protocol):
+    project = reg.get(protocol)
+    tasks = tasks_of(reg, importer_for, protocol, example_files(protocol))
+    assert tasks
+    for data in tasks:
+        assert project.data_fields() <= data.keys()
+        assert {"evalstudio_id", "item_id", "system"} <= data.keys()
+    assert len({t["evalstudio_id"] for t in tasks}) == len(tasks)
+
+
+def test_sotopia_keeps_evaluator_ratings_and_reasoning(reg, importer_for):
+    path = EXAMPLES / "sotopia" / "episodes.jsonl"
+    tasks = tasks_of(reg, importer_for, "sotopia", [path])
+    episodes = [json.loads(line) for line in path.read_text().splitlines()]
+    assert len(tasks) == len(episodes) == 20
+    dims = list(reg.get("sotopia").criteria)
+    for data, episode in zip(tasks, episodes):
+        assert data["item_id"] == episode["episode_id"]
+        for i, agent in enumerate(("agent1", "agent2")):
+            assert data["model_ratings"][agent] == {d: episode["rewards"][i][d] for d in dims}
+            assert set(data["model_reasoning"][agent]) == set(dims)  # a rationale per dimension
+            assert data[f"{agent}_name"] == list(episode["agents_background"])[i]
+        said = sum(1 for turn in episode["raw_messages"] for s, r, text in turn
+                   if r == "Environment" and text.startswith("said:"))
+        assert sum(1 for t in data["dialogue"] if not t["text"].startswith("[")) == said
+        assert data["model_version"] == episode["experiment_model_name_pairs"][0]
+
+
+def test_circa_model_outputs_expand_to_the_published_mturk_batch(reg, importer_for):
+    """60 model outputs -> the 90 items of the real MTurk batch: prediction shown, plus gold shown when it differs."""
+    tasks = tasks_of(reg, importer_for, "circa", [EXAMPLES / "circa" / "model_explanations.csv"])
+    ours = sorted((t["context"], t["question"], t["answer"], t["explanation"], t["interpretation"]) for t in tasks)
+    with open(DATA / "circa_mturk_batch.csv", encoding="utf-8", newline="") as f:
+        published = sorted((r["context"].strip(), r["question"].strip(), r["answer"].strip(), r["explanation"].strip(),
+                            r["interpretation"].strip()) for r in csv.DictReader(f))
+    assert ours == published
+    roles = [tuple(t["shown_label_is"]) for t in tasks]
+    assert roles.count(("prediction", "gold")) == roles.count(("prediction",)) == roles.count(("gold",)) == 30
+    assert all(t["is_control"] for t in tasks)
+
+
+def test_circa_batch_form_joins_gold_from_the_tsv(reg, importer_for):
+    files = [DATA / "circa_mturk_batch.csv", DATA / "circa_gold_slice.tsv"]
+    tasks = tasks_of(reg, importer_for, "circa", files)
+    with open(DATA / "circa_gold_slice.tsv", encoding="utf-8", newline="") as f:
+        gold = {(r["context"], r["question-X"], r["answer-Y"]): r for r in csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE)}
+    joined = [t for t in tasks if (t["context"], t["question"], t["answer"]) in gold]
+    assert joined, "the slice holds rows of the batch"
+    for t in joined:
+        row = gold[(t["context"], t["question"], t["answer"])]
+        assert t["circa_id"] == row["id"] and t["judgements"] == row["judgements"]
+        assert t["is_control"] == (row["goldstandard2"] != "NA")
+    assert not any(t["is_control"] for t in tasks if t not in joined)
+
+
+def test_cmv_reads_thread_xml(reg, importer_for):
+    [task] = tasks_of(reg, importer_for, "cmv", [EXAMPLES / "cmv" / "thread.xml"])
+    assert task["post_title"].startswith("CMV: Public libraries")
+    assert task["comment"].startswith("Libraries are mostly not about books")  # inline <claim> markup removed
+    assert "∆" in task["delta_reply"] and task["item_id"] == "es4-es4a"
+    assert task["post_beliefs"] == "(not extracted)"
+
+
+@pytest.mark.parametrize("text, speakers", [
+    ("Hi there\nHello! How can I help?\nI need a refund", ["A", "B", "A"]),
+    ("User: Hi there\nBot: Hello!", ["User", "Bot"]),
+])
+def test_dialogue_accepts_newline_separated_context(reg, importer_for, tmp_path, text, speakers):
+    path = tmp_path / "d.csv"
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        csv.writer(f).writerows([["context", "response", "system"], [text, "Sure.", "sys-a"]])
+    [task] = tasks_of(reg, importer_for, "dialogue", [path])
+    assert [t["speaker"] for t in task["context"]] == speakers
+
+
+def test_health_csv_and_jsonl_agree(reg, importer_for, tmp_path):
+    record = json.loads((EXAMPLES / "health" / "assistant_versions.jsonl").read_text().splitlines()[0])
+    path = tmp_path / "h.csv"
+    header = ["scenario_id", "scenario", "system"] + [f"{w}_{i}" for i in range(1, 9) for w in ("user", "assistant")]
+    row = [record["scenario_id"], record["scenario"], record["system"]] + [
+        e[w] for e in record["exchanges"] for w in ("user", "assistant")]
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        csv.writer(f).writerows([header, row])
+    [from_csv] = tasks_of(reg, importer_for, "health", [path])
+    from_jsonl = tasks_of(reg, importer_for, "health", [EXAMPLES / "health" / "assistant_versions.jsonl"])[0]
+    assert from_csv == from_jsonl
+    assert len(from_csv["dialogue"]) == 16
+
+
+# ---- bad input: one row per protocol and defect -------------------------------------------------------------
+
+def _first_record(protocol):
+    path = next(p for p in example_files(protocol) if p.suffix == ".jsonl")
+    return json.loads(path.read_text(encoding="utf-8").splitlines()[0])
+
+
+def _jsonl(*records):
+    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode("utf-8")
+
+
+def _mutate(protocol, change):
+    record = _first_record(protocol)
+    change(record)
+    return record
+
+
+def _circa_rows(rows, header=("context", "question", "answer", "explanation", "prediction", "target")):
+    import io
+    out = io.StringIO()
+    w = csv.writer(out)
+    w.writerow(header)
+    w.writerows(rows)
+    return out.getvalue().encode("utf-8")
+
+
+GOOD_CIRCA = ["X wants to know about Y's food preferences.", "Do you like pizza?", "I love it.", "Loving it means yes.", "Yes", "Yes"]
+
+
+def _bad_inputs():
+    rows = []
+    for protocol, missing, out_of_range in [
+        ("sotopia", "scenario", lambda r: r["rewards"][1].update(secret=3.0)),
+        ("cmv", "comment", lambda r: r["model_answers"].update(persuasiveness="Maybe")),
+        ("dialogue", "context", lambda r: r["responses"][1].update(model_ratings={"appropriateness": 7})),
+        ("health", "system", lambda r: r.update(model_ratings={"explainability": 10.5})),
+    ]:
+        good = _first_record(protocol)
+        truncated = _jsonl(good) + json.dumps(good)[:200].encode() + b"\n"
+        range_field = {"sotopia": "rewards[1].secret", "cmv": "model_answers.persuasiveness",
+                       "dialogue": "responses[1].model_ratings.appropriateness",
+                       "health": "model_ratings.explainability"}[protocol]
+        rows += [
+            (protocol, "truncated", "x.jsonl", truncated, 2, None, "invalid JSON"),
+            (protocol, "missing", "x.jsonl", _jsonl(good, _mutate(protocol, lambda r: r.pop(missing))), 2, missing, "missing"),
+            (protocol, "out_of_range", "x.jsonl", _jsonl(_mutate(protocol, out_of_range)), 1, range_field, "range" if protocol != "cmv" else "not one of"),
+            (protocol, "empty", "x.jsonl", b"", None, None, "empty"),
+            (protocol, "encoding", "x.jsonl", _jsonl(good) + json.dumps({"note": "café"}, ensure_ascii=False).encode("latin-1") + b"\n", 2, None, "UTF-8"),
+        ]
+    rows += [
+        ("circa", "truncated", "x.csv", _circa_rows([GOOD_CIRCA, GOOD_CIRCA[:3]]), 3, None, "expected 6 columns"),
+        ("circa", "missing", "x.csv", _circa_rows([GOOD_CIRCA[:3] + GOOD_CIRCA[4:]], header=("context", "question", "answer", "prediction", "target")), 1, "explanation", "missing column"),
+        ("circa", "out_of_range", "x.csv", _circa_rows([GOOD_CIRCA, GOOD_CIRCA[:4] + ["Maybe", "Yes"]]), 3, "prediction", "not one of"),
+        ("circa", "empty", "x.csv", b"", None, None, "empty"),
+        ("circa", "encoding", "x.csv", _circa_rows([GOOD_CIRCA])[:-2] + "é\n".encode("latin-1"), 2, None, "UTF-8"),
+    ]
+    return rows
+
+
+BAD_INPUTS = _bad_inputs()
+
+
+@pytest.mark.parametrize("protocol, defect, name, content, line, field, message", BAD_INPUTS,
+                         ids=[f"{r[0]}-{r[1]}" for r in BAD_INPUTS])
+def test_bad_input_is_reported_with_file_line_field(reg, importer_for, tmp_path, protocol, defect, name, content, line, field, message):
+    path = tmp_path / name
+    path.write_bytes(content)
+    result = scan(reg.get(protocol), importer_for(protocol), [path])
+    assert result.problems, "the defect must be found"
+    problem = result.problems[0]
+    assert (problem.path, problem.line, problem.field) == (str(path), line, field), str(problem)
+    assert message in problem.message
+    where = f"{path}:{line}: " if line else f"{path}: "
+    assert str(problem).startswith(where + (f"{field}: " if field else ""))
+
+
+def test_all_problems_are_reported_not_just_the_first(reg, importer_for, tmp_path):
+    bad = _mutate("dialogue", lambda r: r.pop("context"))
+    path = tmp_path / "many.jsonl"
+    path.write_bytes(_jsonl(bad, _first_record("dialogue"), bad, bad))
+    result = scan(reg.get("dialogue"), importer_for("dialogue"), [path])
+    assert [p.line for p in result.problems] == [1, 3, 4]
+
+
+def test_duplicate_ids_are_reported(reg, importer_for, tmp_path):
+    path = tmp_path / "dup.jsonl"
+    path.write_bytes(_jsonl(_first_record("health"), _first_record("health")))
+    [problem] = scan(reg.get("health"), importer_for("health"), [path]).problems
+    assert problem.line == 2 and problem.field == "evalstudio_id" and re.search(r"first seen at .*dup.jsonl:1", problem.message)
+
+
+def test_missing_file_is_reported(reg, importer_for, tmp_path):
+    [problem] = scan(reg.get("health"), importer_for("health"), [tmp_path / "nope.jsonl"]).problems
+    assert problem.message == "no such file"

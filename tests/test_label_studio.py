@@ -1,0 +1,88 @@
+"""Against a real Label Studio server: projects from projects.yaml, real samples imported, no duplicates."""
+
+from __future__ import annotations
+
+import pytest
+
+from evalstudio.client import Client, Settings
+from evalstudio.errors import InvalidInput, ServerError
+from evalstudio.importing import import_files, iter_tasks, scan
+
+from .conftest import PROTOCOLS, example_files, free_port
+from .test_importers import BAD_INPUTS
+
+pytestmark = pytest.mark.server
+
+
+def task_count(client, project_id):
+    return client.project(project_id).task_number or 0
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_project_is_created_from_projects_yaml_and_setup_is_idempotent(reg, client, protocol):
+    project = reg.get(protocol)
+    project_id, _ = client.ensure_project(project)
+    assert client.ensure_project(project) == (project_id, "unchanged")
+    remote = client.project(project_id)
+    assert remote.title == project.title
+    assert remote.label_config == project.label_config
+    assert remote.expert_instruction == project.instructions and remote.show_instruction
+    assert remote.maximum_annotations == project.annotators_per_task
+    # the server's own validator accepts the config
+    client.sdk.projects.validate_label_config(id=project_id, label_config=project.label_config)
+
+
+def test_server_rejects_an_invalid_config(reg, client):
+    broken = reg.get("dialogue").model_copy(update={"title": "broken config"})
+    broken.__dict__["label_config"] = broken.label_config.replace('toName="response"', 'toName="nowhere"', 1)
+    with pytest.raises(ServerError, match="HTTP 400.*nowhere"):
+        client.ensure_project(broken)
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_real_samples_are_imported_once(reg, importer_for, client, protocol):
+    project, importer, files = reg.get(protocol), importer_for(protocol), example_files(protocol)
+    expected = {data["evalstudio_id"]: data for _, data in iter_tasks(project, importer, files)}
+    first = import_files(project, importer, files, client, batch_size=7)
+    assert first.created + first.already_present == len(expected)
+    remote = {t.data["evalstudio_id"]: t.data for t in client.tasks(first.project_id)}
+    assert remote == expected  # the server holds exactly the converted records
+    again = import_files(project, importer, files, client)
+    assert (again.created, again.already_present) == (0, len(expected))
+    assert task_count(client, first.project_id) == len(expected)
+
+
+@pytest.mark.parametrize("protocol, defect, name, content, line, field, message", BAD_INPUTS,
+                         ids=[f"{r[0]}-{r[1]}" for r in BAD_INPUTS])
+def test_bad_input_creates_no_task(reg, importer_for, client, tmp_path, protocol, defect, name, content, line, field, message):
+    project = reg.get(protocol)
+    project_id, _ = client.ensure_project(project)
+    before = task_count(client, project_id)
+    path = tmp_path / name
+    path.write_bytes(content)
+    good = [f for f in example_files(protocol)]  # valid files in the same call are not imported either
+    with pytest.raises(InvalidInput) as e:
+        import_files(project, importer_for(protocol), good + [path], client)
+    assert str(path) in str(e.value)
+    assert task_count(client, project_id) == before
+
+
+def test_wrong_token_is_a_clear_error_without_the_token(label_studio):
+    bad = Client(Settings(label_studio.url, "0" * 40))
+    with pytest.raises(ServerError) as e:
+        bad.find_project("anything")
+    assert "HTTP 401" in str(e.value) and "0" * 40 not in str(e.value)
+
+
+def test_unreachable_server_is_a_clear_error():
+    with pytest.raises(ServerError, match="cannot reach Label Studio at http://127.0.0.1:"):
+        Client(Settings(f"http://127.0.0.1:{free_port()}", "x")).find_project("anything")
+
+
+def test_scan_count_matches_import_for_large_batches(reg, importer_for, client):
+    """Batches smaller than the file exercise the batching path with real data (Circa: 90 tasks, batch 8)."""
+    project, importer = reg.get("circa"), importer_for("circa")
+    files = example_files("circa")
+    assert scan(project, importer, files).tasks == 90
+    report = import_files(project, importer, files, client, batch_size=8)
+    assert task_count(client, report.project_id) == 90

@@ -1,0 +1,125 @@
+"""projects.yaml and the labeling configs: faithful to the protocols, validated by the SDK's LabelInterface."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+import yaml
+
+from evalstudio import registry
+from evalstudio.errors import RegistryError, UnknownName
+
+from .conftest import PROTOCOLS, ROOT
+
+# The protocols as published (see README): control -> (min, max) or labels.
+SPEC = {
+    "sotopia": {**{f"{a}_{d}": r for a in ("agent1", "agent2") for d, r in {
+        "believability": (0, 10), "relationship": (-5, 5), "knowledge": (0, 10), "secret": (-10, 0),
+        "social_rules": (-10, 0), "financial_and_material_benefits": (-5, 5), "goal": (0, 10)}.items()}},
+    "cmv": {f"q{i}_{c}": ["Yes", "No"] for i, c in enumerate(
+        ["persuasive", "beliefs", "desires", "intentions", "emotions", "knowledge", "perspective_taking"], start=1)},
+    "circa": {"interpretation_choice": ["Yes", "Yes, subject to some conditions", "No",
+                                        "In the middle, neither yes nor no", "Other"],
+              "explanation_rating": (1, 5)},
+    "dialogue": {"appropriateness": (1, 5), "information_content": (1, 5), "human_likeness": (1, 5)},
+    "health": {**{k: (1, 10) for k in ["explainability", "controllability", "machine_intelligence", "real_time_learning",
+                                       "iterative_interaction", "emotional_interaction", "contractual_trust",
+                                       "emotional_trust", "willingness_to_continue"]}},
+}
+DECIMAL_STEP = {"explainability", "controllability", "machine_intelligence", "real_time_learning",
+                "iterative_interaction", "emotional_interaction"}
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_config_matches_published_protocol(reg, protocol):
+    project = reg.get(protocol)
+    li = project.interface  # parsed and validated by label_studio_sdk's LabelInterface
+    for name, expected in SPEC[protocol].items():
+        control = li.get_control(name)
+        if isinstance(expected, tuple):
+            assert registry.control_range(control) == tuple(map(float, expected)), name
+        else:
+            assert list(control.labels) == expected, name
+        assert control.attr.get("required") == "true", f"{name} must be required"
+    assert project.config_path.name == f"{protocol}.xml" and project.importer == protocol
+
+
+@pytest.mark.parametrize("protocol, controls", [
+    ("sotopia", [f"{a}_{d}_rationale" for a in ("agent1", "agent2") for d in ("believability", "goal", "secret")] + ["prolific_id"]),
+    ("cmv", ["note", "bad_instance"]),
+])
+def test_text_controls(reg, protocol, controls):
+    li = reg.get(protocol).interface
+    for name in controls:
+        assert li.get_control(name).tag in {"TextArea", "Choices"}
+    if protocol == "cmv":  # optional fields stay optional
+        assert li.get_control("note").attr.get("required") != "true"
+        assert li.get_control("bad_instance").attr.get("required") != "true"
+    else:
+        assert all(li.get_control(n).attr.get("required") == "true" for n in controls)
+
+
+def test_health_accepts_decimals_only_where_the_protocol_does(reg):
+    li = reg.get("health").interface
+    for control in li.controls:
+        assert float(control.attr["step"]) == (0.1 if control.name in DECIMAL_STEP else 1), control.name
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_dialogue_like_data_renders_as_turns(reg, protocol):
+    li = reg.get(protocol).interface
+    paragraphs = [o for o in li.objects if o.tag == "Paragraphs"]
+    if protocol in {"sotopia", "dialogue", "health"}:
+        assert paragraphs and all(o.attr["layout"] == "dialogue" for o in paragraphs)
+    # untrusted text is shown by Text/Paragraphs (escaped), never as HyperText
+    assert not [o for o in li.objects if o.tag == "HyperText"]
+
+
+def test_rubric_reaches_annotators(reg):
+    for project in reg:
+        assert len(project.instructions) > 200
+        assert "<Collapse>" in project.label_config  # rubric/instructions panel inside the task
+    sotopia = reg.get("sotopia").label_config
+    assert "GOOD (" in sotopia and "BAD (" in sotopia  # good/bad example annotations
+
+
+def test_unknown_protocol_lists_valid_names(reg):
+    with pytest.raises(UnknownName) as e:
+        reg.get("sotopya")
+    assert "valid names: circa, cmv, dialogue, health, sotopia" in str(e.value)
+
+
+def _copy_registry(tmp_path, edit):
+    shutil.copytree(ROOT / "labeling_configs", tmp_path / "labeling_configs")
+    raw = yaml.safe_load((ROOT / "projects.yaml").read_text())
+    edit(raw["projects"])
+    path = tmp_path / "projects.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return path
+
+
+def test_bad_key_is_named_with_its_line(tmp_path):
+    path = _copy_registry(tmp_path, lambda p: p["dialogue"]["criteria"]["appropriateness"].update(scale="ratio"))
+    with pytest.raises(RegistryError) as e:
+        registry.load(path)
+    message = str(e.value)
+    assert "projects.dialogue.criteria.appropriateness.scale" in message
+    line = next(i for i, text in enumerate(path.read_text().splitlines(), 1) if "scale: ratio" in text)
+    assert f"{path}:{line}:" in message
+
+
+def test_range_mismatch_with_xml_is_reported(tmp_path):
+    path = _copy_registry(tmp_path, lambda p: p["sotopia"]["criteria"]["secret"].update(min=0, max=10))
+    with pytest.raises(RegistryError, match=r"criteria.secret: range 0..10 but control 'agent1_secret' allows -10..0"):
+        registry.load(path)
+
+
+def test_undeclared_control_is_reported(tmp_path):
+    path = _copy_registry(tmp_path, lambda p: p["circa"]["criteria"].pop("explanation_quality"))
+    with pytest.raises(RegistryError, match="control 'explanation_rating' is not described in projects.yaml"):
+        registry.load(path)
+
+
+def test_titles_fit_label_studio(reg):
+    assert all(3 <= len(p.title) <= 50 for p in reg)
