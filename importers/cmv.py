@@ -64,8 +64,9 @@ def convert(record: dict, project, context) -> list[dict]:
 def _tom_check(data: dict, tom: dict, side: str, category: str):
     def check():
         entry = (tom.get(side) or {}).get(category)
+        label = "Post" if side == "post" else "Comment"
         if entry is None:
-            data[f"{side}_{category}"] = "(not extracted)"
+            data[f"{side}_{category}"] = f"{label}: (not extracted)"
             return
         field = f"tom.{side}.{category}"
         if not isinstance(entry, dict):
@@ -76,7 +77,6 @@ def _tom_check(data: dict, tom: dict, side: str, category: str):
         content = entry.get("content", "")
         if not isinstance(content, str):
             raise FieldError(f"{field}.content", "expected a string")
-        label = "Post" if side == "post" else "Comment"
         data[f"{side}_{category}"] = f"{label}. Values: {', '.join(values) or '-'}. Content: {content or '-'}"
 
     return check

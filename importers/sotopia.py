@@ -70,10 +70,8 @@ def _dialogue(raw_messages: list) -> list[dict]:
 
 
 def _plain_goal(goal: str) -> str:
-    goal = re.sub(r"\s*<extra_info>", " (Extra information: ", goal)
-    goal = re.sub(r"\s*<strategy_hint>", " Hint: ", goal)
-    goal = re.sub(r"</extra_info>", ")", goal)
-    return re.sub(r"</?\w+>", "", goal).strip()
+    """Drop Sotopia's <extra_info>/<strategy_hint> markup; the text inside already says what it is."""
+    return re.sub(r"\s+", " ", re.sub(r"</?(extra_info|strategy_hint)>", " ", goal)).replace("( ", "(").replace(" )", ")").strip()
 
 
 def _ratings(rewards, project) -> dict:

@@ -82,7 +82,7 @@ def test_cmv_reads_thread_xml(reg, importer_for):
     assert task["post_title"].startswith("CMV: Public libraries")
     assert task["comment"].startswith("Libraries are mostly not about books")  # inline <claim> markup removed
     assert "∆" in task["delta_reply"] and task["item_id"] == "es4-es4a"
-    assert task["post_beliefs"] == "(not extracted)"
+    assert task["post_beliefs"] == "Post: (not extracted)"
 
 
 @pytest.mark.parametrize("text, speakers", [
