@@ -129,7 +129,21 @@ class Client:
         """evalstudio ids of the tasks already in a project."""
         return {t.data.get(ID_FIELD) for t in self.tasks(project_id) if t.data.get(ID_FIELD)}
 
+    def export_tasks(self, project_id: int) -> list[dict]:
+        """All tasks with their annotations as plain dicts (the layout of a JSON export), page by page."""
+        with self._call(f"export tasks of project {project_id}"):
+            return [
+                {"id": t.id, "data": t.data, "annotations": [a if isinstance(a, dict) else a.model_dump() for a in t.annotations or []]}
+                for t in self.sdk.tasks.list(project=project_id, page_size=PAGE_SIZE, fields="all")
+            ]
+
+    def users(self) -> dict[int, str]:
+        """User id -> email, to name annotators."""
+        with self._call("list users"):
+            return {u.id: u.email or u.username for u in self.sdk.users.list()}
+
     def import_tasks(self, project_id: int, tasks: list[dict]) -> list[int]:
         with self._call(f"import {len(tasks)} tasks into project {project_id}"):
             response = self.sdk.projects.import_tasks(id=project_id, request=tasks, return_task_ids=True)
         return list(response.task_ids or [])
+

@@ -1,1 +1,1 @@
-"""Exporters: Label Studio annotations to a tidy long DataFrame, agreement and alignment (next milestone)."""
+"""Label Studio annotations -> one tidy long DataFrame; agreement, alignment and reports on top of it."""

@@ -1,0 +1,183 @@
+"""Inter-annotator agreement: pure, vectorised functions.
+
+Ratings come as a long table (one row per rating): `item`, `annotator`, `value`. Missing ratings are rows that
+are absent or have a NaN value.
+
+Krippendorff's alpha is computed in O(N) time and memory from per-unit sums, without the V x V coincidence
+matrix (so decimal scales with many distinct values cost nothing extra):
+  alpha = 1 - (n - 1) * sum_u D_u / (m_u - 1) / sum_{c,k} n_c n_k delta(c, k)
+with n pairable values (in units with >= 2 values), D_u = sum over ordered pairs i != j in unit u of delta.
+  interval: sum_{i,j in u} (x_i - x_j)^2 = 2 m S2 - 2 S1^2 per unit (S1, S2: sums of x and x^2)
+  ordinal:  the interval metric on each value's cumulative-midpoint rank z_c = sum_{g<c} n_g + n_c / 2
+            (Krippendorff's ordinal delta(c, k) = |z_c - z_k|)
+  nominal:  pairs that differ = m^2 - sum_c n_uc^2 per unit, from counts of (unit, value) pairs.
+"""
+
+from __future__ import annotations
+
+from itertools import combinations
+
+import numpy as np
+import pandas as pd
+from sklearn.metrics import cohen_kappa_score
+
+LEVELS = ("nominal", "ordinal", "interval")
+NO_MAJORITY = "no majority"
+
+
+def _codes(values) -> np.ndarray:
+    return pd.factorize(np.asarray(values), sort=False)[0]
+
+
+def krippendorff_alpha(units, values, level: str = "interval") -> float:
+    """Krippendorff's alpha from parallel arrays of unit ids and values (NaN = missing).
+
+    Returns NaN when all pairable values are equal (agreement is undefined: no variation to agree on).
+    Raises ValueError when no unit has two or more values, or for an unknown level."""
+    if level not in LEVELS:
+        raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
+    units = np.asarray(units)
+    values = np.asarray(values)
+    if units.shape != values.shape or units.ndim != 1:
+        raise ValueError("units and values must be 1-D arrays of the same length")
+    if level == "nominal":
+        present = ~pd.isna(values)
+        value_codes = _codes(values[present])
+    else:
+        values = values.astype(float)
+        present = ~np.isnan(values)
+    unit_codes = _codes(units[present])
+    m = np.bincount(unit_codes)
+    pairable = m[unit_codes] >= 2
+    if not pairable.any():
+        raise ValueError("Krippendorff's alpha needs at least one item rated by two or more annotators")
+    u, m = _codes(unit_codes[pairable]), m[m >= 2]
+    n = float(pairable.sum())
+
+    if level == "nominal":
+        v = value_codes[pairable]
+        pair_keys, pair_counts = np.unique(u.astype(np.int64) * (v.max() + 1) + v, return_counts=True)
+        same_in_unit = np.bincount(pair_keys // (v.max() + 1), weights=pair_counts.astype(float) ** 2, minlength=len(m))
+        observed = np.sum((m.astype(float) ** 2 - same_in_unit) / (m - 1))
+        expected = n * n - np.sum(np.bincount(v).astype(float) ** 2)
+    else:
+        x = values[present][pairable]
+        if level == "ordinal":
+            x = _cumulative_midpoints(x)
+        x = x - x.mean()  # numerically stabler sums of squares
+        s1 = np.bincount(u, weights=x)
+        s2 = np.bincount(u, weights=x * x)
+        observed = np.sum((2 * m * s2 - 2 * s1 * s1) / (m - 1))
+        expected = 2 * n * np.sum(x * x) - 2 * np.sum(x) ** 2
+    if expected <= 0:
+        return float("nan")
+    return float(1.0 - (n - 1) * observed / expected)
+
+
+def _cumulative_midpoints(x: np.ndarray) -> np.ndarray:
+    """Replace each value by z_c = (count of smaller values) + (count of equal values) / 2."""
+    categories, inverse, counts = np.unique(x, return_inverse=True, return_counts=True)
+    z = np.cumsum(counts) - counts / 2.0
+    return z[inverse]
+
+
+def alpha_from_matrix(matrix, level: str = "interval") -> float:
+    """Krippendorff's alpha from a raters x units matrix with NaN for missing (the layout of the literature)."""
+    matrix = np.asarray(matrix, dtype=float if level != "nominal" else object)
+    raters, units = matrix.shape
+    return krippendorff_alpha(np.tile(np.arange(units), raters), matrix.ravel(), level)
+
+
+def _wide(frame: pd.DataFrame) -> pd.DataFrame:
+    """item x annotator table of values; duplicate ratings of one annotator are an error."""
+    duplicated = frame.duplicated(["item", "annotator"])
+    if duplicated.any():
+        first = frame[duplicated].iloc[0]
+        raise ValueError(f"annotator {first['annotator']!r} rated item {first['item']!r} more than once")
+    return frame.pivot(index="item", columns="annotator", values="value")
+
+
+def cohen_kappa_pairs(frame: pd.DataFrame, weights: str | None = None, labels=None) -> pd.DataFrame:
+    """Cohen's kappa for every pair of annotators over the items both rated (weights: None, 'linear', 'quadratic')."""
+    wide = _wide(frame.dropna(subset=["value"]))
+    rows = []
+    for a, b in combinations(wide.columns, 2):
+        both = wide[[a, b]].dropna()
+        if len(both) < 2:
+            continue
+        kappa = cohen_kappa_score(both[a].to_numpy(), both[b].to_numpy(), weights=weights, labels=labels)
+        rows.append({"annotator_a": a, "annotator_b": b, "items": len(both), "kappa": float(kappa)})
+    if not rows:
+        raise ValueError("Cohen's kappa needs two annotators with at least two items in common")
+    return pd.DataFrame(rows)
+
+
+def fleiss_kappa(frame: pd.DataFrame) -> float:
+    """Fleiss' kappa; every item must have the same number of (non-missing) ratings.
+
+    Missing values are dropped first: statsmodels' aggregate_raters would count NaN as a category."""
+    from statsmodels.stats.inter_rater import fleiss_kappa as _fleiss
+
+    frame = frame.dropna(subset=["value"])
+    per_item = frame.groupby("item")["value"].size()
+    if per_item.empty or per_item.min() < 2:
+        raise ValueError("Fleiss' kappa needs at least two ratings for every item")
+    if per_item.nunique() != 1:
+        raise ValueError(f"Fleiss' kappa needs the same number of ratings per item (found {sorted(per_item.unique())}); "
+                         "use Krippendorff's alpha for incomplete data")
+    counts = pd.crosstab(frame["item"], frame["value"]).to_numpy()
+    if counts.shape[1] < 2:
+        return float("nan")
+    return float(_fleiss(counts, method="fleiss"))
+
+
+def percent_agreement(frame: pd.DataFrame) -> float:
+    """Share of agreeing pairs of ratings within items, averaged over items with >= 2 ratings."""
+    frame = frame.dropna(subset=["value"])
+    counts = frame.groupby(["item", "value"]).size()
+    m = counts.groupby(level="item").sum()
+    same = (counts * (counts - 1)).groupby(level="item").sum()
+    rated = m >= 2
+    if not rated.any():
+        raise ValueError("percent agreement needs at least one item rated twice")
+    return float((same[rated] / (m[rated] * (m[rated] - 1))).mean())
+
+
+def majority_vote(frame: pd.DataFrame, min_votes: int | None = None) -> pd.Series:
+    """Per item, the label with the most votes, or NO_MAJORITY on a tie or when it has fewer than `min_votes`
+    (default: more than half of the item's votes). Circa's gold standard: min_votes=3 of 5."""
+    frame = frame.dropna(subset=["value"])
+    counts = frame.groupby(["item", "value"]).size().rename("votes").reset_index()
+    totals = counts.groupby("item")["votes"].transform("sum")
+    top = counts.groupby("item")["votes"].transform("max")
+    winners = counts[counts["votes"] == top]
+    unique_winner = winners.groupby("item")["value"].transform("size") == 1
+    needed = (totals[winners.index] // 2 + 1) if min_votes is None else min_votes
+    winners = winners.assign(ok=unique_winner & (winners["votes"] >= needed))
+    result = winners.groupby("item").apply(lambda g: g["value"].iloc[0] if g["ok"].iloc[0] else NO_MAJORITY,
+                                           include_groups=False)
+    return result.rename("majority")
+
+
+def bootstrap_ci(frame: pd.DataFrame, statistic, n_boot: int = 1000, level: float = 0.95, seed: int = 0):
+    """Percentile CI of statistic(frame) resampling items with replacement."""
+    items = frame["item"].unique()
+    groups = frame.groupby("item").indices
+    rng = np.random.default_rng(seed)
+    values = frame.reset_index(drop=True)
+    stats = []
+    for _ in range(n_boot):
+        pick = rng.choice(len(items), size=len(items), replace=True)
+        rows = np.concatenate([groups[items[i]] for i in pick])
+        # resampled copies of an item are distinct units
+        sample = values.iloc[rows].assign(item=np.repeat(np.arange(len(pick)), [len(groups[items[i]]) for i in pick]))
+        try:
+            stats.append(statistic(sample))
+        except ValueError:
+            continue
+    stats = np.asarray(stats, dtype=float)
+    stats = stats[~np.isnan(stats)]
+    if len(stats) == 0:
+        return float("nan"), float("nan")
+    tail = (1 - level) / 2 * 100
+    return float(np.percentile(stats, tail)), float(np.percentile(stats, 100 - tail))

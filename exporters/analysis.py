@@ -1,0 +1,178 @@
+"""Analysis tables of one project, computed from the tidy frames (no IO).
+
+The statistic per criterion follows its scale in projects.yaml: Krippendorff's alpha at that level for every
+criterion; percent agreement, Fleiss' kappa and pairwise Cohen's kappa (quadratic weights when ordinal) for
+categorical and ordinal ones.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .. import agreement as ag
+from .. import alignment as al
+from ..registry import Project
+from .tidy import ratings
+
+SKIPPED = "skipped"
+
+
+def _try(func, *args, **kwargs):
+    """(value, note): statistics that are undefined for the data give NaN and the reason."""
+    try:
+        return func(*args, **kwargs), ""
+    except ValueError as e:
+        return float("nan"), str(e)
+
+
+def agreement_table(annotations: pd.DataFrame, project: Project, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
+    rows = []
+    for criterion, spec in project.criteria.items():
+        r = ratings(annotations, criterion)
+        row = {"criterion": criterion, "scale": spec.scale, "items": r["item"].nunique(), "ratings": len(r),
+               "annotators": r["annotator"].nunique()}
+        alpha = lambda f, level=spec.scale: ag.krippendorff_alpha(f["item"].to_numpy(), f["value"].to_numpy(), level)
+        row["alpha"], notes = _try(alpha, r)
+        notes = [notes] if notes else []
+        row["alpha_lo"], row["alpha_hi"] = ag.bootstrap_ci(r, alpha, n_boot=n_boot, seed=seed) if not np.isnan(row["alpha"]) else (np.nan, np.nan)
+        if spec.scale == "interval":
+            row.update(percent_agreement=np.nan, fleiss_kappa=np.nan, cohen_kappa_mean=np.nan)
+        else:
+            row["percent_agreement"], note = _try(ag.percent_agreement, r)
+            notes += [note] if note else []
+            row["fleiss_kappa"], note = _try(ag.fleiss_kappa, r)
+            notes += [note] if note else []
+            weights = "quadratic" if spec.scale == "ordinal" else None
+            pairs, note = _try(ag.cohen_kappa_pairs, r, weights=weights)
+            row["cohen_kappa_mean"] = float(pairs["kappa"].mean()) if isinstance(pairs, pd.DataFrame) else np.nan
+            notes += [note] if note else []
+        row["note"] = "; ".join(dict.fromkeys(notes))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _unit(frame: pd.DataFrame) -> pd.Series:
+    unit = frame["task_id"].astype(str)
+    if frame["agent"].notna().any():
+        unit = unit + "/" + frame["agent"].fillna("")
+    return unit
+
+
+def alignment_table(annotations: pd.DataFrame, model: pd.DataFrame, project: Project, n_boot: int = 1000) -> pd.DataFrame:
+    """Human vs model per criterion: correlations at segment (item) and system level, or, for categorical
+    criteria, accuracy / macro F1 / kappa of the model label against the human majority."""
+    human = annotations[~annotations["cancelled"] & annotations["value"].notna()].assign(item=lambda f: _unit(f))
+    model = model.assign(item=_unit(model)) if not model.empty else model
+    rows = []
+    for criterion, spec in project.criteria.items():
+        h = human[human["criterion"] == criterion]
+        m = model[model["criterion"] == criterion] if not model.empty else model
+        if h.empty or m.empty:
+            continue
+        if spec.is_numeric:
+            h = h.assign(value=h["value"].astype(float))
+            m = m.assign(value=m["value"].astype(float))
+            for level, by in (("segment", "item"), ("system", "system")):
+                pairs = al.paired_means(h, m, by=by)
+                for record in al.correlations(pairs["human"], pairs["model"], n_boot=n_boot).to_dict("records"):
+                    rows.append({"criterion": criterion, "level": level, **record})
+        else:
+            majority = ag.majority_vote(h[["item", "annotator", "value"]])
+            joined = pd.concat([majority, m.set_index("item")["value"].rename("model")], axis=1, join="inner")
+            joined = joined[joined["majority"] != ag.NO_MAJORITY]
+            if joined.empty:
+                continue
+            rows.append({"criterion": criterion, "level": "segment", "method": "majority vs model",
+                         **al.categorical_agreement(joined["majority"], joined["model"])})
+    return pd.DataFrame(rows)
+
+
+def annotator_qc(annotations: pd.DataFrame, project: Project) -> pd.DataFrame:
+    """Per annotator: annotations, skipped, median lead time, and how far each rating is from the other
+    annotators of the same item (numeric: mean |difference| / range; categorical: share matching their majority)."""
+    frame = annotations.assign(item=_unit(annotations))
+    per_annotation = frame.drop_duplicates("annotation_id")
+    qc = per_annotation.groupby("annotator").agg(annotations=("annotation_id", "size"), skipped=("cancelled", "sum"),
+                                                 median_lead_time_s=("lead_time", "median"))
+    rated = frame[~frame["cancelled"] & frame["value"].notna()]
+    numeric, categorical = [], []
+    for criterion, spec in project.criteria.items():
+        c = rated[rated["criterion"] == criterion]
+        if c.empty:
+            continue
+        if spec.is_numeric:
+            values = c["value"].astype(float)
+            total = values.groupby(c["item"]).transform("sum")
+            count = values.groupby(c["item"]).transform("count")
+            others = (total - values) / (count - 1)
+            dev = ((values - others).abs() / (spec.max - spec.min)).where(count > 1)
+            numeric.append(pd.DataFrame({"annotator": c["annotator"], "dev": dev}))
+        else:
+            for item, group in c.groupby("item"):
+                for idx, row in group.iterrows():
+                    rest = group.drop(idx)["value"]
+                    if len(rest):
+                        top = rest.value_counts()
+                        categorical.append({"annotator": row["annotator"],
+                                            "match": float(top.index[0] == row["value"] and (len(top) == 1 or top.iloc[0] > top.iloc[1]))})
+    if numeric:
+        qc["mean_deviation_from_others"] = pd.concat(numeric).groupby("annotator")["dev"].mean()
+    if categorical:
+        qc["agreement_with_others_majority"] = pd.DataFrame(categorical).groupby("annotator")["match"].mean()
+    return qc.reset_index()
+
+
+# ---- Circa ------------------------------------------------------------------------------------------------------
+
+def circa_control_accuracy(annotations: pd.DataFrame, tasks: pd.DataFrame, criterion: str = "interpretation") -> pd.DataFrame:
+    """Per annotator: Part I answers on control items (gold label known) and the share that match the gold label."""
+    part1 = annotations[(annotations["criterion"] == criterion) & ~annotations["cancelled"] & annotations["value"].notna()]
+    gold = tasks.loc[tasks["is_control"].astype(bool), ["task_id", "gold_label"]]
+    joined = part1.merge(gold, on="task_id")
+    correct = (joined["value"] == joined["gold_label"]).groupby(joined["annotator"])
+    return pd.DataFrame({"control_items": correct.size(), "control_accuracy": correct.mean()}).reset_index()
+
+
+def drop_low_accuracy_annotators(annotations: pd.DataFrame, accuracy: pd.DataFrame, threshold: float) -> pd.DataFrame:
+    """Annotations without the annotators whose control accuracy is below `threshold` (others are kept)."""
+    low = accuracy.loc[accuracy["control_accuracy"] < threshold, "annotator"]
+    return annotations[~annotations["annotator"].isin(low)]
+
+
+def circa_explanation_roles(annotations: pd.DataFrame, tasks: pd.DataFrame, criterion: str = "explanation_quality",
+                            n_boot: int = 1000) -> pd.DataFrame:
+    """Explanation ratings by what the shown interpretation is.
+
+    faithfulness: the shown interpretation is the model's prediction (does the explanation support what the model
+    predicted?); plausibility: it is the gold label. Items where the model was right count for both; the rows
+    'prediction only' / 'gold only' / 'both' split them."""
+    r = annotations[(annotations["criterion"] == criterion) & ~annotations["cancelled"] & annotations["value"].notna()]
+    r = r.merge(tasks[["task_id", "shown_label_is"]], on="task_id")
+    roles = r["shown_label_is"].fillna("unknown").str.split("+")
+    groups = {
+        "faithfulness (shown = prediction)": roles.apply(lambda x: "prediction" in x),
+        "plausibility (shown = gold)": roles.apply(lambda x: "gold" in x),
+        "prediction only (model wrong)": roles.apply(lambda x: x == ["prediction"]),
+        "gold only (model wrong)": roles.apply(lambda x: x == ["gold"]),
+        "both (model right)": roles.apply(lambda x: sorted(x) == ["gold", "prediction"]),
+    }
+    rows = []
+    for name, mask in groups.items():
+        g = r[mask]
+        values = g["value"].astype(float)
+        item_means = values.groupby(g["task_id"]).mean()
+        lo, hi = _mean_ci(item_means.to_numpy(), n_boot)
+        alpha, _ = _try(ag.krippendorff_alpha, g["task_id"].to_numpy(), values.to_numpy(), "ordinal")
+        rows.append({"group": name, "tasks": g["task_id"].nunique(), "ratings": len(g), "mean": values.mean(),
+                     "sd": values.std(), "mean_lo": lo, "mean_hi": hi, "alpha_ordinal": alpha})
+    return pd.DataFrame(rows)
+
+
+def _mean_ci(values: np.ndarray, n_boot: int, seed: int = 0) -> tuple[float, float]:
+    """Bootstrap percentile CI of the mean of per-task means (tasks resampled)."""
+    if len(values) < 2:
+        return float("nan"), float("nan")
+    rng = np.random.default_rng(seed)
+    means = values[rng.integers(0, len(values), size=(n_boot, len(values)))].mean(axis=1)
+    return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))

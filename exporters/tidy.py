@@ -1,0 +1,142 @@
+"""Label Studio tasks (live API or JSON export) -> tidy long DataFrames.
+
+annotations: one row per (annotation, criterion[, agent])
+  project, task_id, item_id, system, annotator, criterion, value, annotation_id, created_at, lead_time,
+  cancelled, agent, rationale, plus one column per metadata control (e.g. prolific_id, note, bad_instance)
+model:       one row per (task, criterion[, agent]) with a model output
+  project, task_id, item_id, system, agent, criterion, value, model_version
+tasks:       one row per task: task_id, item_id, system and the task's scalar data fields
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..errors import EvalstudioError
+from ..registry import Project
+
+ANNOTATION_COLUMNS = ["project", "task_id", "item_id", "system", "annotator", "criterion", "value", "annotation_id",
+                      "created_at", "lead_time", "cancelled", "agent", "rationale"]
+MODEL_COLUMNS = ["project", "task_id", "item_id", "system", "agent", "criterion", "value", "model_version"]
+
+
+def read_export(path: Path | str) -> list[dict]:
+    """Tasks of a Label Studio JSON export file (Export -> JSON)."""
+    path = Path(path)
+    try:
+        tasks = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise EvalstudioError(f"{path}: not a readable Label Studio JSON export: {e}") from None
+    if not isinstance(tasks, list) or not all(isinstance(t, dict) and "data" in t for t in tasks):
+        raise EvalstudioError(f"{path}: expected a JSON list of tasks with 'data' (Label Studio Export -> JSON)")
+    return tasks
+
+
+def result_values(result: Iterable[dict]) -> dict[str, object]:
+    """Control name -> value of one annotation's result list."""
+    values = {}
+    for region in result or []:
+        value, kind = region.get("value", {}), region.get("type")
+        if kind == "number":
+            values[region["from_name"]] = value.get("number")
+        elif kind == "rating":
+            values[region["from_name"]] = value.get("rating")
+        elif kind == "choices":
+            choices = value.get("choices") or []
+            values[region["from_name"]] = choices[0] if len(choices) == 1 else "; ".join(choices)
+        elif kind == "textarea":
+            values[region["from_name"]] = "\n".join(value.get("text") or [])
+    return values
+
+
+def _annotator(completed_by, users: Mapping[int, str]) -> str:
+    if isinstance(completed_by, dict):
+        return completed_by.get("email") or str(completed_by.get("id"))
+    return users.get(completed_by, str(completed_by))
+
+
+def annotation_frame(tasks: Iterable[dict], project: Project, users: Mapping[int, str] | None = None) -> pd.DataFrame:
+    users = users or {}
+    rows = []
+    for task in tasks:
+        data = task["data"]
+        for ann in task.get("annotations") or []:
+            values = result_values(ann.get("result"))
+            base = {
+                "project": project.name, "task_id": task["id"], "item_id": data.get("item_id"),
+                "system": data.get("system"), "annotator": _annotator(ann.get("completed_by"), users),
+                "annotation_id": ann.get("id"), "created_at": ann.get("created_at"), "lead_time": ann.get("lead_time"),
+                "cancelled": bool(ann.get("was_cancelled")),
+                **{name: values.get(name) for name in project.metadata_controls},
+            }
+            for criterion, spec in project.criteria.items():
+                for agent, control in project.controls(criterion):
+                    rationale = spec.rationale.format(agent=agent) if spec.rationale and agent else spec.rationale
+                    rows.append({**base, "criterion": criterion, "agent": agent,
+                                 "value": values.get(control), "rationale": values.get(rationale) if rationale else None})
+    frame = pd.DataFrame(rows, columns=ANNOTATION_COLUMNS + list(project.metadata_controls))
+    frame["created_at"] = pd.to_datetime(frame["created_at"], utc=True, errors="coerce")
+    frame["lead_time"] = pd.to_numeric(frame["lead_time"], errors="coerce")
+    for criterion, spec in project.criteria.items():
+        if spec.is_numeric:
+            mask = frame["criterion"] == criterion
+            frame.loc[mask, "value"] = pd.to_numeric(frame.loc[mask, "value"], errors="coerce")
+    return frame
+
+
+def _path_get(data: dict, path: str):
+    value = data
+    for part in path.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
+    return value
+
+
+def model_frame(tasks: Iterable[dict], project: Project) -> pd.DataFrame:
+    rows = []
+    for task in tasks:
+        data = task["data"]
+        for criterion, spec in project.criteria.items():
+            if not spec.model_output:
+                continue
+            for agent, _ in project.controls(criterion):
+                value = _path_get(data, spec.model_output.format(agent=agent) if agent else spec.model_output)
+                if value is not None:
+                    rows.append({"project": project.name, "task_id": task["id"], "item_id": data.get("item_id"),
+                                 "system": data.get("system"), "agent": agent, "criterion": criterion,
+                                 "value": value, "model_version": data.get("model_version")})
+    return pd.DataFrame(rows, columns=MODEL_COLUMNS)
+
+
+def task_frame(tasks: Iterable[dict]) -> pd.DataFrame:
+    """One row per task with its scalar data fields (lists such as shown_label_is joined with '+')."""
+    rows = []
+    for task in tasks:
+        row = {"task_id": task["id"]}
+        for key, value in task["data"].items():
+            if isinstance(value, (str, int, float, bool)) or value is None:
+                row[key] = value
+            elif isinstance(value, list) and all(isinstance(v, str) for v in value):
+                row[key] = "+".join(value)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def ratings(frame: pd.DataFrame, criterion: str) -> pd.DataFrame:
+    """item/annotator/value table of one criterion for the agreement functions (cancelled and empty dropped).
+
+    The unit ('item') is the task, or task/agent for per-agent criteria."""
+    rows = frame[(frame["criterion"] == criterion) & ~frame["cancelled"] & frame["value"].notna()]
+    unit = rows["task_id"].astype(str)
+    if rows["agent"].notna().any():
+        unit = unit + "/" + rows["agent"].fillna("")
+    out = pd.DataFrame({"item": unit.to_numpy(), "annotator": rows["annotator"].to_numpy(), "value": rows["value"].to_numpy()})
+    if not out.empty and isinstance(out["value"].iloc[0], (int, float, np.number)):
+        out["value"] = out["value"].astype(float)
+    return out
