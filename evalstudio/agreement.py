@@ -26,7 +26,11 @@ NO_MAJORITY = "no majority"
 
 
 def _codes(values) -> np.ndarray:
-    return pd.factorize(np.asarray(values), sort=False)[0]
+    """Dense integer codes; small non-negative integer ids are used as they are (no hashing)."""
+    values = np.asarray(values)
+    if values.dtype.kind in "iu" and len(values) and values.min() >= 0 and values.max() < 4 * len(values):
+        return values.astype(np.int64, copy=False)
+    return pd.factorize(values, sort=False)[0]
 
 
 def krippendorff_alpha(units, values, level: str = "interval") -> float:
@@ -51,13 +55,17 @@ def krippendorff_alpha(units, values, level: str = "interval") -> float:
     pairable = m[unit_codes] >= 2
     if not pairable.any():
         raise ValueError("Krippendorff's alpha needs at least one item rated by two or more annotators")
-    u, m = _codes(unit_codes[pairable]), m[m >= 2]
+    kept = m >= 2
+    u, m = (np.cumsum(kept) - 1)[unit_codes[pairable]], m[kept]  # renumber the pairable units 0..K-1
     n = float(pairable.sum())
 
     if level == "nominal":
         v = value_codes[pairable]
-        pair_keys, pair_counts = np.unique(u.astype(np.int64) * (v.max() + 1) + v, return_counts=True)
-        same_in_unit = np.bincount(pair_keys // (v.max() + 1), weights=pair_counts.astype(float) ** 2, minlength=len(m))
+        # run lengths of sorted (unit, value) keys = how often each value occurs in each unit
+        keys = np.sort(u.astype(np.int64) * (v.max() + 1) + v)
+        starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+        pair_counts = np.diff(np.r_[starts, len(keys)]).astype(float)
+        same_in_unit = np.bincount(keys[starts] // (v.max() + 1), weights=pair_counts**2, minlength=len(m))
         observed = np.sum((m.astype(float) ** 2 - same_in_unit) / (m - 1))
         expected = n * n - np.sum(np.bincount(v).astype(float) ** 2)
     else:
@@ -76,9 +84,10 @@ def krippendorff_alpha(units, values, level: str = "interval") -> float:
 
 def _cumulative_midpoints(x: np.ndarray) -> np.ndarray:
     """Replace each value by z_c = (count of smaller values) + (count of equal values) / 2."""
-    categories, inverse, counts = np.unique(x, return_inverse=True, return_counts=True)
+    codes, _ = pd.factorize(x, sort=True)
+    counts = np.bincount(codes)
     z = np.cumsum(counts) - counts / 2.0
-    return z[inverse]
+    return z[codes]
 
 
 def alpha_from_matrix(matrix, level: str = "interval") -> float:
@@ -93,7 +102,7 @@ def _wide(frame: pd.DataFrame) -> pd.DataFrame:
     duplicated = frame.duplicated(["item", "annotator"])
     if duplicated.any():
         first = frame[duplicated].iloc[0]
-        raise ValueError(f"annotator {first['annotator']!r} rated item {first['item']!r} more than once")
+        raise ValueError(f"annotator '{first['annotator']}' rated item '{first['item']}' more than once")
     return frame.pivot(index="item", columns="annotator", values="value")
 
 

@@ -122,6 +122,68 @@ def _import(project, files, client, batch_size=500):
                             on_progress=lambda done, total: progress.update(bar, completed=done, total=total))
 
 
+def _project_tasks(project, from_export: Path | None):
+    """(tasks, users) from a Label Studio JSON export file, or live from the server."""
+    from .exporters.tidy import read_export
+
+    if from_export:
+        return read_export(from_export), {}
+    client = Client(settings_from_env())
+    project_id = client.find_project(project.title)
+    if project_id is None:
+        raise EvalstudioError(f"no project titled '{project.title}' on {client.url}; run `evalstudio setup` or `import` first")
+    with console.status(f"exporting {project.name} from {client.url}..."):
+        return client.export_tasks(project_id), client.users()
+
+
+FromExport = Annotated[Optional[Path], typer.Option("--from-export", help="Read a Label Studio JSON export file instead of the server.")]
+
+
+@app.command()
+def export(
+    protocol: Annotated[str, typer.Argument(help="Protocol name, e.g. sotopia.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="CSV file to write.")] = Path("annotations.csv"),
+    from_export: FromExport = None,
+    projects: ProjectsOption = None,
+):
+    """Write all annotations (skipped ones flagged) as one tidy CSV: project, task_id, item_id, system,
+    annotator, criterion, value, annotation_id, created_at, lead_time, cancelled, agent, rationale."""
+    from .exporters.tidy import annotation_frame
+
+    try:
+        project = _load(projects).get(protocol)
+        tasks, users = _project_tasks(project, from_export)
+    except EvalstudioError as e:
+        raise _fail(e)
+    frame = annotation_frame(tasks, project, users)
+    frame.to_csv(output, index=False)
+    console.print(f"{len(frame)} rows ({frame['annotation_id'].nunique()} annotations) written to {output}")
+
+
+@app.command()
+def report(
+    protocol: Annotated[str, typer.Argument(help="Protocol name, e.g. circa.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Folder for index.html and the CSVs.")] = Path("report"),
+    from_export: FromExport = None,
+    bootstrap: Annotated[int, typer.Option(min=0, help="Bootstrap resamples for confidence intervals.")] = 1000,
+    min_control_accuracy: Annotated[Optional[float], typer.Option(
+        help="Circa: leave out annotators whose Part I accuracy on control questions is below this.")] = None,
+    projects: ProjectsOption = None,
+):
+    """Agreement (per criterion, by its scale), human-vs-model alignment, plots and annotator QC as a
+    self-contained HTML page plus CSVs."""
+    from .exporters.report import build_report
+
+    try:
+        project = _load(projects).get(protocol)
+        tasks, users = _project_tasks(project, from_export)
+        with console.status("computing statistics..."):
+            page = build_report(project, tasks, output, users, n_boot=bootstrap, min_control_accuracy=min_control_accuracy)
+    except EvalstudioError as e:
+        raise _fail(e)
+    console.print(f"report written to {page}")
+
+
 @app.command()
 def server(
     data_dir: Annotated[Path, typer.Option(help="Where Label Studio keeps its SQLite database and files.")] = DEFAULT_DATA_DIR,

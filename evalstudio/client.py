@@ -137,6 +137,13 @@ class Client:
                 for t in self.sdk.tasks.list(project=project_id, page_size=PAGE_SIZE, fields="all")
             ]
 
+    def download_export(self, project_id: int, path: Path) -> Path:
+        """Label Studio's own JSON export of all tasks, written to `path`."""
+        with self._call(f"export project {project_id} as JSON"), open(path, "wb") as f:
+            for chunk in self.sdk.projects.exports.download_sync(project_id, export_type="JSON", download_all_tasks=True):
+                f.write(chunk)
+        return path
+
     def users(self) -> dict[int, str]:
         """User id -> email, to name annotators."""
         with self._call("list users"):

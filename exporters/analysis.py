@@ -32,6 +32,9 @@ def agreement_table(annotations: pd.DataFrame, project: Project, n_boot: int = 1
         r = ratings(annotations, criterion)
         row = {"criterion": criterion, "scale": spec.scale, "items": r["item"].nunique(), "ratings": len(r),
                "annotators": r["annotator"].nunique()}
+        if r.empty:
+            rows.append({**row, "note": "no ratings"})
+            continue
         alpha = lambda f, level=spec.scale: ag.krippendorff_alpha(f["item"].to_numpy(), f["value"].to_numpy(), level)
         row["alpha"], notes = _try(alpha, r)
         notes = [notes] if notes else []

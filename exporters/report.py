@@ -1,0 +1,170 @@
+"""`evalstudio report`: a folder with CSVs and one self-contained HTML page with plots."""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from datetime import datetime, timezone
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from ..registry import Project  # noqa: E402
+from . import analysis  # noqa: E402
+from .tidy import annotation_frame, model_frame, task_frame  # noqa: E402
+
+
+def build_report(project: Project, tasks: list[dict], out_dir: Path, users: dict[int, str] | None = None,
+                 n_boot: int = 1000, min_control_accuracy: float | None = None,
+                 annotations: pd.DataFrame | None = None) -> Path:
+    """Write the CSVs and index.html for one project; returns the HTML path."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    ann = annotations if annotations is not None else annotation_frame(tasks, project, users)
+    model, tinfo = model_frame(tasks, project), task_frame(tasks)
+    sections: list[str] = []
+    tables: dict[str, pd.DataFrame] = {"annotations": ann, "model_outputs": model}
+
+    if project.importer == "circa" and "is_control" in tinfo:
+        accuracy = analysis.circa_control_accuracy(ann, tinfo)
+        tables["control_accuracy"] = accuracy
+        if min_control_accuracy is not None:
+            ann = analysis.drop_low_accuracy_annotators(ann, accuracy, min_control_accuracy)
+            sections.append(f"<p>Annotators with control accuracy below {min_control_accuracy:g} were left out: "
+                            f"{html.escape(', '.join(accuracy.loc[accuracy.control_accuracy < min_control_accuracy, 'annotator']) or 'none')}.</p>")
+
+    tables["agreement"] = analysis.agreement_table(ann, project, n_boot=n_boot)
+    tables["alignment"] = analysis.alignment_table(ann, model, project, n_boot=n_boot)
+    tables["annotator_qc"] = analysis.annotator_qc(ann, project) if not ann.empty else pd.DataFrame()
+    if project.importer == "circa" and "shown_label_is" in tinfo:
+        tables["explanation_roles"] = analysis.circa_explanation_roles(ann, tinfo, n_boot=n_boot)
+
+    for name, table in tables.items():
+        table.to_csv(out_dir / f"{name}.csv", index=False)
+
+    rated = ann[~ann["cancelled"] & ann["value"].notna()] if not ann.empty else ann
+    body = [
+        f"<h1>{html.escape(project.title)}</h1>",
+        f"<p>{len(tasks)} tasks, {rated['annotation_id'].nunique() if not rated.empty else 0} annotations by "
+        f"{rated['annotator'].nunique() if not rated.empty else 0} annotators; generated "
+        f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC. CSVs of every table are in this folder.</p>",
+        *sections,
+        "<h2>Agreement</h2>",
+        "<p>Krippendorff's alpha at each criterion's scale level, with a 95% bootstrap CI over items.</p>",
+        _table(tables["agreement"]),
+    ]
+    if not rated.empty:
+        body += ["<h2>Rating distributions</h2>", _img(_distributions(rated, model, project))]
+    if not tables["alignment"].empty:
+        body += ["<h2>Human vs model</h2>",
+                 "<p>Segment level: mean over annotators per item vs the model's value; system level: means per system. "
+                 "95% CIs by Fisher z and by paired bootstrap.</p>", _table(tables["alignment"])]
+        scatter = _scatter(rated, model, project)
+        if scatter is not None:
+            body.append(_img(scatter))
+    if "explanation_roles" in tables:
+        body += ["<h2>Faithfulness vs plausibility</h2>",
+                 "<p>Explanation ratings when the interpretation shown is the model's prediction (faithfulness) "
+                 "or the gold label (plausibility).</p>", _table(tables["explanation_roles"])]
+    if "control_accuracy" in tables:
+        body += ["<h2>Control questions</h2>", _table(tables["control_accuracy"])]
+    body += ["<h2>Annotators</h2>", _table(tables["annotator_qc"])]
+    page = out_dir / "index.html"
+    page.write_text(_page(project.title, "\n".join(body)), encoding="utf-8")
+    return page
+
+
+def _table(frame: pd.DataFrame) -> str:
+    if frame.empty:
+        return "<p><em>no data</em></p>"
+    return frame.to_html(index=False, float_format=lambda v: f"{v:.3f}", na_rep="", border=0, classes="t")
+
+
+def _img(fig) -> str:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return f'<img alt="plot" src="data:image/png;base64,{base64.b64encode(buffer.getvalue()).decode()}"/>'
+
+
+def _grid(n: int):
+    cols = min(3, n)
+    rows = (n + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.0 * rows), squeeze=False)
+    for ax in axes.ravel()[n:]:
+        ax.set_visible(False)
+    return fig, axes.ravel()
+
+
+def _distributions(rated: pd.DataFrame, model: pd.DataFrame, project: Project):
+    criteria = [c for c in project.criteria if (rated["criterion"] == c).any()]
+    fig, axes = _grid(len(criteria))
+    for ax, criterion in zip(axes, criteria):
+        spec = project.criteria[criterion]
+        human = rated.loc[rated["criterion"] == criterion, "value"]
+        machine = model.loc[model["criterion"] == criterion, "value"] if not model.empty else pd.Series(dtype=object)
+        if spec.is_numeric:
+            bins = _bins(spec)
+            ax.hist(human.astype(float), bins=bins, alpha=0.7, label="human", density=True)
+            if not machine.empty:
+                ax.hist(machine.astype(float), bins=bins, alpha=0.5, label="model", density=True)
+        else:
+            labels = spec.labels
+            ax.bar(range(len(labels)), [(human == l).mean() for l in labels], alpha=0.7, label="human")
+            if not machine.empty:
+                ax.bar(range(len(labels)), [(machine == l).mean() for l in labels], alpha=0.5, label="model")
+            ax.set_xticks(range(len(labels)), [l[:12] for l in labels], rotation=30, ha="right", fontsize=7)
+        ax.set_title(criterion, fontsize=9)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def _bins(spec):
+    import numpy as np
+
+    return np.arange(spec.min - 0.5, spec.max + 1.0, 1.0)
+
+
+def _scatter(rated: pd.DataFrame, model: pd.DataFrame, project: Project):
+    numeric = [c for c, s in project.criteria.items() if s.is_numeric and not model.empty and (model["criterion"] == c).any()
+               and (rated["criterion"] == c).any()]
+    if not numeric:
+        return None
+    fig, axes = _grid(len(numeric))
+    unit = lambda f: f["task_id"].astype(str) + "/" + f["agent"].fillna("")
+    for ax, criterion in zip(axes, numeric):
+        spec = project.criteria[criterion]
+        h = rated[rated["criterion"] == criterion]
+        m = model[model["criterion"] == criterion]
+        human = h["value"].astype(float).groupby(unit(h)).mean()
+        machine = m["value"].astype(float).groupby(unit(m)).mean()
+        joined = pd.concat([human.rename("human"), machine.rename("model")], axis=1, join="inner")
+        ax.scatter(joined["model"], joined["human"], s=14, alpha=0.7)
+        ax.plot([spec.min, spec.max], [spec.min, spec.max], color="grey", lw=0.8, ls="--")
+        ax.set_xlim(spec.min - 0.5, spec.max + 0.5)
+        ax.set_ylim(spec.min - 0.5, spec.max + 0.5)
+        ax.set_xlabel("model", fontsize=8)
+        ax.set_ylabel("human mean", fontsize=8)
+        ax.set_title(criterion, fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def _page(title: str, body: str) -> str:
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)} - evalstudio report</title>
+<style>
+body {{ font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; }}
+table.t {{ border-collapse: collapse; font-size: 13px; margin: 0.5em 0 1.5em; }}
+table.t th, table.t td {{ padding: 3px 8px; border-bottom: 1px solid #ddd; text-align: right; }}
+table.t th {{ background: #f4f4f4; }}
+img {{ max-width: 100%; }}
+</style></head><body>
+{body}
+</body></html>
+"""

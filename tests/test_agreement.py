@@ -1,0 +1,191 @@
+"""Agreement statistics against published worked examples and independent implementations."""
+
+from __future__ import annotations
+
+import csv
+from itertools import combinations
+
+import krippendorff  # GPL: test oracle only
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.metrics import cohen_kappa_score
+
+from evalstudio import agreement as ag
+
+from .conftest import DATA
+
+nan = np.nan
+# Krippendorff (2011), "Computing Krippendorff's Alpha-Reliability", section C: 4 observers x 12 units, missing data.
+KRIPPENDORFF_2011 = np.array([
+    [1, 2, 3, 3, 2, 1, 4, 1, 2, nan, nan, nan],
+    [1, 2, 3, 3, 2, 2, 4, 1, 2, 5, nan, 3],
+    [nan, 3, 3, 3, 2, 3, 4, 2, 2, 5, 1, nan],
+    [1, 2, 3, 3, 2, 4, 4, 1, 2, 5, 1, nan],
+])
+
+
+@pytest.mark.parametrize("level, published", [("nominal", 0.743), ("ordinal", 0.815), ("interval", 0.849)])
+def test_alpha_matches_krippendorffs_worked_example(level, published):
+    assert round(ag.alpha_from_matrix(KRIPPENDORFF_2011, level), 3) == published
+
+
+def _random_reliability_data(rng, decimal):
+    raters, units = rng.integers(2, 7), rng.integers(2, 60)
+    if decimal:
+        data = rng.choice(np.round(np.arange(1, 10.01, 0.1), 1), size=(raters, units))
+    else:
+        data = rng.integers(-3, rng.integers(-1, 6), size=(raters, units)).astype(float)
+    data[rng.random((raters, units)) < rng.uniform(0, 0.5)] = nan
+    return data
+
+
+@pytest.mark.parametrize("level", ag.LEVELS)
+@pytest.mark.parametrize("decimal", [False, True], ids=["integers", "decimals"])
+def test_alpha_equals_the_krippendorff_package_on_random_data(level, decimal):
+    rng = np.random.default_rng(hash((level, decimal)) % 2**32)
+    checked = 0
+    for _ in range(150):
+        data = _random_reliability_data(rng, decimal)
+        try:
+            expected = krippendorff.alpha(reliability_data=data, level_of_measurement=level)
+        except (ValueError, ZeroDivisionError):
+            continue
+        if np.isnan(expected):
+            continue
+        assert ag.alpha_from_matrix(data, level) == pytest.approx(expected, abs=1e-9)
+        checked += 1
+    assert checked > 100
+
+
+def test_alpha_long_input_ignores_row_order_and_unit_labels():
+    rng = np.random.default_rng(7)
+    data = _random_reliability_data(rng, True)
+    raters, units = data.shape
+    unit_ids = np.array([f"task-{u}" for u in range(units)] * raters)
+    order = rng.permutation(raters * units)
+    assert ag.krippendorff_alpha(unit_ids[order], data.ravel()[order], "interval") == pytest.approx(
+        ag.alpha_from_matrix(data, "interval"), abs=1e-12)
+
+
+def test_alpha_nominal_accepts_strings():
+    labels = np.array([["Yes", "No", "Yes", None], ["Yes", "No", "No", "No"], ["Yes", "Yes", "Yes", "No"]], dtype=object)
+    codes = np.vectorize(lambda v: {"Yes": 1.0, "No": 0.0}.get(v, nan))(labels)
+    assert ag.alpha_from_matrix(labels, "nominal") == pytest.approx(
+        krippendorff.alpha(reliability_data=codes, level_of_measurement="nominal"), abs=1e-12)
+
+
+def test_alpha_degenerate_cases():
+    assert np.isnan(ag.alpha_from_matrix([[3, 3, 3], [3, 3, 3]], "interval"))  # one category: undefined
+    with pytest.raises(ValueError, match="two or more annotators"):
+        ag.alpha_from_matrix([[1, 2, 3]], "interval")  # one rater
+    with pytest.raises(ValueError, match="two or more annotators"):
+        ag.alpha_from_matrix([[1, nan], [nan, 2]], "nominal")  # no unit rated twice
+    with pytest.raises(ValueError, match="level must be one of"):
+        ag.krippendorff_alpha([1, 1], [1, 2], "ratio")
+
+
+def long(rows):
+    return pd.DataFrame(rows, columns=["item", "annotator", "value"])
+
+
+def test_cohen_kappa_matches_the_textbook_example():
+    # 50 items: both Yes 20, A Yes / B No 5, A No / B Yes 10, both No 15 -> kappa = 0.4 (Cohen 1960 style example)
+    pairs = [("Yes", "Yes")] * 20 + [("Yes", "No")] * 5 + [("No", "Yes")] * 10 + [("No", "No")] * 15
+    frame = long([(i, who, v) for i, (a, b) in enumerate(pairs) for who, v in (("A", a), ("B", b))])
+    [row] = ag.cohen_kappa_pairs(frame).to_dict("records")
+    assert row["items"] == 50 and row["kappa"] == pytest.approx(0.4)
+
+
+def test_weighted_cohen_kappa_matches_an_independent_formula():
+    rng = np.random.default_rng(3)
+    a = rng.integers(1, 6, 200)
+    b = np.clip(a + rng.integers(-1, 2, 200), 1, 5)
+    frame = long([(i, "A", x) for i, x in enumerate(a)] + [(i, "B", x) for i, x in enumerate(b)])
+    observed = np.zeros((5, 5))
+    for x, y in zip(a, b):
+        observed[x - 1, y - 1] += 1
+    expected = np.outer(observed.sum(1), observed.sum(0)) / observed.sum()
+    w = np.subtract.outer(np.arange(5), np.arange(5)) ** 2
+    by_formula = 1 - (w * observed).sum() / (w * expected).sum()
+    [row] = ag.cohen_kappa_pairs(frame, weights="quadratic").to_dict("records")
+    assert row["kappa"] == pytest.approx(by_formula, abs=1e-12)
+
+
+def test_cohen_kappa_pairs_use_only_shared_items():
+    frame = long([(1, "A", 1), (1, "B", 1), (2, "A", 2), (2, "B", 2), (3, "A", 1), (3, "C", 2), (4, "C", 1), (4, "B", 1)])
+    table = ag.cohen_kappa_pairs(frame)
+    assert table[["annotator_a", "annotator_b", "items"]].values.tolist() == [["A", "B", 2]]
+
+
+# Fleiss (1971) as reproduced in the literature: 10 subjects, 14 raters, 5 categories, kappa = 0.210.
+FLEISS_1971 = [[0, 0, 0, 0, 14], [0, 2, 6, 4, 2], [0, 0, 3, 5, 6], [0, 3, 9, 2, 0], [2, 2, 8, 1, 1],
+               [7, 7, 0, 0, 0], [3, 2, 6, 3, 0], [2, 5, 3, 2, 2], [6, 5, 2, 1, 0], [0, 2, 2, 3, 7]]
+
+
+def _fleiss_long():
+    rows = []
+    for subject, counts in enumerate(FLEISS_1971):
+        rater = 0
+        for category, count in enumerate(counts, start=1):
+            for _ in range(count):
+                rows.append((subject, rater, category))
+                rater += 1
+    return long(rows)
+
+
+def test_fleiss_kappa_matches_the_published_example():
+    assert round(ag.fleiss_kappa(_fleiss_long()), 3) == 0.210
+
+
+def test_fleiss_kappa_ignores_missing_values_instead_of_counting_them():
+    frame = _fleiss_long()
+    with_nan = pd.concat([frame, long([(s, 99, nan) for s in range(10)])])
+    assert ag.fleiss_kappa(with_nan) == pytest.approx(ag.fleiss_kappa(frame))
+
+
+def test_fleiss_kappa_refuses_unequal_rating_counts():
+    frame = _fleiss_long()
+    with pytest.raises(ValueError, match="same number of ratings per item"):
+        ag.fleiss_kappa(frame.iloc[1:])
+
+
+def test_percent_agreement_by_hand():
+    # item 1: 3 ratings all equal (6/6 ordered pairs agree); item 2: A,A,B (2/6); item 3: one rating (ignored)
+    frame = long([(1, "a", "x"), (1, "b", "x"), (1, "c", "x"), (2, "a", "x"), (2, "b", "x"), (2, "c", "y"), (3, "a", "x")])
+    assert ag.percent_agreement(frame) == pytest.approx((1 + 1 / 3) / 2)
+
+
+RELAXED = {"Probably yes / sometimes yes": "Yes", "Probably no": "No",
+           "I am not sure how X will interpret Y’s answer": "In the middle, neither yes nor no"}
+
+
+@pytest.mark.parametrize("column, mapping", [("goldstandard1", {}), ("goldstandard2", RELAXED)])
+def test_majority_vote_reproduces_circas_published_gold_labels(column, mapping):
+    """Circa's rule: a label needs at least 3 of the 5 judgements, else no majority ('NA')."""
+    with open(DATA / "circa_judgements_1000.tsv", encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+    votes = long([(r["id"], k, mapping.get(label, label)) for r in rows for k, label in enumerate(r["judgements"].split("#"))])
+    majority = ag.majority_vote(votes, min_votes=3)
+    published = {r["id"]: (ag.NO_MAJORITY if r[column] == "NA" else r[column]) for r in rows}
+    assert majority.to_dict() == published
+    assert (majority == ag.NO_MAJORITY).sum() > 10  # the rule matters on this data
+
+
+def test_majority_vote_default_needs_more_than_half_and_no_tie():
+    frame = long([(1, "a", "x"), (1, "b", "x"), (1, "c", "y"), (2, "a", "x"), (2, "b", "y"), (3, "a", "z")])
+    assert ag.majority_vote(frame).to_dict() == {1: "x", 2: ag.NO_MAJORITY, 3: "z"}
+
+
+def test_bootstrap_ci_brackets_the_estimate():
+    rng = np.random.default_rng(0)
+    truth = rng.integers(1, 6, 80)
+    frame = long([(i, k, float(np.clip(t + rng.integers(-1, 2), 1, 5))) for i, t in enumerate(truth) for k in range(3)])
+    stat = lambda f: ag.krippendorff_alpha(f["item"].to_numpy(), f["value"].to_numpy(), "interval")
+    lo, hi = ag.bootstrap_ci(frame, stat, n_boot=300)
+    assert lo < stat(frame) < hi and hi - lo < 0.3
+
+
+def test_duplicate_ratings_are_an_error():
+    with pytest.raises(ValueError, match="annotator 'a' rated item '1' more than once"):
+        ag.cohen_kappa_pairs(long([(1, "a", 1), (1, "a", 2), (1, "b", 1), (2, "a", 1), (2, "b", 1)]))

@@ -1,0 +1,141 @@
+"""Several annotators annotate in a real Label Studio; the export and the agreement are what they entered."""
+
+from __future__ import annotations
+
+import krippendorff  # GPL: test oracle only
+import numpy as np
+import pandas as pd
+import pytest
+
+from evalstudio.exporters.report import build_report
+from evalstudio.exporters.tidy import annotation_frame, ratings, read_export
+from evalstudio.importing import import_files
+from evalstudio.results import region
+
+from .conftest import PROTOCOLS, example_files
+
+pytestmark = pytest.mark.server
+ANNOTATORS = ["ann-a@example.com", "ann-b@example.com", "ann-c@example.com"]
+TASKS = 4
+
+
+@pytest.fixture(scope="module")
+def annotators(client):
+    known = {email: uid for uid, email in client.users().items()}
+    for email in ANNOTATORS:
+        if email not in known:
+            known[email] = client.sdk.users.create(username=email.split("@")[0], email=email, password="not-used-1234").id
+    return {email: known[email] for email in ANNOTATORS}
+
+
+def designed_value(control, spec, rng):
+    """A value a careful annotator could enter: inside the range, on the control's step, or one of the labels."""
+    if spec.is_numeric:
+        step = float(control.attr.get("step", 1))
+        grid = np.round(np.arange(spec.min, spec.max + step / 2, step), 1)
+        return float(rng.choice(grid))
+    return str(rng.choice(spec.labels))
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_annotate_export_and_agree(reg, importer_for, client, annotators, tmp_path, protocol):
+    project = reg.get(protocol)
+    report = import_files(project, importer_for(protocol), example_files(protocol), client)
+    li = project.interface
+    tasks = sorted(client.tasks(report.project_id), key=lambda t: t.id)[:TASKS]
+    rng = np.random.default_rng(PROTOCOLS.index(protocol))
+    entered = []  # (task, annotator, criterion, agent, value)
+    for task in tasks:
+        for email, uid in annotators.items():
+            result = []
+            for criterion, spec in project.criteria.items():
+                for agent, control in project.controls(criterion):
+                    value = designed_value(li.get_control(control), spec, rng)
+                    result.append(region(li, control, value))
+                    entered.append((task.id, email, criterion, agent, value))
+                    if spec.rationale:
+                        result.append(region(li, spec.rationale.format(agent=agent), f"{email} on {control}"))
+            for name in project.metadata_controls:
+                tag = li.get_control(name).tag
+                result.append(region(li, name, "Bad instance" if tag == "Choices" else f"id-{uid}"))
+            client.sdk.annotations.create(id=task.id, completed_by=uid, result=result, lead_time=float(rng.uniform(5, 90)))
+    skipped_task = tasks[0].id
+    client.sdk.annotations.create(id=skipped_task, completed_by=annotators[ANNOTATORS[0]], result=[], was_cancelled=True)
+
+    exported = client.export_tasks(report.project_id)
+    frame = annotation_frame(exported, project, client.users())
+    mine = frame[frame["annotator"].isin(ANNOTATORS) & frame["task_id"].isin([t.id for t in tasks])]
+
+    # every value comes back exactly as entered, attributed to its annotator
+    done = mine[~mine["cancelled"]]
+    got = sorted(zip(done["task_id"], done["annotator"], done["criterion"], done["agent"].where(done["agent"].notna(), None), done["value"]),
+                 key=str)
+    assert got == sorted(entered, key=str)
+    assert mine.loc[mine["cancelled"], "task_id"].unique().tolist() == [skipped_task]
+    assert mine.loc[mine["cancelled"], "value"].isna().all()
+    if project.criteria[next(iter(project.criteria))].rationale:
+        assert done["rationale"].str.startswith("ann-").all()
+
+    # agreement per criterion equals the krippendorff package on the entered values
+    for criterion, spec in project.criteria.items():
+        rows = pd.DataFrame(entered, columns=["task", "annotator", "criterion", "agent", "value"])
+        rows = rows[rows["criterion"] == criterion]
+        units = list(dict.fromkeys(zip(rows["task"], rows["agent"])))
+        labels = {label: i for i, label in enumerate(spec.labels or [])}
+        matrix = np.array([[_code(rows, u, a, labels) for u in units] for a in ANNOTATORS], dtype=float)
+        r = ratings(mine, criterion)
+        ours = _alpha(r, spec.scale)
+        expected = krippendorff.alpha(reliability_data=matrix, level_of_measurement=spec.scale) if np.unique(matrix).size > 1 else np.nan
+        assert ours == pytest.approx(expected, abs=1e-9, nan_ok=True), criterion
+
+    # Label Studio's own JSON export file gives the same tidy frame
+    path = client.download_export(report.project_id, tmp_path / "export.json")
+    from_file = annotation_frame(read_export(path), project, client.users())
+    pd.testing.assert_frame_equal(_sorted(from_file), _sorted(frame), check_dtype=False)
+
+    # and the report is built from it
+    page = build_report(project, exported, tmp_path / "report", client.users(), n_boot=50)
+    agreement = pd.read_csv(tmp_path / "report" / "agreement.csv")
+    assert set(agreement["criterion"]) == set(project.criteria)
+    assert "<img" in page.read_text()
+
+
+def _code(rows, unit, annotator, labels):
+    hit = rows[(rows["task"] == unit[0]) & (rows["agent"].fillna("") == (unit[1] or "")) & (rows["annotator"] == annotator)]
+    value = hit["value"].iloc[0]
+    return labels[value] if labels else value
+
+
+def _alpha(r, level):
+    from evalstudio.agreement import krippendorff_alpha
+
+    return krippendorff_alpha(r["item"].to_numpy(), r["value"].to_numpy(), level)
+
+
+def _sorted(frame):
+    return frame.sort_values(["annotation_id", "criterion", "agent"], na_position="first").reset_index(drop=True)
+
+
+def test_cli_export_and_report(reg, importer_for, client, label_studio, tmp_path):
+    """`evalstudio export` and `evalstudio report` as a user runs them, live and from an export file."""
+    from .test_cli import run
+
+    project = reg.get("dialogue")
+    report = import_files(project, importer_for("dialogue"), example_files("dialogue"), client)
+    export_file = client.download_export(report.project_id, tmp_path / "export.json")
+    expected = annotation_frame(read_export(export_file), project, client.users())
+    env = {"LABEL_STUDIO_URL": label_studio.url, "LABEL_STUDIO_API_KEY": label_studio.credentials().api_key}
+
+    out = tmp_path / "annotations.csv"
+    result = run("export", "dialogue", "--from-export", str(export_file), "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    assert len(pd.read_csv(out)) == len(expected)
+
+    result = run("report", "dialogue", "-o", str(tmp_path / "rep"), "--bootstrap", "50", env=env)
+    assert result.returncode == 0, result.stderr
+    table = pd.read_csv(tmp_path / "rep" / "agreement.csv").set_index("criterion")
+    for criterion in project.criteria:
+        r = ratings(expected, criterion)
+        if r["item"].duplicated().any():
+            assert table.loc[criterion, "alpha"] == pytest.approx(_alpha(r, "ordinal"), nan_ok=True)
+    assert (tmp_path / "rep" / "index.html").read_text().count("<h2>") >= 3
