@@ -184,6 +184,107 @@ def report(
     console.print(f"report written to {page}")
 
 
+def _project_id(client: Client, project) -> int:
+    project_id = client.find_project(project.title)
+    if project_id is None:
+        raise EvalstudioError(f"no project titled '{project.title}' on {client.url}; run `evalstudio setup` or `import` first")
+    return project_id
+
+
+@app.command("ml-backend")
+def ml_backend(
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 9090,
+    host: Annotated[str, typer.Option(help="Interface to bind (127.0.0.1: this machine only).")] = "127.0.0.1",
+    model_dir: Annotated[Path, typer.Option(help="Where trained learners and job files are kept.")] = DEFAULT_DATA_DIR / "models",
+    basic_auth: Annotated[Optional[str], typer.Option(help="Require HTTP basic auth 'user:password' (give the same to `connect`).")] = None,
+    projects: ProjectsOption = None,
+):
+    """Run the ML backend that prefills every protocol (label-studio-ml; predictor per project in projects.yaml).
+
+    For production use a WSGI server: gunicorn 'evalstudio.ml_backend.wsgi:app'. A Label Studio on the same
+    machine can reach a backend on loopback only with ML_BLOCK_LOCAL_IP=false and SSRF_PROTECTION_ENABLED=false
+    (set by `evalstudio server`)."""
+    import logging
+    import os
+
+    if projects:
+        os.environ["EVALSTUDIO_PROJECTS"] = str(projects.resolve())
+    os.environ["EVALSTUDIO_MODEL_DIR"] = str(model_dir.resolve())
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from .ml_backend.app import create_app
+
+    try:
+        _load(projects)
+        flask_app = create_app(basic_auth)
+    except (EvalstudioError, ValueError) as e:
+        raise _fail(e)
+    console.print(f"ML backend on http://{host}:{port} (models in {model_dir})")
+    flask_app.run(host=host, port=port, threaded=True)
+
+
+@app.command()
+def connect(
+    protocol: Annotated[str, typer.Argument(help="Protocol name, e.g. sotopia.")],
+    url: Annotated[str, typer.Option(help="URL of the ML backend as Label Studio can reach it.")] = "http://127.0.0.1:9090",
+    basic_auth: Annotated[Optional[str], typer.Option(help="'user:password' if the backend requires it.")] = None,
+    projects: ProjectsOption = None,
+):
+    """Register the ML backend with the protocol's Label Studio project (once; running it again is harmless)."""
+    try:
+        project = _load(projects).get(protocol)
+        client = Client(settings_from_env())
+        backend_id, created = client.connect_ml_backend(_project_id(client, project), url, basic_auth)
+    except EvalstudioError as e:
+        raise _fail(e)
+    console.print(f"{protocol}: ML backend {url} {'connected' if created else 'already connected'} (id {backend_id})")
+
+
+@app.command()
+def prefill(
+    protocol: Annotated[str, typer.Argument(help="Protocol name, e.g. sotopia.")],
+    batch_size: Annotated[int, typer.Option(min=1, help="Tasks per request.")] = 20,
+    projects: ProjectsOption = None,
+):
+    """Ask the connected ML backend for predictions on every task, in batches; annotators then see the model's
+    values prefilled and can change them."""
+    try:
+        project = _load(projects).get(protocol)
+        client = Client(settings_from_env())
+        project_id = _project_id(client, project)
+        ids = sorted(t.id for t in client.tasks(project_id))
+        with Progress(TextColumn(f"prefilling {protocol}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                      console=err, transient=True) as progress:
+            bar = progress.add_task(protocol, total=len(ids))
+            for start in range(0, len(ids), batch_size):
+                client.request_predictions(project_id, ids[start:start + batch_size])
+                progress.update(bar, completed=min(start + batch_size, len(ids)))
+        with_prediction = sum(1 for p in client.predictions(project_id).values() if p)
+    except EvalstudioError as e:
+        raise _fail(e)
+    console.print(f"{protocol}: {with_prediction} of {len(ids)} task(s) have predictions "
+                  "(tasks without model outputs get none; the backend log says why).")
+
+
+@app.command()
+def train(
+    protocol: Annotated[str, typer.Argument(help="Protocol name, e.g. dialogue.")],
+    model_dir: Annotated[Path, typer.Option(help="The ML backend's --model-dir.")] = DEFAULT_DATA_DIR / "models",
+    projects: ProjectsOption = None,
+):
+    """Train the learner predictor on the project's submitted annotations (the backend also retrains on each
+    annotation webhook) and save it where the ML backend loads it."""
+    from .ml_backend.model import fetch_annotated_tasks
+    from .ml_backend.predictors import LearnerPredictor, NoPrediction
+
+    try:
+        project = _load(projects).get(protocol)
+        summary = LearnerPredictor(model_dir).train(project, fetch_annotated_tasks(project, settings_from_env()))
+    except (EvalstudioError, NoPrediction) as e:
+        raise _fail(e)
+    console.print(f"{protocol}: trained {summary['version']} on {summary['tasks']} annotated task(s); "
+                  f"controls: {', '.join(f'{c} ({n})' for c, n in summary['controls'].items())}")
+
+
 @app.command()
 def server(
     data_dir: Annotated[Path, typer.Option(help="Where Label Studio keeps its SQLite database and files.")] = DEFAULT_DATA_DIR,

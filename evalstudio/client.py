@@ -144,6 +144,32 @@ class Client:
                 f.write(chunk)
         return path
 
+    def connect_ml_backend(self, project_id: int, url: str, basic_auth: str | None = None,
+                           title: str = "evalstudio") -> tuple[int, bool]:
+        """Register an ML backend with a project (once per URL). Returns (backend id, created)."""
+        with self._call(f"connect the ML backend {url} to project {project_id}"):
+            for backend in self.sdk.ml.list(project=project_id):
+                if backend.url.rstrip("/") == url.rstrip("/"):
+                    return backend.id, False
+            auth = {}
+            if basic_auth:
+                user, _, password = basic_auth.partition(":")
+                auth = dict(auth_method="BASIC_AUTH", basic_auth_user=user, basic_auth_pass=password)
+            backend = self.sdk.ml.create(project=project_id, url=url, title=title, is_interactive=False, **auth)
+            return backend.id, True
+
+    def request_predictions(self, project_id: int, task_ids: list[int]) -> None:
+        """Ask Label Studio to fetch predictions for these tasks from the project's ML backend."""
+        with self._call(f"request predictions for {len(task_ids)} tasks of project {project_id}"):
+            self.sdk.actions.create(id="retrieve_tasks_predictions", project=project_id,
+                                    selected_items={"all": False, "included": task_ids})
+
+    def predictions(self, project_id: int) -> dict[int, list[dict]]:
+        """Task id -> its predictions."""
+        with self._call(f"list predictions of project {project_id}"):
+            return {t.id: [p if isinstance(p, dict) else p.model_dump() for p in t.predictions or []]
+                    for t in self.sdk.tasks.list(project=project_id, page_size=PAGE_SIZE, fields="all")}
+
     def users(self) -> dict[int, str]:
         """User id -> email, to name annotators."""
         with self._call("list users"):

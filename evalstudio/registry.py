@@ -29,6 +29,7 @@ class Criterion(BaseModel):
     control: str | None = None
     rationale: str | None = None
     model_output: str | None = None
+    model_rationale: str | None = None
 
     @model_validator(mode="after")
     def _range_or_labels(self) -> "Criterion":
@@ -59,6 +60,7 @@ class Project(BaseModel):
     annotators_per_task: int = Field(ge=1)
     agents: list[str] = []
     metadata_controls: list[str] = []
+    predictor: Literal["stored", "learner", "llm"] = "stored"
     criteria: dict[str, Criterion] = Field(min_length=1)
     base_dir: Path = Path(".")
 

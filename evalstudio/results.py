@@ -6,6 +6,16 @@ from label_studio_sdk.label_interface import LabelInterface
 
 from .registry import control_range
 
+def dotted_get(data, path: str):
+    """data['a']['b'] for path 'a.b'; None when any step is missing."""
+    value = data
+    for part in path.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
+    return value
+
+
 VALUE_KEYS = {"Number": "number", "Rating": "rating", "Choices": "choices", "TextArea": "text"}
 
 

@@ -3,6 +3,9 @@
 No public dialogues rated on these criteria exist (see examples/SOURCES.md), so this sample was written for
 evalstudio. It follows the usual 2x2 design of such studies: the assistant's advice is the same in every version;
 versions add explanations (why), control (the user chooses), both, or both plus emotional acknowledgement.
+Each dialogue carries `model_ratings` from a simple lexicon metric ("lexicon-metric-v1"): the share of assistant
+turns with explanation cues (because, so, means...), choice offers (would you, which, you decide...) and empathy
+cues (understand, normal, proud...), mapped to 1-10, for the ML backend to prefill and the report to compare.
 Run from the repository root:  python examples/build_health_samples.py
 """
 
@@ -62,12 +65,26 @@ VERSIONS = {
     "v4-explains-control-empathy": (True, True, True),
 }
 
+CUES = {
+    "explainability": ("because", "which ", "so ", "means", "suggests", "effect", "shows"),
+    "controllability": ("would you", "which of", "you decide", "do you want", "shall we", "pick", "tell me which", "if you'd like"),
+    "emotional_interaction": ("understand", "normal", "proud", "unsettling", "worrying", "glad", "hard", "common obstacle"),
+}
+
+
+def lexicon_metric(exchanges):
+    replies = [e["assistant"].lower() for e in exchanges]
+    share = {k: sum(any(c in r for c in cues) for r in replies) / len(replies) for k, cues in CUES.items()}
+    return {k: round(1 + 9 * v, 1) for k, v in share.items()}
+
+
 lines = []
 for version, (explain, control, empathy) in VERSIONS.items():
     exchanges = []
     for user, advice, why, choice, feeling in EXCHANGES:
         parts = ([feeling] if empathy else []) + [advice] + ([why] if explain else []) + ([choice] if control else [])
         exchanges.append({"user": user, "assistant": " ".join(parts)})
-    lines.append({"scenario_id": "post-meal-glucose", "scenario": SCENARIO, "system": version, "exchanges": exchanges})
+    lines.append({"scenario_id": "post-meal-glucose", "scenario": SCENARIO, "system": version, "exchanges": exchanges,
+                  "model_ratings": lexicon_metric(exchanges), "model_version": "lexicon-metric-v1"})
 OUT.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
 print(f"wrote {len(lines)} dialogues to {OUT}")

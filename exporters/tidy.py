@@ -19,6 +19,7 @@ import pandas as pd
 
 from ..errors import EvalstudioError
 from ..registry import Project
+from ..results import dotted_get
 
 ANNOTATION_COLUMNS = ["project", "task_id", "item_id", "system", "annotator", "criterion", "value", "annotation_id",
                       "created_at", "lead_time", "cancelled", "agent", "rationale"]
@@ -89,15 +90,6 @@ def annotation_frame(tasks: Iterable[dict], project: Project, users: Mapping[int
     return frame
 
 
-def _path_get(data: dict, path: str):
-    value = data
-    for part in path.split("."):
-        if not isinstance(value, dict) or part not in value:
-            return None
-        value = value[part]
-    return value
-
-
 def model_frame(tasks: Iterable[dict], project: Project) -> pd.DataFrame:
     rows = []
     for task in tasks:
@@ -106,7 +98,7 @@ def model_frame(tasks: Iterable[dict], project: Project) -> pd.DataFrame:
             if not spec.model_output:
                 continue
             for agent, _ in project.controls(criterion):
-                value = _path_get(data, spec.model_output.format(agent=agent) if agent else spec.model_output)
+                value = dotted_get(data, spec.model_output.format(agent=agent) if agent else spec.model_output)
                 if value is not None:
                     rows.append({"project": project.name, "task_id": task["id"], "item_id": data.get("item_id"),
                                  "system": data.get("system"), "agent": agent, "criterion": criterion,

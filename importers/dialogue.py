@@ -4,7 +4,8 @@ JSONL, one context per line:
   {"id": "...",                                            optional, else a hash of the context
    "context": [{"speaker": "A", "text": "..."}, ...]       or ["turn", ...] or "turn\\nturn" (speakers A/B alternate,
                                                             or "Name: text" prefixes are used),
-   "responses": [{"system": "...", "text": "...", "model_ratings": {...}}, ...]}
+   "responses": [{"system": "...", "text": "...", "model_ratings": {...}}, ...],   model_ratings: optional metric scores
+   "model_version": "..."}                                  optional: the metric that produced model_ratings
   or, for one response: {"context": ..., "system": "...", "response": "..."}
 CSV: columns context, response, system[, id]; turns in `context` separated by newlines.
 """
@@ -50,6 +51,7 @@ def convert(record: dict, project, context) -> list[dict]:
         }
         if "model_ratings" in response:
             data["model_ratings"] = check_ratings(response["model_ratings"], project, f"{where}.model_ratings".lstrip("."))
+            data["model_version"] = str(response.get("model_version") or record.get("model_version") or "unknown")
         tasks.append(data)
     if not tasks:
         raise FieldError("responses", "is empty")

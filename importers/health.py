@@ -3,7 +3,8 @@
 JSONL, one dialogue per line:
   {"scenario_id": "...", "scenario": "...", "system": "v1",
    "exchanges": [{"user": "...", "assistant": "..."}, ... 8 ...],
-   "model_ratings": {"explainability": 7.5, ...}}          optional
+   "model_ratings": {"explainability": 7.5, ...},          optional: metric scores to prefill and compare
+   "model_version": "..."}                                  optional: the metric that produced them
 CSV: columns scenario_id, scenario, system, user_1, assistant_1, ..., user_8, assistant_8.
 """
 
@@ -55,4 +56,5 @@ def convert(record: dict, project, context) -> list[dict]:
     }
     if record.get("model_ratings"):
         data["model_ratings"] = check_ratings(record["model_ratings"], project, "model_ratings")
+        data["model_version"] = str(record.get("model_version") or "unknown")
     return [data]

@@ -1,1 +1,1 @@
-"""ML backend serving model-assisted prelabels for every protocol (next milestone)."""
+"""ML backend (label-studio-ml) prefilling every protocol: stored model outputs, a learner, or an LLM judge."""

@@ -1,0 +1,35 @@
+"""The WSGI app: label-studio-ml's Flask server with the evalstudio model and optional basic auth."""
+
+from __future__ import annotations
+
+import base64
+import hmac
+import os
+
+from label_studio_ml.api import init_app
+
+from .model import MODEL_DIR_ENV, EvalstudioModel, model_dir
+
+BASIC_AUTH_ENV = "EVALSTUDIO_ML_BASIC_AUTH"  # "user:password"
+
+
+def create_app(basic_auth: str | None = None):
+    """Flask app serving /predict, /setup, /webhook, /health. With basic_auth ("user:password"), every
+    request must carry it (set the same user and password on the ML backend in Label Studio)."""
+    os.environ.setdefault("LABEL_STUDIO_ML_BACKEND_V2", "true")
+    directory = model_dir()
+    directory.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault(MODEL_DIR_ENV, str(directory))
+    app = init_app(model_class=EvalstudioModel, model_dir=str(directory))
+    basic_auth = basic_auth if basic_auth is not None else os.environ.get(BASIC_AUTH_ENV)
+    if basic_auth:
+        if ":" not in basic_auth:
+            raise ValueError(f"basic auth must be 'user:password', got no ':' in {BASIC_AUTH_ENV}")
+        expected = "Basic " + base64.b64encode(basic_auth.encode()).decode()
+        from flask import Response, request
+
+        @app.before_request
+        def _check_auth():
+            if not hmac.compare_digest(request.headers.get("Authorization", ""), expected):
+                return Response("authentication required", 401, {"WWW-Authenticate": 'Basic realm="evalstudio"'})
+    return app

@@ -1,0 +1,135 @@
+"""The label-studio-ml model: one backend for every protocol.
+
+Each /predict request carries the project's label config; the protocol is the projects.yaml entry whose config
+it is (by control names), and results are built only for controls that exist, with values checked against the
+control (range, choices) when built. A task the predictor cannot serve gets no prediction and a logged reason.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from functools import lru_cache
+from pathlib import Path
+
+from label_studio_ml.model import LabelStudioMLBase
+
+from .. import registry
+from ..client import Client, Settings, settings_from_env
+from ..errors import EvalstudioError
+from ..results import region
+from .predictors import LearnerPredictor, LLMPredictor, NoPrediction, StoredPredictor
+
+log = logging.getLogger("evalstudio.ml_backend")
+MODEL_DIR_ENV = "EVALSTUDIO_MODEL_DIR"
+TRAIN_EVENTS = {"ANNOTATION_CREATED", "ANNOTATION_UPDATED", "ANNOTATIONS_CREATED", "START_TRAINING"}
+
+
+def model_dir() -> Path:
+    return Path(os.environ.get(MODEL_DIR_ENV) or ".evalstudio/models")
+
+
+@lru_cache(maxsize=1)
+def _registry() -> registry.Registry:
+    return registry.load()
+
+
+@lru_cache(maxsize=None)
+def predictor(name: str):
+    if name == "stored":
+        return StoredPredictor()
+    if name == "learner":
+        return LearnerPredictor(model_dir())
+    return LLMPredictor()
+
+
+def identify(label_config: str | None) -> registry.Project:
+    """The protocol whose labeling config this is (same controls), else EvalstudioError."""
+    if not label_config:
+        raise EvalstudioError("the request carries no label_config")
+    reg = _registry()
+    for project in reg:
+        if project.label_config == label_config.strip():
+            return project
+    try:
+        from label_studio_sdk.label_interface import LabelInterface
+
+        controls = {c.name for c in LabelInterface(label_config).controls}
+    except Exception as e:
+        raise EvalstudioError(f"cannot parse the project's label config: {e}") from None
+    for project in reg:
+        if controls == {c.name for c in project.interface.controls}:
+            return project
+    raise EvalstudioError(f"the label config matches no protocol of {reg.path} (valid: {', '.join(reg.names())})")
+
+
+def predict_tasks(project: registry.Project, tasks: list[dict], chosen=None) -> list:
+    """One entry per task: a prediction dict, or [] (no prediction; the reason is logged)."""
+    chosen = chosen or predictor(project.predictor)
+    li = project.interface
+    out = []
+    for task in tasks:
+        try:
+            output = chosen.predict(project, task)
+            results, skipped = [], []
+            for control, value in output.values.items():
+                try:
+                    results.append(region(li, control, value))
+                except (ValueError, KeyError) as e:  # not in this config, or out of range
+                    skipped.append(f"{control}: {e}")
+            if skipped:
+                log.warning("task %s: skipped %s", task.get("id"), "; ".join(skipped))
+            if not results:
+                raise NoPrediction("no valid value for any control")
+            prediction = {"result": results, "model_version": output.model_version}
+            if output.score is not None:
+                prediction["score"] = output.score
+            out.append(prediction)
+        except NoPrediction as e:
+            log.info("task %s (%s): no prediction: %s", task.get("id"), project.name, e)
+            out.append([])
+        except Exception:  # a bug must not turn into a 500 for the whole batch
+            log.exception("task %s (%s): prediction failed", task.get("id"), project.name)
+            out.append([])
+    return out
+
+
+def fetch_annotated_tasks(project: registry.Project, settings: Settings) -> list[dict]:
+    client = Client(settings)
+    project_id = client.find_project(project.title)
+    if project_id is None:
+        raise EvalstudioError(f"no project titled '{project.title}' on {settings.url}")
+    return [t for t in client.export_tasks(project_id) if t["annotations"]]
+
+
+class EvalstudioModel(LabelStudioMLBase):
+    def predict(self, tasks, **kwargs):
+        from flask import has_request_context, request
+
+        config = (request.json or {}).get("label_config") if has_request_context() else self.label_config
+        try:
+            project = identify(config or self.label_config)
+        except EvalstudioError as e:
+            log.warning("no predictions for %d task(s): %s", len(tasks), e)
+            return [[] for _ in tasks]
+        return predict_tasks(project, tasks)
+
+    def fit(self, tasks, workdir=None, event=None, data=None, **kwargs):
+        """Label Studio webhook: retrain the learner of the annotated project (other predictors ignore it)."""
+        if event not in TRAIN_EVENTS:
+            return {}
+        data = data or {}
+        try:
+            project = identify((data.get("project") or {}).get("label_config") or self.label_config)
+            if project.predictor != "learner":
+                return {}
+            try:
+                settings = settings_from_env()
+            except EvalstudioError:
+                settings = Settings(self.hostname, self.access_token)
+            summary = LearnerPredictor(model_dir()).train(project, fetch_annotated_tasks(project, settings))
+            log.info("retrained %s: %s", project.name, summary)
+            return summary
+        except (EvalstudioError, NoPrediction) as e:
+            log.warning("training after %s skipped: %s", event, e)
+            return {}

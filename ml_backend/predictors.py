@@ -1,0 +1,284 @@
+"""Predictors: what the ML backend prefills. Each returns control -> value for one task, or raises NoPrediction.
+
+stored   model outputs the importers carried in the task (projects.yaml `model_output` / `model_rationale`)
+learner  scikit-learn models (TF-IDF + ridge / logistic regression per control) trained on the project's annotations
+llm      a judge behind an OpenAI-compatible chat-completions API, prompted with the protocol's rubric
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import logging
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+from ..exporters.tidy import result_values
+from ..registry import Project, control_range
+from ..results import dotted_get
+
+log = logging.getLogger(__name__)
+
+
+class NoPrediction(Exception):
+    """The task gets no prediction; the reason is logged."""
+
+
+@dataclass
+class Output:
+    values: dict[str, object]
+    model_version: str
+    score: float | None = None
+    scores: dict[str, float] = field(default_factory=dict)
+
+
+def task_text(project: Project, data: dict) -> str:
+    """The text an annotator reads: every data field the config shows, dialogue turns as 'speaker: text'."""
+    parts = []
+    for key in sorted(project.data_fields()):
+        value = data.get(key)
+        if isinstance(value, list):
+            parts += [f"{t.get('speaker', '')}: {t.get('text', '')}" if isinstance(t, dict) else str(t) for t in value]
+        elif value is not None:
+            parts.append(f"{key}: {value}")
+    return "\n".join(parts)
+
+
+def rating_controls(project: Project) -> list[tuple[str, str, str | None]]:
+    """(criterion, control, rationale control) for every rated control."""
+    out = []
+    for criterion, spec in project.criteria.items():
+        for agent, control in project.controls(criterion):
+            rationale = spec.rationale.format(agent=agent) if spec.rationale and agent else spec.rationale
+            out.append((criterion, control, rationale))
+    return out
+
+
+class StoredPredictor:
+    name = "stored"
+
+    def predict(self, project: Project, task: dict) -> Output:
+        data = task["data"]
+        values, looked_for = {}, []
+        for criterion, spec in project.criteria.items():
+            for agent, control in project.controls(criterion):
+                for path, target in ((spec.model_output, control), (spec.model_rationale, spec.rationale)):
+                    if not path or not target:
+                        continue
+                    path, target = (path.format(agent=agent), target.format(agent=agent)) if agent else (path, target)
+                    looked_for.append(path)
+                    value = dotted_get(data, path)
+                    if value is not None:
+                        values[target] = value
+        if not values:
+            fields = ", ".join(dict.fromkeys(looked_for)) or "(none configured in projects.yaml)"
+            raise NoPrediction(f"the task carries none of the model fields {fields}")
+        return Output(values, str(data.get("model_version") or "stored"))
+
+
+class LearnerPredictor:
+    """One scikit-learn model per control, trained on the project's submitted annotations.
+
+    Numeric controls: ridge regression on the mean human rating (score: 1 - cross-validated RMSE / range).
+    Categorical controls: logistic regression on the majority label (score: predicted class probability)."""
+
+    name = "learner"
+
+    def __init__(self, model_dir: Path | str):
+        self.model_dir = Path(model_dir)
+        self._cache: dict[str, tuple[float, dict]] = {}
+
+    def path(self, project: Project) -> Path:
+        return self.model_dir / project.name / "learner.joblib"
+
+    def train(self, project: Project, tasks: list[dict]) -> dict:
+        """Fit from tasks with annotations (Label Studio task dicts); saves the model and returns a summary."""
+        import joblib
+        from sklearn.feature_extraction.text import TfidfVectorizer
+        from sklearn.linear_model import LogisticRegression, Ridge
+        from sklearn.model_selection import cross_val_predict
+
+        targets: dict[str, list] = {}
+        texts: list[str] = []
+        for task in tasks:
+            done = [result_values(a.get("result")) for a in task.get("annotations") or [] if not a.get("was_cancelled")]
+            if not done:
+                continue
+            texts.append(task_text(project, task["data"]))
+            for criterion, control, _ in rating_controls(project):
+                given = [v[control] for v in done if v.get(control) is not None]
+                targets.setdefault(control, []).append(_consensus(given, project.criteria[criterion].is_numeric))
+        if len(texts) < 4:
+            raise NoPrediction(f"the learner needs at least 4 annotated tasks, {project.name} has {len(texts)}")
+        vectorizer = TfidfVectorizer(ngram_range=(1, 2), min_df=1, sublinear_tf=True)
+        X = vectorizer.fit_transform(texts)
+        models, summary = {}, {}
+        for criterion, control, _ in rating_controls(project):
+            y = targets.get(control, [])
+            keep = [i for i, v in enumerate(y) if v is not None]
+            if len(keep) < 4:
+                continue
+            Xc, yc = X[keep], [y[i] for i in keep]
+            spec = project.criteria[criterion]
+            folds = min(5, len(keep))
+            if spec.is_numeric:
+                model = Ridge(alpha=1.0)
+                cv = cross_val_predict(model, Xc, yc, cv=folds)
+                rmse = float(np.sqrt(np.mean((np.asarray(yc) - cv) ** 2)))
+                models[control] = {"model": model.fit(Xc, yc), "score": max(0.0, 1 - rmse / (spec.max - spec.min))}
+            elif len(set(yc)) > 1:
+                models[control] = {"model": LogisticRegression(max_iter=1000).fit(Xc, yc)}
+            else:
+                models[control] = {"constant": yc[0], "score": 1.0}
+            summary[control] = len(keep)
+        version = f"learner-{time.strftime('%Y%m%d-%H%M%S')}-n{len(texts)}"
+        path = self.path(project)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        joblib.dump({"vectorizer": vectorizer, "models": models, "version": version}, tmp)
+        os.replace(tmp, path)  # atomic: a running backend never reads half a model
+        return {"version": version, "tasks": len(texts), "controls": summary}
+
+    def _load(self, project: Project) -> dict:
+        import joblib
+
+        path = self.path(project)
+        if not path.is_file():
+            raise NoPrediction(f"no trained learner for {project.name} yet (train with `evalstudio train {project.name}` "
+                               "or submit annotations)")
+        mtime = path.stat().st_mtime
+        cached = self._cache.get(project.name)
+        if not cached or cached[0] != mtime:
+            self._cache[project.name] = cached = (mtime, joblib.load(path))
+        return cached[1]
+
+    def predict(self, project: Project, task: dict) -> Output:
+        bundle = self._load(project)
+        X = bundle["vectorizer"].transform([task_text(project, task["data"])])
+        values, scores = {}, {}
+        for criterion, control, _ in rating_controls(project):
+            entry = bundle["models"].get(control)
+            if entry is None:
+                continue
+            spec = project.criteria[criterion]
+            if "constant" in entry:
+                values[control], scores[control] = entry["constant"], entry["score"]
+            elif spec.is_numeric:
+                control_tag = project.interface.get_control(control)
+                lo, hi = control_range(control_tag)
+                step = float(control_tag.attr.get("step", 1))
+                raw = float(entry["model"].predict(X)[0])
+                values[control] = float(np.clip(np.round(raw / step) * step, lo, hi).round(6))
+                scores[control] = entry["score"]
+            else:
+                proba = entry["model"].predict_proba(X)[0]
+                best = int(np.argmax(proba))
+                values[control], scores[control] = str(entry["model"].classes_[best]), float(proba[best])
+        if not values:
+            raise NoPrediction("the learner has no model for any control of this project")
+        return Output(values, bundle["version"], float(np.mean(list(scores.values()))), scores)
+
+
+def _consensus(values: list, numeric: bool):
+    if not values:
+        return None
+    if numeric:
+        return float(np.mean(values))
+    labels, counts = np.unique(np.asarray(values, dtype=str), return_counts=True)
+    return str(labels[np.argmax(counts)])
+
+
+class LLMPredictor:
+    """An LLM judge behind an OpenAI-compatible `/chat/completions` endpoint.
+
+    Configured by EVALSTUDIO_LLM_BASE_URL (e.g. http://127.0.0.1:8000/v1), EVALSTUDIO_LLM_MODEL and
+    EVALSTUDIO_LLM_API_KEY. The prompt holds the protocol's rubric (project instructions and the config's
+    help texts) and a JSON schema of the expected answer; the answer is parsed and checked against it."""
+
+    name = "llm"
+
+    def __init__(self, base_url: str | None = None, model: str | None = None, api_key: str | None = None,
+                 timeout: float = 60.0, retries: int = 2):
+        self.base_url = (base_url or os.environ.get("EVALSTUDIO_LLM_BASE_URL") or "").rstrip("/")
+        self.model = model or os.environ.get("EVALSTUDIO_LLM_MODEL") or ""
+        self.api_key = api_key or os.environ.get("EVALSTUDIO_LLM_API_KEY") or ""
+        self.timeout, self.retries = timeout, retries
+
+    def schema(self, project: Project) -> dict:
+        ratings = {}
+        for criterion, control, _ in rating_controls(project):
+            spec = project.criteria[criterion]
+            ratings[control] = ({"type": "number", "minimum": spec.min, "maximum": spec.max} if spec.is_numeric
+                                else {"enum": spec.labels})
+        return {"ratings": ratings, "rationales": {c: "string" for _, c, r in rating_controls(project) if r}}
+
+    def messages(self, project: Project, task: dict) -> list[dict]:
+        rubric = re.sub(r"<[^>]+>", " ", html.unescape(project.instructions))
+        help_texts = re.findall(r'<Text name="(?:help|rubric|anchor|hint)_\w+" value="([^"]*)"', project.label_config)
+        system = (
+            "You are an expert annotator following this evaluation protocol.\n" + re.sub(r"\s+", " ", rubric).strip()
+            + "\n" + "\n".join(html.unescape(t) for t in help_texts)
+            + "\nAnswer with one JSON object only, of this form (every rating required, values within range):\n"
+            + json.dumps(self.schema(project))
+        )
+        return [{"role": "system", "content": system}, {"role": "user", "content": task_text(project, task["data"])}]
+
+    def _post(self, payload: dict) -> dict:
+        if not self.base_url or not self.model:
+            raise NoPrediction("the llm predictor needs EVALSTUDIO_LLM_BASE_URL and EVALSTUDIO_LLM_MODEL")
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        last = ""
+        for attempt in range(self.retries + 1):
+            try:
+                response = httpx.post(f"{self.base_url}/chat/completions", json=payload, headers=headers, timeout=self.timeout)
+                if response.status_code < 500:
+                    response.raise_for_status()
+                    return response.json()
+                last = f"HTTP {response.status_code}"
+            except (httpx.TimeoutException, httpx.TransportError) as e:
+                last = type(e).__name__
+            except httpx.HTTPStatusError as e:
+                raise NoPrediction(f"the LLM server refused the request: HTTP {e.response.status_code}") from None
+            except ValueError:
+                raise NoPrediction("the LLM server answered with something that is not JSON") from None
+            time.sleep(min(2**attempt * 0.5, 4))
+        raise NoPrediction(f"the LLM server failed {self.retries + 1} times ({last})")
+
+    def predict(self, project: Project, task: dict) -> Output:
+        body = self._post({"model": self.model, "messages": self.messages(project, task), "temperature": 0,
+                           "response_format": {"type": "json_object"}})
+        try:
+            content = body["choices"][0]["message"]["content"]
+        except (KeyError, IndexError, TypeError):
+            raise NoPrediction("the LLM response has no choices[0].message.content") from None
+        answer = _json_object(content)
+        ratings, rationales = answer.get("ratings"), answer.get("rationales") or {}
+        if not isinstance(ratings, dict) or not isinstance(rationales, dict):
+            raise NoPrediction(f"the LLM answer lacks a 'ratings' object: {content[:200]!r}")
+        values = {}
+        for criterion, control, rationale in rating_controls(project):
+            if control in ratings:
+                values[control] = ratings[control]
+                if rationale and isinstance(rationales.get(control), str):
+                    values[rationale] = rationales[control]
+        if not values:
+            raise NoPrediction(f"the LLM answer rates none of the controls: {content[:200]!r}")
+        return Output(values, f"llm:{self.model}")
+
+
+def _json_object(content: str) -> dict:
+    """The JSON object in an LLM answer (a ```json fence is tolerated)."""
+    text = re.sub(r"^```(?:json)?\s*|\s*```$", "", content.strip())
+    try:
+        answer = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise NoPrediction(f"the LLM answer is not valid JSON ({e.msg}): {content[:200]!r}") from None
+    if not isinstance(answer, dict):
+        raise NoPrediction(f"the LLM answer is not a JSON object: {content[:200]!r}")
+    return answer
