@@ -197,19 +197,24 @@ def ml_backend(
     host: Annotated[str, typer.Option(help="Interface to bind (127.0.0.1: this machine only).")] = "127.0.0.1",
     model_dir: Annotated[Path, typer.Option(help="Where trained learners and job files are kept.")] = DEFAULT_DATA_DIR / "models",
     basic_auth: Annotated[Optional[str], typer.Option(help="Require HTTP basic auth 'user:password' (give the same to `connect`).")] = None,
+    workers: Annotated[int, typer.Option(min=1, help="gunicorn worker processes (8 threads each).")] = 2,
+    dev: Annotated[bool, typer.Option("--dev", help="Use Flask's single-process development server instead of gunicorn.")] = False,
     projects: ProjectsOption = None,
 ):
     """Run the ML backend that prefills every protocol (label-studio-ml; predictor per project in projects.yaml).
 
-    For production use a WSGI server: gunicorn 'evalstudio.ml_backend.wsgi:app'. A Label Studio on the same
-    machine can reach a backend on loopback only with ML_BLOCK_LOCAL_IP=false and SSRF_PROTECTION_ENABLED=false
-    (set by `evalstudio server`)."""
+    Serves with gunicorn (the WSGI entry is evalstudio.ml_backend.wsgi:app). A Label Studio on the same machine
+    can reach a backend on loopback only with ML_BLOCK_LOCAL_IP=false and SSRF_PROTECTION_ENABLED=false (set by
+    `evalstudio server`). The learner retrains when Label Studio sends annotation webhooks; it reads
+    LABEL_STUDIO_URL / LABEL_STUDIO_API_KEY to fetch the annotations."""
     import logging
     import os
 
     if projects:
         os.environ["EVALSTUDIO_PROJECTS"] = str(projects.resolve())
     os.environ["EVALSTUDIO_MODEL_DIR"] = str(model_dir.resolve())
+    if basic_auth:
+        os.environ["EVALSTUDIO_ML_BASIC_AUTH"] = basic_auth
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from .ml_backend.app import create_app
 
@@ -219,7 +224,24 @@ def ml_backend(
     except (EvalstudioError, ValueError) as e:
         raise _fail(e)
     console.print(f"ML backend on http://{host}:{port} (models in {model_dir})")
-    flask_app.run(host=host, port=port, threaded=True)
+    if dev:
+        from werkzeug.serving import WSGIRequestHandler
+
+        WSGIRequestHandler.protocol_version = "HTTP/1.1"  # keep-alive: no new TCP connection per prediction
+        flask_app.run(host=host, port=port, threaded=True)
+        return
+    from gunicorn.app.base import BaseApplication
+
+    class Server(BaseApplication):
+        def load_config(self):
+            for key, value in {"bind": f"{host}:{port}", "workers": workers, "worker_class": "gthread", "threads": 8,
+                               "timeout": 120, "loglevel": "info"}.items():
+                self.cfg.set(key, value)
+
+        def load(self):
+            return flask_app
+
+    Server().run()
 
 
 @app.command()
@@ -307,38 +329,84 @@ def server(
 @app.command()
 def demo(
     data_dir: Annotated[Path, typer.Option(help="Where Label Studio keeps its data (reused on the next run).")] = DEFAULT_DATA_DIR,
-    port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = 8080,
+    port: Annotated[int, typer.Option(help="Label Studio port on 127.0.0.1.")] = 8080,
+    ml_port: Annotated[int, typer.Option(help="ML backend port on 127.0.0.1.")] = 9090,
     examples: Annotated[Path, typer.Option(help="Folder with one sub-folder of sample files per protocol.")] = REPO_EXAMPLES,
-    wait: Annotated[bool, typer.Option(help="Keep serving until Ctrl-C (--no-wait: stop after the import).")] = True,
+    wait: Annotated[bool, typer.Option(help="Keep serving until Ctrl-C (--no-wait: stop after the set-up).")] = True,
     projects: ProjectsOption = None,
 ):
-    """Start a local Label Studio, create all five projects and import the shipped real sample data."""
+    """Start a local Label Studio and the ML backend, create all five projects, import the shipped real sample
+    data and prefill the model outputs it carries as predictions."""
     local = LocalServer(data_dir, port)
+    backend = None
     try:
         reg = _load(projects)
         with console.status("starting Label Studio (first start takes about a minute)..."):
             local.start()
         client = Client(local.settings())
+        backend = _start_ml_backend(local, ml_port, projects)
         for project in reg:
             files = sorted(f for f in (examples / project.name).glob("*") if f.suffix in {".jsonl", ".csv", ".tsv", ".xml"})
             report = _import(project, files, client)
-            console.print(f"{project.name:9} {report.created:4} created, {report.already_present:4} already present "
-                          f"-> {local.url}/projects/{report.project_id}")
+            client.connect_ml_backend(report.project_id, backend.url)
+            ids = sorted(t.id for t in client.tasks(report.project_id))
+            for start in range(0, len(ids), 25):
+                client.request_predictions(report.project_id, ids[start:start + 25])
+            prefilled = sum(1 for p in client.predictions(report.project_id).values() if p)
+            console.print(f"{project.name:9} {report.created:4} created, {report.already_present:4} already present, "
+                          f"{prefilled:4} prefilled -> {local.url}/projects/{report.project_id}")
     except EvalstudioError as e:
+        _stop(backend)
         local.stop()
         raise _fail(e)
     if wait:
-        _serve(local)
+        _serve(local, backend)
     else:
+        _stop(backend)
         local.stop()
 
 
-def _serve(local: LocalServer) -> None:
+def _start_ml_backend(local: LocalServer, port: int, projects: Path | None):
+    """`evalstudio ml-backend` as a child process, with the local server's URL and key for the learner."""
+    import os
+    import subprocess
+    import sys
+    from types import SimpleNamespace
+
+    import httpx
+
+    env = {**os.environ, "LABEL_STUDIO_URL": local.url, "LABEL_STUDIO_API_KEY": local.credentials().api_key}
+    command = [sys.executable, "-m", "evalstudio.cli", "ml-backend", "--port", str(port),
+               "--model-dir", str(local.data_dir / "models")] + (["--projects", str(projects)] if projects else [])
+    log = open(local.data_dir / "ml-backend.log", "ab")
+    process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(120):
+        if process.poll() is not None:
+            raise EvalstudioError(f"the ML backend exited; see {local.data_dir / 'ml-backend.log'}")
+        try:
+            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                return SimpleNamespace(process=process, url=url)
+        except httpx.HTTPError:
+            time.sleep(0.5)
+    process.terminate()
+    raise EvalstudioError(f"the ML backend did not answer on {url}; see {local.data_dir / 'ml-backend.log'}")
+
+
+def _stop(backend) -> None:
+    if backend is not None and backend.process.poll() is None:
+        backend.process.terminate()
+        backend.process.wait(timeout=30)
+
+
+def _serve(local: LocalServer, backend=None) -> None:
     creds = local.credentials()
     console.print(
-        f"\nLabel Studio is running at [bold]{local.url}[/]\n"
+        f"\nLabel Studio is running at [bold]{local.url}[/]" + (f" (ML backend at {backend.url})" if backend else "") + "\n"
         f"  login: {creds.username}  (password in {local.data_dir / 'credentials.json'})\n"
         f"  for other commands: set -a; . {local.data_dir / 'evalstudio.env'}; set +a\n"
+        "Next: open a project and click a task (the model's values are prefilled: change them and Submit);\n"
+        "      then `evalstudio report PROTOCOL` for agreement and human-vs-model plots.\n"
         "Press Ctrl-C to stop."
     )
     stop = {"now": False}
@@ -350,6 +418,7 @@ def _serve(local: LocalServer) -> None:
         pass
     finally:
         console.print("stopping Label Studio...")
+        _stop(backend)
         local.stop()
 
 

@@ -8,7 +8,7 @@ import os
 
 from label_studio_ml.api import init_app
 
-from .model import MODEL_DIR_ENV, EvalstudioModel, model_dir
+from .model import MODEL_DIR_ENV, EvalstudioModel, model_dir, warm_up
 
 BASIC_AUTH_ENV = "EVALSTUDIO_ML_BASIC_AUTH"  # "user:password"
 
@@ -21,6 +21,12 @@ def create_app(basic_auth: str | None = None):
     directory.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault(MODEL_DIR_ENV, str(directory))
     app = init_app(model_class=EvalstudioModel, model_dir=str(directory))
+    # load the model now: label-studio-ml 1.0.9 answers /predict with a 500 until Label Studio has called /setup,
+    # and our model needs no setup (the protocol comes with every request's label config)
+    from label_studio_ml.api import _manager
+
+    _manager.fetch()
+    warm_up()
     basic_auth = basic_auth if basic_auth is not None else os.environ.get(BASIC_AUTH_ENV)
     if basic_auth:
         if ":" not in basic_auth:

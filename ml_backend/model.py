@@ -43,6 +43,13 @@ def predictor(name: str):
     return LLMPredictor()
 
 
+def warm_up() -> None:
+    """Parse projects.yaml and every labeling config now rather than on the first request."""
+    for project in _registry():
+        project.interface
+
+
+@lru_cache(maxsize=64)
 def identify(label_config: str | None) -> registry.Project:
     """The protocol whose labeling config this is (same controls), else EvalstudioError."""
     if not label_config:

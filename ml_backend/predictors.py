@@ -50,6 +50,17 @@ def task_text(project: Project, data: dict) -> str:
     return "\n".join(parts)
 
 
+def task_features(project: Project, data: dict) -> str:
+    """Learner input: each word prefixed with its field (answer__no, interpretation__yes), so the model can tell
+    a 'No' in Y's answer from a 'No' as the shown interpretation."""
+    words = []
+    for key in sorted(project.data_fields()):
+        value = data.get(key)
+        text = " ".join(t.get("text", "") if isinstance(t, dict) else str(t) for t in value) if isinstance(value, list) else str(value or "")
+        words += [f"{key}__{w}" for w in re.findall(r"\w+", text.lower())]
+    return " ".join(words)
+
+
 def rating_controls(project: Project) -> list[tuple[str, str, str | None]]:
     """(criterion, control, rationale control) for every rated control."""
     out = []
@@ -83,7 +94,8 @@ class StoredPredictor:
 
 
 class LearnerPredictor:
-    """One scikit-learn model per control, trained on the project's submitted annotations.
+    """One scikit-learn model per control, trained on the project's submitted annotations, on TF-IDF features of
+    field-prefixed words.
 
     Numeric controls: ridge regression on the mean human rating (score: 1 - cross-validated RMSE / range).
     Categorical controls: logistic regression on the majority label (score: predicted class probability)."""
@@ -110,13 +122,13 @@ class LearnerPredictor:
             done = [result_values(a.get("result")) for a in task.get("annotations") or [] if not a.get("was_cancelled")]
             if not done:
                 continue
-            texts.append(task_text(project, task["data"]))
+            texts.append(task_features(project, task["data"]))
             for criterion, control, _ in rating_controls(project):
                 given = [v[control] for v in done if v.get(control) is not None]
                 targets.setdefault(control, []).append(_consensus(given, project.criteria[criterion].is_numeric))
         if len(texts) < 4:
             raise NoPrediction(f"the learner needs at least 4 annotated tasks, {project.name} has {len(texts)}")
-        vectorizer = TfidfVectorizer(ngram_range=(1, 2), min_df=1, sublinear_tf=True)
+        vectorizer = TfidfVectorizer(token_pattern=r"\S+", sublinear_tf=True)
         X = vectorizer.fit_transform(texts)
         models, summary = {}, {}
         for criterion, control, _ in rating_controls(project):
@@ -160,7 +172,7 @@ class LearnerPredictor:
 
     def predict(self, project: Project, task: dict) -> Output:
         bundle = self._load(project)
-        X = bundle["vectorizer"].transform([task_text(project, task["data"])])
+        X = bundle["vectorizer"].transform([task_features(project, task["data"])])
         values, scores = {}, {}
         for criterion, control, _ in rating_controls(project):
             entry = bundle["models"].get(control)

@@ -1,0 +1,215 @@
+"""The ML backend as a real process next to a real Label Studio: predictions for every protocol."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import time
+
+import httpx
+import numpy as np
+import pytest
+
+from evalstudio.importing import import_files
+from evalstudio.ml_backend.model import predict_tasks
+from evalstudio.ml_backend.predictors import LearnerPredictor, LLMPredictor, StoredPredictor
+from evalstudio.registry import control_range
+from evalstudio.results import dotted_get
+
+from .conftest import PROTOCOLS, ROOT, example_files, free_port
+from .fake_llm import FakeLLM
+
+
+@pytest.fixture(scope="module")
+def ml_backend(label_studio, tmp_path_factory):
+    directory = tmp_path_factory.mktemp("ml-backend")
+    port = free_port()
+    log = open(directory / "backend.log", "w")
+    env = {**os.environ, "EVALSTUDIO_PROJECTS": str(ROOT / "projects.yaml"),
+           "LABEL_STUDIO_URL": label_studio.url, "LABEL_STUDIO_API_KEY": label_studio.credentials().api_key}
+    process = subprocess.Popen([sys.executable, "-m", "evalstudio.cli", "ml-backend", "--port", str(port),
+                                "--model-dir", str(directory / "models")], env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(120):
+        try:
+            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            time.sleep(0.5)
+    else:
+        raise RuntimeError((directory / "backend.log").read_text())
+    yield url, directory / "backend.log"
+    process.terminate()
+    process.wait(timeout=20)
+
+
+def check_prediction(project, prediction):
+    """Valid for the config (SDK) and inside every numeric control's range (which the SDK does not check)."""
+    li = project.interface
+    assert li.validate_prediction({"result": prediction["result"]}, return_errors=True) == []
+    for region in prediction["result"]:
+        control = li.get_control(region["from_name"])
+        if control.tag in ("Number", "Rating"):
+            lo, hi = control_range(control)
+            assert lo <= next(iter(region["value"].values())) <= hi
+
+
+def stored_values(project, data) -> dict:
+    """What the stored predictor should prefill, read independently from projects.yaml paths."""
+    out = {}
+    for criterion, spec in project.criteria.items():
+        for agent, control in project.controls(criterion):
+            if spec.model_output:
+                value = dotted_get(data, spec.model_output.format(agent=agent) if agent else spec.model_output)
+                if value is not None:
+                    out[control] = value
+    return out
+
+
+@pytest.mark.server
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_label_studio_gets_stored_predictions_from_the_backend(reg, importer_for, client, ml_backend, protocol):
+    url, log = ml_backend
+    project = reg.get(protocol)
+    report = import_files(project, importer_for(protocol), example_files(protocol), client)
+    client.connect_ml_backend(report.project_id, url)
+    tasks = {t.id: t.data for t in client.tasks(report.project_id)}
+    ids = sorted(tasks)
+    for start in range(0, len(ids), 25):
+        client.request_predictions(report.project_id, ids[start:start + 25])
+    predictions = client.predictions(report.project_id)
+    served = 0
+    for task_id, data in tasks.items():
+        expected = stored_values(project, data)
+        if not expected:  # e.g. the CMV thread read from XML carries no ToM extraction
+            assert predictions[task_id] == []
+            continue
+        [prediction] = predictions[task_id]
+        check_prediction(project, prediction)
+        got = {r["from_name"]: next(iter(r["value"].values())) for r in prediction["result"]}
+        for control, value in expected.items():
+            assert got[control] in (value, [value]), control
+        assert prediction["model_version"] == str(data.get("model_version") or "stored")
+        served += 1
+    assert served >= len(tasks) - 1 and served > 0
+    if protocol == "cmv":
+        assert "carries none of the model fields" in log.read_text()
+
+
+@pytest.mark.server
+def test_bad_tasks_get_no_prediction_and_never_a_500(reg, ml_backend):
+    url, log = ml_backend
+    config = reg.get("dialogue").label_config
+    tasks = [{"id": 991, "data": {"context": [], "response": "hi"}},  # no model outputs
+             {"id": 992, "data": {"model_ratings": {"appropriateness": 9}}},  # out of range: skipped, not sent
+             {"id": 993, "data": "not a dict"},
+             {"id": 994}]  # no data at all
+    response = httpx.post(f"{url}/predict", json={"tasks": tasks, "label_config": config, "project": "1.1"}, timeout=30)
+    assert response.status_code == 200
+    assert response.json()["results"] == [[], [], [], []]
+    unknown = httpx.post(f"{url}/predict", json={"tasks": tasks[:1], "label_config": "<View><Text name='t' value='$t'/></View>"}, timeout=30)
+    assert unknown.status_code == 200 and unknown.json()["results"] == [[]]
+    text = log.read_text()
+    assert "task 991 (dialogue): no prediction: the task carries none of the model fields" in text
+    assert "9 is outside appropriateness's range 1..5" in text
+    assert "task 993 (dialogue): no prediction" in text
+    assert "task 994 (dialogue): prediction failed" in text  # logged with its traceback, not a 500
+    assert "matches no protocol" in text
+
+
+def test_basic_auth_guards_every_route():
+    from evalstudio.ml_backend.app import create_app
+
+    app = create_app("labelstudio:s3cret").test_client()
+    assert app.get("/health").status_code == 401
+    ok = app.get("/health", headers={"Authorization": "Basic bGFiZWxzdHVkaW86czNjcmV0"})  # labelstudio:s3cret
+    assert ok.status_code == 200
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_llm_judge_answers_validate_against_the_config(reg, importer_for, protocol):
+    from evalstudio.importing import iter_tasks
+
+    project = reg.get(protocol)
+    tasks = [{"id": i, "data": d} for i, (_, d) in enumerate(iter_tasks(project, importer_for(protocol), example_files(protocol)))][:3]
+    with FakeLLM() as llm:
+        for model in ("judge-ok", "judge-fenced"):
+            predictions = predict_tasks(project, tasks, LLMPredictor(llm.url, model, "test-key"))
+            for prediction in predictions:
+                check_prediction(project, prediction)
+                assert prediction["model_version"] == f"llm:{model}"
+                rated = {r["from_name"] for r in prediction["result"]}
+                assert {c for _, c in sum((project.controls(n) for n in project.criteria), [])} <= rated
+        prompt = llm.requests[0]["messages"][0]["content"]  # the protocol's rubric and the answer schema
+        import re
+
+        assert re.search(r"<h3>(.*?)</h3>", project.instructions).group(1) in prompt
+        assert all(control in prompt for name in project.criteria for _, control in project.controls(name))
+
+
+def test_malformed_llm_answers_are_reported_not_crashed_on(reg, importer_for, caplog):
+    from evalstudio.importing import iter_tasks
+
+    project = reg.get("health")
+    tasks = [{"id": 7, "data": d} for _, d in iter_tasks(project, importer_for("health"), example_files("health"))][:1]
+    with FakeLLM() as llm, caplog.at_level(logging.INFO, logger="evalstudio.ml_backend"):
+        assert predict_tasks(project, tasks, LLMPredictor(llm.url, "judge-broken")) == [[]]
+        assert "the LLM answer is not valid JSON" in caplog.text
+        retries = LLMPredictor(llm.url, "judge-500", retries=2)
+        assert predict_tasks(project, tasks, retries) == [[]]
+        assert "the LLM server failed 3 times (HTTP 500)" in caplog.text
+        assert sum(1 for r in llm.requests if r["model"] == "judge-500") == 3
+    assert predict_tasks(project, tasks, LLMPredictor(None, None)) == [[]]  # not configured: reason, no crash
+
+
+@pytest.mark.server
+def test_learner_beats_a_constant_baseline_on_held_out_tasks(reg, importer_for, client, label_studio, tmp_path):
+    """Three annotators answer Part I with Circa's real gold labels (one of them errs 20% of the time) on 60 tasks;
+    the learner, trained through `evalstudio train`, predicts the other tasks better than the majority label."""
+    from evalstudio.results import region
+
+    from .test_cli import run
+
+    project = reg.get("circa")
+    report = import_files(project, importer_for("circa"), example_files("circa"), client)
+    li = project.interface
+    users = {email: uid for uid, email in client.users().items()}
+    for name in ("learner-a", "learner-b", "learner-c"):
+        if f"{name}@example.com" not in users:
+            users[f"{name}@example.com"] = client.sdk.users.create(username=name, email=f"{name}@example.com", password="x-12345678").id
+    annotated = {t["id"] for t in client.export_tasks(report.project_id) if t["annotations"]}
+    fresh = [t for t in sorted(client.tasks(report.project_id), key=lambda t: t.id) if t.id not in annotated]
+    rng = np.random.default_rng(0)
+    order = rng.permutation(len(fresh))  # a random held-out split (ids follow the input file's order)
+    train, held_out = [fresh[i] for i in order[:60]], [fresh[i] for i in order[60:]]
+    assert len(held_out) >= 20
+    labels = project.criteria["interpretation"].labels
+    for task in train:
+        for k, name in enumerate(("learner-a", "learner-b", "learner-c")):
+            answer = task.data["gold_label"]
+            if k == 2 and rng.random() < 0.2:
+                answer = str(rng.choice([l for l in labels if l != answer]))
+            rating = 5 if task.data["interpretation"] == "Yes" else 2
+            result = [region(li, "interpretation_choice", answer), region(li, "explanation_rating", rating)]
+            client.sdk.annotations.create(id=task.id, completed_by=users[f"{name}@example.com"], result=result)
+
+    env = {"LABEL_STUDIO_URL": label_studio.url, "LABEL_STUDIO_API_KEY": label_studio.credentials().api_key}
+    trained = run("train", "circa", "--model-dir", str(tmp_path), env=env)
+    assert trained.returncode == 0, trained.stderr
+    learner = LearnerPredictor(tmp_path)
+    outputs = [learner.predict(project, {"id": t.id, "data": t.data}) for t in held_out]
+    gold = [t.data["gold_label"] for t in held_out]
+    learner_accuracy = np.mean([o.values["interpretation_choice"] == g for o, g in zip(outputs, gold)])
+    majority = max(set(t.data["gold_label"] for t in train), key=[t.data["gold_label"] for t in train].count)
+    baseline_accuracy = np.mean([majority == g for g in gold])
+    assert learner_accuracy > baseline_accuracy
+    truth = np.array([5 if t.data["interpretation"] == "Yes" else 2 for t in held_out])
+    mean_rating = np.mean([5 if t.data["interpretation"] == "Yes" else 2 for t in train])
+    learner_mse = np.mean((np.array([o.values["explanation_rating"] for o in outputs]) - truth) ** 2)
+    assert learner_mse < np.mean((mean_rating - truth) ** 2)
+    for output in outputs:
+        assert 0 <= output.score <= 1
+        prediction = predict_tasks(project, [{"id": 1, "data": held_out[0].data}], learner)[0]
+        check_prediction(project, prediction)
