@@ -267,23 +267,20 @@ def prefill(
     batch_size: Annotated[int, typer.Option(min=1, help="Tasks per request.")] = 20,
     projects: ProjectsOption = None,
 ):
-    """Ask the connected ML backend for predictions on every task, in batches; annotators then see the model's
-    values prefilled and can change them."""
+    """Ask the connected ML backend for predictions on every task that has none yet, in batches; annotators then
+    see the model's values prefilled and can change them."""
     try:
         project = _load(projects).get(protocol)
         client = Client(settings_from_env())
         project_id = _project_id(client, project)
-        ids = sorted(t.id for t in client.tasks(project_id))
         with Progress(TextColumn(f"prefilling {protocol}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                       console=err, transient=True) as progress:
-            bar = progress.add_task(protocol, total=len(ids))
-            for start in range(0, len(ids), batch_size):
-                client.request_predictions(project_id, ids[start:start + batch_size])
-                progress.update(bar, completed=min(start + batch_size, len(ids)))
-        with_prediction = sum(1 for p in client.predictions(project_id).values() if p)
+            bar = progress.add_task(protocol, total=None)
+            with_prediction, total = client.prefill(project_id, batch_size,
+                                                    lambda done, todo: progress.update(bar, completed=done, total=todo))
     except EvalstudioError as e:
         raise _fail(e)
-    console.print(f"{protocol}: {with_prediction} of {len(ids)} task(s) have predictions "
+    console.print(f"{protocol}: {with_prediction} of {total} task(s) have predictions "
                   "(tasks without model outputs get none; the backend log says why).")
 
 
@@ -349,10 +346,7 @@ def demo(
             files = sorted(f for f in (examples / project.name).glob("*") if f.suffix in {".jsonl", ".csv", ".tsv", ".xml"})
             report = _import(project, files, client)
             client.connect_ml_backend(report.project_id, backend.url)
-            ids = sorted(t.id for t in client.tasks(report.project_id))
-            for start in range(0, len(ids), 25):
-                client.request_predictions(report.project_id, ids[start:start + 25])
-            prefilled = sum(1 for p in client.predictions(report.project_id).values() if p)
+            prefilled, _ = client.prefill(report.project_id)
             console.print(f"{project.name:9} {report.created:4} created, {report.already_present:4} already present, "
                           f"{prefilled:4} prefilled -> {local.url}/projects/{report.project_id}")
     except EvalstudioError as e:

@@ -164,6 +164,18 @@ class Client:
             self.sdk.actions.create(id="retrieve_tasks_predictions", project=project_id,
                                     selected_items={"all": False, "included": task_ids})
 
+    def prefill(self, project_id: int, batch_size: int = 25, on_progress=None) -> tuple[int, int]:
+        """Request predictions for the tasks that have none yet (so re-running adds no duplicates).
+        Returns (tasks with a prediction, tasks)."""
+        have = self.predictions(project_id)
+        todo = sorted(task_id for task_id, predictions in have.items() if not predictions)
+        for start in range(0, len(todo), batch_size):
+            self.request_predictions(project_id, todo[start:start + batch_size])
+            if on_progress:
+                on_progress(min(start + batch_size, len(todo)), len(todo))
+        have = self.predictions(project_id)
+        return sum(1 for predictions in have.values() if predictions), len(have)
+
     def predictions(self, project_id: int) -> dict[int, list[dict]]:
         """Task id -> its predictions."""
         with self._call(f"list predictions of project {project_id}"):

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
+import sys
+import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from evalstudio import importers, registry
@@ -48,3 +53,26 @@ def client(label_studio) -> Client:
 @pytest.fixture
 def importer_for(reg):
     return lambda protocol: importers.get(reg.get(protocol).importer)
+
+
+@pytest.fixture(scope="session")
+def ml_backend(label_studio, tmp_path_factory):
+    directory = tmp_path_factory.mktemp("ml-backend")
+    port = free_port()
+    log = open(directory / "backend.log", "w")
+    env = {**os.environ, "EVALSTUDIO_PROJECTS": str(ROOT / "projects.yaml"),
+           "LABEL_STUDIO_URL": label_studio.url, "LABEL_STUDIO_API_KEY": label_studio.credentials().api_key}
+    process = subprocess.Popen([sys.executable, "-m", "evalstudio.cli", "ml-backend", "--port", str(port),
+                                "--model-dir", str(directory / "models")], env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(120):
+        try:
+            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            time.sleep(0.5)
+    else:
+        raise RuntimeError((directory / "backend.log").read_text())
+    yield url, directory / "backend.log"
+    process.terminate()
+    process.wait(timeout=20)

@@ -3,10 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
-import subprocess
-import sys
-import time
 
 import httpx
 import numpy as np
@@ -18,31 +14,8 @@ from evalstudio.ml_backend.predictors import LearnerPredictor, LLMPredictor, Sto
 from evalstudio.registry import control_range
 from evalstudio.results import dotted_get
 
-from .conftest import PROTOCOLS, ROOT, example_files, free_port
+from .conftest import PROTOCOLS, example_files
 from .fake_llm import FakeLLM
-
-
-@pytest.fixture(scope="module")
-def ml_backend(label_studio, tmp_path_factory):
-    directory = tmp_path_factory.mktemp("ml-backend")
-    port = free_port()
-    log = open(directory / "backend.log", "w")
-    env = {**os.environ, "EVALSTUDIO_PROJECTS": str(ROOT / "projects.yaml"),
-           "LABEL_STUDIO_URL": label_studio.url, "LABEL_STUDIO_API_KEY": label_studio.credentials().api_key}
-    process = subprocess.Popen([sys.executable, "-m", "evalstudio.cli", "ml-backend", "--port", str(port),
-                                "--model-dir", str(directory / "models")], env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(120):
-        try:
-            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            time.sleep(0.5)
-    else:
-        raise RuntimeError((directory / "backend.log").read_text())
-    yield url, directory / "backend.log"
-    process.terminate()
-    process.wait(timeout=20)
 
 
 def check_prediction(project, prediction):
@@ -76,9 +49,8 @@ def test_label_studio_gets_stored_predictions_from_the_backend(reg, importer_for
     report = import_files(project, importer_for(protocol), example_files(protocol), client)
     client.connect_ml_backend(report.project_id, url)
     tasks = {t.id: t.data for t in client.tasks(report.project_id)}
-    ids = sorted(tasks)
-    for start in range(0, len(ids), 25):
-        client.request_predictions(report.project_id, ids[start:start + 25])
+    client.prefill(report.project_id, batch_size=7)
+    client.prefill(report.project_id)  # a second run adds no duplicates
     predictions = client.predictions(report.project_id)
     served = 0
     for task_id, data in tasks.items():
