@@ -49,6 +49,7 @@ def main():
 
     from evalstudio import importers, registry
     from evalstudio.importing import iter_tasks
+    from evalstudio.server import wait_healthy
 
     project = registry.load(ROOT / "projects.yaml").get("sotopia")
     tasks = [d for _, d in iter_tasks(project, importers.get("sotopia"), [ROOT / "examples/sotopia/episodes.jsonl"])]
@@ -62,12 +63,7 @@ def main():
         backend = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         url = f"http://127.0.0.1:{port}"
         try:
-            for _ in range(120):
-                try:
-                    if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    time.sleep(0.5)
+            wait_healthy(url, 60, backend, "the ML backend")
             bodies = [json.dumps({"tasks": [{"id": i, "data": t}], "label_config": project.label_config, "project": "1.0"})
                       for i, t in enumerate(tasks)]
             if args.client == "wrk":

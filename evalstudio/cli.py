@@ -367,7 +367,7 @@ def _start_ml_backend(local: LocalServer, port: int, projects: Path | None):
     import sys
     from types import SimpleNamespace
 
-    import httpx
+    from .server import wait_healthy
 
     env = {**os.environ, "LABEL_STUDIO_URL": local.url, "LABEL_STUDIO_API_KEY": local.credentials().api_key}
     command = [sys.executable, "-m", "evalstudio.cli", "ml-backend", "--port", str(port),
@@ -375,16 +375,12 @@ def _start_ml_backend(local: LocalServer, port: int, projects: Path | None):
     log = open(local.data_dir / "ml-backend.log", "ab")
     process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
-    for _ in range(120):
-        if process.poll() is not None:
-            raise EvalstudioError(f"the ML backend exited; see {local.data_dir / 'ml-backend.log'}")
-        try:
-            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                return SimpleNamespace(process=process, url=url)
-        except httpx.HTTPError:
-            time.sleep(0.5)
-    process.terminate()
-    raise EvalstudioError(f"the ML backend did not answer on {url}; see {local.data_dir / 'ml-backend.log'}")
+    try:
+        wait_healthy(url, 60, process, "the ML backend")
+    except EvalstudioError as e:
+        process.terminate()
+        raise EvalstudioError(f"{e}; see {local.data_dir / 'ml-backend.log'}") from None
+    return SimpleNamespace(process=process, url=url)
 
 
 def _stop(backend) -> None:

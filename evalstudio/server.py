@@ -32,6 +32,26 @@ class Credentials:
     api_key: str
 
 
+def answers(url: str) -> bool:
+    """True when GET url/health answers 200."""
+    try:
+        return httpx.get(f"{url}/health", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def wait_healthy(url: str, timeout: float, process: subprocess.Popen | None = None, what: str = "the server") -> None:
+    """Wait until url/health answers; ServerError if `process` exits first or time runs out."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise ServerError(f"{what} exited with code {process.returncode}")
+        if answers(url):
+            return
+        time.sleep(0.5)
+    raise ServerError(f"{what} did not answer on {url} within {timeout:.0f} s")
+
+
 def label_studio_executable() -> str:
     """The `label-studio` command next to this Python, else on PATH."""
     found = shutil.which("label-studio", path=str(Path(sys.executable).parent)) or shutil.which("label-studio")
@@ -73,10 +93,7 @@ class LocalServer:
         return Settings(self.url, self.credentials().api_key)
 
     def healthy(self) -> bool:
-        try:
-            return httpx.get(f"{self.url}/health", timeout=2).status_code == 200
-        except httpx.HTTPError:
-            return False
+        return answers(self.url)
 
     def start(self, timeout: float = 300) -> "LocalServer":
         if self.healthy():
@@ -101,16 +118,13 @@ class LocalServer:
         self.process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
                                         stdin=subprocess.DEVNULL, start_new_session=True)
         log.close()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise ServerError(f"Label Studio exited with code {self.process.returncode}:\n{self.log_tail()}")
-            if self.healthy():
-                self.write_dotenv()
-                return self
-            time.sleep(0.5)
-        self.stop()
-        raise ServerError(f"Label Studio did not answer on {self.url} within {timeout:.0f} s:\n{self.log_tail()}")
+        try:
+            wait_healthy(self.url, timeout, self.process, "Label Studio")
+        except ServerError as e:
+            self.stop()
+            raise ServerError(f"{e}:\n{self.log_tail()}") from None
+        self.write_dotenv()
+        return self
 
     def stop(self) -> None:
         if self.process is None or self.process.poll() is not None:

@@ -12,6 +12,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from ..registry import Project  # noqa: E402
@@ -125,8 +126,6 @@ def _distributions(rated: pd.DataFrame, model: pd.DataFrame, project: Project):
 
 
 def _bins(spec):
-    import numpy as np
-
     return np.arange(spec.min - 0.5, spec.max + 1.0, 1.0)
 
 

@@ -6,15 +6,14 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import httpx
 import pytest
 
 from evalstudio import importers, registry
 from evalstudio.client import Client
-from evalstudio.server import LocalServer
+from evalstudio.errors import ServerError
+from evalstudio.server import LocalServer, wait_healthy
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -65,14 +64,10 @@ def ml_backend(label_studio, tmp_path_factory):
     process = subprocess.Popen([sys.executable, "-m", "evalstudio.cli", "ml-backend", "--port", str(port),
                                 "--model-dir", str(directory / "models")], env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
-    for _ in range(120):
-        try:
-            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            time.sleep(0.5)
-    else:
-        raise RuntimeError((directory / "backend.log").read_text())
+    try:
+        wait_healthy(url, 60, process, "the ML backend")
+    except ServerError as e:
+        raise RuntimeError(f"{e}\n{(directory / 'backend.log').read_text()}") from None
     yield url, directory / "backend.log"
     process.terminate()
     process.wait(timeout=20)

@@ -9,19 +9,13 @@ import subprocess
 import sys
 import threading
 
-import httpx
 import pytest
+
+from evalstudio.server import answers
 
 from .conftest import PROTOCOLS, ROOT, free_port
 
 pytestmark = pytest.mark.server
-
-
-def answers(url: str) -> bool:
-    try:
-        return httpx.get(f"{url}/health", timeout=2).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 def test_demo_starts_prefills_stops_on_ctrl_c_and_reuses_its_data(tmp_path):
