@@ -101,9 +101,10 @@ def predict_tasks(project: registry.Project, tasks: list[dict], chosen=None) -> 
     return out
 
 
-def fetch_annotated_tasks(project: registry.Project, settings: Settings) -> list[dict]:
+def fetch_annotated_tasks(project: registry.Project, settings: Settings, project_id: int | None = None) -> list[dict]:
+    """Tasks with annotations of the Label Studio project `project_id` (default: the one titled like `project`)."""
     client = Client(settings)
-    project_id = client.find_project(project.title)
+    project_id = project_id or client.find_project(project.title)
     if project_id is None:
         raise EvalstudioError(f"no project titled '{project.title}' on {settings.url}")
     return [t for t in client.export_tasks(project_id) if t["annotations"]]
@@ -134,7 +135,8 @@ class EvalstudioModel(LabelStudioMLBase):
                 settings = settings_from_env()
             except EvalstudioError:
                 settings = Settings(self.hostname, self.access_token)
-            summary = LearnerPredictor(model_dir()).train(project, fetch_annotated_tasks(project, settings))
+            tasks = fetch_annotated_tasks(project, settings, (data.get("project") or {}).get("id"))
+            summary = LearnerPredictor(model_dir()).train(project, tasks)
             log.info("retrained %s: %s", project.name, summary)
             return summary
         except (EvalstudioError, NoPrediction) as e:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 
 import httpx
 import numpy as np
@@ -185,3 +186,58 @@ def test_learner_beats_a_constant_baseline_on_held_out_tasks(reg, importer_for, 
         assert 0 <= output.score <= 1
         prediction = predict_tasks(project, [{"id": 1, "data": held_out[0].data}], learner)[0]
         check_prediction(project, prediction)
+
+
+@pytest.mark.server
+def test_learner_retrains_on_label_studio_annotation_webhooks(reg, importer_for, client, label_studio, tmp_path):
+    """A backend whose projects.yaml sets `predictor: learner` for circa: annotations submitted in Label Studio
+    reach it as webhooks, it trains, saves the model, and Label Studio then gets the learner's predictions."""
+    import subprocess
+    import sys
+    import time
+
+    import yaml
+
+    from evalstudio.results import region
+    from evalstudio.server import wait_healthy
+
+    from .conftest import ROOT, free_port
+
+    raw = yaml.safe_load((ROOT / "projects.yaml").read_text())
+    raw["projects"]["circa"]["predictor"] = "learner"
+    for entry in raw["projects"].values():
+        entry["config"] = str(ROOT / entry["config"])
+    (tmp_path / "projects.yaml").write_text(yaml.safe_dump(raw))
+    port, models = free_port(), tmp_path / "models"
+    env = {**os.environ, "EVALSTUDIO_PROJECTS": str(tmp_path / "projects.yaml"),
+           "LABEL_STUDIO_URL": label_studio.url, "LABEL_STUDIO_API_KEY": label_studio.credentials().api_key}
+    log = open(tmp_path / "backend.log", "w")
+    backend = subprocess.Popen([sys.executable, "-m", "evalstudio.cli", "ml-backend", "--port", str(port),
+                                "--model-dir", str(models)], env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_healthy(url, 60, backend, "the learner backend")
+        project = reg.get("circa").model_copy(update={"title": "Circa (learner webhook test)"})
+        report = import_files(project, importer_for("circa"), example_files("circa"), client)
+        client.connect_ml_backend(report.project_id, url)
+        tasks = sorted(client.tasks(report.project_id), key=lambda t: t.id)
+        li = project.interface
+        admin = next(uid for uid, email in client.users().items() if email == label_studio.credentials().username)
+        for task in tasks[:8]:
+            result = [region(li, "interpretation_choice", task.data["gold_label"]),
+                      region(li, "explanation_rating", 5 if task.data["interpretation"] == "Yes" else 2)]
+            client.sdk.annotations.create(id=task.id, completed_by=admin, result=result)
+        saved = models / "circa" / "learner.joblib"
+        for _ in range(120):  # webhooks are handled in background jobs
+            if saved.is_file():
+                break
+            time.sleep(0.5)
+        assert saved.is_file(), (tmp_path / "backend.log").read_text()[-3000:]
+        time.sleep(2)  # let the last webhook's retraining finish writing
+        client.request_predictions(report.project_id, [tasks[-1].id])
+        [prediction] = client.predictions(report.project_id)[tasks[-1].id]
+        assert prediction["model_version"].startswith("learner-")
+        check_prediction(project, prediction)
+    finally:
+        backend.terminate()
+        backend.wait(timeout=30)
