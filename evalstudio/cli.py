@@ -129,9 +129,7 @@ def _project_tasks(project, from_export: Path | None):
     if from_export:
         return read_export(from_export), {}
     client = Client(settings_from_env())
-    project_id = client.find_project(project.title)
-    if project_id is None:
-        raise EvalstudioError(f"no project titled '{project.title}' on {client.url}; run `evalstudio setup` or `import` first")
+    project_id = client.require_project(project)
     with console.status(f"exporting {project.name} from {client.url}..."):
         return client.export_tasks(project_id), client.users()
 
@@ -182,13 +180,6 @@ def report(
     except EvalstudioError as e:
         raise _fail(e)
     console.print(f"report written to {page}")
-
-
-def _project_id(client: Client, project) -> int:
-    project_id = client.find_project(project.title)
-    if project_id is None:
-        raise EvalstudioError(f"no project titled '{project.title}' on {client.url}; run `evalstudio setup` or `import` first")
-    return project_id
 
 
 @app.command("ml-backend")
@@ -255,7 +246,7 @@ def connect(
     try:
         project = _load(projects).get(protocol)
         client = Client(settings_from_env())
-        backend_id, created = client.connect_ml_backend(_project_id(client, project), url, basic_auth)
+        backend_id, created = client.connect_ml_backend(client.require_project(project), url, basic_auth)
     except EvalstudioError as e:
         raise _fail(e)
     console.print(f"{protocol}: ML backend {url} {'connected' if created else 'already connected'} (id {backend_id})")
@@ -272,7 +263,7 @@ def prefill(
     try:
         project = _load(projects).get(protocol)
         client = Client(settings_from_env())
-        project_id = _project_id(client, project)
+        project_id = client.require_project(project)
         with Progress(TextColumn(f"prefilling {protocol}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                       console=err, transient=True) as progress:
             bar = progress.add_task(protocol, total=None)

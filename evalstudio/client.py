@@ -94,6 +94,13 @@ class Client:
                     return p.id
         return None
 
+    def require_project(self, project: Project) -> int:
+        """Id of the project titled like `project`; ServerError naming the fix when there is none."""
+        project_id = self.find_project(project.title)
+        if project_id is None:
+            raise ServerError(f"no project titled '{project.title}' on {self.url}; run `evalstudio setup` or `import` first")
+        return project_id
+
     def ensure_project(self, project: Project) -> tuple[int, str]:
         """Create the project, or bring an existing one (same title) up to date.
 
@@ -129,13 +136,16 @@ class Client:
         """evalstudio ids of the tasks already in a project."""
         return {t.data.get(ID_FIELD) for t in self.tasks(project_id) if t.data.get(ID_FIELD)}
 
+    def _full_tasks(self, project_id: int, action: str) -> list[dict]:
+        """All tasks with annotations and predictions as plain dicts (the layout of a JSON export), page by page."""
+        plain = lambda items: [x if isinstance(x, dict) else x.model_dump() for x in items or []]
+        with self._call(f"{action} of project {project_id}"):
+            return [{"id": t.id, "data": t.data, "annotations": plain(t.annotations), "predictions": plain(t.predictions)}
+                    for t in self.sdk.tasks.list(project=project_id, page_size=PAGE_SIZE, fields="all")]
+
     def export_tasks(self, project_id: int) -> list[dict]:
-        """All tasks with their annotations as plain dicts (the layout of a JSON export), page by page."""
-        with self._call(f"export tasks of project {project_id}"):
-            return [
-                {"id": t.id, "data": t.data, "annotations": [a if isinstance(a, dict) else a.model_dump() for a in t.annotations or []]}
-                for t in self.sdk.tasks.list(project=project_id, page_size=PAGE_SIZE, fields="all")
-            ]
+        """All tasks with their annotations (and predictions) as plain dicts."""
+        return self._full_tasks(project_id, "export tasks")
 
     def download_export(self, project_id: int, path: Path) -> Path:
         """Label Studio's own JSON export of all tasks, written to `path`."""
@@ -178,9 +188,7 @@ class Client:
 
     def predictions(self, project_id: int) -> dict[int, list[dict]]:
         """Task id -> its predictions."""
-        with self._call(f"list predictions of project {project_id}"):
-            return {t.id: [p if isinstance(p, dict) else p.model_dump() for p in t.predictions or []]
-                    for t in self.sdk.tasks.list(project=project_id, page_size=PAGE_SIZE, fields="all")}
+        return {t["id"]: t["predictions"] for t in self._full_tasks(project_id, "list predictions")}
 
     def users(self) -> dict[int, str]:
         """User id -> email, to name annotators."""
@@ -191,4 +199,3 @@ class Client:
         with self._call(f"import {len(tasks)} tasks into project {project_id}"):
             response = self.sdk.projects.import_tasks(id=project_id, request=tasks, return_task_ids=True)
         return list(response.task_ids or [])
-

@@ -6,7 +6,7 @@ import os
 import re
 from functools import cached_property
 from pathlib import Path
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import yaml
 from label_studio_sdk.label_interface import LabelInterface
@@ -49,6 +49,17 @@ class Criterion(BaseModel):
         return self.labels is None
 
 
+class Slot(NamedTuple):
+    """One rated control of a criterion, with its {agent} templates filled in."""
+
+    criterion: str
+    agent: str | None
+    control: str
+    rationale: str | None
+    model_output: str | None
+    model_rationale: str | None
+
+
 class Project(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -84,13 +95,23 @@ class Project(BaseModel):
             raise RegistryError(f"{self.config_path}: invalid labeling config: {e}") from e
         return li
 
+    def slots(self, criterion: str | None = None) -> list[Slot]:
+        """The rated controls of one criterion (default: all), one per agent for per-agent criteria."""
+        out = []
+        for name, spec in self.criteria.items():
+            if criterion is not None and name != criterion:
+                continue
+            control = spec.control or name
+            agents = self.agents if "{agent}" in control else [None]
+            for agent in agents:
+                fill = lambda template: template.format(agent=agent) if template and agent else template
+                out.append(Slot(name, agent, fill(control), fill(spec.rationale), fill(spec.model_output),
+                                fill(spec.model_rationale)))
+        return out
+
     def controls(self, criterion: str) -> list[tuple[str | None, str]]:
         """(agent, control name) pairs of a criterion; agent is None for protocols without agents."""
-        spec = self.criteria[criterion]
-        template = spec.control or criterion
-        if "{agent}" in template:
-            return [(agent, template.format(agent=agent)) for agent in self.agents]
-        return [(None, template)]
+        return [(slot.agent, slot.control) for slot in self.slots(criterion)]
 
     def data_fields(self) -> set[str]:
         """Task data keys the labeling config reads: object tags' $variables and any value="$x" (e.g. Headers)."""
@@ -157,22 +178,19 @@ def check_against_config(project: Project) -> list[str]:
     li = project.interface
     problems = []
     known = set()
-    for criterion, spec in project.criteria.items():
-        key = f"criteria.{criterion}"
-        for _, name in project.controls(criterion):
-            known.add(name)
-            try:
-                control = li.get_control(name)
-            except Exception:
-                problems.append(f"{key}.control: '{name}' is not a control in {project.config_path.name}")
-                continue
-            problems += _check_control(key, spec, control)
-        if spec.rationale:
-            for agent, _ in project.controls(criterion):
-                name = spec.rationale.format(agent=agent) if agent else spec.rationale
-                known.add(name)
-                if name not in li._controls or li.get_control(name).tag != "TextArea":
-                    problems.append(f"{key}.rationale: '{name}' is not a TextArea in {project.config_path.name}")
+    for slot in project.slots():
+        key = f"criteria.{slot.criterion}"
+        known.add(slot.control)
+        try:
+            control = li.get_control(slot.control)
+        except Exception:
+            problems.append(f"{key}.control: '{slot.control}' is not a control in {project.config_path.name}")
+        else:
+            problems += _check_control(key, project.criteria[slot.criterion], control)
+        if slot.rationale:
+            known.add(slot.rationale)
+            if slot.rationale not in li._controls or li.get_control(slot.rationale).tag != "TextArea":
+                problems.append(f"{key}.rationale: '{slot.rationale}' is not a TextArea in {project.config_path.name}")
     for name in project.metadata_controls:
         known.add(name)
         if name not in li._controls:

@@ -6,6 +6,7 @@ from label_studio_sdk.label_interface import LabelInterface
 
 from .registry import control_range
 
+
 def dotted_get(data, path: str):
     """data['a']['b'] for path 'a.b'; None when any step is missing."""
     value = data

@@ -13,7 +13,7 @@ import pandas as pd
 from .. import agreement as ag
 from .. import alignment as al
 from ..registry import Project
-from .tidy import ratings
+from .tidy import ratings, unit
 
 SKIPPED = "skipped"
 
@@ -55,18 +55,11 @@ def agreement_table(annotations: pd.DataFrame, project: Project, n_boot: int = 1
     return pd.DataFrame(rows)
 
 
-def _unit(frame: pd.DataFrame) -> pd.Series:
-    unit = frame["task_id"].astype(str)
-    if frame["agent"].notna().any():
-        unit = unit + "/" + frame["agent"].fillna("")
-    return unit
-
-
 def alignment_table(annotations: pd.DataFrame, model: pd.DataFrame, project: Project, n_boot: int = 1000) -> pd.DataFrame:
     """Human vs model per criterion: correlations at segment (item) and system level, or, for categorical
     criteria, accuracy / macro F1 / kappa of the model label against the human majority."""
-    human = annotations[~annotations["cancelled"] & annotations["value"].notna()].assign(item=lambda f: _unit(f))
-    model = model.assign(item=_unit(model)) if not model.empty else model
+    human = annotations[~annotations["cancelled"] & annotations["value"].notna()].assign(item=unit)
+    model = model.assign(item=unit(model)) if not model.empty else model
     rows = []
     for criterion, spec in project.criteria.items():
         h = human[human["criterion"] == criterion]
@@ -94,7 +87,7 @@ def alignment_table(annotations: pd.DataFrame, model: pd.DataFrame, project: Pro
 def annotator_qc(annotations: pd.DataFrame, project: Project) -> pd.DataFrame:
     """Per annotator: annotations, skipped, median lead time, and how far each rating is from the other
     annotators of the same item (numeric: mean |difference| / range; categorical: share matching their majority)."""
-    frame = annotations.assign(item=_unit(annotations))
+    frame = annotations.assign(item=unit(annotations))
     per_annotation = frame.drop_duplicates("annotation_id")
     qc = per_annotation.groupby("annotator").agg(annotations=("annotation_id", "size"), skipped=("cancelled", "sum"),
                                                  median_lead_time_s=("lead_time", "median"))

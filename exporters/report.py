@@ -17,7 +17,7 @@ import pandas as pd  # noqa: E402
 
 from ..registry import Project  # noqa: E402
 from . import analysis  # noqa: E402
-from .tidy import annotation_frame, model_frame, task_frame  # noqa: E402
+from .tidy import annotation_frame, model_frame, task_frame, unit  # noqa: E402
 
 
 def build_report(project: Project, tasks: list[dict], out_dir: Path, users: dict[int, str] | None = None,
@@ -135,7 +135,6 @@ def _scatter(rated: pd.DataFrame, model: pd.DataFrame, project: Project):
     if not numeric:
         return None
     fig, axes = _grid(len(numeric))
-    unit = lambda f: f["task_id"].astype(str) + "/" + f["agent"].fillna("")
     for ax, criterion in zip(axes, numeric):
         spec = project.criteria[criterion]
         h = rated[rated["criterion"] == criterion]

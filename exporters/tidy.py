@@ -75,11 +75,9 @@ def annotation_frame(tasks: Iterable[dict], project: Project, users: Mapping[int
                 "cancelled": bool(ann.get("was_cancelled")),
                 **{name: values.get(name) for name in project.metadata_controls},
             }
-            for criterion, spec in project.criteria.items():
-                for agent, control in project.controls(criterion):
-                    rationale = spec.rationale.format(agent=agent) if spec.rationale and agent else spec.rationale
-                    rows.append({**base, "criterion": criterion, "agent": agent,
-                                 "value": values.get(control), "rationale": values.get(rationale) if rationale else None})
+            for slot in project.slots():
+                rows.append({**base, "criterion": slot.criterion, "agent": slot.agent, "value": values.get(slot.control),
+                             "rationale": values.get(slot.rationale) if slot.rationale else None})
     frame = pd.DataFrame(rows, columns=ANNOTATION_COLUMNS + list(project.metadata_controls))
     frame["created_at"] = pd.to_datetime(frame["created_at"], utc=True, errors="coerce")
     frame["lead_time"] = pd.to_numeric(frame["lead_time"], errors="coerce")
@@ -94,15 +92,12 @@ def model_frame(tasks: Iterable[dict], project: Project) -> pd.DataFrame:
     rows = []
     for task in tasks:
         data = task["data"]
-        for criterion, spec in project.criteria.items():
-            if not spec.model_output:
-                continue
-            for agent, _ in project.controls(criterion):
-                value = dotted_get(data, spec.model_output.format(agent=agent) if agent else spec.model_output)
-                if value is not None:
-                    rows.append({"project": project.name, "task_id": task["id"], "item_id": data.get("item_id"),
-                                 "system": data.get("system"), "agent": agent, "criterion": criterion,
-                                 "value": value, "model_version": data.get("model_version")})
+        for slot in project.slots():
+            value = dotted_get(data, slot.model_output) if slot.model_output else None
+            if value is not None:
+                rows.append({"project": project.name, "task_id": task["id"], "item_id": data.get("item_id"),
+                             "system": data.get("system"), "agent": slot.agent, "criterion": slot.criterion,
+                             "value": value, "model_version": data.get("model_version")})
     return pd.DataFrame(rows, columns=MODEL_COLUMNS)
 
 
@@ -120,15 +115,20 @@ def task_frame(tasks: Iterable[dict]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def unit(frame: pd.DataFrame) -> pd.Series:
+    """The rated unit of each row: the task, or task/agent when the protocol rates agents separately."""
+    units = frame["task_id"].astype(str)
+    if frame["agent"].notna().any():
+        units = units + "/" + frame["agent"].fillna("")
+    return units
+
+
 def ratings(frame: pd.DataFrame, criterion: str) -> pd.DataFrame:
     """item/annotator/value table of one criterion for the agreement functions (cancelled and empty dropped).
 
     The unit ('item') is the task, or task/agent for per-agent criteria."""
     rows = frame[(frame["criterion"] == criterion) & ~frame["cancelled"] & frame["value"].notna()]
-    unit = rows["task_id"].astype(str)
-    if rows["agent"].notna().any():
-        unit = unit + "/" + rows["agent"].fillna("")
-    out = pd.DataFrame({"item": unit.to_numpy(), "annotator": rows["annotator"].to_numpy(), "value": rows["value"].to_numpy()})
+    out = pd.DataFrame({"item": unit(rows).to_numpy(), "annotator": rows["annotator"].to_numpy(), "value": rows["value"].to_numpy()})
     if not out.empty and isinstance(out["value"].iloc[0], (int, float, np.number)):
         out["value"] = out["value"].astype(float)
     return out

@@ -104,10 +104,7 @@ def predict_tasks(project: registry.Project, tasks: list[dict], chosen=None) -> 
 def fetch_annotated_tasks(project: registry.Project, settings: Settings, project_id: int | None = None) -> list[dict]:
     """Tasks with annotations of the Label Studio project `project_id` (default: the one titled like `project`)."""
     client = Client(settings)
-    project_id = project_id or client.find_project(project.title)
-    if project_id is None:
-        raise EvalstudioError(f"no project titled '{project.title}' on {settings.url}")
-    return [t for t in client.export_tasks(project_id) if t["annotations"]]
+    return [t for t in client.export_tasks(project_id or client.require_project(project)) if t["annotations"]]
 
 
 class EvalstudioModel(LabelStudioMLBase):

@@ -61,32 +61,20 @@ def task_features(project: Project, data: dict) -> str:
     return " ".join(words)
 
 
-def rating_controls(project: Project) -> list[tuple[str, str, str | None]]:
-    """(criterion, control, rationale control) for every rated control."""
-    out = []
-    for criterion, spec in project.criteria.items():
-        for agent, control in project.controls(criterion):
-            rationale = spec.rationale.format(agent=agent) if spec.rationale and agent else spec.rationale
-            out.append((criterion, control, rationale))
-    return out
-
-
 class StoredPredictor:
     name = "stored"
 
     def predict(self, project: Project, task: dict) -> Output:
         data = task["data"]
         values, looked_for = {}, []
-        for criterion, spec in project.criteria.items():
-            for agent, control in project.controls(criterion):
-                for path, target in ((spec.model_output, control), (spec.model_rationale, spec.rationale)):
-                    if not path or not target:
-                        continue
-                    path, target = (path.format(agent=agent), target.format(agent=agent)) if agent else (path, target)
-                    looked_for.append(path)
-                    value = dotted_get(data, path)
-                    if value is not None:
-                        values[target] = value
+        for slot in project.slots():
+            for path, target in ((slot.model_output, slot.control), (slot.model_rationale, slot.rationale)):
+                if not path or not target:
+                    continue
+                looked_for.append(path)
+                value = dotted_get(data, path)
+                if value is not None:
+                    values[target] = value
         if not values:
             fields = ", ".join(dict.fromkeys(looked_for)) or "(none configured in projects.yaml)"
             raise NoPrediction(f"the task carries none of the model fields {fields}")
@@ -123,21 +111,22 @@ class LearnerPredictor:
             if not done:
                 continue
             texts.append(task_features(project, task["data"]))
-            for criterion, control, _ in rating_controls(project):
-                given = [v[control] for v in done if v.get(control) is not None]
-                targets.setdefault(control, []).append(_consensus(given, project.criteria[criterion].is_numeric))
+            for slot in project.slots():
+                given = [v[slot.control] for v in done if v.get(slot.control) is not None]
+                targets.setdefault(slot.control, []).append(_consensus(given, project.criteria[slot.criterion].is_numeric))
         if len(texts) < 4:
             raise NoPrediction(f"the learner needs at least 4 annotated tasks, {project.name} has {len(texts)}")
         vectorizer = TfidfVectorizer(token_pattern=r"\S+", sublinear_tf=True)
         X = vectorizer.fit_transform(texts)
         models, summary = {}, {}
-        for criterion, control, _ in rating_controls(project):
+        for slot in project.slots():
+            control = slot.control
             y = targets.get(control, [])
             keep = [i for i, v in enumerate(y) if v is not None]
             if len(keep) < 4:
                 continue
             Xc, yc = X[keep], [y[i] for i in keep]
-            spec = project.criteria[criterion]
+            spec = project.criteria[slot.criterion]
             folds = min(5, len(keep))
             if spec.is_numeric:
                 model = Ridge(alpha=1.0)
@@ -174,11 +163,12 @@ class LearnerPredictor:
         bundle = self._load(project)
         X = bundle["vectorizer"].transform([task_features(project, task["data"])])
         values, scores = {}, {}
-        for criterion, control, _ in rating_controls(project):
+        for slot in project.slots():
+            control = slot.control
             entry = bundle["models"].get(control)
             if entry is None:
                 continue
-            spec = project.criteria[criterion]
+            spec = project.criteria[slot.criterion]
             if "constant" in entry:
                 values[control], scores[control] = entry["constant"], entry["score"]
             elif spec.is_numeric:
@@ -224,11 +214,11 @@ class LLMPredictor:
 
     def schema(self, project: Project) -> dict:
         ratings = {}
-        for criterion, control, _ in rating_controls(project):
-            spec = project.criteria[criterion]
-            ratings[control] = ({"type": "number", "minimum": spec.min, "maximum": spec.max} if spec.is_numeric
+        for slot in project.slots():
+            spec = project.criteria[slot.criterion]
+            ratings[slot.control] = ({"type": "number", "minimum": spec.min, "maximum": spec.max} if spec.is_numeric
                                 else {"enum": spec.labels})
-        return {"ratings": ratings, "rationales": {c: "string" for _, c, r in rating_controls(project) if r}}
+        return {"ratings": ratings, "rationales": {slot.control: "string" for slot in project.slots() if slot.rationale}}
 
     def messages(self, project: Project, task: dict) -> list[dict]:
         rubric = re.sub(r"<[^>]+>", " ", html.unescape(project.instructions))
@@ -274,11 +264,11 @@ class LLMPredictor:
         if not isinstance(ratings, dict) or not isinstance(rationales, dict):
             raise NoPrediction(f"the LLM answer lacks a 'ratings' object: {content[:200]!r}")
         values = {}
-        for criterion, control, rationale in rating_controls(project):
-            if control in ratings:
-                values[control] = ratings[control]
-                if rationale and isinstance(rationales.get(control), str):
-                    values[rationale] = rationales[control]
+        for slot in project.slots():
+            if slot.control in ratings:
+                values[slot.control] = ratings[slot.control]
+                if slot.rationale and isinstance(rationales.get(slot.control), str):
+                    values[slot.rationale] = rationales[slot.control]
         if not values:
             raise NoPrediction(f"the LLM answer rates none of the controls: {content[:200]!r}")
         return Output(values, f"llm:{self.model}")
