@@ -35,6 +35,14 @@ ProjectsOption = Annotated[
 ]
 
 
+@app.callback()
+def _main():
+    # retries and skipped tasks are logged as warnings; show them as one readable line each
+    import logging
+
+    logging.basicConfig(level=logging.WARNING, format="warning: %(message)s")
+
+
 def _fail(error: Exception) -> typer.Exit:
     err.print(f"[bold red]error:[/] {error}", markup=True, highlight=False, soft_wrap=True)
     return typer.Exit(1 if not isinstance(error, InvalidInput) else 2)
@@ -122,18 +130,20 @@ def _import(project, files, client, batch_size=500):
                             on_progress=lambda done, total: progress.update(bar, completed=done, total=total))
 
 
-def _project_tasks(project, from_export: Path | None):
+def _project_tasks(project, from_export: Path | None, project_id: int | None = None):
     """(tasks, users) from a Label Studio JSON export file, or live from the server."""
     from .exporters.tidy import read_export
 
     if from_export:
         return read_export(from_export), {}
     client = Client(settings_from_env())
-    project_id = client.require_project(project)
+    project_id = project_id or client.require_project(project)
     with console.status(f"exporting {project.name} from {client.url}..."):
         return client.export_tasks(project_id), client.users()
 
 
+ProjectIdOption = Annotated[Optional[int], typer.Option(
+    help="Read this Label Studio project (e.g. a second run of the protocol) instead of the one titled as in projects.yaml.")]
 FromExport = Annotated[Optional[Path], typer.Option("--from-export", help="Read a Label Studio JSON export file instead of the server.")]
 
 
@@ -142,20 +152,35 @@ def export(
     protocol: Annotated[str, typer.Argument(help="Protocol name, e.g. sotopia.")],
     output: Annotated[Path, typer.Option("--output", "-o", help="CSV file to write.")] = Path("annotations.csv"),
     from_export: FromExport = None,
+    project_id: ProjectIdOption = None,
     projects: ProjectsOption = None,
 ):
     """Write all annotations (skipped ones flagged) as one tidy CSV: project, task_id, item_id, system,
-    annotator, criterion, value, annotation_id, created_at, lead_time, cancelled, agent, rationale."""
-    from .exporters.tidy import annotation_frame
+    annotator, criterion, value, annotation_id, created_at, lead_time, cancelled, agent, rationale.
+
+    Live exports are read page by page (1000 tasks per request, each retried on transient failures) and
+    written as they arrive, so memory stays flat however large the project is."""
+    from .exporters.tidy import annotation_frame, write_annotation_csv
 
     try:
         project = _load(projects).get(protocol)
-        tasks, users = _project_tasks(project, from_export)
+        if from_export:
+            tasks, users = _project_tasks(project, from_export)
+            frame = annotation_frame(tasks, project, users)
+            frame.to_csv(output, index=False)
+            rows, annotations = len(frame), frame["annotation_id"].nunique()
+        else:
+            client = Client(settings_from_env())
+            project_id = project_id or client.require_project(project)
+            users = client.users()
+            with Progress(TextColumn(f"exporting {project.name}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                          console=err, transient=True) as progress:
+                bar = progress.add_task(project.name, total=client.task_count(project_id))
+                rows, annotations = write_annotation_csv(client.full_task_pages(project_id), project, users, output,
+                                                         on_page=lambda n: progress.advance(bar, n))
     except EvalstudioError as e:
         raise _fail(e)
-    frame = annotation_frame(tasks, project, users)
-    frame.to_csv(output, index=False)
-    console.print(f"{len(frame)} rows ({frame['annotation_id'].nunique()} annotations) written to {output}")
+    console.print(f"{rows} rows ({annotations} annotations) written to {output}")
 
 
 @app.command()
@@ -166,6 +191,7 @@ def report(
     bootstrap: Annotated[int, typer.Option(min=0, help="Bootstrap resamples for confidence intervals.")] = 1000,
     min_control_accuracy: Annotated[Optional[float], typer.Option(
         help="Circa: leave out annotators whose Part I accuracy on control questions is below this.")] = None,
+    project_id: ProjectIdOption = None,
     projects: ProjectsOption = None,
 ):
     """Agreement (per criterion, by its scale), human-vs-model alignment, plots and annotator QC as a
@@ -174,7 +200,7 @@ def report(
 
     try:
         project = _load(projects).get(protocol)
-        tasks, users = _project_tasks(project, from_export)
+        tasks, users = _project_tasks(project, from_export, project_id)
         with console.status("computing statistics..."):
             page = build_report(project, tasks, output, users, n_boot=bootstrap, min_control_accuracy=min_control_accuracy)
     except EvalstudioError as e:
@@ -206,7 +232,7 @@ def ml_backend(
     os.environ["EVALSTUDIO_MODEL_DIR"] = str(model_dir.resolve())
     if basic_auth:
         os.environ["EVALSTUDIO_ML_BASIC_AUTH"] = basic_auth
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
     from .ml_backend.app import create_app
 
     try:
@@ -299,17 +325,20 @@ def train(
 def server(
     data_dir: Annotated[Path, typer.Option(help="Where Label Studio keeps its SQLite database and files.")] = DEFAULT_DATA_DIR,
     port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = 8080,
+    database_url: Annotated[Optional[str], typer.Option(
+        help="Keep Label Studio's data in PostgreSQL instead: postgresql://user:password@host:port/name "
+             "(the database must exist).")] = None,
 ):
-    """Run a local Label Studio (SQLite in DATA_DIR) until Ctrl-C.
+    """Run a local Label Studio (SQLite in DATA_DIR, or PostgreSQL with --database-url) until Ctrl-C.
 
     The login and API token are generated on first start and kept in DATA_DIR/credentials.json; the URL
     and token for other evalstudio commands go to DATA_DIR/evalstudio.env. The server lets an ML backend
     on loopback be reached (ML_BLOCK_LOCAL_IP=false, SSRF_PROTECTION_ENABLED=false): local use only."""
-    local = LocalServer(data_dir, port)
     try:
+        local = LocalServer(data_dir, port, database_url=database_url)
         with console.status("starting Label Studio (first start takes about a minute)..."):
             local.start()
-    except EvalstudioError as e:
+    except (EvalstudioError, ValueError) as e:
         raise _fail(e)
     _serve(local)
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import logging
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -12,11 +15,13 @@ import httpx
 from label_studio_sdk import LabelStudio
 from label_studio_sdk.core.api_error import ApiError
 
-from .errors import ServerError
+from .errors import ServerError, Transient
 from .importing import ID_FIELD
 from .registry import Project
+from .retry import RetryPolicy
 
 PAGE_SIZE = 1000
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -61,38 +66,81 @@ def settings_from_env(dotenv_files: tuple[Path, ...] = DOTENV_FILES) -> Settings
     return Settings(url.rstrip("/"), key)
 
 
-@contextmanager
-def _translated(url: str, action: str):
-    """Turn SDK/HTTP failures into ServerError messages a user can act on."""
-    try:
-        yield
-    except httpx.ConnectError:
-        raise ServerError(f"cannot reach Label Studio at {url} while trying to {action}. Is it running?") from None
-    except httpx.TimeoutException:
-        raise ServerError(f"Label Studio at {url} timed out while trying to {action}") from None
-    except ApiError as e:
-        detail = e.body.get("detail") if isinstance(e.body, dict) else e.body
-        if isinstance(e.body, dict) and e.body.get("validation_errors"):
-            detail = f"{detail}: {e.body['validation_errors']}"
-        if e.status_code == 401:
-            detail = f"{detail}. Check LABEL_STUDIO_API_KEY"
-        raise ServerError(f"Label Studio refused to {action} (HTTP {e.status_code}): {detail}") from None
+RETRY_STATUS = {408, 429, 500, 502, 503, 504}
+
+
+def _translate(error: Exception, url: str, action: str) -> ServerError | None:
+    """A ServerError a user can act on for an SDK/HTTP failure (None for anything else)."""
+    if isinstance(error, httpx.ConnectError):
+        return Transient(f"cannot reach Label Studio at {url} while trying to {action}. Is it running?")
+    if isinstance(error, httpx.TimeoutException):
+        return Transient(f"Label Studio at {url} timed out while trying to {action}")
+    if isinstance(error, (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)):
+        return Transient(f"Label Studio at {url} dropped the connection while trying to {action}")
+    if isinstance(error, ApiError):
+        body = error.body
+        detail = body.get("detail") if isinstance(body, dict) else str(body)[:300]
+        if isinstance(body, dict) and body.get("validation_errors"):
+            detail = f"{detail}: {body['validation_errors']}"
+        if error.status_code == 401:
+            detail = f"{str(detail).rstrip('.')}. Check LABEL_STUDIO_API_KEY"
+        kind = Transient if error.status_code in RETRY_STATUS else ServerError
+        return kind(f"Label Studio refused to {action} (HTTP {error.status_code}): {detail}")
+    return None
 
 
 class Client:
-    def __init__(self, settings: Settings, timeout: float = 120.0):
-        self.url = settings.url
-        self.sdk = LabelStudio(base_url=settings.url, api_key=settings.api_key, timeout=timeout)
+    """evalstudio's calls to Label Studio. Reads are retried with backoff on transient failures; writes
+    are sent once (the SDK's own blind retries are off) and callers decide what is safe to repeat."""
 
+    def __init__(self, settings: Settings, timeout: float = 120.0, retry: RetryPolicy = RetryPolicy()):
+        self.url = settings.url
+        self.retry = retry
+        self.sdk = LabelStudio(base_url=settings.url, api_key=settings.api_key, timeout=timeout, max_retries=0)
+
+    @contextmanager
     def _call(self, action: str):
-        return _translated(self.url, action)
+        """Run one request, turning failures into ServerError (Transient when a retry may help)."""
+        try:
+            yield
+        except (httpx.HTTPError, ApiError) as e:
+            translated = _translate(e, self.url, action)
+            if translated is None:
+                raise
+            raise translated from None
+
+    def _read(self, action: str, request):
+        """Result of the idempotent `request()`, retried with backoff while failures are transient."""
+        for delay in [*self.retry.delays(), None]:
+            try:
+                with self._call(action):
+                    return request()
+            except Transient as e:
+                if delay is None:
+                    raise Transient(f"{e} (gave up after {self.retry.attempts} attempts)") from None
+                log.warning("%s; retrying in %.1f s", e, delay)
+                time.sleep(delay)
+
+    def _pages(self, action: str, page_size: int = PAGE_SIZE, **params) -> Iterator[list]:
+        """Pages of /api/tasks, one request per page, each retried on its own (constant memory)."""
+        page = 1
+        while True:
+            try:
+                items = self._read(f"{action} (page {page})", lambda: self.sdk.tasks.list(
+                    page=page, page_size=page_size, **params).items or [])
+            except ServerError as e:
+                if page > 1 and "HTTP 404" in str(e):  # past the last page
+                    return
+                raise
+            if items:
+                yield items
+            if len(items) < page_size:
+                return
+            page += 1
 
     def find_project(self, title: str) -> int | None:
-        with self._call("list projects"):
-            for p in self.sdk.projects.list(page_size=100):
-                if p.title == title:
-                    return p.id
-        return None
+        projects = self._read("list projects", lambda: list(self.sdk.projects.list(page_size=100)))
+        return next((p.id for p in projects if p.title == title), None)
 
     def require_project(self, project: Project) -> int:
         """Id of the project titled like `project`; ServerError naming the fix when there is none."""
@@ -114,38 +162,54 @@ class Client:
         )
         project_id = self.find_project(project.title)
         if project_id is None:
-            with self._call(f"create project '{project.title}'"):
-                return self.sdk.projects.create(title=project.title, **fields).id, "created"
-        with self._call(f"update project '{project.title}'"):
-            current = self.sdk.projects.get(id=project_id)
-            changed = {k: v for k, v in fields.items() if getattr(current, k, None) != v}
-            if changed:
-                self.sdk.projects.update(id=project_id, **changed)
+            try:
+                with self._call(f"create project '{project.title}'"):
+                    return self.sdk.projects.create(title=project.title, **fields).id, "created"
+            except Transient:  # the create may have landed before the failure: look before giving up
+                project_id = self.find_project(project.title)
+                if project_id is None:
+                    raise
+                return project_id, "created"
+        current = self.project(project_id)
+        changed = {k: v for k, v in fields.items() if getattr(current, k, None) != v}
+        if changed:  # an update sets fields to fixed values, so repeating it is safe
+            self._read(f"update project '{project.title}'", lambda: self.sdk.projects.update(id=project_id, **changed))
         return project_id, "updated" if changed else "unchanged"
 
     def project(self, project_id: int):
-        with self._call(f"read project {project_id}"):
-            return self.sdk.projects.get(id=project_id)
+        return self._read(f"read project {project_id}", lambda: self.sdk.projects.get(id=project_id))
+
+    def task_count(self, project_id: int) -> int:
+        return self.project(project_id).task_number or 0
 
     def tasks(self, project_id: int) -> Iterator:
-        """All tasks of a project, page by page."""
-        with self._call(f"list tasks of project {project_id}"):
-            yield from self.sdk.tasks.list(project=project_id, page_size=PAGE_SIZE, fields="task_only")
+        """All tasks of a project (id and data), page by page."""
+        for page in self._pages(f"list tasks of project {project_id}", project=project_id, fields="task_only",
+                                include="id,data"):
+            yield from page
 
-    def task_ids(self, project_id: int) -> set[str]:
-        """evalstudio ids of the tasks already in a project."""
-        return {t.data.get(ID_FIELD) for t in self.tasks(project_id) if t.data.get(ID_FIELD)}
+    def task_ids(self, project_id: int, after: int = 0) -> dict[str, int]:
+        """evalstudio id -> Label Studio task id, of the project's tasks (only those with task id > `after`)."""
+        query = None
+        if after:
+            query = json.dumps({"filters": {"conjunction": "and", "items": [
+                {"filter": "filter:tasks:id", "operator": "greater", "type": "Number", "value": after}]}})
+        found = {}
+        for page in self._pages(f"list tasks of project {project_id}", project=project_id, fields="task_only",
+                                include="id,data", query=query):
+            found.update((t.data[ID_FIELD], t.id) for t in page if t.data.get(ID_FIELD))
+        return found
 
-    def _full_tasks(self, project_id: int, action: str) -> list[dict]:
-        """All tasks with annotations and predictions as plain dicts (the layout of a JSON export), page by page."""
+    def full_task_pages(self, project_id: int, action: str = "export tasks", page_size: int = PAGE_SIZE) -> Iterator[list[dict]]:
+        """Pages of tasks with annotations and predictions as plain dicts (the layout of a JSON export)."""
         plain = lambda items: [x if isinstance(x, dict) else x.model_dump() for x in items or []]
-        with self._call(f"{action} of project {project_id}"):
-            return [{"id": t.id, "data": t.data, "annotations": plain(t.annotations), "predictions": plain(t.predictions)}
-                    for t in self.sdk.tasks.list(project=project_id, page_size=PAGE_SIZE, fields="all")]
+        for page in self._pages(f"{action} of project {project_id}", page_size, project=project_id, fields="all"):
+            yield [{"id": t.id, "data": t.data, "annotations": plain(t.annotations), "predictions": plain(t.predictions)}
+                   for t in page]
 
     def export_tasks(self, project_id: int) -> list[dict]:
         """All tasks with their annotations (and predictions) as plain dicts."""
-        return self._full_tasks(project_id, "export tasks")
+        return [task for page in self.full_task_pages(project_id) for task in page]
 
     def download_export(self, project_id: int, path: Path) -> Path:
         """Label Studio's own JSON export of all tasks, written to `path`."""
@@ -188,14 +252,14 @@ class Client:
 
     def predictions(self, project_id: int) -> dict[int, list[dict]]:
         """Task id -> its predictions."""
-        return {t["id"]: t["predictions"] for t in self._full_tasks(project_id, "list predictions")}
+        return {t["id"]: t["predictions"] for page in self.full_task_pages(project_id, "list predictions") for t in page}
 
     def users(self) -> dict[int, str]:
         """User id -> email, to name annotators."""
-        with self._call("list users"):
-            return {u.id: u.email or u.username for u in self.sdk.users.list()}
+        return {u.id: u.email or u.username for u in self._read("list users", lambda: list(self.sdk.users.list()))}
 
     def import_tasks(self, project_id: int, tasks: list[dict]) -> list[int]:
+        """Send one batch, once: a failed import may still have landed (see importing.send_batch)."""
         with self._call(f"import {len(tasks)} tasks into project {project_id}"):
             response = self.sdk.projects.import_tasks(id=project_id, request=tasks, return_task_ids=True)
         return list(response.task_ids or [])

@@ -53,3 +53,7 @@ class InvalidInput(EvalstudioError, ValueError):
 
 class ServerError(EvalstudioError):
     """Label Studio is unreachable, rejected the request, or failed."""
+
+
+class Transient(ServerError):
+    """A failure that may pass if the request is sent again: unreachable, timeout, HTTP 5xx/429/408."""

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import InvalidInput, Problem
+from .errors import InvalidInput, Problem, ServerError, Transient
 from .registry import Project
+from .retry import RetryPolicy
 from .sources import FieldError, RecordInvalid
 
 ID_FIELD = "evalstudio_id"
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -26,6 +30,18 @@ class ImportReport:
     project_id: int
     created: int
     already_present: int
+    recovered: int = 0  # batches that failed in transit and were completed after checking what had landed
+
+
+class ImportIncomplete(ServerError):
+    """Label Studio failed mid-import: says how many tasks were and were not written."""
+
+    def __init__(self, cause: ServerError, total: int, created: int, present: int):
+        self.total, self.created, self.present = total, created, present
+        self.not_written = total - created - present
+        super().__init__(
+            f"{cause}\nimport stopped: {created} task(s) written, {present} already present, "
+            f"{self.not_written} not written by this run. Fix the cause and re-run the same command: tasks already in the project are skipped.")
 
 
 def iter_tasks(project: Project, importer, paths: Sequence[Path]) -> Iterator[tuple[str, dict] | Problem]:
@@ -79,6 +95,33 @@ def scan(project: Project, importer, paths: Sequence[Path]) -> Scan:
     return result
 
 
+def send_batch(client, project_id: int, batch: list[dict], watermark: int, retry: RetryPolicy) -> tuple[dict[str, int], bool]:
+    """Import one batch without ever duplicating a task. Returns (evalstudio id -> task id written, recovered).
+
+    An import that fails in transit (timeout, dropped connection, 5xx) may still have been written, so before
+    each retry we list the project's tasks newer than `watermark` (the highest task id before this batch)
+    and send only the tasks that did not land."""
+    pending, written, recovered = batch, {}, False
+    for delay in [*retry.delays(), None]:
+        try:
+            task_ids = client.import_tasks(project_id, pending)
+            written.update(zip((t["data"][ID_FIELD] for t in pending), task_ids))
+            return written, recovered
+        except Transient as e:
+            if delay is None:
+                raise Transient(f"{e} (gave up after {retry.attempts} attempts)") from None
+            log.warning("%s; checking what landed, then retrying in %.1f s", e, delay)
+            time.sleep(delay)
+            recovered = True
+            landed = client.task_ids(project_id, after=watermark)
+            mine = {t["data"][ID_FIELD] for t in pending}
+            written.update((key, task_id) for key, task_id in landed.items() if key in mine)
+            pending = [t for t in pending if t["data"][ID_FIELD] not in landed]
+            if not pending:
+                return written, recovered
+    return written, recovered
+
+
 def import_files(
     project: Project,
     importer,
@@ -87,34 +130,48 @@ def import_files(
     batch_size: int = 500,
     on_progress: Callable[[int, int], None] | None = None,
 ) -> ImportReport:
-    """Validate all files, then send only tasks whose id the project does not have yet, in batches."""
+    """Validate all files, then send only tasks whose id the project does not have yet, in batches.
+
+    Memory stays flat in the size of the files: records stream from disk twice (validate, then send) and
+    only the task ids are kept. If Label Studio fails for good, ImportIncomplete says what was written;
+    re-running the same command then finishes the job without duplicates."""
     checked = scan(project, importer, paths)
     if checked.problems:
         raise InvalidInput(checked.problems)
-    project_id, _ = client.ensure_project(project)
-    existing = client.task_ids(project_id)
-    created = present = 0
+    try:
+        project_id, _ = client.ensure_project(project)
+        existing = client.task_ids(project_id) if client.task_count(project_id) else {}
+    except ServerError as e:
+        raise ImportIncomplete(e, checked.tasks, 0, 0) from None
+    watermark = max(existing.values(), default=0)
+    seen = set(existing)
+    report = ImportReport(project_id, 0, 0)
     batch: list[dict] = []
 
     def flush():
-        nonlocal created
+        nonlocal watermark
         if batch:
-            client.import_tasks(project_id, batch)
-            created += len(batch)
+            written, recovered = send_batch(client, project_id, batch, watermark, client.retry)
+            report.created += len(written)
+            report.recovered += recovered
+            watermark = max([watermark, *written.values()])
             batch.clear()
 
-    for item in iter_tasks(project, importer, paths):
-        _, data = item  # scan() proved there are no problems
-        if data[ID_FIELD] in existing:
-            present += 1
-        else:
-            batch.append({"data": data})
-            existing.add(data[ID_FIELD])
-            if len(batch) >= batch_size:
-                flush()
-        if on_progress:
-            on_progress(created + present + len(batch), checked.tasks)
-    flush()
+    try:
+        for item in iter_tasks(project, importer, paths):
+            _, data = item  # scan() proved there are no problems
+            if data[ID_FIELD] in seen:
+                report.already_present += 1
+            else:
+                batch.append({"data": data})
+                seen.add(data[ID_FIELD])
+                if len(batch) >= batch_size:
+                    flush()
+            if on_progress:
+                on_progress(report.created + report.already_present + len(batch), checked.tasks)
+        flush()
+    except ServerError as e:
+        raise ImportIncomplete(e, checked.tasks, report.created, report.already_present) from None
     if on_progress:
         on_progress(checked.tasks, checked.tasks)
-    return ImportReport(project_id, created, present)
+    return report

@@ -1,4 +1,5 @@
-"""Start a local Label Studio (SQLite in a data directory) with a generated login and API token."""
+"""Start a local Label Studio (SQLite in a data directory, or a PostgreSQL database) with a generated login
+and API token."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 import httpx
 
@@ -52,6 +54,17 @@ def wait_healthy(url: str, timeout: float, process: subprocess.Popen | None = No
     raise ServerError(f"{what} did not answer on {url} within {timeout:.0f} s")
 
 
+def postgres_env(database_url: str) -> dict[str, str]:
+    """Label Studio's settings for postgresql://user:password@host:port/name (DJANGO_DB=default, POSTGRE_*)."""
+    parts = urlsplit(database_url)
+    name = parts.path.lstrip("/")
+    if parts.scheme not in {"postgres", "postgresql"} or not parts.hostname or not name:
+        raise ValueError(f"database URL {database_url!r} is not of the form postgresql://user:password@host:port/name")
+    return {"DJANGO_DB": "default", "POSTGRE_NAME": unquote(name), "POSTGRE_USER": unquote(parts.username or ""),
+            "POSTGRE_PASSWORD": unquote(parts.password or ""), "POSTGRE_HOST": parts.hostname,
+            "POSTGRE_PORT": str(parts.port or 5432)}
+
+
 def label_studio_executable() -> str:
     """The `label-studio` command next to this Python, else on PATH."""
     found = shutil.which("label-studio", path=str(Path(sys.executable).parent)) or shutil.which("label-studio")
@@ -62,8 +75,12 @@ def label_studio_executable() -> str:
 
 class LocalServer:
     def __init__(self, data_dir: Path, port: int = 8080, host: str = "127.0.0.1",
-                 allow_loopback_ml: bool = True, extra_env: dict[str, str] | None = None):
+                 allow_loopback_ml: bool = True, extra_env: dict[str, str] | None = None,
+                 database_url: str | None = None):
+        """database_url: postgresql://... to keep Label Studio's data in PostgreSQL instead of
+        SQLite in data_dir (the database must exist; Label Studio creates its tables)."""
         self.data_dir = Path(data_dir).resolve()
+        self.database_env = postgres_env(database_url) if database_url else {}
         self.port = port
         self.host = host
         self.allow_loopback_ml = allow_loopback_ml
@@ -109,6 +126,7 @@ class LocalServer:
             "LABEL_STUDIO_ENABLE_LEGACY_API_TOKEN": "true",
             "LABEL_STUDIO_DISABLE_SIGNUP_WITHOUT_LINK": "true",
             **(LOOPBACK_ML_ENV if self.allow_loopback_ml else {}),
+            **self.database_env,
             **self.extra_env,
         }
         self.data_dir.mkdir(parents=True, exist_ok=True)

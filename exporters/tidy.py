@@ -88,6 +88,23 @@ def annotation_frame(tasks: Iterable[dict], project: Project, users: Mapping[int
     return frame
 
 
+def write_annotation_csv(pages: Iterable[list[dict]], project: Project, users: Mapping[int, str], path: Path,
+                         on_page=None) -> tuple[int, int]:
+    """Stream pages of tasks to one tidy CSV (memory: one page). Returns (rows, annotations)."""
+    rows = annotations = 0
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        for number, page in enumerate(pages):
+            frame = annotation_frame(page, project, users)
+            frame.to_csv(f, index=False, header=number == 0)
+            rows += len(frame)
+            annotations += frame["annotation_id"].nunique()
+            if on_page:
+                on_page(len(page))
+        if rows == 0 and f.tell() == 0:  # no pages at all: still write the header
+            annotation_frame([], project, users).to_csv(f, index=False)
+    return rows, annotations
+
+
 def model_frame(tasks: Iterable[dict], project: Project) -> pd.DataFrame:
     rows = []
     for task in tasks:

@@ -1,8 +1,12 @@
-"""Fixtures: a real Label Studio server (SQLite in a temp dir, loopback port) shared by the session."""
+"""Fixtures: a real Label Studio server on a loopback port, shared by the session, once on SQLite (temp dir)
+and once on PostgreSQL (a throwaway cluster): every test that uses it runs on both databases.
+
+EVALSTUDIO_TEST_DATABASES=sqlite (or postgresql) runs one half only."""
 
 from __future__ import annotations
 
 import os
+import secrets
 import socket
 import subprocess
 import sys
@@ -15,10 +19,13 @@ from evalstudio.client import Client
 from evalstudio.errors import ServerError
 from evalstudio.server import LocalServer, wait_healthy
 
+from .postgres import TempPostgres
+
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 DATA = Path(__file__).resolve().parent / "data"
 PROTOCOLS = ["sotopia", "cmv", "circa", "dialogue", "health"]
+DATABASES = [d.strip() for d in os.environ.get("EVALSTUDIO_TEST_DATABASES", "sqlite,postgresql").split(",") if d.strip()]
 
 
 def free_port() -> int:
@@ -37,9 +44,27 @@ def reg() -> registry.Registry:
 
 
 @pytest.fixture(scope="session")
-def label_studio(tmp_path_factory):
-    server = LocalServer(tmp_path_factory.mktemp("label-studio"), port=free_port())
-    server.start(timeout=300)
+def postgres():
+    """A PostgreSQL server for the session (started on first use)."""
+    server = TempPostgres(free_port()).start()
+    yield server
+    server.stop()
+
+
+def start_label_studio(request, tmp_path_factory, database: str, **options) -> LocalServer:
+    """A Label Studio on a free port, on SQLite or on a fresh database of the session's PostgreSQL."""
+    if database not in ("sqlite", "postgresql"):
+        raise ValueError(f"unknown test database {database!r}; use sqlite or postgresql")
+    url = None
+    if database == "postgresql":
+        url = request.getfixturevalue("postgres").create_database(f"ls_{secrets.token_hex(4)}")
+    server = LocalServer(tmp_path_factory.mktemp(f"label-studio-{database}"), port=free_port(), database_url=url, **options)
+    return server.start(timeout=300)
+
+
+@pytest.fixture(scope="session", params=DATABASES)
+def label_studio(request, tmp_path_factory):
+    server = start_label_studio(request, tmp_path_factory, request.param)
     yield server
     server.stop()
 

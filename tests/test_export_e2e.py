@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+
 import krippendorff  # GPL: test oracle only
 import numpy as np
 import pandas as pd
@@ -9,7 +11,8 @@ import pytest
 
 from evalstudio.exporters.report import build_report
 from evalstudio.exporters.tidy import annotation_frame, ratings, read_export
-from evalstudio.importing import import_files
+from evalstudio import importers
+from evalstudio.importing import import_files, iter_tasks
 from evalstudio.results import region
 
 from .conftest import PROTOCOLS, example_files
@@ -37,14 +40,12 @@ def designed_value(control, spec, rng):
     return str(rng.choice(spec.labels))
 
 
-@pytest.mark.parametrize("protocol", PROTOCOLS)
-def test_annotate_export_and_agree(reg, importer_for, client, annotators, tmp_path, protocol):
-    project = reg.get(protocol)
-    report = import_files(project, importer_for(protocol), example_files(protocol), client)
+def annotate(client, project, project_id, annotators, rng):
+    """Every annotator fills the first TASKS tasks (plus one skipped task). Returns (tasks, entered values)
+    with entered as (task, annotator, criterion, agent, value)."""
     li = project.interface
-    tasks = sorted(client.tasks(report.project_id), key=lambda t: t.id)[:TASKS]
-    rng = np.random.default_rng(PROTOCOLS.index(protocol))
-    entered = []  # (task, annotator, criterion, agent, value)
+    tasks = sorted(client.tasks(project_id), key=lambda t: t.id)[:TASKS]
+    entered = []
     for task in tasks:
         for email, uid in annotators.items():
             result = []
@@ -59,9 +60,16 @@ def test_annotate_export_and_agree(reg, importer_for, client, annotators, tmp_pa
                 tag = li.get_control(name).tag
                 result.append(region(li, name, "Bad instance" if tag == "Choices" else f"id-{uid}"))
             client.sdk.annotations.create(id=task.id, completed_by=uid, result=result, lead_time=float(rng.uniform(5, 90)))
-    skipped_task = tasks[0].id
-    client.sdk.annotations.create(id=skipped_task, completed_by=annotators[ANNOTATORS[0]], result=[], was_cancelled=True)
+    client.sdk.annotations.create(id=tasks[0].id, completed_by=annotators[ANNOTATORS[0]], result=[], was_cancelled=True)
+    return tasks, entered
 
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_annotate_export_and_agree(reg, importer_for, client, annotators, tmp_path, protocol):
+    project = reg.get(protocol)
+    report = import_files(project, importer_for(protocol), example_files(protocol), client)
+    tasks, entered = annotate(client, project, report.project_id, annotators, np.random.default_rng(PROTOCOLS.index(protocol)))
+    skipped_task = tasks[0].id
     exported = client.export_tasks(report.project_id)
     frame = annotation_frame(exported, project, client.users())
     mine = frame[frame["annotator"].isin(ANNOTATORS) & frame["task_id"].isin([t.id for t in tasks])]
@@ -116,12 +124,15 @@ def _sorted(frame):
     return frame.sort_values(["annotation_id", "criterion", "agent"], na_position="first").reset_index(drop=True)
 
 
-def test_cli_export_and_report(reg, importer_for, client, label_studio, tmp_path):
+def test_cli_export_and_report(reg, importer_for, client, annotators, label_studio, tmp_path):
     """`evalstudio export` and `evalstudio report` as a user runs them, live and from an export file."""
     from .test_cli import run
 
-    project = reg.get("dialogue")
+    project = reg.get("dialogue").model_copy(update={"title": "dialogue for the CLI"})
     report = import_files(project, importer_for("dialogue"), example_files("dialogue"), client)
+    if not any(t["annotations"] for t in client.export_tasks(report.project_id)):
+        annotate(client, project, report.project_id, annotators, np.random.default_rng(11))
+    project_option = ["--project-id", str(report.project_id)]
     export_file = client.download_export(report.project_id, tmp_path / "export.json")
     expected = annotation_frame(read_export(export_file), project, client.users())
     env = {"LABEL_STUDIO_URL": label_studio.url, "LABEL_STUDIO_API_KEY": label_studio.credentials().api_key}
@@ -129,9 +140,15 @@ def test_cli_export_and_report(reg, importer_for, client, label_studio, tmp_path
     out = tmp_path / "annotations.csv"
     result = run("export", "dialogue", "--from-export", str(export_file), "-o", str(out))
     assert result.returncode == 0, result.stderr
-    assert len(pd.read_csv(out)) == len(expected)
+    assert len(pd.read_csv(out)) == len(expected) == TASKS * len(ANNOTATORS) * len(project.criteria) + len(project.criteria)
+    live = tmp_path / "live.csv"
+    result = run("export", "dialogue", "-o", str(live), *project_option, env=env)
+    assert result.returncode == 0, result.stderr
+    from_file = pd.read_csv(out)  # an export file names annotators by user id only
+    from_file["annotator"] = from_file["annotator"].map(client.users())
+    pd.testing.assert_frame_equal(_sorted(pd.read_csv(live)), _sorted(from_file), check_dtype=False)
 
-    result = run("report", "dialogue", "-o", str(tmp_path / "rep"), "--bootstrap", "50", env=env)
+    result = run("report", "dialogue", "-o", str(tmp_path / "rep"), "--bootstrap", "50", *project_option, env=env)
     assert result.returncode == 0, result.stderr
     table = pd.read_csv(tmp_path / "rep" / "agreement.csv").set_index("criterion")
     for criterion in project.criteria:
@@ -139,3 +156,34 @@ def test_cli_export_and_report(reg, importer_for, client, label_studio, tmp_path
         if r["item"].duplicated().any():
             assert table.loc[criterion, "alpha"] == pytest.approx(_alpha(r, "ordinal"), nan_ok=True)
     assert (tmp_path / "rep" / "index.html").read_text().count("<h2>") >= 3
+
+
+def test_live_export_pages_through_a_large_project(reg, client, annotators, label_studio, tmp_path):
+    """2,500 tasks x 2 annotations (three pages of 1,000): the streamed CLI export equals the tidy frame of
+    Label Studio's own JSON export, row for row."""
+    from .largefile import write_dialogue_file
+    from .test_cli import run
+
+    project = reg.get("dialogue").model_copy(update={"title": "dialogue paged export"})
+    project_id, _ = client.ensure_project(project)
+    write_dialogue_file(tmp_path / "tasks.jsonl", 2500)
+    rng = np.random.default_rng(7)
+    li, emails = project.interface, list(annotators)[:2]
+    tasks = []
+    for _, data in iter_tasks(project, importers.get("dialogue"), [tmp_path / "tasks.jsonl"]):
+        anns = [{"completed_by": annotators[e], "result": [region(li, c, int(rng.integers(1, 6))) for c in project.criteria]}
+                for e in emails]
+        tasks.append({"data": data, "annotations": anns})
+    for start in range(0, len(tasks), 500):
+        client.sdk.projects.import_tasks(id=project_id, request=tasks[start:start + 500])
+    expected = annotation_frame(read_export(client.download_export(project_id, tmp_path / "export.json")), project, client.users())
+    assert len(expected) == 2500 * 2 * len(project.criteria)
+
+    out = tmp_path / "live.csv"
+    env = {"LABEL_STUDIO_URL": label_studio.url, "LABEL_STUDIO_API_KEY": label_studio.credentials().api_key}
+    result = run("export", project.name, "-o", str(out), "--project-id", str(project_id), env=env)
+    assert result.returncode == 0, result.stderr
+    assert f"{len(expected)} rows (5000 annotations)" in result.stdout
+    live = pd.read_csv(out)
+    expected_csv = pd.read_csv(io.StringIO(expected.to_csv(index=False)))  # same dtypes as a CSV round trip
+    pd.testing.assert_frame_equal(_sorted(live), _sorted(expected_csv))

@@ -1,0 +1,105 @@
+"""Faults between evalstudio and a real Label Studio (through tests/faulty_proxy.py): transient failures are
+retried without ever duplicating a task; permanent ones stop with a clear message and exact counts."""
+
+from __future__ import annotations
+
+import secrets
+
+import pytest
+
+from evalstudio.client import Client, Settings
+from evalstudio.errors import ServerError
+from evalstudio.importing import ImportIncomplete, import_files
+from evalstudio.retry import RetryPolicy
+
+from .conftest import free_port
+from .faulty_proxy import Fault, FaultyProxy
+from .largefile import write_dialogue_file
+
+pytestmark = pytest.mark.server
+TASKS, BATCH = 50, 10
+FAST = RetryPolicy(attempts=4, delay=0.05)
+
+# one row per fault: what goes wrong, and how often
+RECOVERABLE = [
+    ("5xx after Label Studio wrote the batch", [Fault("POST", "/import", "status-after", skip=1, status=502)]),
+    ("5xx before Label Studio saw the batch", [Fault("POST", "/import", "status-before", skip=1, status=503)]),
+    ("connection dropped after the write", [Fault("POST", "/import", "drop-after", skip=2)]),
+    ("answer slower than the client waits", [Fault("POST", "/import", "slow-after", skip=1, delay=3)]),
+    ("three failures in a row", [Fault("POST", "/import", "status-before", skip=3, times=3, status=500)]),
+    ("rate limited", [Fault("POST", "/import", "status-before", skip=1, times=2, status=429)]),
+    ("checking what landed fails too", [Fault("POST", "/import", "status-after", skip=1),
+                                        Fault("GET", "/api/tasks", "status-before", times=2, status=503)]),
+]
+
+
+def fresh_project(reg):
+    return reg.get("dialogue").model_copy(update={"title": f"faults {secrets.token_hex(3)}"})
+
+
+def server_ids(client, project_id) -> list[str]:
+    """evalstudio ids of every task on the server, duplicates kept."""
+    return [t.data["evalstudio_id"] for t in client.tasks(project_id)]
+
+
+@pytest.mark.parametrize("name, faults", RECOVERABLE, ids=[r[0] for r in RECOVERABLE])
+def test_transient_faults_are_retried_and_nothing_is_duplicated(reg, importer_for, label_studio, client, tmp_path, name, faults):
+    expected = write_dialogue_file(tmp_path / "tasks.jsonl", TASKS)
+    project = fresh_project(reg)
+    with FaultyProxy(label_studio.url, faults) as proxy:
+        flaky = Client(Settings(proxy.url, label_studio.credentials().api_key), timeout=1.5, retry=FAST)
+        report = import_files(project, importer_for("dialogue"), [tmp_path / "tasks.jsonl"], flaky, batch_size=BATCH)
+    assert all(f.times == 0 for f in faults), "every fault was exercised"
+    assert (report.created, report.already_present) == (TASKS, 0)
+    assert report.recovered >= 1
+    ids = server_ids(client, report.project_id)
+    assert sorted(ids) == sorted(expected)  # each task exactly once
+
+
+def test_a_lasting_failure_stops_with_counts_and_the_rerun_finishes(reg, importer_for, label_studio, client, tmp_path):
+    expected = write_dialogue_file(tmp_path / "tasks.jsonl", TASKS)
+    project, importer, files = fresh_project(reg), importer_for("dialogue"), [tmp_path / "tasks.jsonl"]
+    down = Fault("POST", "/import", "status-before", skip=2, times=10**6, status=503)
+    with FaultyProxy(label_studio.url, [down]) as proxy:
+        flaky = Client(Settings(proxy.url, label_studio.credentials().api_key), retry=FAST)
+        with pytest.raises(ImportIncomplete) as e:
+            import_files(project, importer, files, flaky, batch_size=BATCH)
+        assert proxy.count("POST", "/import", "status-before") == FAST.attempts  # gave up after the policy's attempts
+    message = str(e.value)
+    assert f"HTTP 503" in message and f"gave up after {FAST.attempts} attempts" in message
+    assert (e.value.created, e.value.not_written) == (2 * BATCH, TASKS - 2 * BATCH)
+    assert f"{2 * BATCH} task(s) written, 0 already present, {TASKS - 2 * BATCH} not written" in message
+    project_id = client.require_project(project)
+    assert sorted(server_ids(client, project_id)) == sorted(expected[:2 * BATCH])
+    again = import_files(project, importer, files, client, batch_size=BATCH)
+    assert (again.created, again.already_present) == (TASKS - 2 * BATCH, 2 * BATCH)
+    assert sorted(server_ids(client, project_id)) == sorted(expected)
+
+
+def test_unreachable_server_writes_nothing_and_says_so(reg, importer_for, tmp_path):
+    write_dialogue_file(tmp_path / "tasks.jsonl", TASKS)
+    nowhere = Client(Settings(f"http://127.0.0.1:{free_port()}", "x" * 40), retry=RetryPolicy(attempts=3, delay=0.01))
+    with pytest.raises(ImportIncomplete, match=r"(?s)cannot reach Label Studio.*gave up after 3 attempts.*"
+                                               rf"0 task\(s\) written, 0 already present, {TASKS} not written"):
+        import_files(fresh_project(reg), importer_for("dialogue"), [tmp_path / "tasks.jsonl"], nowhere)
+
+
+def test_wrong_token_is_not_retried(label_studio):
+    with FaultyProxy(label_studio.url) as proxy:
+        bad = Client(Settings(proxy.url, "0" * 40), retry=FAST)
+        with pytest.raises(ServerError, match="HTTP 401.*Check LABEL_STUDIO_API_KEY") as e:
+            bad.find_project("anything")
+        assert len(proxy.seen) == 1
+    assert "0" * 40 not in str(e.value)
+
+
+def test_export_pages_are_retried(reg, importer_for, label_studio, client, tmp_path):
+    write_dialogue_file(tmp_path / "tasks.jsonl", TASKS)
+    report = import_files(fresh_project(reg), importer_for("dialogue"), [tmp_path / "tasks.jsonl"], client)
+    faults = [Fault("GET", "page=2", "status-before", times=2, status=502), Fault("GET", "page=3", "drop-after")]
+    with FaultyProxy(label_studio.url, faults) as proxy:
+        flaky = Client(Settings(proxy.url, label_studio.credentials().api_key), retry=FAST)
+        flaky_pages = list(flaky.full_task_pages(report.project_id, page_size=20))
+    assert all(f.times == 0 for f in faults)
+    assert [len(p) for p in flaky_pages] == [20, 20, 10]
+    assert [t for p in flaky_pages for t in p] == client.export_tasks(report.project_id)
