@@ -1,0 +1,215 @@
+"""Import and export throughput against a real Label Studio: evalstudio next to Label Studio's own API.
+
+    python benchmarks/import.py [--tasks 10000,100000] [--batch-size 500] [--database-url postgresql://...]
+
+For each size it writes a file of real dialogue samples (each record its own id), pre-builds the exact task
+JSON evalstudio would send, and then, in fresh projects on one Label Studio started for the run (SQLite in a
+temp dir unless --database-url is given):
+
+  raw         the pre-built task JSON posted with the SDK's `projects.import_tasks`, same batch size
+  evalstudio  `import_files` from the native file: validate everything, convert, check ids, send batches
+
+Both run in their own process, one after the other, in alternating order per repeat, and report wall time
+and peak memory (max RSS). overhead = evalstudio time / raw time - 1 (target: below 10%).
+
+The export half imports tasks that already carry two annotations each, then compares evalstudio's paged,
+streamed CSV export (`evalstudio export`) with Label Studio's own JSON export download of the same project.
+Peak memory at two sizes shows whether memory stays flat. Nothing but 127.0.0.1 is contacted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import resource
+import secrets
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def peak_mb() -> float:
+    """This process's peak resident memory. VmHWM, not ru_maxrss: Linux carries ru_maxrss over from the
+    parent across fork+exec, so a child of a big parent would report the parent's peak."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def worker(kind: str, url: str, key: str, path: str, batch_size: int) -> dict:
+    """One measured run in this process (so its peak memory is its own)."""
+    from evalstudio import importers, registry
+    from evalstudio.client import Client, Settings
+    from evalstudio.exporters.tidy import write_annotation_csv
+    from evalstudio.importing import import_files
+
+    client = Client(Settings(url, key), timeout=600)
+    project = registry.load(ROOT / "projects.yaml").get("dialogue")
+    project = project.model_copy(update={"title": f"bench {kind} {secrets.token_hex(3)}"})
+    start = time.perf_counter()
+    if kind == "raw":
+        project_id, _ = client.ensure_project(project)
+        start = time.perf_counter()
+        tasks = json.loads(Path(path).read_text(encoding="utf-8"))
+        for i in range(0, len(tasks), batch_size):
+            client.sdk.projects.import_tasks(id=project_id, request=tasks[i:i + batch_size])
+        count = len(tasks)
+    elif kind == "evalstudio":
+        report = import_files(project, importers.get("dialogue"), [Path(path)], client, batch_size=batch_size)
+        count = report.created
+    elif kind == "export":
+        project_id = int(path)
+        users = client.users()
+        count, _ = write_annotation_csv(client.full_task_pages(project_id), project, users, Path(tempfile.mktemp(suffix=".csv")))
+    elif kind == "ls-export":
+        project_id = int(path)
+        out = Path(tempfile.mktemp(suffix=".json"))
+        client.download_export(project_id, out)
+        count = out.stat().st_size
+    else:
+        raise ValueError(f"unknown worker {kind!r}")
+    return {"seconds": time.perf_counter() - start, "count": count, "peak_mb": peak_mb()}
+
+
+def measure(kind: str, server, path, batch_size: int) -> dict:
+    command = [sys.executable, __file__, "--worker", kind, server.url, server.credentials().api_key, str(path), str(batch_size)]
+    out = subprocess.run(command, capture_output=True, text=True)
+    if out.returncode:
+        raise RuntimeError(f"{kind} run failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def annotated_project(server, data_file: Path, batch_size: int) -> tuple[int, int]:
+    """A project whose tasks each carry two annotations (made with Label Studio's import). (id, annotations)"""
+    import numpy as np
+
+    from evalstudio import importers, registry
+    from evalstudio.client import Client
+    from evalstudio.importing import iter_tasks
+    from evalstudio.results import region
+
+    client = Client(server.settings(), timeout=600)
+    project = registry.load(ROOT / "projects.yaml").get("dialogue")
+    project = project.model_copy(update={"title": f"bench export {secrets.token_hex(3)}"})
+    project_id, _ = client.ensure_project(project)
+    admin = next(iter(client.users()))
+    rng, li, batch, annotations = np.random.default_rng(0), project.interface, [], 0
+    for _, data in iter_tasks(project, importers.get("dialogue"), [data_file]):
+        anns = [{"completed_by": admin, "result": [region(li, c, int(rng.integers(1, 6))) for c in project.criteria]}
+                for _ in range(2)]
+        batch.append({"data": data, "annotations": anns})
+        annotations += 2
+        if len(batch) == batch_size:
+            client.sdk.projects.import_tasks(id=project_id, request=batch)
+            batch = []
+    if batch:
+        client.sdk.projects.import_tasks(id=project_id, request=batch)
+    return project_id, annotations
+
+
+def machine() -> str:
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor())
+    import os
+
+    import label_studio
+
+    return (f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+            f"Label Studio {label_studio.__version__}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tasks", default="10000,100000", help="comma-separated sizes")
+    parser.add_argument("--batch-size", type=int, default=500)
+    parser.add_argument("--repeats", type=int, default=1, help="runs per side and size (median reported)")
+    parser.add_argument("--export-tasks", default="5000,50000",
+                        help="comma-separated task counts for the export half (two annotations each); empty to skip")
+    parser.add_argument("--database-url", help="run Label Studio on this PostgreSQL database instead of SQLite")
+    parser.add_argument("--worker", nargs=5, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        kind, url, key, path, batch_size = args.worker
+        print(json.dumps(worker(kind, url, key, path, int(batch_size))))
+        return
+
+    from evalstudio import importers, registry
+    from evalstudio.importing import iter_tasks
+    from evalstudio.server import LocalServer
+    from tests.largefile import write_dialogue_file
+
+    sizes = [int(s) for s in args.tasks.split(",") if s]
+    export_sizes = [int(s) for s in args.export_tasks.split(",") if s]
+    project = registry.load(ROOT / "projects.yaml").get("dialogue")
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        database = "PostgreSQL" if args.database_url else "SQLite"
+        print(f"starting Label Studio ({database}) ...", file=sys.stderr)
+        with LocalServer(tmp / "ls", port=_free_port(), database_url=args.database_url) as server:
+            rows = []
+            for size in sizes:
+                native = tmp / f"tasks-{size}.jsonl"
+                write_dialogue_file(native, size)
+                prebuilt = tmp / f"tasks-{size}.json"
+                with open(prebuilt, "w", encoding="utf-8") as f:  # streamed: this process stays small
+                    for k, (_, data) in enumerate(iter_tasks(project, importers.get("dialogue"), [native])):
+                        f.write(("[" if k == 0 else ",\n") + json.dumps({"data": data}))
+                    f.write("]")
+                runs = {"raw": [], "evalstudio": []}
+                for repeat in range(args.repeats):
+                    order = ["raw", "evalstudio"] if repeat % 2 == 0 else ["evalstudio", "raw"]
+                    for kind in order:
+                        print(f"{size} tasks: {kind} import (run {repeat + 1}) ...", file=sys.stderr)
+                        result = measure(kind, server, native if kind == "evalstudio" else prebuilt, args.batch_size)
+                        if result["count"] != size:
+                            raise RuntimeError(f"{kind} imported {result['count']} of {size} tasks")
+                        runs[kind].append(result)
+                rows.append((size, runs))
+            export_rows = []
+            for size in export_sizes:
+                native = tmp / f"export-{size}.jsonl"
+                write_dialogue_file(native, size)
+                print(f"{size} tasks x 2 annotations: preparing ...", file=sys.stderr)
+                project_id, annotations = annotated_project(server, native, args.batch_size)
+                ours = measure("export", server, project_id, args.batch_size)
+                if ours["count"] != annotations * len(project.criteria):
+                    raise RuntimeError(f"export wrote {ours['count']} rows, expected {annotations * len(project.criteria)}")
+                theirs = measure("ls-export", server, project_id, args.batch_size)
+                export_rows.append((size, annotations, ours, theirs))
+
+    med = lambda runs, key: statistics.median(r[key] for r in runs)
+    print(f"\nImport into Label Studio ({database}), batches of {args.batch_size}, median of {args.repeats} run(s)")
+    print(f"machine: {machine()}\n")
+    print("| tasks | Label Studio raw import | evalstudio import | overhead | peak memory raw / evalstudio |")
+    print("|---:|---:|---:|---:|---:|")
+    for size, runs in rows:
+        raw, ours = med(runs["raw"], "seconds"), med(runs["evalstudio"], "seconds")
+        print(f"| {size:,} | {raw:.1f} s ({size / raw:,.0f} tasks/s) | {ours:.1f} s ({size / ours:,.0f} tasks/s) "
+              f"| {100 * (ours / raw - 1):+.1f}% | {med(runs['raw'], 'peak_mb'):.0f} MB / {med(runs['evalstudio'], 'peak_mb'):.0f} MB |")
+    if export_rows:
+        print(f"\nExport of annotated tasks (two annotations each, {len(project.criteria)} criteria)\n")
+        print("| tasks | annotations | evalstudio paged CSV export | peak memory | Label Studio JSON export download |")
+        print("|---:|---:|---:|---:|---:|")
+        for size, annotations, ours, theirs in export_rows:
+            print(f"| {size:,} | {annotations:,} | {ours['seconds']:.1f} s ({ours['count'] / ours['seconds']:,.0f} rows/s) "
+                  f"| {ours['peak_mb']:.0f} MB | {theirs['seconds']:.1f} s |")
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+if __name__ == "__main__":
+    main()
