@@ -370,14 +370,12 @@ def demo(
             console.print(f"{project.name:9} {report.created:4} created, {report.already_present:4} already present, "
                           f"{prefilled:4} prefilled -> {local.url}/projects/{report.project_id}")
     except EvalstudioError as e:
-        _stop(backend)
-        local.stop()
+        _stop(backend, local)
         raise _fail(e)
     if wait:
         _serve(local, backend)
     else:
-        _stop(backend)
-        local.stop()
+        _stop(backend, local)
 
 
 def _start_ml_backend(local: LocalServer, port: int, projects: Path | None):
@@ -403,14 +401,27 @@ def _start_ml_backend(local: LocalServer, port: int, projects: Path | None):
     return SimpleNamespace(process=process, url=url)
 
 
-def _stop(backend) -> None:
-    if backend is not None and backend.process.poll() is None:
+def _stop(backend, local: LocalServer | None = None) -> None:
+    """Stop the ML backend and Label Studio together (both are asked first, then waited for)."""
+    import subprocess
+
+    running = backend is not None and backend.process.poll() is None
+    if running:
         backend.process.terminate()
-        backend.process.wait(timeout=30)
+    if local is not None:
+        local.stop()
+    if running:
+        try:
+            backend.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            backend.process.kill()
+            backend.process.wait()
 
 
 def _serve(local: LocalServer, backend=None) -> None:
     creds = local.credentials()
+    stop = {"now": False}
+    signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))  # set before "Press Ctrl-C" is shown
     console.print(
         f"\nLabel Studio is running at [bold]{local.url}[/]" + (f" (ML backend at {backend.url})" if backend else "") + "\n"
         f"  login: {creds.username}  (password in {local.data_dir / 'credentials.json'})\n"
@@ -419,8 +430,6 @@ def _serve(local: LocalServer, backend=None) -> None:
         "      then `evalstudio report PROTOCOL` for agreement and human-vs-model plots.\n"
         "Press Ctrl-C to stop."
     )
-    stop = {"now": False}
-    signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
     try:
         while not stop["now"] and local.process and local.process.poll() is None:
             time.sleep(0.5)
@@ -428,8 +437,7 @@ def _serve(local: LocalServer, backend=None) -> None:
         pass
     finally:
         console.print("stopping Label Studio...")
-        _stop(backend)
-        local.stop()
+        _stop(backend, local)
 
 
 if __name__ == "__main__":

@@ -43,7 +43,11 @@ def test_demo_starts_prefills_stops_on_ctrl_c_and_reuses_its_data(tmp_path):
     assert answers(f"http://127.0.0.1:{ls_port}") and answers(f"http://127.0.0.1:{ml_port}")
 
     demo.send_signal(signal.SIGINT)  # what Ctrl-C does
-    assert demo.wait(timeout=90) == 0
+    try:
+        assert demo.wait(timeout=120) == 0, "".join(lines)
+    except subprocess.TimeoutExpired:
+        demo.kill()
+        pytest.fail("demo did not stop within 120 s of Ctrl-C:\n" + "".join(lines) + _log_tail(tmp_path / "data"))
     assert not answers(f"http://127.0.0.1:{ls_port}") and not answers(f"http://127.0.0.1:{ml_port}")
 
     again = subprocess.run(command + ["--no-wait"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
@@ -52,3 +56,8 @@ def test_demo_starts_prefills_stops_on_ctrl_c_and_reuses_its_data(tmp_path):
         first = re.search(rf"^{protocol}\s+(\d+) created", output, re.M).group(1)
         assert re.search(rf"^{protocol}\s+0 created,\s+{first} already present", again.stdout, re.M), again.stdout
     assert not answers(f"http://127.0.0.1:{ls_port}")
+
+
+def _log_tail(data_dir) -> str:
+    return "".join(f"\n--- {p.name}\n" + "\n".join(p.read_text(errors="replace").splitlines()[-15:])
+                   for p in sorted(data_dir.glob("*.log")))

@@ -3,6 +3,7 @@ retried without ever duplicating a task; permanent ones stop with a clear messag
 
 from __future__ import annotations
 
+import copy
 import secrets
 
 import pytest
@@ -45,7 +46,7 @@ def server_ids(client, project_id) -> list[str]:
 @pytest.mark.parametrize("name, faults", RECOVERABLE, ids=[r[0] for r in RECOVERABLE])
 def test_transient_faults_are_retried_and_nothing_is_duplicated(reg, importer_for, label_studio, client, tmp_path, name, faults):
     expected = write_dialogue_file(tmp_path / "tasks.jsonl", TASKS)
-    project = fresh_project(reg)
+    project, faults = fresh_project(reg), copy.deepcopy(faults)  # a Fault counts down as it fires
     with FaultyProxy(label_studio.url, faults) as proxy:
         flaky = Client(Settings(proxy.url, label_studio.credentials().api_key), timeout=1.5, retry=FAST)
         report = import_files(project, importer_for("dialogue"), [tmp_path / "tasks.jsonl"], flaky, batch_size=BATCH)
