@@ -421,7 +421,10 @@ def _stop(backend, local: LocalServer | None = None) -> None:
 def _serve(local: LocalServer, backend=None) -> None:
     creds = local.credentials()
     stop = {"now": False}
-    signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))  # set before "Press Ctrl-C" is shown
+    # Ctrl-C (SIGINT) and SIGTERM both stop. Set explicitly, before "Press Ctrl-C" is shown: a process started
+    # in the background by a non-interactive shell inherits SIGINT as ignored, and Python keeps it so.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.update(now=True))
     console.print(
         f"\nLabel Studio is running at [bold]{local.url}[/]" + (f" (ML backend at {backend.url})" if backend else "") + "\n"
         f"  login: {creds.username}  (password in {local.data_dir / 'credentials.json'})\n"
@@ -433,8 +436,6 @@ def _serve(local: LocalServer, backend=None) -> None:
     try:
         while not stop["now"] and local.process and local.process.poll() is None:
             time.sleep(0.5)
-    except KeyboardInterrupt:
-        pass
     finally:
         console.print("stopping Label Studio...")
         _stop(backend, local)
