@@ -65,8 +65,18 @@ def session(browser, label_studio):
 
 
 def open_task(page, url: str, project_id: int, task_id: int):
+    """Open a task that has no annotation yet in the labeling view; say what the page showed if it does not load."""
     page.goto(f"{url}/projects/{project_id}/data?task={task_id}")
-    page.locator("button", has_text="Submit").first.wait_for(timeout=60_000)
+    submit = page.locator("button", has_text="Submit").first
+    try:
+        submit.wait_for(timeout=60_000)
+    except Exception as exc:
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        shot = SHOTS / f"open-task-{project_id}-{task_id}-failed.png"
+        page.screenshot(path=str(shot))
+        buttons = page.locator("button").all_inner_texts()
+        raise AssertionError(f"task {task_id} of project {project_id} did not open for labeling at {page.url}; "
+                             f"buttons on the page: {buttons}; screenshot: {shot}") from exc
     page.wait_for_timeout(1000)
 
 
@@ -203,7 +213,7 @@ def test_health_accepts_decimals_and_sotopia_negative_ranges(reg):
 
 def test_untrusted_html_renders_as_text_and_runs_nothing(reg, importer_for, client, label_studio, session):
     page, dialogs = session
-    project = reg.get("cmv")
+    project = reg.get("cmv").model_copy(update={"title": "cmv untrusted html"})  # its own, unannotated tasks
     report = import_files(project, importer_for("cmv"), example_files("cmv"), client)
     [task] = [t for t in client.tasks(report.project_id) if t.data["item_id"] == "es-demo-3"]
     open_task(page, label_studio.url, report.project_id, task.id)
@@ -220,7 +230,7 @@ def test_untrusted_html_renders_as_text_and_runs_nothing(reg, importer_for, clie
 def test_prefilled_predictions_show_and_can_be_changed(reg, importer_for, client, label_studio, ml_backend, session):
     page, dialogs = session
     url, _ = ml_backend
-    project = reg.get("sotopia")
+    project = reg.get("sotopia").model_copy(update={"title": "sotopia prefilled"})  # its own, unannotated tasks
     report = import_files(project, importer_for("sotopia"), example_files("sotopia"), client)
     client.connect_ml_backend(report.project_id, url)
     task = fresh_task(client, report.project_id, offset=2)
