@@ -7,7 +7,10 @@ JSON evalstudio would send, and then, in fresh projects on one Label Studio star
 temp dir unless --database-url is given):
 
   raw         the pre-built task JSON posted with the SDK's `projects.import_tasks`, same batch size
-  evalstudio  `import_files` from the native file: validate everything, convert, check ids, send batches
+  evalstudio  `import_files` from the native file: validate everything, convert, look up the project and
+              the ids it holds, send batches
+
+Each side imports into its own empty project, created before the clock starts.
 
 Both run in their own process, one after the other, in alternating order per repeat, and report wall time
 and peak memory (max RSS). overhead = evalstudio time / raw time - 1 (target: below 10%).
@@ -54,10 +57,10 @@ def worker(kind: str, url: str, key: str, path: str, batch_size: int) -> dict:
     client = Client(Settings(url, key), timeout=600)
     project = registry.load(ROOT / "projects.yaml").get("dialogue")
     project = project.model_copy(update={"title": f"bench {kind} {secrets.token_hex(3)}"})
+    if kind in ("raw", "evalstudio"):  # both sides import into an empty project that exists already
+        project_id, _ = client.ensure_project(project)
     start = time.perf_counter()
     if kind == "raw":
-        project_id, _ = client.ensure_project(project)
-        start = time.perf_counter()
         tasks = json.loads(Path(path).read_text(encoding="utf-8"))
         for i in range(0, len(tasks), batch_size):
             client.sdk.projects.import_tasks(id=project_id, request=tasks[i:i + batch_size])
