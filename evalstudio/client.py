@@ -139,7 +139,9 @@ class Client:
             page += 1
 
     def find_project(self, title: str) -> int | None:
-        projects = self._read("list projects", lambda: list(self.sdk.projects.list(page_size=100)))
+        # filtered by title on the server (a case-insensitive "contains", so compare exactly here), and only id and
+        # title: without `include` Label Studio computes every count of every project (slow on a busy server)
+        projects = self._read("list projects", lambda: list(self.sdk.projects.list(title=title, include="id,title", page_size=100)))
         return next((p.id for p in projects if p.title == title), None)
 
     def require_project(self, project: Project) -> int:

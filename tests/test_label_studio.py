@@ -31,6 +31,15 @@ def test_project_is_created_from_projects_yaml_and_setup_is_idempotent(reg, clie
     client.sdk.projects.validate_label_config(id=project_id, label_config=project.label_config)
 
 
+def test_projects_are_found_by_exact_title(reg, client):
+    # Label Studio's title filter is a case-insensitive "contains": "title lookup" also matches the other two
+    titles = ["title lookup", "Title Lookup", "title lookup 2"]
+    ids = [client.ensure_project(reg.get("dialogue").model_copy(update={"title": t}))[0] for t in titles]
+    assert len(set(ids)) == 3
+    assert [client.find_project(t) for t in titles] == ids
+    assert client.find_project("title look") is None
+
+
 def test_server_rejects_an_invalid_config(reg, client):
     broken = reg.get("dialogue").model_copy(update={"title": "broken config"})
     broken.__dict__["label_config"] = broken.label_config.replace('toName="response"', 'toName="nowhere"', 1)
