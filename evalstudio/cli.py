@@ -74,7 +74,7 @@ def setup(
     try:
         reg = _load(projects)
         client = Client(settings_from_env())
-        chosen = [reg.get(n) for n in names] if names else list(reg)
+        chosen = [p for n in names for p in reg.parts(n)] if names else list(reg)
         table = Table("protocol", "project id", "status", "tasks")
         for p in chosen:
             pid, status = client.ensure_project(p)
@@ -93,12 +93,15 @@ def validate(
     """Dry run: check every record of FILES and report all problems as file:line: field: message."""
     try:
         reg = _load(projects)
-        result = scan(reg.get(protocol), importers.get(reg.get(protocol).importer), files)
+        results = {p.name: scan(p, importers.get(p.importer), files) for p in reg.parts(protocol)}
     except EvalstudioError as e:
         raise _fail(e)
-    if result.problems:
-        raise _fail(InvalidInput(result.problems))
-    console.print(f"{result.tasks} task(s) valid for '{protocol}' in {len(files)} file(s).")
+    problems = list(dict.fromkeys(problem for r in results.values() for problem in r.problems))
+    if problems:
+        raise _fail(InvalidInput(problems))
+    counts = ", ".join(f"{r.tasks} for {name}" for name, r in results.items()) if len(results) > 1 else \
+        f"{next(iter(results.values())).tasks}"
+    console.print(f"{counts} task(s) valid for '{protocol}' in {len(files)} file(s).")
 
 
 @app.command("import")
@@ -114,12 +117,18 @@ def import_(
     so running the same import twice adds nothing."""
     try:
         reg = _load(projects)
-        project = reg.get(protocol)
-        report = _import(project, files, Client(settings_from_env()), batch_size)
+        parts = reg.parts(protocol)
+        if len(parts) > 1:  # a study of several projects: every part valid before any is imported
+            problems = list(dict.fromkeys(pr for p in parts for pr in scan(p, importers.get(p.importer), files).problems))
+            if problems:
+                raise InvalidInput(problems)
+        client = Client(settings_from_env())
+        reports = [(project, _import(project, files, client, batch_size)) for project in parts]
     except EvalstudioError as e:
         raise _fail(e)
-    console.print(f"{protocol}: {report.created} task(s) created, {report.already_present} already present "
-                  f"(project id {report.project_id}).")
+    for project, report in reports:
+        console.print(f"{project.name}: {report.created} task(s) created, {report.already_present} already present "
+                      f"(project id {report.project_id}).")
 
 
 def _import(project, files, client, batch_size=500):
@@ -140,6 +149,12 @@ def _project_tasks(project, from_export: Path | None, project_id: int | None = N
     project_id = project_id or client.require_project(project)
     with console.status(f"exporting {project.name} from {client.url}..."):
         return client.export_tasks(project_id), client.users()
+
+
+def _single(parts, option: str, value) -> None:
+    if value is not None and len(parts) > 1:
+        raise EvalstudioError(f"{option} reads one Label Studio project; name one part: "
+                              f"{', '.join(p.name for p in parts)}")
 
 
 ProjectIdOption = Annotated[Optional[int], typer.Option(
@@ -163,21 +178,26 @@ def export(
     from .exporters.tidy import annotation_frame, write_annotation_csv
 
     try:
-        project = _load(projects).get(protocol)
+        parts = _load(projects).parts(protocol)
+        _single(parts, "--from-export", from_export)
+        _single(parts, "--project-id", project_id)
         if from_export:
-            tasks, users = _project_tasks(project, from_export)
-            frame = annotation_frame(tasks, project, users)
+            tasks, users = _project_tasks(parts[0], from_export)
+            frame = annotation_frame(tasks, parts[0], users)
             frame.to_csv(output, index=False)
             rows, annotations = len(frame), frame["annotation_id"].nunique()
         else:
             client = Client(settings_from_env())
-            project_id = project_id or client.require_project(project)
             users = client.users()
-            with Progress(TextColumn(f"exporting {project.name}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                          console=err, transient=True) as progress:
-                bar = progress.add_task(project.name, total=client.task_count(project_id))
-                rows, annotations = write_annotation_csv(client.full_task_pages(project_id), project, users, output,
-                                                         on_page=lambda n: progress.advance(bar, n))
+            rows = annotations = 0
+            for number, project in enumerate(parts):  # a study's parts go to one CSV (column `project`)
+                pid = project_id or client.require_project(project)
+                with Progress(TextColumn(f"exporting {project.name}"), BarColumn(), MofNCompleteColumn(),
+                              TimeRemainingColumn(), console=err, transient=True) as progress:
+                    bar = progress.add_task(project.name, total=client.task_count(pid))
+                    r, a = write_annotation_csv(client.full_task_pages(pid), project, users, output,
+                                                on_page=lambda n: progress.advance(bar, n), append=number > 0)
+                rows, annotations = rows + r, annotations + a
     except EvalstudioError as e:
         raise _fail(e)
     console.print(f"{rows} rows ({annotations} annotations) written to {output}")
@@ -190,19 +210,40 @@ def report(
     from_export: FromExport = None,
     bootstrap: Annotated[int, typer.Option(min=0, help="Bootstrap resamples for confidence intervals.")] = 1000,
     min_control_accuracy: Annotated[Optional[float], typer.Option(
-        help="Circa: leave out annotators whose Part I accuracy on control questions is below this.")] = None,
+        help="Circa: leave out annotators whose Part I accuracy on control questions is below this "
+             "(default: min_control_accuracy in projects.yaml, 0.5 for circa; 0 keeps everyone).")] = None,
+    exclude_prefilled: Annotated[bool, typer.Option(
+        "--exclude-prefilled", help="Leave out values accepted unchanged from a model prediction (prefill opt-in); "
+        "without it the report refuses to compute agreement and alignment on them.")] = False,
+    keep_bad_instances: Annotated[bool, typer.Option(
+        "--keep-bad-instances", help="CMV: keep items an annotator marked as a bad instance (left out by default).")] = False,
     project_id: ProjectIdOption = None,
     projects: ProjectsOption = None,
 ):
     """Agreement (per criterion, by its scale), human-vs-model alignment, plots and annotator QC as a
-    self-contained HTML page plus CSVs."""
+    self-contained HTML page plus CSVs. For a study of several projects (circa) both parts go into one report."""
+    import pandas as pd
+
     from .exporters.report import build_report
+    from .exporters.tidy import annotation_frame, model_frame
 
     try:
-        project = _load(projects).get(protocol)
-        tasks, users = _project_tasks(project, from_export, project_id)
+        reg = _load(projects)
+        parts = reg.parts(protocol)
+        _single(parts, "--from-export", from_export)
+        _single(parts, "--project-id", project_id)
+        tasks, frames, models, users = [], [], [], {}
+        for project in parts:
+            part_tasks, part_users = _project_tasks(project, from_export, project_id)
+            users.update(part_users)
+            tasks += part_tasks
+            frames.append(annotation_frame(part_tasks, project, part_users))
+            models.append(model_frame(part_tasks, project))
         with console.status("computing statistics..."):
-            page = build_report(project, tasks, output, users, n_boot=bootstrap, min_control_accuracy=min_control_accuracy)
+            page = build_report(reg.study(protocol), tasks, output, users, n_boot=bootstrap,
+                                min_control_accuracy=min_control_accuracy, annotations=pd.concat(frames, ignore_index=True),
+                                model=pd.concat(models, ignore_index=True), exclude_prefilled=exclude_prefilled,
+                                keep_bad_instances=keep_bad_instances)
     except EvalstudioError as e:
         raise _fail(e)
     console.print(f"report written to {page}")
@@ -270,12 +311,15 @@ def connect(
 ):
     """Register the ML backend with the protocol's Label Studio project (once; running it again is harmless)."""
     try:
-        project = _load(projects).get(protocol)
         client = Client(settings_from_env())
-        backend_id, created = client.connect_ml_backend(client.require_project(project), url, basic_auth)
+        connected = []
+        for project in _load(projects).parts(protocol):
+            client.require_prefill(project)
+            connected.append((project, *client.connect_ml_backend(client.require_project(project), url, basic_auth)))
     except EvalstudioError as e:
         raise _fail(e)
-    console.print(f"{protocol}: ML backend {url} {'connected' if created else 'already connected'} (id {backend_id})")
+    for project, backend_id, created in connected:
+        console.print(f"{project.name}: ML backend {url} {'connected' if created else 'already connected'} (id {backend_id})")
 
 
 @app.command()
@@ -284,11 +328,13 @@ def prefill(
     batch_size: Annotated[int, typer.Option(min=1, help="Tasks per request.")] = 20,
     projects: ProjectsOption = None,
 ):
-    """Ask the connected ML backend for predictions on every task that has none yet, in batches; annotators then
-    see the model's values prefilled and can change them."""
+    """Model-assisted labelling (only for projects with `prefill: true` in projects.yaml): ask the connected ML
+    backend for predictions on every task that has none yet, in batches; annotators then see the model's values in
+    their answer controls and can change them. The export flags values accepted unchanged."""
     try:
-        project = _load(projects).get(protocol)
+        [project] = _load(projects).parts(protocol)[:1]
         client = Client(settings_from_env())
+        client.require_prefill(project)
         project_id = client.require_project(project)
         with Progress(TextColumn(f"prefilling {protocol}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                       console=err, transient=True) as progress:
@@ -364,11 +410,15 @@ def demo(
         backend = _start_ml_backend(local, ml_port, projects)
         for project in reg:
             files = sorted(f for f in (examples / project.name).glob("*") if f.suffix in {".jsonl", ".csv", ".tsv", ".xml"})
+            files = files or sorted(f for f in (examples / project.study_name).glob("*")
+                                    if f.suffix in {".jsonl", ".csv", ".tsv", ".xml"})
             report = _import(project, files, client)
-            client.connect_ml_backend(report.project_id, backend.url)
-            prefilled, _ = client.prefill(report.project_id)
-            console.print(f"{project.name:9} {report.created:4} created, {report.already_present:4} already present, "
-                          f"{prefilled:4} prefilled -> {local.url}/projects/{report.project_id}")
+            prefilled = "answers start empty"
+            if project.prefill:  # model-assisted labelling, only where projects.yaml opts in
+                client.connect_ml_backend(report.project_id, backend.url)
+                prefilled = f"{client.prefill(report.project_id)[0]} prefilled"
+            console.print(f"{project.name:11} {report.created:4} created, {report.already_present:4} already present, "
+                          f"{prefilled} -> {local.url}/projects/{report.project_id}")
     except EvalstudioError as e:
         _stop(backend, local)
         raise _fail(e)
@@ -429,7 +479,7 @@ def _serve(local: LocalServer, backend=None) -> None:
         f"\nLabel Studio is running at [bold]{local.url}[/]" + (f" (ML backend at {backend.url})" if backend else "") + "\n"
         f"  login: {creds.username}  (password in {local.data_dir / 'credentials.json'})\n"
         f"  for other commands: set -a; . {local.data_dir / 'evalstudio.env'}; set +a\n"
-        "Next: open a project and click a task (the model's values are prefilled: change them and Submit);\n"
+        "Next: open a project and click Label All Tasks (answers start empty; model outputs stay hidden);\n"
         "      then `evalstudio report PROTOCOL` for agreement and human-vs-model plots.\n"
         "Press Ctrl-C to stop."
     )

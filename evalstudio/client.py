@@ -161,6 +161,11 @@ class Client:
             show_instruction=True,
             maximum_annotations=project.annotators_per_task,
             description=f"evalstudio protocol: {project.name}",
+            # No anchoring: predictions fill answer controls only when the project opts in to model-assisted
+            # labelling (projects.yaml `prefill: true`); otherwise Label Studio neither shows nor fetches them.
+            show_collab_predictions=project.prefill,
+            evaluate_predictions_automatically=project.prefill,
+            sampling="Uniform sampling" if project.order == "random" else "Sequential sampling",
         )
         project_id = self.find_project(project.title)
         if project_id is None:
@@ -206,7 +211,8 @@ class Client:
         """Pages of tasks with annotations and predictions as plain dicts (the layout of a JSON export)."""
         plain = lambda items: [x if isinstance(x, dict) else x.model_dump() for x in items or []]
         for page in self._pages(f"{action} of project {project_id}", page_size, project=project_id, fields="all"):
-            yield [{"id": t.id, "data": t.data, "annotations": plain(t.annotations), "predictions": plain(t.predictions)}
+            yield [{"id": t.id, "data": t.data, "meta": t.meta or {}, "annotations": plain(t.annotations),
+                    "predictions": plain(t.predictions)}
                    for t in page]
 
     def export_tasks(self, project_id: int) -> list[dict]:
@@ -233,6 +239,14 @@ class Client:
                 auth = dict(auth_method="BASIC_AUTH", basic_auth_user=user, basic_auth_pass=password)
             backend = self.sdk.ml.create(project=project_id, url=url, title=title, is_interactive=False, **auth)
             return backend.id, True
+
+    def require_prefill(self, project: Project) -> None:
+        """Predictions are model-assisted labelling: refused unless the project opts in (prefill: true)."""
+        if not project.prefill:
+            raise ServerError(
+                f"{project.name}: prefill is off in projects.yaml, so evalstudio creates no predictions: in Label Studio a "
+                "prediction fills the annotator's answer controls (anchoring). The model outputs stay in the tasks for "
+                f"the analysis. For model-assisted labelling set `prefill: true` under projects.{project.name}.")
 
     def request_predictions(self, project_id: int, task_ids: list[int]) -> None:
         """Ask Label Studio to fetch predictions for these tasks from the project's ML backend."""

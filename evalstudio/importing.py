@@ -14,7 +14,17 @@ from .retry import RetryPolicy
 from .sources import FieldError, RecordInvalid
 
 ID_FIELD = "evalstudio_id"
+PART_FIELD = "part"  # which project of a study (Circa Part I / Part II) a task belongs to
 log = logging.getLogger(__name__)
+
+
+def split_task(project: Project, data: dict) -> dict:
+    """A Label Studio task: `data` holds only what the annotator view shows (plus the ids); everything else the
+    importer kept (model outputs and ratings, gold labels, system names, the researcher's metadata) goes to `meta`,
+    which Label Studio keeps, exports and sends to ML backends but never shows to annotators."""
+    shown = project.data_fields() | {ID_FIELD, "item_id"}
+    return {"data": {k: v for k, v in data.items() if k in shown},
+            "meta": {k: v for k, v in data.items() if k not in shown}}
 
 
 @dataclass
@@ -69,6 +79,8 @@ def iter_tasks(project: Project, importer, paths: Sequence[Path]) -> Iterator[tu
                     yield Problem(str(path), line, err.field, err.message)
                 continue
             for data in datas:
+                if data.get(PART_FIELD, project.name) != project.name:
+                    continue  # a task of another project of the same study
                 missing = sorted(fields - data.keys())
                 if missing:
                     yield Problem(str(path), line, ", ".join(missing), "no value for field(s) the labeling config shows")
@@ -80,11 +92,14 @@ def scan(project: Project, importer, paths: Sequence[Path]) -> Scan:
     """Dry run: count tasks and collect every problem, including duplicate ids."""
     result = Scan()
     first_seen: dict[str, str] = {}
+    versions: dict[str, dict[str, str]] = {}  # item -> system -> where (for the design check)
     for item in iter_tasks(project, importer, paths):
         if isinstance(item, Problem):
             result.problems.append(item)
             continue
         where, data = item
+        if project.design:
+            versions.setdefault(str(data.get("item_id")), {}).setdefault(str(data.get("system")), where)
         key = data[ID_FIELD]
         if key in first_seen:
             path, _, line = where.rpartition(":")
@@ -92,7 +107,32 @@ def scan(project: Project, importer, paths: Sequence[Path]) -> Scan:
             continue
         first_seen[key] = where
         result.tasks += 1
+    if project.design:
+        result.problems += design_problems(project, versions)
     return result
+
+
+def design_problems(project: Project, versions: dict[str, dict[str, str]]) -> list[Problem]:
+    """The study design of projects.yaml (`design: {versions: 4[, items: 5]}`): every item has exactly `versions`
+    systems, the same set for every item; with `items`, exactly that many items."""
+    want, items = project.design.get("versions"), project.design.get("items")
+    problems = []
+    every = sorted({system for systems in versions.values() for system in systems})
+    for item, systems in versions.items():
+        path, _, line = next(iter(systems.values())).rpartition(":")
+        missing = [s for s in every if s not in systems]
+        if want is not None and len(systems) != want:
+            problems.append(Problem(path, int(line), "system", f"item {item!r} has {len(systems)} version(s) "
+                                    f"({', '.join(sorted(systems))}); the design needs exactly {want}"))
+        elif missing:
+            problems.append(Problem(path, int(line), "system", f"item {item!r} lacks version(s) {', '.join(missing)} "
+                                    "that other items have"))
+    if items is not None and len(versions) != items:
+        first = next(iter(next(iter(versions.values())).values()), ":0") if versions else ":0"
+        path, _, line = first.rpartition(":")
+        problems.append(Problem(path or "input", int(line) or None, "item_id",
+                                f"{len(versions)} item(s) found; the design needs exactly {items}"))
+    return problems
 
 
 def send_batch(client, project_id: int, batch: list[dict], watermark: int, retry: RetryPolicy) -> tuple[dict[str, int], bool]:
@@ -163,7 +203,7 @@ def import_files(
             if data[ID_FIELD] in seen:
                 report.already_present += 1
             else:
-                batch.append({"data": data})
+                batch.append(split_task(project, data))
                 seen.add(data[ID_FIELD])
                 if len(batch) >= batch_size:
                     flush()

@@ -72,6 +72,20 @@ class Project(BaseModel):
     agents: list[str] = []
     metadata_controls: list[str] = []
     predictor: Literal["stored", "learner", "llm"] = "stored"
+    # Model-assisted labelling: the ML backend's predictions fill the annotator's answer controls. Off by default:
+    # in a human evaluation the answers start empty (no anchoring); with it off evalstudio creates no predictions.
+    prefill: bool = False
+    # Several Label Studio projects can make one study (Circa: Part I, then Part II); they share `study`.
+    study: str | None = None
+    # Task order per annotator: "random" (Label Studio's uniform sampling) or "sequential".
+    order: Literal["sequential", "random"] = "sequential"
+    # Participant ids from the annotator's account e-mail (e.g. prolific: <PID>@email.prolific.com).
+    participant_id: Literal["prolific"] | None = None
+    # Study design checked at import: every item has exactly `versions` systems, the same set for all items
+    # (and exactly `items` items, when given).
+    design: dict[str, int] = {}
+    # Circa: leave out of the analysis annotators whose Part I control accuracy is below this.
+    min_control_accuracy: float | None = Field(default=None, ge=0, le=1)
     criteria: dict[str, Criterion] = Field(min_length=1)
     base_dir: Path = Path(".")
 
@@ -113,6 +127,10 @@ class Project(BaseModel):
         """(agent, control name) pairs of a criterion; agent is None for protocols without agents."""
         return [(slot.agent, slot.control) for slot in self.slots(criterion)]
 
+    @property
+    def study_name(self) -> str:
+        return self.study or self.name
+
     def data_fields(self) -> set[str]:
         """Task data keys the labeling config reads: object tags' $variables and any value="$x" (e.g. Headers)."""
         objects = {o.value_name for o in self.interface.objects if o.value_is_variable}
@@ -127,13 +145,34 @@ class Registry:
         self.path = path
 
     def names(self) -> list[str]:
-        return list(self.projects)
+        """Protocol names: a study of several projects (circa) by its study name, then each of its parts."""
+        studies = [p.study for p in self.projects.values() if p.study]
+        return list(dict.fromkeys(studies + list(self.projects)))
 
     def get(self, name: str) -> Project:
         try:
             return self.projects[name]
         except KeyError:
             raise UnknownName("protocol", name, self.names()) from None
+
+    def parts(self, name: str) -> list[Project]:
+        """The projects of a protocol: the project itself, or every part of a study (Circa: Part I and Part II)."""
+        if name in self.projects:
+            return [self.projects[name]]
+        found = [p for p in self.projects.values() if p.study == name]
+        if not found:
+            raise UnknownName("protocol", name, self.names())
+        return found
+
+    def study(self, name: str) -> Project:
+        """One Project standing for a whole study in the analysis: the parts' criteria and metadata together."""
+        parts = self.parts(name)
+        if len(parts) == 1:
+            return parts[0]
+        criteria = {k: v for p in parts for k, v in p.criteria.items()}
+        metadata = list(dict.fromkeys(m for p in parts for m in p.metadata_controls))
+        last = parts[-1]
+        return last.model_copy(update={"name": name, "criteria": criteria, "metadata_controls": metadata})
 
     def __iter__(self):
         return iter(self.projects.values())
@@ -226,6 +265,14 @@ def control_range(control) -> tuple[float, float]:
     if lo is None or hi is None:
         raise RegistryError(f"Number control '{control.name}' needs both min and max")
     return float(lo), float(hi)
+
+
+def control_step(control) -> float | None:
+    """The step of a Number control (default 1; None for step="any", any decimal); Ratings step by 1."""
+    if control.tag == "Rating":
+        return 1.0
+    step = control.attr.get("step", "1")
+    return None if str(step).strip().lower() == "any" else float(step)
 
 
 def _describe(error: ValidationError, path: Path, text: str, prefix: tuple) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from label_studio_sdk.label_interface import LabelInterface
 
-from .registry import control_range
+from .registry import control_range, control_step
 
 
 def dotted_get(data, path: str):
@@ -15,6 +15,12 @@ def dotted_get(data, path: str):
             return None
         value = value[part]
     return value
+
+
+def task_fields(task: dict) -> dict:
+    """Everything evalstudio keeps for a task: what annotators see (`data`) and the rest (`meta`: model outputs,
+    gold labels, systems). Tasks imported before the split had everything in `data`."""
+    return {**(task.get("meta") or {}), **(task.get("data") or {})}
 
 
 VALUE_KEYS = {"Number": "number", "Rating": "rating", "Choices": "choices", "TextArea": "text"}
@@ -34,6 +40,9 @@ def region(li: LabelInterface, control_name: str, value) -> dict:
             raise ValueError(f"{value} is outside {control_name}'s range {lo:g}..{hi:g}")
         if tag == "Rating" and value != int(value):
             raise ValueError(f"control '{control_name}' takes whole stars, got {value}")
+        step = control_step(control)
+        if step and abs((value - lo) / step - round((value - lo) / step)) > 1e-9:
+            raise ValueError(f"{value} is not on {control_name}'s step {step:g} (from {lo:g})")
         payload = int(value) if tag == "Rating" or float(value).is_integer() else float(value)
     elif tag == "Choices":
         choices = [value] if isinstance(value, str) else list(value)

@@ -171,3 +171,9 @@ def stable_id(*parts: object) -> str:
 def no_context(paths):
     """Default `prepare` of an importer: no cross-file context."""
     return {}, list(paths)
+
+
+def turns_text(turns: list[dict]) -> str:
+    """Dialogue turns as plain text, one "Speaker: text" paragraph per turn (Label Studio's Text tag shows it as is:
+    no timestamps, no markup, and a readable column in the task list)."""
+    return "\n\n".join(f"{t['speaker']}: {t['text']}" for t in turns)

@@ -18,6 +18,35 @@ from .tidy import ratings, unit
 SKIPPED = "skipped"
 
 
+def exclusions(annotations: pd.DataFrame, exclude_prefilled: bool = False, keep_bad_instances: bool = False):
+    """(annotations fit for agreement and alignment, notes saying what was left out).
+
+    Values accepted unchanged from a model prediction (model-assisted labelling) are the model's, not the
+    annotator's: refused (EvalstudioError) unless `exclude_prefilled`. Items marked "Bad instance" by any
+    annotator are left out unless `keep_bad_instances`."""
+    from ..errors import EvalstudioError
+
+    notes = []
+    if "prefilled_unchanged" in annotations and annotations["prefilled_unchanged"].any():
+        accepted = annotations[annotations["prefilled_unchanged"]]
+        count = f"{len(accepted)} value(s) in {accepted['annotation_id'].nunique()} annotation(s)"
+        if not exclude_prefilled:
+            raise EvalstudioError(
+                f"{count} were accepted unchanged from a model prediction (prefill is on for this project): agreement "
+                "and alignment on them would measure the model, not the annotators. Leave them out with "
+                "--exclude-prefilled (the export keeps them, flagged in the column prefilled_unchanged).")
+        annotations = annotations[~annotations["prefilled_unchanged"]]
+        notes.append(f"Left out: {count} accepted unchanged from a model prediction (prefill opt-in).")
+    if "bad_instance" in annotations and not keep_bad_instances:
+        flagged = annotations["bad_instance"].fillna("").astype(str).str.contains("Bad instance")
+        bad_tasks = set(annotations.loc[flagged & ~annotations["cancelled"], "task_id"])
+        if bad_tasks:
+            annotations = annotations[~annotations["task_id"].isin(bad_tasks)]
+            notes.append(f"Left out: {len(bad_tasks)} item(s) marked “Bad instance” by an annotator "
+                         "(keep them with --keep-bad-instances).")
+    return annotations, notes
+
+
 def _try(func, *args, **kwargs):
     """(value, note): statistics that are undefined for the data give NaN and the reason."""
     try:
@@ -172,3 +201,50 @@ def _mean_ci(values: np.ndarray, n_boot: int, seed: int = 0) -> tuple[float, flo
     rng = np.random.default_rng(seed)
     means = values[rng.integers(0, len(values), size=(n_boot, len(values)))].mean(axis=1)
     return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
+
+
+# ---- CMV --------------------------------------------------------------------------------------------------------
+
+TOM_CATEGORIES = ("beliefs", "desires", "intentions", "emotions", "knowledge", "perspective_taking")
+
+
+def cmv_value_shift(tasks: list[dict], annotations: pd.DataFrame) -> pd.DataFrame:
+    """Value alignment and value shift between post and persuasive comment, per ToM category (document 001,
+    "values alignment, and values shift between post and persuasive comment").
+
+    Per category over the items with values on both sides: mean Jaccard overlap of the post's and the comment's
+    value sets (alignment), mean number of values the comment adds and drops (shift), the most frequent added and
+    dropped values, and the human judgement of the comment's values (share of Yes among the annotators' answers)."""
+    rows = []
+    rated = annotations[~annotations["cancelled"] & annotations["value"].notna()] if not annotations.empty else annotations
+    for category in TOM_CATEGORIES:
+        overlaps, added_n, dropped_n, added, dropped = [], [], [], pd.Series(dtype=int), pd.Series(dtype=int)
+        for task in tasks:
+            tom = task.get("tom") or {}
+            post, comment = (_values(tom, side, category) for side in ("post", "comment"))
+            if post is None or comment is None:
+                continue
+            union = post | comment
+            overlaps.append(len(post & comment) / len(union) if union else 1.0)
+            added_n.append(len(comment - post))
+            dropped_n.append(len(post - comment))
+            added = added.add(pd.Series(1, index=sorted(comment - post)), fill_value=0)
+            dropped = dropped.add(pd.Series(1, index=sorted(post - comment)), fill_value=0)
+        human = rated[rated["criterion"] == category]["value"] if not rated.empty else pd.Series(dtype=object)
+        rows.append({"category": category, "items": len(overlaps),
+                     "jaccard_overlap": float(np.mean(overlaps)) if overlaps else np.nan,
+                     "values_added": float(np.mean(added_n)) if added_n else np.nan,
+                     "values_dropped": float(np.mean(dropped_n)) if dropped_n else np.nan,
+                     "top_added": ", ".join(added.sort_values(ascending=False).index[:3]),
+                     "top_dropped": ", ".join(dropped.sort_values(ascending=False).index[:3]),
+                     "human_yes_share": float((human == "Yes").mean()) if len(human) else np.nan,
+                     "human_answers": int(len(human)),
+                     "added": added.to_dict(), "dropped": dropped.to_dict()})
+    return pd.DataFrame(rows)
+
+
+def _values(tom: dict, side: str, category: str) -> set[str] | None:
+    entry = (tom.get(side) or {}).get(category) if isinstance(tom, dict) else None
+    if not isinstance(entry, dict) or not isinstance(entry.get("values"), list):
+        return None
+    return {str(v).strip().lower() for v in entry["values"] if str(v).strip()}

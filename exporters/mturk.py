@@ -13,6 +13,7 @@ import pandas as pd
 
 from ..errors import EvalstudioError
 from ..registry import Project
+from ..results import task_fields
 from .tidy import ANNOTATION_COLUMNS
 
 _LEADING_NUMBER = re.compile(r"^\s*(-?\d+(?:\.\d+)?)")
@@ -31,10 +32,10 @@ def read_mturk_results(path: Path | str, project: Project, tasks: list[dict],
     if "AssignmentStatus" in results:
         results = results[results["AssignmentStatus"] != "Rejected"]
     fields = [c.removeprefix("Input.") for c in results.columns
-              if c.startswith("Input.") and tasks and c.removeprefix("Input.") in tasks[0]["data"]]
+              if c.startswith("Input.") and tasks and c.removeprefix("Input.") in task_fields(tasks[0])]
     if not fields:
         raise EvalstudioError(f"{path}: no Input.* column matches a task data field")
-    index = {tuple(str(t["data"][f]).strip() for f in fields): t for t in tasks}
+    index = {tuple(str(task_fields(t).get(f, "")).strip() for f in fields): t for t in tasks}
     keys = results[[f"Input.{f}" for f in fields]].apply(lambda r: tuple(v.strip() for v in r), axis=1)
     matched = keys.map(lambda k: k in index)
     rows = []
@@ -46,8 +47,8 @@ def read_mturk_results(path: Path | str, project: Project, tasks: list[dict],
             if spec.is_numeric:
                 number = _LEADING_NUMBER.match(value)
                 value = float(number.group(1)) if number else float("nan")
-            rows.append({"project": project.name, "task_id": task["id"], "item_id": task["data"].get("item_id"),
-                         "system": task["data"].get("system"), "annotator": row["WorkerId"], "criterion": criterion,
+            rows.append({"project": project.name, "task_id": task["id"], "item_id": task_fields(task).get("item_id"),
+                         "system": task_fields(task).get("system"), "annotator": row["WorkerId"], "criterion": criterion,
                          "value": value, "annotation_id": row["AssignmentId"], "created_at": row.get("SubmitTime"),
                          "lead_time": pd.to_numeric(row.get("WorkTimeInSeconds"), errors="coerce"),
                          "cancelled": False, "agent": None, "rationale": None})

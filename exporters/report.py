@@ -20,17 +20,35 @@ from . import analysis  # noqa: E402
 from .tidy import annotation_frame, model_frame, task_frame, unit  # noqa: E402
 
 
+def tinfo_tasks(tasks: list[dict]) -> list[dict]:
+    """Every task's fields (data and meta) with its id."""
+    from ..results import task_fields
+
+    return [{"task_id": t["id"], **task_fields(t)} for t in tasks]
+
+
 def build_report(project: Project, tasks: list[dict], out_dir: Path, users: dict[int, str] | None = None,
                  n_boot: int = 1000, min_control_accuracy: float | None = None,
-                 annotations: pd.DataFrame | None = None) -> Path:
-    """Write the CSVs and index.html for one project; returns the HTML path."""
+                 annotations: pd.DataFrame | None = None, model: pd.DataFrame | None = None,
+                 exclude_prefilled: bool = False, keep_bad_instances: bool = False) -> Path:
+    """Write the CSVs and index.html for one project (or a study of several: pass its frames); returns the HTML path.
+
+    Values accepted unchanged from a model prediction (prefill opt-in) would make agreement and alignment measure
+    the model: the report refuses them unless `exclude_prefilled`, which leaves them out and says how many. Items
+    an annotator marked as a bad instance (CMV) are left out of agreement and alignment unless `keep_bad_instances`."""
     out_dir.mkdir(parents=True, exist_ok=True)
     ann = annotations if annotations is not None else annotation_frame(tasks, project, users)
-    model, tinfo = model_frame(tasks, project), task_frame(tasks)
+    model = model if model is not None else model_frame(tasks, project)
+    tinfo = task_frame(tasks)
     sections: list[str] = []
     tables: dict[str, pd.DataFrame] = {"annotations": ann, "model_outputs": model}
+    ann, notes = analysis.exclusions(ann, exclude_prefilled=exclude_prefilled, keep_bad_instances=keep_bad_instances)
+    sections += [f"<p>{html.escape(note)}</p>" for note in notes]
+    if project.study_name == "cmv":
+        tables["value_shift"] = analysis.cmv_value_shift(tinfo_tasks(tasks), ann)
 
     if project.importer == "circa" and "is_control" in tinfo:
+        min_control_accuracy = project.min_control_accuracy if min_control_accuracy is None else min_control_accuracy
         accuracy = analysis.circa_control_accuracy(ann, tinfo)
         tables["control_accuracy"] = accuracy
         if min_control_accuracy is not None:
@@ -71,6 +89,11 @@ def build_report(project: Project, tasks: list[dict], out_dir: Path, users: dict
         body += ["<h2>Faithfulness vs plausibility</h2>",
                  "<p>Explanation ratings when the interpretation shown is the model's prediction (faithfulness) "
                  "or the gold label (plausibility).</p>", _table(tables["explanation_roles"])]
+    if "value_shift" in tables:
+        body += ["<h2>Value alignment and value shift (post vs persuasive comment)</h2>",
+                 "<p>Per ToM category: the extracted values of the post and of the persuasive comment, their overlap "
+                 "(Jaccard), the values the comment adds and drops, next to the human judgement of the comment's values "
+                 "(share of Yes).</p>", _table(tables["value_shift"].drop(columns=["added", "dropped"], errors="ignore"))]
     if "control_accuracy" in tables:
         body += ["<h2>Control questions</h2>", _table(tables["control_accuracy"])]
     body += ["<h2>Annotators</h2>", _table(tables["annotator_qc"])]

@@ -2,7 +2,11 @@
 
 annotations: one row per (annotation, criterion[, agent])
   project, task_id, item_id, system, annotator, criterion, value, annotation_id, created_at, lead_time,
-  cancelled, agent, rationale, plus one column per metadata control (e.g. prolific_id, note, bad_instance)
+  cancelled, agent, rationale, from_prediction, prefilled_unchanged, plus one column per metadata control (e.g.
+  note, bad_instance) and the participant id where the protocol has one (prolific_id)
+  from_prediction: the annotation started from a model prediction (model-assisted labelling, prefill opt-in);
+  prefilled_unchanged: this value is the prediction's, accepted without change (Label Studio's result `origin`
+  "prediction", or the same value as the parent prediction)
 model:       one row per (task, criterion[, agent]) with a model output
   project, task_id, item_id, system, agent, criterion, value, model_version
 tasks:       one row per task: task_id, item_id, system and the task's scalar data fields
@@ -11,6 +15,7 @@ tasks:       one row per task: task_id, item_id, system and the task's scalar da
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -19,10 +24,11 @@ import pandas as pd
 
 from ..errors import EvalstudioError
 from ..registry import Project
-from ..results import dotted_get
+from ..results import dotted_get, task_fields
 
 ANNOTATION_COLUMNS = ["project", "task_id", "item_id", "system", "annotator", "criterion", "value", "annotation_id",
-                      "created_at", "lead_time", "cancelled", "agent", "rationale"]
+                      "created_at", "lead_time", "cancelled", "agent", "rationale", "from_prediction", "prefilled_unchanged"]
+PROLIFIC_EMAIL = re.compile(r"^([0-9a-fA-F]{24})@email\.prolific\.(?:com|co)$")
 MODEL_COLUMNS = ["project", "task_id", "item_id", "system", "agent", "criterion", "value", "model_version"]
 
 
@@ -55,6 +61,19 @@ def result_values(result: Iterable[dict]) -> dict[str, object]:
     return values
 
 
+def result_origins(result: Iterable[dict]) -> dict[str, str]:
+    """Control name -> Label Studio's `origin` of its region ("prediction", "prediction-changed", "manual")."""
+    return {r["from_name"]: r["origin"] for r in result or [] if isinstance(r, dict) and r.get("origin")}
+
+
+def participant_id(annotator: str, kind: str | None) -> str | None:
+    """The participant id carried by the annotator's account: Prolific's <PID>@email.prolific.com address."""
+    if kind == "prolific":
+        match = PROLIFIC_EMAIL.match(annotator or "")
+        return match.group(1) if match else None
+    return None
+
+
 def _annotator(completed_by, users: Mapping[int, str]) -> str:
     if isinstance(completed_by, dict):
         return completed_by.get("email") or str(completed_by.get("id"))
@@ -64,21 +83,36 @@ def _annotator(completed_by, users: Mapping[int, str]) -> str:
 def annotation_frame(tasks: Iterable[dict], project: Project, users: Mapping[int, str] | None = None) -> pd.DataFrame:
     users = users or {}
     rows = []
+    extra = list(project.metadata_controls) + (["prolific_id"] if project.participant_id == "prolific" else [])
     for task in tasks:
-        data = task["data"]
+        data = task_fields(task)
+        predictions = {p.get("id"): result_values(p.get("result")) for p in task.get("predictions") or []
+                       if isinstance(p, dict)}
         for ann in task.get("annotations") or []:
             values = result_values(ann.get("result"))
+            origins = result_origins(ann.get("result"))
+            parent = ann.get("parent_prediction")
+            predicted = predictions.get(parent, {}) if parent is not None else {}
+            annotator = _annotator(ann.get("completed_by"), users)
             base = {
                 "project": project.name, "task_id": task["id"], "item_id": data.get("item_id"),
-                "system": data.get("system"), "annotator": _annotator(ann.get("completed_by"), users),
+                "system": data.get("system"), "annotator": annotator,
                 "annotation_id": ann.get("id"), "created_at": ann.get("created_at"), "lead_time": ann.get("lead_time"),
-                "cancelled": bool(ann.get("was_cancelled")),
+                "cancelled": bool(ann.get("was_cancelled")), "from_prediction": parent is not None,
                 **{name: values.get(name) for name in project.metadata_controls},
             }
+            if project.participant_id:
+                base["prolific_id"] = participant_id(annotator, project.participant_id)
             for slot in project.slots():
-                rows.append({**base, "criterion": slot.criterion, "agent": slot.agent, "value": values.get(slot.control),
-                             "rationale": values.get(slot.rationale) if slot.rationale else None})
-    frame = pd.DataFrame(rows, columns=ANNOTATION_COLUMNS + list(project.metadata_controls))
+                value = values.get(slot.control)
+                unchanged = value is not None and (origins.get(slot.control) == "prediction" or (
+                    parent is not None and slot.control not in origins and predicted.get(slot.control) == value))
+                rows.append({**base, "criterion": slot.criterion, "agent": slot.agent, "value": value,
+                             "rationale": values.get(slot.rationale) if slot.rationale else None,
+                             "prefilled_unchanged": bool(unchanged)})
+    frame = pd.DataFrame(rows, columns=ANNOTATION_COLUMNS + extra)
+    frame["from_prediction"] = frame["from_prediction"].astype(bool)
+    frame["prefilled_unchanged"] = frame["prefilled_unchanged"].astype(bool)
     frame["created_at"] = pd.to_datetime(frame["created_at"], utc=True, errors="coerce")
     frame["lead_time"] = pd.to_numeric(frame["lead_time"], errors="coerce")
     for criterion, spec in project.criteria.items():
@@ -89,18 +123,20 @@ def annotation_frame(tasks: Iterable[dict], project: Project, users: Mapping[int
 
 
 def write_annotation_csv(pages: Iterable[list[dict]], project: Project, users: Mapping[int, str], path: Path,
-                         on_page=None) -> tuple[int, int]:
-    """Stream pages of tasks to one tidy CSV (memory: one page). Returns (rows, annotations)."""
+                         on_page=None, append: bool = False) -> tuple[int, int]:
+    """Stream pages of tasks to one tidy CSV (memory: one page). Returns (rows, annotations).
+
+    append: add to a CSV that already has the header (the next project of a study)."""
     rows = annotations = 0
-    with open(path, "w", encoding="utf-8", newline="") as f:
+    with open(path, "a" if append else "w", encoding="utf-8", newline="") as f:
         for number, page in enumerate(pages):
             frame = annotation_frame(page, project, users)
-            frame.to_csv(f, index=False, header=number == 0)
+            frame.to_csv(f, index=False, header=number == 0 and not append)
             rows += len(frame)
             annotations += frame["annotation_id"].nunique()
             if on_page:
                 on_page(len(page))
-        if rows == 0 and f.tell() == 0:  # no pages at all: still write the header
+        if rows == 0 and f.tell() == 0 and not append:  # no pages at all: still write the header
             annotation_frame([], project, users).to_csv(f, index=False)
     return rows, annotations
 
@@ -108,7 +144,7 @@ def write_annotation_csv(pages: Iterable[list[dict]], project: Project, users: M
 def model_frame(tasks: Iterable[dict], project: Project) -> pd.DataFrame:
     rows = []
     for task in tasks:
-        data = task["data"]
+        data = task_fields(task)
         for slot in project.slots():
             value = dotted_get(data, slot.model_output) if slot.model_output else None
             if value is not None:
@@ -123,7 +159,7 @@ def task_frame(tasks: Iterable[dict]) -> pd.DataFrame:
     rows = []
     for task in tasks:
         row = {"task_id": task["id"]}
-        for key, value in task["data"].items():
+        for key, value in task_fields(task).items():
             if isinstance(value, (str, int, float, bool)) or value is None:
                 row[key] = value
             elif isinstance(value, list) and all(isinstance(v, str) for v in value):

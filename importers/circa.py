@@ -8,8 +8,15 @@ Inputs (any mix, in one import):
   *.tsv  the Circa release (id, context, question-X, canquestion-X, answer-Y, judgements, goldstandard1,
          goldstandard2): gold labels joined onto the CSV items by (context, question, answer)
 
-Items with a gold label are control questions for Part I; `shown_label_is` records whether the interpretation
-shown in Part II is the model's prediction (faithfulness) and/or the gold label (plausibility).
+Each item becomes one Part I task (circa_part1: context, question and answer only; the annotator chooses an
+interpretation and sees no model output) and one Part II task per interpretation shown (circa_part2: the model's
+prediction and, when the model was wrong, the gold label, each with the explanation). Items with a gold label are
+control questions in Part I. Nothing the annotator sees says whether the shown interpretation is the model's or the
+gold one; `shown_label_is` (kept in the task's meta) records it for the faithfulness/plausibility analysis.
+
+Conversations used as Part I questions or as examples in the survey instructions are excluded from the main survey
+(document 002, "Excluded examples"): items whose question and answer are those of an instruction example are
+left out, and a Part I-only list can be given as a TSV/CSV named *part1*.
 """
 
 from __future__ import annotations
@@ -28,6 +35,23 @@ RELAXED = {
     "I am not sure how X will interpret Y’s answer": "In the middle, neither yes nor no",
     "I am not sure how X will interpret Y's answer": "In the middle, neither yes nor no",
 }
+# The (question, answer) pairs of the survey's instruction examples (document 002): never survey items.
+INSTRUCTION_EXAMPLES = {
+    ("Do you eat red meat?", "I am a vegetarian."),
+    ("Do you like movies with sad endings?", "I often watch them."),
+    ("Are you up for a movie?", "Only to a comedy."),
+    ("Will you have along commute?", "I'll be living very close to the job."),
+    ("Are you excited to start a new job?", "I have mixed feelings."),
+    ("Is a basement flat okay?", "I need to be above ground."),
+    ("Are you allergic to seafood?", "Avoiding seafood is best for my health."),
+    ("Got any plans?", "My schedule is open."),
+    ("Are you a fan of bars?", "I'm in AA."),
+    ("Are you in a support position?", "I'm a supervisor."),
+    ("Is disk golf fun to you?", "I've never done it."),
+    ("Are you extroverted?", "I don't know"),
+    ("Do you still talk to our friend Katie?", "Remind me who she is"),
+}
+PART1, PART2 = "circa_part1", "circa_part2"
 TSV_COLUMNS = ("id", "context", "question-X", "answer-Y", "judgements", "goldstandard1", "goldstandard2")
 CSV_COLUMNS = ("context", "question", "answer", "explanation")
 
@@ -76,25 +100,39 @@ def convert(row: dict, project, context) -> list[dict]:
         raise FieldError("interpretation", "missing: give an 'interpretation' column (MTurk batch) or 'prediction' (model output)")
     circa_id = (row.get("id") or "").strip() or joined.get("circa_id")
     item_id = f"circa-{circa_id}" if circa_id else "circa-" + stable_id(*question.values())
-    tasks = []
+    if _normal(question["question"], question["answer"]) in _EXCLUDED:
+        return []  # an instruction example: excluded from the survey
+    common = {
+        "item_id": item_id,
+        "system": (row.get("model") or "").strip() or "model",
+        **question,
+        "prediction": prediction,
+        "gold_label": gold,
+        "goldstandard1": _na(row.get("goldstandard1", "")) or joined.get("goldstandard1"),
+        "judgements": (row.get("judgements") or "").strip() or joined.get("judgements"),
+        "circa_id": circa_id,
+        "is_control": gold is not None,
+    }
+    tasks = [{"evalstudio_id": f"{item_id}:part1", "part": PART1, **common}]
     for label in shown:
         roles = [role for role, value in (("prediction", prediction), ("gold", gold)) if value == label]
         tasks.append({
-            "evalstudio_id": f"{item_id}:{label}",
-            "item_id": item_id,
-            "system": (row.get("model") or "").strip() or "model",
-            **question,
+            "evalstudio_id": f"{item_id}:part2:{stable_id(label)}",  # the id does not show the interpretation
+            "part": PART2,
+            **common,
             "explanation": explanation,
             "interpretation": label,
-            "prediction": prediction,
-            "gold_label": gold,
-            "goldstandard1": _na(row.get("goldstandard1", "")) or joined.get("goldstandard1"),
-            "judgements": (row.get("judgements") or "").strip() or joined.get("judgements"),
-            "circa_id": circa_id,
-            "is_control": gold is not None,
             "shown_label_is": roles or ["unknown"],
         })
     return tasks
+
+
+def _normal(question: str, answer: str) -> tuple[str, str]:
+    clean = lambda text: " ".join(text.replace("’", "'").strip(" \"“”").split()).lower()
+    return clean(question), clean(answer)
+
+
+_EXCLUDED = {_normal(q, a) for q, a in INSTRUCTION_EXAMPLES}
 
 
 def relaxed(label: str | None) -> str | None:

@@ -51,7 +51,12 @@ def convert(record: dict, project, context) -> list[dict]:
     tom = record.get("tom") or {}
     if not isinstance(tom, dict):
         raise FieldError("tom", "expected {post: {...}, comment: {...}}")
-    collect(*(_tom_check(data, tom, side, cat) for side in ("post", "comment") for cat in CATEGORIES))
+    shown: dict[str, dict[str, str]] = {"post": {}, "comment": {}}
+    collect(*(_tom_check(shown[side], tom, side, cat) for side in ("post", "comment") for cat in CATEGORIES))
+    # Q2-Q7 judge the comment's values (shown next to each question); the post's are context, in one panel.
+    for category in CATEGORIES:
+        data[f"comment_{category}"] = shown["comment"][category]
+    data["post_tom"] = "\n".join(f"{_TITLES[c]}: {shown['post'][c]}" for c in CATEGORIES)
     data["tom"] = tom
     if "model_answers" in record:
         answers = require(record, "model_answers", dict)
@@ -61,12 +66,16 @@ def convert(record: dict, project, context) -> list[dict]:
     return [data]
 
 
-def _tom_check(data: dict, tom: dict, side: str, category: str):
+_TITLES = {"beliefs": "Beliefs", "desires": "Desires", "intentions": "Intentions", "emotions": "Emotions",
+           "knowledge": "Knowledge", "perspective_taking": "Perspective Taking"}
+NOT_EXTRACTED = "No TOM values were extracted for this category."
+
+
+def _tom_check(out: dict, tom: dict, side: str, category: str):
     def check():
         entry = (tom.get(side) or {}).get(category)
-        label = "Post" if side == "post" else "Comment"
         if entry is None:
-            data[f"{side}_{category}"] = f"{label}: (not extracted)"
+            out[category] = NOT_EXTRACTED
             return
         field = f"tom.{side}.{category}"
         if not isinstance(entry, dict):
@@ -77,7 +86,7 @@ def _tom_check(data: dict, tom: dict, side: str, category: str):
         content = entry.get("content", "")
         if not isinstance(content, str):
             raise FieldError(f"{field}.content", "expected a string")
-        data[f"{side}_{category}"] = f"{label}. Values: {', '.join(values) or '-'}. Content: {content or '-'}"
+        out[category] = f"Values: {', '.join(values) or 'none'}. Content: {content or '-'}"
 
     return check
 

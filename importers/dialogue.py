@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ..sources import FieldError, collect, no_context, number_in_range, read_jsonl, read_table, require, stable_id
+from ..sources import FieldError, collect, no_context, number_in_range, read_jsonl, read_table, require, stable_id, turns_text
 
 NAME = "dialogue"
 prepare = no_context
@@ -43,10 +43,11 @@ def convert(record: dict, project, context) -> list[dict]:
             raise FieldError(where, "expected {system, text}")
         system = require(response, "system").strip()
         data = {
-            "evalstudio_id": f"dialogue-{item_id}:{system}",
+            "evalstudio_id": f"dialogue-{item_id}:{stable_id(system)}",  # the id shows no system name
             "item_id": item_id,
             "system": system,
-            "context": turns,
+            "context": turns_text(turns),
+            "context_turns": turns,
             "response": require(response, "text").strip(),
         }
         if "model_ratings" in response:

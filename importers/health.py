@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..sources import FieldError, no_context, read_jsonl, read_table, require
+from ..sources import FieldError, no_context, read_jsonl, read_table, require, stable_id, turns_text
 from .dialogue import check_ratings
 
 NAME = "health"
@@ -48,11 +48,11 @@ def convert(record: dict, project, context) -> list[dict]:
         dialogue.append({"speaker": "User", "text": require(exchange, "user", str).strip()})
         dialogue.append({"speaker": "Assistant", "text": require(exchange, "assistant", str).strip()})
     data = {
-        "evalstudio_id": f"health-{scenario_id}:{system}",
+        "evalstudio_id": f"health-{scenario_id}:{stable_id(system)}",  # the id shows no version name
         "item_id": scenario_id,
         "system": system,
         "scenario": require(record, "scenario").strip(),
-        "dialogue": dialogue,
+        "dialogue": turns_text(dialogue),
     }
     if record.get("model_ratings"):
         data["model_ratings"] = check_ratings(record["model_ratings"], project, "model_ratings")

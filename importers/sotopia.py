@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from ..sources import FieldError, collect, no_context, number_in_range, read_jsonl, require
+from ..sources import FieldError, collect, no_context, number_in_range, read_jsonl, require, turns_text
 
 NAME = "sotopia"
 AGENTS = ("agent1", "agent2")
@@ -32,15 +32,15 @@ def convert(record: dict, project, context) -> list[dict]:
         "evalstudio_id": f"sotopia:{episode_id}",
         "item_id": episode_id,
         "system": record.get("experiment_tag") or "unknown",
-        "scenario": require(record, "scenario"),
+        "scenario": _plain(require(record, "scenario")),
         "codename": record.get("codename", ""),
-        "dialogue": _dialogue(require(record, "raw_messages", list)),
+        "dialogue": turns_text(_dialogue(require(record, "raw_messages", list))),
     }
     models = record.get("experiment_model_name_pairs") or []
     for agent, name in zip(AGENTS, names):
         data[f"{agent}_name"] = name
-        data[f"{agent}_background"] = require(backgrounds, name)
-        data[f"{agent}_goal"] = _plain_goal(require(goals, name))
+        data[f"{agent}_background"] = _plain(require(backgrounds, name))
+        data[f"{agent}_goal"] = _plain(require(goals, name))
     if len(models) == 3:
         data["model_version"] = models[0]
         data["agent_models"] = dict(zip(AGENTS, models[1:]))
@@ -69,9 +69,13 @@ def _dialogue(raw_messages: list) -> list[dict]:
     return turns
 
 
-def _plain_goal(goal: str) -> str:
-    """Drop Sotopia's <extra_info>/<strategy_hint> markup; the text inside already says what it is."""
-    return re.sub(r"\s+", " ", re.sub(r"</?(extra_info|strategy_hint)>", " ", goal)).replace("( ", "(").replace(" )", ")").strip()
+_MARKUP = re.compile(r"</?(?:p|extra_info|strategy_hint|clarification_hint)\b[^>]*>")
+
+
+def _plain(text: str) -> str:
+    """Drop Sotopia's viewer/hint markup (<p viewer="environment">, <extra_info>, <strategy_hint>); the text inside
+    already says what it is."""
+    return re.sub(r"\s+", " ", _MARKUP.sub(" ", text)).replace("( ", "(").replace(" )", ")").strip()
 
 
 def _ratings(rewards, project) -> dict:

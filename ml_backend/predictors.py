@@ -20,8 +20,8 @@ import httpx
 import numpy as np
 
 from ..exporters.tidy import result_values
-from ..registry import Project, control_range
-from ..results import dotted_get
+from ..registry import Project, control_range, control_step
+from ..results import dotted_get, task_fields
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ class StoredPredictor:
     name = "stored"
 
     def predict(self, project: Project, task: dict) -> Output:
-        data = task["data"]
+        data = task_fields(task)
         values, looked_for = {}, []
         for slot in project.slots():
             for path, target in ((slot.model_output, slot.control), (slot.model_rationale, slot.rationale)):
@@ -174,9 +174,9 @@ class LearnerPredictor:
             elif spec.is_numeric:
                 control_tag = project.interface.get_control(control)
                 lo, hi = control_range(control_tag)
-                step = float(control_tag.attr.get("step", 1))
+                step = control_step(control_tag) or 0.1  # step="any": one decimal, as the documents' examples
                 raw = float(entry["model"].predict(X)[0])
-                values[control] = float(np.clip(np.round(raw / step) * step, lo, hi).round(6))
+                values[control] = float(np.clip(lo + np.round((raw - lo) / step) * step, lo, hi).round(6))
                 scores[control] = entry["score"]
             else:
                 proba = entry["model"].predict_proba(X)[0]

@@ -24,7 +24,8 @@ from .postgres import TempPostgres
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 DATA = Path(__file__).resolve().parent / "data"
-PROTOCOLS = ["sotopia", "cmv", "circa", "dialogue", "health"]
+PROTOCOLS = ["sotopia", "cmv", "circa", "dialogue", "health"]  # protocols (studies), as on the command line
+PROJECTS = ["sotopia", "cmv", "circa_part1", "circa_part2", "dialogue", "health"]  # their Label Studio projects
 DATABASES = [d.strip() for d in os.environ.get("EVALSTUDIO_TEST_DATABASES", "sqlite,postgresql").split(",") if d.strip()]
 
 
@@ -76,7 +77,7 @@ def client(label_studio) -> Client:
 
 @pytest.fixture
 def importer_for(reg):
-    return lambda protocol: importers.get(reg.get(protocol).importer)
+    return lambda protocol: importers.get(reg.parts(protocol)[0].importer)
 
 
 @pytest.fixture(scope="session")

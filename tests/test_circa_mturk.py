@@ -14,7 +14,7 @@ import pytest
 from evalstudio.exporters import analysis
 from evalstudio.exporters.mturk import read_mturk_results
 from evalstudio.exporters.tidy import task_frame
-from evalstudio.importing import iter_tasks
+from evalstudio.importing import iter_tasks, split_task
 
 from .conftest import DATA, EXAMPLES
 
@@ -26,8 +26,10 @@ MODEL_OUTPUTS = EXAMPLES / "circa" / "model_explanations.csv"
 def pipeline(reg):
     from evalstudio import importers
 
-    project = reg.get("circa")
-    tasks = [{"id": i, "data": d} for i, (_, d) in enumerate(iter_tasks(project, importers.get("circa"), [MODEL_OUTPUTS]))]
+    project = reg.get("circa_part2")  # the explanation ratings (Part II); gold and roles go to the task's meta
+    tasks = [{"id": i, **split_task(project, d)}
+             for i, (_, d) in enumerate(iter_tasks(project, importers.get("circa"), [MODEL_OUTPUTS]))]
+    assert all("gold_label" in t["meta"] and "gold_label" not in t["data"] for t in tasks)
     annotations, unmatched = read_mturk_results(RESULTS, project, tasks, {"explanation_quality": "Answer.explanation-quality.label"})
     return project, tasks, annotations, unmatched
 

@@ -9,27 +9,39 @@ import re
 import pytest
 
 from evalstudio.errors import Problem
-from evalstudio.importing import iter_tasks, scan
+from evalstudio.importing import iter_tasks, scan, split_task
 
 from .conftest import DATA, EXAMPLES, PROTOCOLS, example_files
 
 
-def tasks_of(reg, importer_for, protocol, files):
-    items = list(iter_tasks(reg.get(protocol), importer_for(protocol), files))
+def tasks_of(reg, importer_for, protocol, files, part=None):
+    """Task data of every project of the protocol (Circa: both parts), or of one part."""
+    items = [item for project in reg.parts(protocol) if part in (None, project.name)
+             for item in iter_tasks(project, importer_for(protocol), files)]
     problems = [i for i in items if isinstance(i, Problem)]
     assert not problems, problems
     return [data for _, data in items]
 
 
+# what an annotator must never see in the task data (it goes to the task's meta): model outputs and ratings,
+# gold labels and which interpretation is which, system / version names
+HIDDEN = {"model_ratings", "model_reasoning", "model_answers", "model_version", "prediction", "gold_label",
+          "shown_label_is", "is_control", "system", "tom", "goldstandard1", "judgements"}
+
+
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_examples_are_valid_and_carry_what_the_config_shows(reg, importer_for, protocol):
-    project = reg.get(protocol)
-    tasks = tasks_of(reg, importer_for, protocol, example_files(protocol))
-    assert tasks
-    for data in tasks:
-        assert project.data_fields() <= data.keys()
-        assert {"evalstudio_id", "item_id", "system"} <= data.keys()
-    assert len({t["evalstudio_id"] for t in tasks}) == len(tasks)
+    for project in reg.parts(protocol):
+        tasks = tasks_of(reg, importer_for, protocol, example_files(protocol), part=project.name)
+        assert tasks
+        for data in tasks:
+            assert project.data_fields() <= data.keys()
+            assert {"evalstudio_id", "item_id", "system"} <= data.keys()
+            task = split_task(project, data)
+            assert task["data"].keys() == project.data_fields() | {"evalstudio_id", "item_id"}
+            assert not HIDDEN & task["data"].keys() and {**task["meta"], **task["data"]} == data
+            assert task["meta"]["system"] not in task["data"]["evalstudio_id"] or protocol in {"sotopia", "cmv", "circa"}
+        assert len({t["evalstudio_id"] for t in tasks}) == len(tasks)
 
 
 def test_sotopia_keeps_evaluator_ratings_and_reasoning(reg, importer_for):
@@ -46,13 +58,18 @@ def test_sotopia_keeps_evaluator_ratings_and_reasoning(reg, importer_for):
             assert data[f"{agent}_name"] == list(episode["agents_background"])[i]
         said = sum(1 for turn in episode["raw_messages"] for s, r, text in turn
                    if r == "Environment" and text.startswith("said:"))
-        assert sum(1 for t in data["dialogue"] if not t["text"].startswith("[")) == said
+        turns = data["dialogue"].split("\n\n")  # plain "Name: text" paragraphs
+        assert sum(1 for t in turns if not t.split(": ", 1)[1].startswith("[")) == said
+        assert all(t.split(": ", 1)[0] in episode["agents_background"] for t in turns)
+        assert "<p" not in data["scenario"] and "<" not in data["agent1_goal"]
         assert data["model_version"] == episode["experiment_model_name_pairs"][0]
 
 
 def test_circa_model_outputs_expand_to_the_published_mturk_batch(reg, importer_for):
     """60 model outputs -> the 90 items of the real MTurk batch: prediction shown, plus gold shown when it differs."""
-    tasks = tasks_of(reg, importer_for, "circa", [EXAMPLES / "circa" / "model_explanations.csv"])
+    part1 = tasks_of(reg, importer_for, "circa", [EXAMPLES / "circa" / "model_explanations.csv"], part="circa_part1")
+    assert len(part1) == 60 and not any("explanation" in t or "interpretation" in t for t in part1)  # no model output
+    tasks = tasks_of(reg, importer_for, "circa", [EXAMPLES / "circa" / "model_explanations.csv"], part="circa_part2")
     ours = sorted((t["context"], t["question"], t["answer"], t["explanation"], t["interpretation"]) for t in tasks)
     with open(DATA / "circa_mturk_batch.csv", encoding="utf-8", newline="") as f:
         published = sorted((r["context"].strip(), r["question"].strip(), r["answer"].strip(), r["explanation"].strip(),
@@ -65,7 +82,7 @@ def test_circa_model_outputs_expand_to_the_published_mturk_batch(reg, importer_f
 
 def test_circa_batch_form_joins_gold_from_the_tsv(reg, importer_for):
     files = [DATA / "circa_mturk_batch.csv", DATA / "circa_gold_slice.tsv"]
-    tasks = tasks_of(reg, importer_for, "circa", files)
+    tasks = tasks_of(reg, importer_for, "circa", files, part="circa_part2")
     with open(DATA / "circa_gold_slice.tsv", encoding="utf-8", newline="") as f:
         gold = {(r["context"], r["question-X"], r["answer-Y"]): r for r in csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE)}
     joined = [t for t in tasks if (t["context"], t["question"], t["answer"]) in gold]
@@ -82,7 +99,7 @@ def test_cmv_reads_thread_xml(reg, importer_for):
     assert task["post_title"].startswith("CMV: Public libraries")
     assert task["comment"].startswith("Libraries are mostly not about books")  # inline <claim> markup removed
     assert "∆" in task["delta_reply"] and task["item_id"] == "es4-es4a"
-    assert task["post_beliefs"] == "Post: (not extracted)"
+    assert task["comment_beliefs"] == "No TOM values were extracted for this category."
 
 
 @pytest.mark.parametrize("text, speakers", [
@@ -94,7 +111,8 @@ def test_dialogue_accepts_newline_separated_context(reg, importer_for, tmp_path,
     with open(path, "w", encoding="utf-8", newline="") as f:
         csv.writer(f).writerows([["context", "response", "system"], [text, "Sure.", "sys-a"]])
     [task] = tasks_of(reg, importer_for, "dialogue", [path])
-    assert [t["speaker"] for t in task["context"]] == speakers
+    assert [t["speaker"] for t in task["context_turns"]] == speakers
+    assert task["context"].split("\n\n")[0].startswith(f"{speakers[0]}: ")
 
 
 def test_health_csv_and_jsonl_agree(reg, importer_for, tmp_path):
@@ -109,7 +127,7 @@ def test_health_csv_and_jsonl_agree(reg, importer_for, tmp_path):
     from_jsonl = tasks_of(reg, importer_for, "health", [EXAMPLES / "health" / "assistant_versions.jsonl"])[0]
     assert from_jsonl.pop("model_ratings") and from_jsonl.pop("model_version")  # the CSV carries no model outputs
     assert from_csv == from_jsonl
-    assert len(from_csv["dialogue"]) == 16
+    assert len(from_csv["dialogue"].split("\n\n")) == 16
 
 
 # ---- bad input: one row per protocol and defect -------------------------------------------------------------
@@ -179,7 +197,7 @@ BAD_INPUTS = _bad_inputs()
 def test_bad_input_is_reported_with_file_line_field(reg, importer_for, tmp_path, protocol, defect, name, content, line, field, message):
     path = tmp_path / name
     path.write_bytes(content)
-    result = scan(reg.get(protocol), importer_for(protocol), [path])
+    result = scan(reg.parts(protocol)[0], importer_for(protocol), [path])
     assert result.problems, "the defect must be found"
     problem = result.problems[0]
     assert (problem.path, problem.line, problem.field) == (str(path), line, field), str(problem)
@@ -199,10 +217,35 @@ def test_all_problems_are_reported_not_just_the_first(reg, importer_for, tmp_pat
 def test_duplicate_ids_are_reported(reg, importer_for, tmp_path):
     path = tmp_path / "dup.jsonl"
     path.write_bytes(_jsonl(_first_record("health"), _first_record("health")))
-    [problem] = scan(reg.get("health"), importer_for("health"), [path]).problems
+    [problem] = [p for p in scan(reg.get("health"), importer_for("health"), [path]).problems if p.field == "evalstudio_id"]
     assert problem.line == 2 and problem.field == "evalstudio_id" and re.search(r"first seen at .*dup.jsonl:1", problem.message)
 
 
 def test_missing_file_is_reported(reg, importer_for, tmp_path):
     [problem] = scan(reg.get("health"), importer_for("health"), [tmp_path / "nope.jsonl"]).problems
     assert problem.message == "no such file"
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda records: records[:3], "has 3 version(s)"),
+    (lambda records: records + [{**records[0], "system": "v5-extra"}], "has 5 version(s)"),
+    (lambda records: records[:3] + [{**records[3], "scenario_id": "other"}], "has 3 version(s)"),
+])
+def test_health_design_four_versions_of_every_scenario(reg, importer_for, tmp_path, change, message):
+    """Document 004: every scenario in 4 versions; a missing or extra version is an error naming file and line."""
+    records = [json.loads(line) for line in (EXAMPLES / "health" / "assistant_versions.jsonl").read_text().splitlines()]
+    assert not scan(reg.get("health"), importer_for("health"), [EXAMPLES / "health" / "assistant_versions.jsonl"]).problems
+    path = tmp_path / "h.jsonl"
+    path.write_bytes(_jsonl(*change(records)))
+    problems = [p for p in scan(reg.get("health"), importer_for("health"), [path]).problems if p.field == "system"]
+    assert problems and message in problems[0].message and problems[0].line == 1, problems
+
+
+def test_circa_instruction_examples_are_excluded(reg, importer_for, tmp_path):
+    """Document 002: conversations used as examples in the survey instructions are not survey items."""
+    example = ["Y has just told X that he/she is thinking of buying a flat in New York.", "Is a basement flat okay?",
+               "I need to be above ground.", "A basement is not above ground.", "No", "No"]
+    path = tmp_path / "c.csv"
+    path.write_bytes(_circa_rows([GOOD_CIRCA, example]))
+    tasks = tasks_of(reg, importer_for, "circa", [path])
+    assert {t["question"] for t in tasks} == {GOOD_CIRCA[1]}

@@ -10,7 +10,7 @@ import yaml
 from evalstudio import registry
 from evalstudio.errors import RegistryError, UnknownName
 
-from .conftest import PROTOCOLS, ROOT
+from .conftest import PROJECTS, ROOT
 
 # The protocols as published (see README): control -> (min, max) or labels.
 SPEC = {
@@ -19,19 +19,17 @@ SPEC = {
         "social_rules": (-10, 0), "financial_and_material_benefits": (-5, 5), "goal": (0, 10)}.items()}},
     "cmv": {f"q{i}_{c}": ["Yes", "No"] for i, c in enumerate(
         ["persuasive", "beliefs", "desires", "intentions", "emotions", "knowledge", "perspective_taking"], start=1)},
-    "circa": {"interpretation_choice": ["Yes", "Yes, subject to some conditions", "No",
-                                        "In the middle, neither yes nor no", "Other"],
-              "explanation_rating": (1, 5)},
+    "circa_part1": {"interpretation_choice": ["Yes", "Yes, subject to some conditions", "No",
+                                              "In the middle, neither yes nor no", "Other"]},
+    "circa_part2": {"explanation_rating": (1, 5)},
     "dialogue": {"appropriateness": (1, 5), "information_content": (1, 5), "human_likeness": (1, 5)},
     "health": {**{k: (1, 10) for k in ["explainability", "controllability", "machine_intelligence", "real_time_learning",
                                        "iterative_interaction", "emotional_interaction", "contractual_trust",
                                        "emotional_trust", "willingness_to_continue"]}},
 }
-DECIMAL_STEP = {"explainability", "controllability", "machine_intelligence", "real_time_learning",
-                "iterative_interaction", "emotional_interaction"}
 
 
-@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize("protocol", PROJECTS)
 def test_config_matches_published_protocol(reg, protocol):
     project = reg.get(protocol)
     li = project.interface  # parsed and validated by label_studio_sdk's LabelInterface
@@ -42,11 +40,12 @@ def test_config_matches_published_protocol(reg, protocol):
         else:
             assert list(control.labels) == expected, name
         assert control.attr.get("required") == "true", f"{name} must be required"
-    assert project.config_path.name == f"{protocol}.xml" and project.importer == protocol
+    assert project.config_path.name == f"{protocol}.xml" and project.importer == project.study_name
+    assert "../shared/seeds/" in project.label_config.split("-->")[0]  # the source document, named at the top
 
 
 @pytest.mark.parametrize("protocol, controls", [
-    ("sotopia", [f"{a}_{d}_rationale" for a in ("agent1", "agent2") for d in ("believability", "goal", "secret")] + ["prolific_id"]),
+    ("sotopia", [f"{a}_{d}_rationale" for a in ("agent1", "agent2") for d in ("believability", "goal", "secret")]),
     ("cmv", ["note", "bad_instance"]),
 ])
 def test_text_controls(reg, protocol, controls):
@@ -60,19 +59,28 @@ def test_text_controls(reg, protocol, controls):
         assert all(li.get_control(n).attr.get("required") == "true" for n in controls)
 
 
-def test_health_accepts_decimals_only_where_the_protocol_does(reg):
+def test_health_accepts_any_decimal_for_all_nine_ratings(reg):
+    """Document 004: "Scores can be any decimal values from 1 to 10 (e.g., 5.5, 7.8, 10)" - all nine ratings."""
     li = reg.get("health").interface
+    assert len(li.controls) == 9
     for control in li.controls:
-        assert float(control.attr["step"]) == (0.1 if control.name in DECIMAL_STEP else 1), control.name
+        assert control.attr["step"] == "any" and registry.control_step(control) is None, control.name
 
 
-@pytest.mark.parametrize("protocol", PROTOCOLS)
-def test_dialogue_like_data_renders_as_turns(reg, protocol):
+def test_sotopia_rates_with_sliders_without_a_default(reg):
+    li = reg.get("sotopia").interface
+    numbers = [c for c in li.controls if c.tag == "Number"]
+    assert len(numbers) == 14
+    assert all(c.attr.get("slider") == "true" and "defaultValue" not in c.attr and "defaultvalue" not in c.attr
+               and c.attr.get("required") == "true" for c in numbers)
+
+
+@pytest.mark.parametrize("protocol", PROJECTS)
+def test_dialogues_render_as_plain_turns(reg, protocol):
+    """No Paragraphs (its dialogue layout shows audio-sync timestamps and region icons): turns are plain text."""
     li = reg.get(protocol).interface
-    paragraphs = [o for o in li.objects if o.tag == "Paragraphs"]
-    if protocol in {"sotopia", "dialogue", "health"}:
-        assert paragraphs and all(o.attr["layout"] == "dialogue" for o in paragraphs)
-    # untrusted text is shown by Text/Paragraphs (escaped), never as HyperText
+    assert not [o for o in li.objects if o.tag == "Paragraphs"]
+    # untrusted text is shown by Text (escaped), never as HyperText
     assert not [o for o in li.objects if o.tag == "HyperText"]
 
 
@@ -81,13 +89,18 @@ def test_rubric_reaches_annotators(reg):
         assert len(project.instructions) > 200
         assert "<Collapse>" in project.label_config  # rubric/instructions panel inside the task
     sotopia = reg.get("sotopia").label_config
-    assert "GOOD (" in sotopia and "BAD (" in sotopia  # good/bad example annotations
+    assert sotopia.count("This is a good annotation example") == 8 and sotopia.count("This is a bad annotation example") == 12
+
+
+def test_no_shipped_protocol_prefills_answers(reg):
+    """No anchoring: model-assisted labelling is an explicit opt-in, off for every shipped protocol."""
+    assert [p.name for p in reg if p.prefill] == []
 
 
 def test_unknown_protocol_lists_valid_names(reg):
     with pytest.raises(UnknownName) as e:
         reg.get("sotopya")
-    assert "valid names: circa, cmv, dialogue, health, sotopia" in str(e.value)
+    assert "valid names: circa, circa_part1, circa_part2, cmv, dialogue, health, sotopia" in str(e.value)
 
 
 def _copy_registry(tmp_path, edit):
@@ -116,8 +129,8 @@ def test_range_mismatch_with_xml_is_reported(tmp_path):
 
 
 def test_undeclared_control_is_reported(tmp_path):
-    path = _copy_registry(tmp_path, lambda p: p["circa"]["criteria"].pop("explanation_quality"))
-    with pytest.raises(RegistryError, match="control 'explanation_rating' is not described in projects.yaml"):
+    path = _copy_registry(tmp_path, lambda p: p["cmv"]["criteria"].pop("emotions"))
+    with pytest.raises(RegistryError, match="control 'q5_emotions' is not described in projects.yaml"):
         registry.load(path)
 
 
