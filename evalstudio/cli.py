@@ -311,10 +311,12 @@ def connect(
 ):
     """Register the ML backend with the protocol's Label Studio project (once; running it again is harmless)."""
     try:
+        parts = _load(projects).parts(protocol)
+        for project in parts:
+            Client.require_prefill(project)
         client = Client(settings_from_env())
         connected = []
-        for project in _load(projects).parts(protocol):
-            client.require_prefill(project)
+        for project in parts:
             connected.append((project, *client.connect_ml_backend(client.require_project(project), url, basic_auth)))
     except EvalstudioError as e:
         raise _fail(e)
@@ -333,8 +335,8 @@ def prefill(
     their answer controls and can change them. The export flags values accepted unchanged."""
     try:
         [project] = _load(projects).parts(protocol)[:1]
+        Client.require_prefill(project)
         client = Client(settings_from_env())
-        client.require_prefill(project)
         project_id = client.require_project(project)
         with Progress(TextColumn(f"prefilling {protocol}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                       console=err, transient=True) as progress:

@@ -162,9 +162,10 @@ class Client:
             maximum_annotations=project.annotators_per_task,
             description=f"evalstudio protocol: {project.name}",
             # No anchoring: predictions fill answer controls only when the project opts in to model-assisted
-            # labelling (projects.yaml `prefill: true`); otherwise Label Studio neither shows nor fetches them.
+            # labelling (projects.yaml `prefill: true`). Label Studio never fetches predictions by itself (they
+            # come from `evalstudio prefill`, once per task), and evalstudio creates none without the opt-in.
             show_collab_predictions=project.prefill,
-            evaluate_predictions_automatically=project.prefill,
+            evaluate_predictions_automatically=False,
             sampling="Uniform sampling" if project.order == "random" else "Sequential sampling",
         )
         project_id = self.find_project(project.title)
@@ -240,7 +241,8 @@ class Client:
             backend = self.sdk.ml.create(project=project_id, url=url, title=title, is_interactive=False, **auth)
             return backend.id, True
 
-    def require_prefill(self, project: Project) -> None:
+    @staticmethod
+    def require_prefill(project: Project) -> None:
         """Predictions are model-assisted labelling: refused unless the project opts in (prefill: true)."""
         if not project.prefill:
             raise ServerError(

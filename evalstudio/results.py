@@ -20,7 +20,8 @@ def dotted_get(data, path: str):
 def task_fields(task: dict) -> dict:
     """Everything evalstudio keeps for a task: what annotators see (`data`) and the rest (`meta`: model outputs,
     gold labels, systems). Tasks imported before the split had everything in `data`."""
-    return {**(task.get("meta") or {}), **(task.get("data") or {})}
+    meta, data = task.get("meta"), task.get("data")
+    return {**(meta if isinstance(meta, dict) else {}), **(data if isinstance(data, dict) else {})}
 
 
 VALUE_KEYS = {"Number": "number", "Rating": "rating", "Choices": "choices", "TextArea": "text"}

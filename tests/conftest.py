@@ -6,6 +6,7 @@ EVALSTUDIO_TEST_DATABASES=sqlite (or postgresql) runs one half only."""
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import socket
 import subprocess
@@ -36,7 +37,9 @@ def free_port() -> int:
 
 
 def example_files(protocol: str) -> list[Path]:
-    return sorted(p for p in (EXAMPLES / protocol).iterdir() if p.suffix in {".jsonl", ".csv", ".tsv", ".xml"})
+    """The sample files of a protocol, or of the study a project belongs to (circa_part1 -> examples/circa)."""
+    folder = re.sub(r"_part\d+$", "", protocol)
+    return sorted(p for p in (EXAMPLES / folder).iterdir() if p.suffix in {".jsonl", ".csv", ".tsv", ".xml"})
 
 
 @pytest.fixture(scope="session")

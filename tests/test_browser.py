@@ -6,6 +6,7 @@ and read the annotation back through the API with exactly the values entered.
 
 from __future__ import annotations
 
+import csv
 import os
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -14,9 +15,9 @@ import pytest
 
 from evalstudio.exporters.tidy import result_values
 from evalstudio.importing import import_files
-from evalstudio.registry import control_range
+from evalstudio.registry import control_range, control_step
 
-from .conftest import PROTOCOLS, ROOT, example_files
+from .conftest import PROJECTS, ROOT, example_files
 
 pytestmark = pytest.mark.server
 CHROMIUM = "/usr/bin/chromium"
@@ -92,8 +93,11 @@ def designed_values(project) -> dict[str, object]:
         tag = control.tag
         if tag == "Number":
             lo, hi = control_range(control)
-            step = float(control.attr.get("step", 1))
-            values[control.name] = round(hi - step * (5 + i % 3) if step < 1 else lo + (i % int(hi - lo + 1)), 1)
+            step = control_step(control)
+            if step is None:  # any decimal (health): values such as 5.5, 7.8 and 2.37
+                values[control.name] = round(lo + (i * 1.37) % (hi - lo), 2)
+            else:
+                values[control.name] = round(hi - step * (5 + i % 3) if step < 1 else lo + (i % int(hi - lo + 1)), 1)
         elif tag == "Rating":
             values[control.name] = 1 + i % 5
         elif tag == "Choices":
@@ -107,7 +111,9 @@ def fill(page, project, values: dict[str, object]):
     choices, ratings = controls_in_order(project, "Choices"), controls_in_order(project, "Rating")
     for name, value in values.items():
         tag = project.interface.get_control(name).tag
-        if tag == "Number":
+        if tag == "Number" and project.interface.get_control(name).attr.get("slider") == "true":
+            move_slider(page, name, value)
+        elif tag == "Number":
             page.locator(f'input[name="{name}"]').fill(str(value))
         elif tag == "Rating":
             page.locator("ul.ant-rate").nth(ratings.index(name)).locator("li").nth(int(value) - 1).click()
@@ -117,6 +123,17 @@ def fill(page, project, values: dict[str, object]):
             box = text_box(page, name)
             box.fill(str(value))
             box.press("Shift+Enter")
+
+
+def move_slider(page, name: str, value) -> None:
+    """Move a range input to `value` as a person dragging it would (React sees an input event)."""
+    page.locator(f'input[name="{name}"]').evaluate(
+        """(el, v) => { const set = Object.getOwnPropertyDescriptor(HTMLInputElement.prototype, 'value').set;
+                        set.call(el, String(v)); el.dispatchEvent(new Event('input', {bubbles: true}));
+                        el.dispatchEvent(new Event('change', {bubbles: true})); }""", value)
+    shown = page.locator(f'input[name="{name}"] + output').inner_text().strip()
+    if float(shown) != float(value):
+        raise AssertionError(f"slider {name} shows {shown!r} after moving it to {value}")
 
 
 def text_box(page, name: str):
@@ -132,54 +149,162 @@ def submit_and_read_back(page, client, task_id: int, before: int) -> dict:
             last = annotations[-1]
             return result_values(last["result"] if isinstance(last, dict) else last.result)
         page.wait_for_timeout(500)
-    raise AssertionError(f"no annotation arrived for task {task_id}")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    shot = SHOTS / f"no-annotation-{task_id}.png"
+    page.screenshot(path=str(shot))
+    raise AssertionError(f"no annotation arrived for task {task_id}; the page ends with: "
+                         f"{flat(page.inner_text('body'))[-600:]} (screenshot {shot})")
 
 
 def fresh_task(client, project_id: int, offset: int = 1):
     return sorted(client.tasks(project_id), key=lambda t: t.id)[-offset]
 
 
-SNIPPETS = {  # what the annotator must read, from the task data
-    "sotopia": lambda d: [d["scenario"][:60], d["dialogue"][0]["text"][:60], d["agent1_name"]],
-    "cmv": lambda d: [d["post_title"], d["comment"][:50], d["delta_reply"][:40]],
-    "circa": lambda d: [d["question"], d["answer"], d["explanation"][:50]],
-    "dialogue": lambda d: [d["context"][0]["text"][:50], d["response"][:50]],
-    "health": lambda d: [d["scenario"][:60], d["dialogue"][0]["text"], d["dialogue"][-1]["text"][:50]],
+# ---- checklists: what each protocol document says the annotator sees --------------------------------------------
+# phrases: verbatim text of the document (questions, anchors, definitions, examples, steps) that must be on screen
+# once the task's panels are open; shown: task fields a rater reads (model outputs to judge included); hidden: task
+# fields that must never be on screen (model ratings, gold labels, which interpretation is which, system names).
+CHECKLISTS = {
+    "sotopia": {
+        "phrases": [
+            "Carefully read the given social interaction between two agents, with a US sociocultural perspective in mind.",
+            "Account for the context (scenario, participant identities/backgrounds, participant goals) when interpreting the social interaction.",
+            "Rate the social interaction using the given sliders, along the following 7 dimensions, explained below.",
+            "Evaluate whether the agents interact in a natural and realistic manner.",
+            "Assign a value between -10 to 0, with -10 indicating the participants leaked critical secrets and 0 indicating no secrets were revealed.",
+            "Liam repeats what Ethan said once. | 1 | This is a bad annotation example.",
+            "Miles bought the BMW at his target price. | 1 | This is a bad annotation example",
+            "Donovan did not hint or reveal his secret about releasing classified government information online. | 0",
+            "Financial and Material Benefits (-5 to 5)", "Social Rules (-10 to 0)", "Goal (0 to 10)",
+        ],
+        "shown": lambda d: [d["scenario"][:60], d["dialogue"][:60], d["agent1_name"], d["agent2_goal"][:40]],
+        "hidden": lambda m: [m["model_reasoning"]["agent1"]["goal"][:50], m["model_reasoning"]["agent2"]["believability"][:50]],
+    },
+    "cmv": {
+        "phrases": [
+            "In your view, is the designated “persuasive” comment actually persuasive — i.e., does it provide a clear, substantive reason why the OP might change their view?",
+            "We are not asking whether you would be persuaded. We are asking whether this comment, in context, offers a clear reason for the OP's stated change of view.",
+            "For the persuasive comment only, we extracted TOM values for six categories.",
+            "What to check: Do the perspective-taking values match how the commenter considers other viewpoints?",
+            "When in doubt, choose Y if the values are plausible given the text; N if they are clearly off.",
+            "Consistency: Apply the same criteria across all samples.",
+            "No discussion: Annotate independently; don’t coordinate answers with others.",
+            "Q7 — Perspective Taking — Do the TOM Perspective Taking values make sense given the text? — Yes / No",
+        ],
+        "shown": lambda d: [d["post"][:50], d["comment"][:50], d["delta_reply"][:40], d["comment_beliefs"][:40],
+                            d["post_tom"][:30]],
+        "hidden": lambda m: [f"tom-extractor", m.get("model_version") or "tom-extractor"],
+    },
+    "circa_part1": {
+        "phrases": [
+            "For this task we will ask you to help us interpret the indirect answers given by Y.",
+            "Y: Only to a comedy. | -> X will think that Y means (2) Yes, subject to some conditions",
+            "Y: I have mixed feelings. | -> X will think that Y means (4) In the middle, neither yes nor no",
+            "X thinks that Y means:",
+        ],
+        "shown": lambda d: [d["context"], d["question"], d["answer"]],
+        # no model output at all: none of the model's explanations (of any item) is on screen
+        "hidden": lambda m: [row["explanation"] for row in csv.DictReader(
+            open(ROOT / "examples" / "circa" / "model_explanations.csv", encoding="utf-8"))],
+    },
+    "circa_part2": {
+        "phrases": [
+            "1 is the worst, which means the explanation either contradicts the answer choice or is meaningless. 5 is the best, which means the explanation explains the answer choice very well with meaningful content.",
+            "Contradict the answer choice, or support a different answer choice;",
+            "Internally contradictory, e.g., \"choice A is right because choice B is right\".",
+            "EXPLANATION: A basement is not above ground.",
+            "EXPLANATION: Katie is a friend.",
+        ],
+        "shown": lambda d: [d["context"], d["question"], d["answer"], d["interpretation"], d["explanation"][:50]],
+        "hidden": lambda m: ["gold", "prediction", "model's", "Model's"],
+    },
+    "dialogue": {
+        "phrases": [
+            "The prompt consists of two people (A and B) talking to each other. The response is the next utterance after the final utterance in the prompt.",
+            "“this had nothing to do with the conversation whatsoever”",
+            "“That helped the conversation” — This adds new and relevant information to the conversation.",
+            "Hard to infer anything about the conversation. Very generic. — Example: “okay”.",
+            "literally me or my circle would legitimately say this “Yeah i get you”",
+            "Each criteria is annotated on a 5-point scale where 1 is worst and 5 is best.",
+        ],
+        "shown": lambda d: [d["context"][:50], d["response"][:50]],
+        "hidden": lambda m: [m["system"], m.get("model_version", "")],
+    },
+    "health": {
+        "phrases": [
+            "1: No explanation provided; purely \"black-box\" response with only final conclusions.",
+            "10: Fully personalized, context-aware responses with consistent memory of user information provided before.",
+            "5: Basic empathetic expressions (e.g., \"I'm sorry to hear that\"). Feels a bit awkward and fake.",
+            "1: I completely NOT believe that the AI can help me on healthcare-related questions",
+            "10: I will definitely use the system for most daily healthcare-related tasks.",
+            "Scores can be any decimal values from 1 to 10 (e.g., 5.5, 7.8, 10), it is not limited to 1, 5, and 10 only.",
+        ],
+        "shown": lambda d: [d["scenario"][:60], d["dialogue"][:60], d["dialogue"][-50:]],
+        "hidden": lambda m: [m["system"], m.get("model_version", "")],
+    },
 }
-RUBRIC = {"sotopia": ("Rubric: what each dimension means", "Secret [-10 to 0]"),
-          "cmv": ("Instructions (click to open)", "Q1 asks whether YOU find the comment persuasive"),
-          "circa": ("Instructions (click to open)", "Part II. A model read the same dialogue"),
-          "dialogue": ("Instructions (click to open)", "Rate the response as the next turn"),
-          "health": ("Instructions (click to open)", "Contractual trust: You can rely on the assistant")}
 
 
-@pytest.mark.parametrize("protocol", PROTOCOLS)
-def test_annotator_sees_everything_fills_every_control_and_submits(reg, importer_for, client, label_studio, session, protocol):
+def open_panels(page):
+    """Open every collapsible panel of the task (instructions, rubric, examples)."""
+    headers = page.locator(".ant-collapse-header")
+    for i in range(headers.count()):
+        header = headers.nth(i)
+        if header.get_attribute("aria-expanded") != "true":
+            header.click()
+    page.wait_for_timeout(300)
+
+
+def empty_controls(page, project) -> list[str]:
+    """Names of answer controls that are not empty (an annotator's controls must start empty: no anchoring)."""
+    filled = []
+    choices, ratings = controls_in_order(project, "Choices"), controls_in_order(project, "Rating")
+    for control in project.interface.controls:
+        name, tag = control.name, control.tag
+        if tag == "Number" and control.attr.get("slider") == "true":
+            # a range input always has a position (browsers put it mid-way); Label Studio's value is its <output>
+            if page.locator(f'input[name="{name}"] + output').inner_text().strip() != "":
+                filled.append(name)
+        elif tag == "Number" and page.locator(f'input[name="{name}"]').input_value() != "":
+            filled.append(name)
+        elif tag == "Rating" and page.locator("ul.ant-rate").nth(ratings.index(name)).locator("li.ant-rate-star-full").count():
+            filled.append(name)
+        elif tag == "Choices" and page.locator(".lsf-choices").nth(choices.index(name)).locator("input:checked").count():
+            filled.append(name)
+        elif tag == "TextArea" and text_box(page, name).input_value() != "":
+            filled.append(name)
+    return filled
+
+
+def flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+@pytest.mark.parametrize("protocol", PROJECTS)
+def test_annotator_view_follows_the_protocol_document(reg, importer_for, client, label_studio, session, protocol):
+    """The rendered task against its document's checklist; every answer control starts empty; model outputs that
+    are judged are shown, model ratings and gold labels are not; then every control is filled, submitted and read
+    back through the API exactly as entered."""
     page, dialogs = session
     project = reg.get(protocol)
-    report = import_files(project, importer_for(protocol), example_files(protocol), client)
-    task = fresh_task(client, report.project_id)
-    open_task(page, label_studio.url, report.project_id, task.id)
+    report = import_files(project, importer_for(project.study_name), example_files(protocol), client)
+    task = full_task(client, report.project_id)
+    open_task(page, label_studio.url, report.project_id, task["id"])
+    assert empty_controls(page, project) == []  # before anything is touched
+    assert client.predictions(report.project_id)[task["id"]] == []  # and no prediction exists to prefill from
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / f"{protocol}.png"))
-
-    body = page.inner_text("body")
-    for snippet in SNIPPETS[protocol](task.data):
-        assert " ".join(snippet.split()) in " ".join(body.split()), snippet
-    header, line = RUBRIC[protocol]
-    page.get_by_text(header).first.click()  # open the collapsible rubric
-    assert line in page.inner_text("body")
-    import re
-
-    paragraph = re.sub(r"<[^>]+>", "", re.search(r"<p>(.*?)</p>", project.instructions, re.S).group(1))
-    title = " ".join(paragraph.split())[:45]
-    assert title not in page.inner_text("body")
-    page.locator("button", has_text="Instructions").first.click()  # the project's instructions
-    page.get_by_text(title).first.wait_for()
-    page.keyboard.press("Escape")
-    page.wait_for_timeout(300)
-    if page.get_by_text(title).first.is_visible():
-        page.locator("button", has_text="Instructions").first.click()
+    open_panels(page)
+    page.screenshot(path=str(SHOTS / f"{protocol}-panels.png"), full_page=True)
+    body = flat(page.inner_text("body"))
+    checklist = CHECKLISTS[protocol]
+    missing = [phrase for phrase in checklist["phrases"] if flat(phrase) not in body]
+    assert not missing, missing
+    for snippet in checklist["shown"](task["data"]):
+        assert flat(snippet) in body, snippet
+    for secret in checklist["hidden"](task["meta"]):
+        assert not secret or flat(secret) not in body, secret
+    assert "00:00:00" not in body and "<p viewer" not in body  # no audio-sync timestamps, no markup
 
     li = project.interface
     for control in li.controls:  # every control, with its range
@@ -199,9 +324,14 @@ def test_annotator_sees_everything_fills_every_control_and_submits(reg, importer
     values = designed_values(project)
     fill(page, project, values)
     page.screenshot(path=str(SHOTS / f"{protocol}-filled.png"))
-    got = submit_and_read_back(page, client, task.id, before=0)
+    got = submit_and_read_back(page, client, task["id"], before=0)
     assert got == values
     assert dialogs == []
+
+
+def full_task(client, project_id: int) -> dict:
+    """The newest task with its data and meta."""
+    return max((t for page in client.full_task_pages(project_id) for t in page), key=lambda t: t["id"])
 
 
 def test_health_accepts_decimals_and_sotopia_negative_ranges(reg):
@@ -227,36 +357,57 @@ def test_untrusted_html_renders_as_text_and_runs_nothing(reg, importer_for, clie
     assert dialogs == []
 
 
-def test_prefilled_predictions_show_and_can_be_changed(reg, importer_for, client, label_studio, ml_backend, session):
+def test_prefill_opt_in_shows_predictions_and_the_export_flags_accepted_ones(reg, importer_for, client, label_studio,
+                                                                            ml_backend, session, tmp_path):
+    """Model-assisted labelling, opted in: the model's ratings fill the controls, the annotator changes one and
+    accepts the rest; the export flags the accepted values and the report refuses them unless told to leave them out."""
+    from evalstudio.errors import EvalstudioError
+    from evalstudio.exporters.report import build_report
+    from evalstudio.exporters.tidy import annotation_frame
+
     page, dialogs = session
     url, _ = ml_backend
-    project = reg.get("sotopia").model_copy(update={"title": "sotopia prefilled"})  # its own, unannotated tasks
-    report = import_files(project, importer_for("sotopia"), example_files("sotopia"), client)
+    project = reg.get("health").model_copy(update={"title": "health prefill opt-in", "prefill": True})
+    report = import_files(project, importer_for("health"), example_files("health"), client)
+    client.ensure_project(project)
+    assert client.project(report.project_id).show_collab_predictions is True
     client.connect_ml_backend(report.project_id, url)
-    task = fresh_task(client, report.project_id, offset=2)
-    client.request_predictions(report.project_id, [task.id])
-    [prediction] = client.predictions(report.project_id)[task.id]
+    task = full_task(client, report.project_id)
+    client.request_predictions(report.project_id, [task["id"]])
+    [prediction] = client.predictions(report.project_id)[task["id"]]
     predicted = result_values(prediction["result"])
-    open_task(page, label_studio.url, report.project_id, task.id)
-    ratings = task.data["model_ratings"]
-    for agent in ("agent1", "agent2"):
-        for dim, value in ratings[agent].items():
-            assert float(page.locator(f'input[name="{agent}_{dim}"]').input_value()) == value
-    assert task.data["model_reasoning"]["agent1"]["goal"][:40] in page.inner_text("body")
-    lo, hi = control_range(project.interface.get_control("agent1_goal"))
-    changed = lo if ratings["agent1"]["goal"] != lo else hi
-    page.locator('input[name="agent1_goal"]').fill(str(int(changed)))
-    text_box(page, "prolific_id").fill("PROLIFIC-PREFILL-TEST")
-    text_box(page, "prolific_id").press("Shift+Enter")
-    got = submit_and_read_back(page, client, task.id, before=0)
-    assert got["agent1_goal"] == changed
-    assert got["prolific_id"] == "PROLIFIC-PREFILL-TEST"
-    assert {k: v for k, v in got.items() if k not in {"agent1_goal", "prolific_id"}} == \
-        {k: v for k, v in predicted.items() if k != "agent1_goal"}
+    ratings = task["meta"]["model_ratings"]
+    assert predicted == ratings
+    open_task(page, label_studio.url, report.project_id, task["id"])
+    for name, value in ratings.items():  # the metric's three ratings fill their controls
+        assert float(page.locator(f'input[name="{name}"]').input_value()) == value
+    rest = {name: value for name, value in designed_values(project).items() if name not in ratings}
+    assert empty_controls(page, project) == list(ratings)  # the others start empty
+    changed = 9.5 if ratings["explainability"] != 9.5 else 1.5
+    fill(page, project, {**rest, "explainability": changed})
+    got = submit_and_read_back(page, client, task["id"], before=0)
+    assert got == {**ratings, **rest, "explainability": changed}
     assert dialogs == []
+    accepted = len(ratings) - 1
+
+    tasks = [t for t in client.export_tasks(report.project_id) if t["annotations"]]
+    [annotation] = tasks[0]["annotations"]
+    # what Label Studio 1.23.2 stores: the prediction the annotation started from, and each region's origin
+    assert annotation["parent_prediction"] == prediction["id"]
+    origins = {r["from_name"]: r.get("origin") for r in annotation["result"]}
+    assert origins == {**{name: "manual" for name in rest}, **{name: "prediction" for name in ratings},
+                       "explainability": "prediction-changed"}
+    frame = annotation_frame(tasks, project, client.users())
+    assert frame["from_prediction"].all()
+    flagged = frame.set_index("criterion")["prefilled_unchanged"]
+    assert sorted(flagged[flagged].index) == sorted(set(ratings) - {"explainability"})  # accepted as predicted
+    with pytest.raises(EvalstudioError, match=f"{accepted} value\\(s\\) in 1 annotation\\(s\\) were accepted unchanged"):
+        build_report(project, tasks, tmp_path / "refused", client.users(), n_boot=20)
+    page_html = build_report(project, tasks, tmp_path / "report", client.users(), n_boot=20, exclude_prefilled=True)
+    assert f"Left out: {accepted} value(s) in 1 annotation(s) accepted unchanged" in page_html.read_text()
 
 
 def test_docs_screenshots_exist_for_every_protocol():
     """README shows docs/<protocol>.png; refresh them with: cp test-output/screenshots/*.png docs/"""
-    for protocol in PROTOCOLS:
+    for protocol in PROJECTS:
         assert (ROOT / "docs" / f"{protocol}.png").is_file()

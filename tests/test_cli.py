@@ -56,3 +56,10 @@ def test_import_and_setup_through_the_cli(label_studio, tmp_path):
     assert setup.returncode == 0 and "health" in setup.stdout
     for result in (first, second, setup):
         assert key not in result.stdout + result.stderr
+
+
+def test_prefill_and_connect_refuse_a_protocol_that_did_not_opt_in():
+    """No anchoring: the shipped protocols create no predictions (they would fill the annotators' answers)."""
+    for command in (["prefill", "sotopia"], ["connect", "circa"]):
+        result = run(*command, env={"LABEL_STUDIO_URL": "http://127.0.0.1:9", "LABEL_STUDIO_API_KEY": "unused"})
+        assert result.returncode == 1 and "prefill is off in projects.yaml" in result.stderr, result.stderr

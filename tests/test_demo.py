@@ -13,12 +13,12 @@ import pytest
 
 from evalstudio.server import answers
 
-from .conftest import PROTOCOLS, ROOT, free_port
+from .conftest import PROJECTS, ROOT, free_port
 
 pytestmark = pytest.mark.server
 
 
-def test_demo_starts_prefills_stops_on_ctrl_c_and_reuses_its_data(tmp_path):
+def test_demo_starts_with_empty_answers_stops_on_ctrl_c_and_reuses_its_data(tmp_path):
     ls_port, ml_port = free_port(), free_port()
     command = [sys.executable, "-m", "evalstudio.cli", "demo", "--data-dir", str(tmp_path / "data"),
                "--port", str(ls_port), "--ml-port", str(ml_port)]
@@ -36,9 +36,9 @@ def test_demo_starts_prefills_stops_on_ctrl_c_and_reuses_its_data(tmp_path):
     threading.Thread(target=read, daemon=True).start()
     assert ready.wait(600), "".join(lines)
     output = "".join(lines)
-    for protocol in PROTOCOLS:
-        created = re.search(rf"^{protocol}\s+(\d+) created,\s+(\d+) already present,\s+(\d+) prefilled", output, re.M)
-        assert created and int(created.group(1)) > 0 and int(created.group(3)) > 0, output
+    for protocol in PROJECTS:  # no shipped protocol opts in to prefill: answers start empty
+        created = re.search(rf"^{protocol}\s+(\d+) created,\s+(\d+) already present, answers start empty", output, re.M)
+        assert created and int(created.group(1)) > 0, output
     assert "login: admin@evalstudio.local" in output and "password in" in output
     assert answers(f"http://127.0.0.1:{ls_port}") and answers(f"http://127.0.0.1:{ml_port}")
 
@@ -52,7 +52,7 @@ def test_demo_starts_prefills_stops_on_ctrl_c_and_reuses_its_data(tmp_path):
 
     again = subprocess.run(command + ["--no-wait"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stdout + again.stderr
-    for protocol in PROTOCOLS:
+    for protocol in PROJECTS:
         first = re.search(rf"^{protocol}\s+(\d+) created", output, re.M).group(1)
         assert re.search(rf"^{protocol}\s+0 created,\s+{first} already present", again.stdout, re.M), again.stdout
     assert not answers(f"http://127.0.0.1:{ls_port}")

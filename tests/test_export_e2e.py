@@ -13,9 +13,10 @@ from evalstudio.exporters.report import build_report
 from evalstudio.exporters.tidy import annotation_frame, ratings, read_export
 from evalstudio import importers
 from evalstudio.importing import import_files, iter_tasks
-from evalstudio.results import region
+from evalstudio.registry import control_step
+from evalstudio.results import region, task_fields
 
-from .conftest import PROTOCOLS, example_files
+from .conftest import PROJECTS, example_files
 
 pytestmark = pytest.mark.server
 ANNOTATORS = ["ann-a@example.com", "ann-b@example.com", "ann-c@example.com"]
@@ -34,8 +35,8 @@ def annotators(client):
 def designed_value(control, spec, rng):
     """A value a careful annotator could enter: inside the range, on the control's step, or one of the labels."""
     if spec.is_numeric:
-        step = float(control.attr.get("step", 1))
-        grid = np.round(np.arange(spec.min, spec.max + step / 2, step), 1)
+        step = control_step(control) or 0.01  # step="any": any decimal, here with two places
+        grid = np.round(np.arange(spec.min, spec.max + step / 2, step), 2)
         return float(rng.choice(grid))
     return str(rng.choice(spec.labels))
 
@@ -58,17 +59,20 @@ def annotate(client, project, project_id, annotators, rng):
                         result.append(region(li, spec.rationale.format(agent=agent), f"{email} on {control}"))
             for name in project.metadata_controls:
                 tag = li.get_control(name).tag
-                result.append(region(li, name, "Bad instance" if tag == "Choices" else f"id-{uid}"))
+                if tag != "Choices":
+                    result.append(region(li, name, f"id-{uid}"))
+                elif task is tasks[-1] and email == ANNOTATORS[0]:  # one annotator flags one item
+                    result.append(region(li, name, "Bad instance"))
             client.sdk.annotations.create(id=task.id, completed_by=uid, result=result, lead_time=float(rng.uniform(5, 90)))
     client.sdk.annotations.create(id=tasks[0].id, completed_by=annotators[ANNOTATORS[0]], result=[], was_cancelled=True)
     return tasks, entered
 
 
-@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize("protocol", PROJECTS)
 def test_annotate_export_and_agree(reg, importer_for, client, annotators, tmp_path, protocol):
     project = reg.get(protocol)
     report = import_files(project, importer_for(protocol), example_files(protocol), client)
-    tasks, entered = annotate(client, project, report.project_id, annotators, np.random.default_rng(PROTOCOLS.index(protocol)))
+    tasks, entered = annotate(client, project, report.project_id, annotators, np.random.default_rng(PROJECTS.index(protocol)))
     skipped_task = tasks[0].id
     exported = client.export_tasks(report.project_id)
     frame = annotation_frame(exported, project, client.users())
@@ -106,6 +110,19 @@ def test_annotate_export_and_agree(reg, importer_for, client, annotators, tmp_pa
     agreement = pd.read_csv(tmp_path / "report" / "agreement.csv")
     assert set(agreement["criterion"]) == set(project.criteria)
     assert "<img" in page.read_text()
+    if "bad_instance" in project.metadata_controls:  # CMV: the flagged item is left out, and the report says so
+        assert "Left out: 1 item(s) marked “Bad instance”" in page.read_text()
+        assert agreement["items"].max() == TASKS - 1
+        shift = pd.read_csv(tmp_path / "report" / "value_shift.csv").set_index("category")
+        by_hand = []
+        for task in exported:
+            tom = task_fields(task).get("tom") or {}
+            post, comment = (tom.get(side, {}).get("beliefs") for side in ("post", "comment"))
+            if post and comment:
+                a, b = {v.lower() for v in post["values"]}, {v.lower() for v in comment["values"]}
+                by_hand.append(len(a & b) / len(a | b) if a | b else 1.0)
+        assert shift.loc["beliefs", "items"] == len(by_hand) > 0
+        assert shift.loc["beliefs", "jaccard_overlap"] == pytest.approx(np.mean(by_hand))
 
 
 def _code(rows, unit, annotator, labels):

@@ -7,7 +7,9 @@ import pytest
 from evalstudio.errors import InvalidInput, ServerError
 from evalstudio.importing import import_files, iter_tasks, scan
 
-from .conftest import PROTOCOLS, example_files
+from evalstudio.results import task_fields
+
+from .conftest import PROJECTS, example_files
 from .test_importers import BAD_INPUTS
 
 pytestmark = pytest.mark.server
@@ -17,7 +19,7 @@ def task_count(client, project_id):
     return client.project(project_id).task_number or 0
 
 
-@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize("protocol", PROJECTS)
 def test_project_is_created_from_projects_yaml_and_setup_is_idempotent(reg, client, protocol):
     project = reg.get(protocol)
     project_id, _ = client.ensure_project(project)
@@ -47,14 +49,16 @@ def test_server_rejects_an_invalid_config(reg, client):
         client.ensure_project(broken)
 
 
-@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize("protocol", PROJECTS)
 def test_real_samples_are_imported_once(reg, importer_for, client, protocol):
     project, importer, files = reg.get(protocol), importer_for(protocol), example_files(protocol)
     expected = {data["evalstudio_id"]: data for _, data in iter_tasks(project, importer, files)}
     first = import_files(project, importer, files, client, batch_size=7)
     assert first.created + first.already_present == len(expected)
-    remote = {t.data["evalstudio_id"]: t.data for t in client.tasks(first.project_id)}
-    assert remote == expected  # the server holds exactly the converted records
+    remote = {t["data"]["evalstudio_id"]: t for page in client.full_task_pages(first.project_id) for t in page}
+    assert {k: task_fields(t) for k, t in remote.items()} == expected  # exactly the converted records
+    for key, task in remote.items():  # annotators see the view's fields only; the rest is in meta
+        assert task["data"].keys() == project.data_fields() | {"evalstudio_id", "item_id"}
     again = import_files(project, importer, files, client)
     assert (again.created, again.already_present) == (0, len(expected))
     assert task_count(client, first.project_id) == len(expected)
@@ -63,7 +67,7 @@ def test_real_samples_are_imported_once(reg, importer_for, client, protocol):
 @pytest.mark.parametrize("protocol, defect, name, content, line, field, message", BAD_INPUTS,
                          ids=[f"{r[0]}-{r[1]}" for r in BAD_INPUTS])
 def test_bad_input_creates_no_task(reg, importer_for, client, tmp_path, protocol, defect, name, content, line, field, message):
-    project = reg.get(protocol)
+    project = reg.parts(protocol)[0]
     project_id, _ = client.ensure_project(project)
     before = task_count(client, project_id)
     path = tmp_path / name
@@ -77,7 +81,7 @@ def test_bad_input_creates_no_task(reg, importer_for, client, tmp_path, protocol
 
 def test_scan_count_matches_import_for_large_batches(reg, importer_for, client):
     """Batches smaller than the file exercise the batching path with real data (Circa: 90 tasks, batch 8)."""
-    project, importer = reg.get("circa"), importer_for("circa")
+    project, importer = reg.get("circa_part2"), importer_for("circa")
     files = example_files("circa")
     assert scan(project, importer, files).tasks == 90
     report = import_files(project, importer, files, client, batch_size=8)
