@@ -52,7 +52,7 @@ def worker(kind: str, url: str, key: str, path: str, batch_size: int) -> dict:
     from evalstudio import importers, registry
     from evalstudio.client import Client, Settings
     from evalstudio.exporters.tidy import write_annotation_csv
-    from evalstudio.importing import import_files
+    from evalstudio.importing import split_task, import_files
 
     client = Client(Settings(url, key), timeout=600)
     project = registry.load(ROOT / "projects.yaml").get("dialogue")
@@ -96,7 +96,7 @@ def annotated_project(server, data_file: Path, batch_size: int) -> tuple[int, in
 
     from evalstudio import importers, registry
     from evalstudio.client import Client
-    from evalstudio.importing import iter_tasks
+    from evalstudio.importing import split_task, iter_tasks
     from evalstudio.results import region
 
     client = Client(server.settings(), timeout=600)
@@ -108,7 +108,7 @@ def annotated_project(server, data_file: Path, batch_size: int) -> tuple[int, in
     for _, data in iter_tasks(project, importers.get("dialogue"), [data_file]):
         anns = [{"completed_by": admin, "result": [region(li, c, int(rng.integers(1, 6))) for c in project.criteria]}
                 for _ in range(2)]
-        batch.append({"data": data, "annotations": anns})
+        batch.append({**split_task(project, data), "annotations": anns})
         annotations += 2
         if len(batch) == batch_size:
             client.sdk.projects.import_tasks(id=project_id, request=batch)
@@ -145,7 +145,7 @@ def main():
         return
 
     from evalstudio import importers, registry
-    from evalstudio.importing import iter_tasks
+    from evalstudio.importing import split_task, iter_tasks
     from evalstudio.server import LocalServer
     from tests.largefile import write_dialogue_file
 
@@ -164,7 +164,7 @@ def main():
                 prebuilt = tmp / f"tasks-{size}.json"
                 with open(prebuilt, "w", encoding="utf-8") as f:  # streamed: this process stays small
                     for k, (_, data) in enumerate(iter_tasks(project, importers.get("dialogue"), [native])):
-                        f.write(("[" if k == 0 else ",\n") + json.dumps({"data": data}))
+                        f.write(("[" if k == 0 else ",\n") + json.dumps(split_task(project, data)))
                     f.write("]")
                 runs = {"raw": [], "evalstudio": []}
                 for repeat in range(args.repeats):

@@ -48,7 +48,7 @@ def main():
     args = parser.parse_args()
 
     from evalstudio import importers, registry
-    from evalstudio.importing import iter_tasks
+    from evalstudio.importing import iter_tasks, split_task
     from evalstudio.server import wait_healthy
 
     project = registry.load(ROOT / "projects.yaml").get("sotopia")
@@ -64,7 +64,7 @@ def main():
         url = f"http://127.0.0.1:{port}"
         try:
             wait_healthy(url, 60, backend, "the ML backend")
-            bodies = [json.dumps({"tasks": [{"id": i, "data": t}], "label_config": project.label_config, "project": "1.0"})
+            bodies = [json.dumps({"tasks": [{"id": i, **split_task(project, t)}], "label_config": project.label_config, "project": "1.0"})
                       for i, t in enumerate(tasks)]
             if args.client == "wrk":
                 row = run_wrk(url, bodies[0], args.clients, args.seconds, tmp)

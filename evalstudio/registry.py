@@ -132,9 +132,9 @@ class Project(BaseModel):
         return self.study or self.name
 
     def data_fields(self) -> set[str]:
-        """Task data keys the labeling config reads: object tags' $variables and any value="$x" (e.g. Headers)."""
+        """Task data keys the labeling config reads: object tags' $variables and any $x in a value (e.g. Headers)."""
         objects = {o.value_name for o in self.interface.objects if o.value_is_variable}
-        return objects | set(re.findall(r'value="\$(\w+)"', self.label_config))
+        return objects | set(re.findall(r'value="[^"]*?\$(\w+)', self.label_config))
 
 
 class Registry:

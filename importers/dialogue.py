@@ -46,7 +46,7 @@ def convert(record: dict, project, context) -> list[dict]:
             "evalstudio_id": f"dialogue-{item_id}:{stable_id(system)}",  # the id shows no system name
             "item_id": item_id,
             "system": system,
-            "context": turns_text(turns),
+            "context": turns_text(as_a_and_b(turns)),
             "context_turns": turns,
             "response": require(response, "text").strip(),
         }
@@ -57,6 +57,16 @@ def convert(record: dict, project, context) -> list[dict]:
     if not tasks:
         raise FieldError("responses", "is empty")
     return tasks
+
+
+def as_a_and_b(turns: list[dict]) -> list[dict]:
+    """Document 003: "The prompt consists of two people (A and B) talking to each other." Two speakers are shown as
+    A and B in order of appearance (their names stay in the task's meta, `context_turns`); more are kept as named."""
+    speakers = list(dict.fromkeys(t["speaker"] for t in turns))
+    if len(speakers) > 2:
+        return turns
+    names = dict(zip(speakers, "AB"))
+    return [{"speaker": names[t["speaker"]], "text": t["text"]} for t in turns]
 
 
 def parse_turns(value, field: str) -> list[dict]:

@@ -305,6 +305,7 @@ def test_annotator_view_follows_the_protocol_document(reg, importer_for, client,
     for secret in checklist["hidden"](task["meta"]):
         assert not secret or flat(secret) not in body, secret
     assert "00:00:00" not in body and "<p viewer" not in body  # no audio-sync timestamps, no markup
+    assert "undefined" not in body  # every $field of the config resolved
 
     li = project.interface
     for control in li.controls:  # every control, with its range

@@ -204,3 +204,63 @@ def test_live_export_pages_through_a_large_project(reg, client, annotators, labe
     live = pd.read_csv(out)
     expected_csv = pd.read_csv(io.StringIO(expected.to_csv(index=False)))  # same dtypes as a CSV round trip
     pd.testing.assert_frame_equal(_sorted(live), _sorted(expected_csv))
+
+
+def test_circa_study_report_gates_part2_annotators_on_part1_control_accuracy(reg, importer_for, client, annotators,
+                                                                             label_studio, tmp_path):
+    """`evalstudio import circa` fills both parts; annotators answer Part I (one of them always wrong on the control
+    questions) and rate Part II; `evalstudio report circa` computes their control accuracy and, at the default
+    threshold of projects.yaml (0.5), leaves the failing annotator out of the explanation-rating statistics."""
+    import yaml
+
+    from evalstudio import registry
+
+    from .conftest import ROOT
+    from .test_cli import run
+
+    raw = yaml.safe_load((ROOT / "projects.yaml").read_text())  # the study in projects of its own
+    for part in ("circa_part1", "circa_part2"):
+        raw["projects"][part]["title"] += " (study test)"
+    for entry in raw["projects"].values():
+        entry["config"] = str(ROOT / entry["config"])
+    own = tmp_path / "projects.yaml"
+    own.write_text(yaml.safe_dump(raw, sort_keys=False))
+    reg = registry.load(own)
+    env = {"LABEL_STUDIO_URL": label_studio.url, "LABEL_STUDIO_API_KEY": label_studio.credentials().api_key,
+           "EVALSTUDIO_PROJECTS": str(own)}
+    imported = run("import", "circa", *map(str, example_files("circa")), env=env)
+    assert imported.returncode == 0, imported.stderr
+    assert "circa_part1: " in imported.stdout and "circa_part2: " in imported.stdout
+    part1, part2 = reg.get("circa_part1"), reg.get("circa_part2")
+    labels = part1.criteria["interpretation"].labels
+    bad = ANNOTATORS[2]
+    for project in (part1, part2):
+        pid = client.require_project(project)
+        tasks = sorted((t for page in client.full_task_pages(pid) for t in page), key=lambda t: t["id"])[:6]
+        for task in tasks:
+            for email, uid in annotators.items():
+                if project is part1:
+                    gold = task_fields(task)["gold_label"]
+                    value = next(l for l in labels if l != gold) if email == bad else gold
+                    result = [region(part1.interface, "interpretation_choice", value)]
+                else:
+                    result = [region(part2.interface, "explanation_rating", 1 if email == bad else 4)]
+                client.sdk.annotations.create(id=task["id"], completed_by=uid, result=result)
+
+    out = tmp_path / "rep"
+    result = run("report", "circa", "-o", str(out), "--bootstrap", "20", env=env)
+    assert result.returncode == 0, result.stderr
+    accuracy = pd.read_csv(out / "control_accuracy.csv").set_index("annotator")
+    assert accuracy.loc[bad, "control_accuracy"] == 0.0
+    assert (accuracy.drop(bad)["control_accuracy"] == 1.0).all()
+    page = (out / "index.html").read_text()
+    assert f"below 0.5 were left out: {bad}" in page
+    agreement = pd.read_csv(out / "agreement.csv").set_index("criterion")
+    assert agreement.loc["explanation_quality", "annotators"] == len(ANNOTATORS) - 1
+    assert "faithfulness (shown = prediction)" in pd.read_csv(out / "explanation_roles.csv")["group"].tolist()
+
+    everyone = run("report", "circa", "-o", str(tmp_path / "all"), "--bootstrap", "20",
+                   "--min-control-accuracy", "0", env=env)
+    assert everyone.returncode == 0, everyone.stderr
+    assert pd.read_csv(tmp_path / "all" / "agreement.csv").set_index("criterion").loc[
+        "explanation_quality", "annotators"] == len(ANNOTATORS)

@@ -112,7 +112,8 @@ def test_dialogue_accepts_newline_separated_context(reg, importer_for, tmp_path,
         csv.writer(f).writerows([["context", "response", "system"], [text, "Sure.", "sys-a"]])
     [task] = tasks_of(reg, importer_for, "dialogue", [path])
     assert [t["speaker"] for t in task["context_turns"]] == speakers
-    assert task["context"].split("\n\n")[0].startswith(f"{speakers[0]}: ")
+    # shown as the document's two people, A and B, in order of appearance
+    assert [turn.split(": ", 1)[0] for turn in task["context"].split("\n\n")] == ["AB"[speakers.index(x) % 2] for x in speakers]
 
 
 def test_health_csv_and_jsonl_agree(reg, importer_for, tmp_path):

@@ -29,6 +29,11 @@ def test_project_is_created_from_projects_yaml_and_setup_is_idempotent(reg, clie
     assert remote.label_config == project.label_config
     assert remote.expert_instruction == project.instructions and remote.show_instruction
     assert remote.maximum_annotations == project.annotators_per_task
+    # no anchoring: Label Studio neither prefills nor fetches predictions for the shipped protocols
+    assert remote.show_collab_predictions is False and remote.evaluate_predictions_automatically is False
+    # health: each annotator draws the next dialogue at random from those not yet done (Label Studio's uniform
+    # sampling), so the four versions of a scenario come in a per-annotator random order
+    assert remote.sampling == ("Uniform sampling" if protocol == "health" else "Sequential sampling")
     # the server's own validator accepts the config
     client.sdk.projects.validate_label_config(id=project_id, label_config=project.label_config)
 

@@ -87,7 +87,7 @@ def test_dialogues_render_as_plain_turns(reg, protocol):
 def test_rubric_reaches_annotators(reg):
     for project in reg:
         assert len(project.instructions) > 200
-        assert "<Collapse>" in project.label_config  # rubric/instructions panel inside the task
+        assert "<Collapse accordion=\"false\">" in project.label_config  # panels inside the task, opened independently
     sotopia = reg.get("sotopia").label_config
     assert sotopia.count("This is a good annotation example") == 8 and sotopia.count("This is a bad annotation example") == 12
 
