@@ -269,11 +269,20 @@ def empty_controls(page, project) -> list[str]:
             filled.append(name)
         elif tag == "Rating" and page.locator("ul.ant-rate").nth(ratings.index(name)).locator("li.ant-rate-star-full").count():
             filled.append(name)
-        elif tag == "Choices" and page.locator(".lsf-choices").nth(choices.index(name)).locator("input:checked").count():
+        elif tag == "Choices" and selected(page.locator(".lsf-choices").nth(choices.index(name))):
             filled.append(name)
         elif tag == "TextArea" and text_box(page, name).input_value() != "":
             filled.append(name)
     return filled
+
+
+def selected(group) -> list[str]:
+    """The options shown as chosen in one Choices group. (Not the inputs' `checked`: Label Studio names every radio
+    input after its option, so all "Yes" radios of a page form one browser radio group.)"""
+    import re
+
+    texts = group.locator(".ant-radio-wrapper-checked, .ant-checkbox-wrapper-checked").all_inner_texts()
+    return [re.sub(r"\[\w\]$", "", text.strip()) for text in texts]  # without the hotkey hint, e.g. "Yes[1]"
 
 
 def flat(text: str) -> str:
@@ -412,3 +421,58 @@ def test_docs_screenshots_exist_for_every_protocol():
     """README shows docs/<protocol>.png; refresh them with: cp test-output/screenshots/*.png docs/"""
     for protocol in PROJECTS:
         assert (ROOT / "docs" / f"{protocol}.png").is_file()
+
+
+def test_cmv_navigation_resumes_at_the_first_unfinished_sample_and_goes_back(reg, importer_for, client, label_studio,
+                                                                             session):
+    """Document 001, "How Progress and Resuming Work": answers are saved on submit (Save & Next), the site sends you
+    to the first unfinished sample, also when you come back, and you can go back to earlier samples and change
+    their answers (Save & Previous)."""
+    page, dialogs = session
+    project = reg.get("cmv").model_copy(update={"title": "cmv navigation"})
+    report = import_files(project, importer_for("cmv"), example_files("cmv"), client)
+    tasks = sorted((t for p in client.full_task_pages(report.project_id) for t in p), key=lambda t: t["id"])
+
+    def shown_sample() -> int:
+        body = flat(page.inner_text("body"))
+        [task_id] = [t["id"] for t in tasks if flat(t["data"]["comment"])[:60] in body]
+        return task_id
+
+    def open_stream():
+        page.goto(f"{label_studio.url}/projects/{report.project_id}/data?labeling=1")
+        page.locator("button", has_text="Submit").first.wait_for(timeout=60_000)
+        page.wait_for_timeout(1000)
+        close = page.get_by_label("Close modal")  # the project instructions open first
+        if close.count() and close.first.is_visible():
+            close.first.click()
+
+    open_stream()
+    first = shown_sample()
+    assert first == tasks[0]["id"]  # the first sample, with every answer empty
+    assert empty_controls(page, project) == []
+    values = designed_values(project)
+    fill(page, project, values)
+    assert submit_and_read_back(page, client, first, before=0) == values  # Save & Next
+    page.locator("button", has_text="Submit").first.wait_for(timeout=60_000)
+    page.wait_for_timeout(1000)
+    assert shown_sample() == tasks[1]["id"]
+
+    open_stream()  # coming back later: the first unfinished sample
+    assert shown_sample() == tasks[1]["id"]
+    page.get_by_label("Previous task").click()  # Save & Previous
+    page.locator("button", has_text="Update").first.wait_for(timeout=60_000)
+    page.wait_for_timeout(1000)
+    assert shown_sample() == first
+    group = page.locator(".lsf-choices").nth(controls_in_order(project, "Choices").index("q1_persuasive"))
+    assert selected(group) == [values["q1_persuasive"]]  # the saved answer is shown
+    other = "No" if values["q1_persuasive"] == "Yes" else "Yes"
+    group.locator(f'input[name="{other}"]').check()
+    page.locator("button", has_text="Update").first.click()
+    for _ in range(60):
+        [annotation] = client.sdk.tasks.get(id=first).annotations
+        saved = result_values(annotation["result"] if isinstance(annotation, dict) else annotation.result)
+        if saved["q1_persuasive"] == other:
+            break
+        page.wait_for_timeout(500)
+    assert saved == {**values, "q1_persuasive": other}  # changed, and still one annotation
+    assert dialogs == []
