@@ -54,14 +54,16 @@ def _load(projects: Path | None) -> registry.Registry:
 
 @app.command("projects")
 def list_projects(projects: ProjectsOption = None):
-    """List the protocols in projects.yaml with their criteria (checks every labeling config)."""
+    """List the protocols in projects.yaml with their Label Studio projects (Circa has two: Part I and Part II),
+    criteria and whether model predictions prefill the answers (checks every labeling config)."""
     try:
         reg = _load(projects)
     except EvalstudioError as e:
         raise _fail(e)
-    table = Table("protocol", "title", "criteria", "annotators/task", title=str(reg.path))
+    table = Table("protocol", "project", "title", "criteria", "annotators/task", "prefill", title=str(reg.path))
     for p in reg:
-        table.add_row(p.name, p.title, ", ".join(p.criteria), str(p.annotators_per_task))
+        table.add_row(p.study_name, p.name if p.study else "", p.title, ", ".join(p.criteria), str(p.annotators_per_task),
+                      "on (model-assisted)" if p.prefill else "off")
     console.print(table)
 
 

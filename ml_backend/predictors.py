@@ -222,7 +222,8 @@ class LLMPredictor:
 
     def messages(self, project: Project, task: dict) -> list[dict]:
         rubric = re.sub(r"<[^>]+>", " ", html.unescape(project.instructions))
-        help_texts = re.findall(r'<Text name="(?:help|rubric|anchor|hint)_\w+" value="([^"]*)"', project.label_config)
+        # every static text of the config (instructions, definitions, anchors, examples), in the order annotators see it
+        help_texts = re.findall(r'<Text name="\w+" value="([^"$][^"]*)"', project.label_config)
         system = (
             "You are an expert annotator following this evaluation protocol.\n" + re.sub(r"\s+", " ", rubric).strip()
             + "\n" + "\n".join(html.unescape(t) for t in help_texts)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from evalstudio.sources import stable_id
+
 SAMPLES = Path(__file__).resolve().parents[1] / "examples" / "dialogue" / "mts_next_response.jsonl"
 
 
@@ -20,5 +22,5 @@ def write_dialogue_file(path: Path, tasks: int) -> list[str]:
             record = {"id": f"scale-{k:07d}", "context": sample["context"], "model_version": sample["model_version"],
                       "responses": [response]}
             f.write(json.dumps(record) + "\n")
-            ids.append(f"dialogue-scale-{k:07d}:{response['system']}")
+            ids.append(f"dialogue-scale-{k:07d}:{stable_id(response['system'])}")
     return ids

@@ -418,7 +418,8 @@ def test_prefill_opt_in_shows_predictions_and_the_export_flags_accepted_ones(reg
 
 
 def test_docs_screenshots_exist_for_every_protocol():
-    """README shows docs/<protocol>.png; refresh them with: cp test-output/screenshots/*.png docs/"""
+    """README shows docs/<project>.png (the task as it opens, answers empty); refresh them after `make test` with
+    for p in sotopia cmv circa_part1 circa_part2 dialogue health; do cp test-output/screenshots/$p.png docs/; done"""
     for protocol in PROJECTS:
         assert (ROOT / "docs" / f"{protocol}.png").is_file()
 

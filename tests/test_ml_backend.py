@@ -125,7 +125,12 @@ def test_llm_judge_answers_validate_against_the_config(reg, importer_for, protoc
         prompt = llm.requests[0]["messages"][0]["content"]  # the protocol's rubric and the answer schema
         import re
 
-        assert re.search(r"<h3>(.*?)</h3>", project.instructions).group(1) in prompt
+        import html
+
+        assert html.unescape(re.search(r"<h3>(.*?)</h3>", project.instructions).group(1)) in prompt
+        # the protocol's own wording from the config: its first question or definition text reaches the judge
+        first_text = re.search(r'<Text name="\w+" value="([^"$][^"]*)"', project.label_config).group(1)
+        assert html.unescape(first_text) in prompt
         assert all(control in prompt for name in project.criteria for _, control in project.controls(name))
 
 
