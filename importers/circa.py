@@ -1,26 +1,28 @@
-"""Circa indirect answers with model interpretations and explanations.
+"""Circa indirect answers: Part I control questions, and model interpretations with explanations for Part II.
 
 Inputs (any mix, in one import):
-  *.csv  explanation items, either the MTurk batch form
-           context, question, answer, explanation, interpretation
-         or the model output form, which also yields a second task showing the gold label when the model was wrong
-           context, question, answer, explanation, prediction, target[, id, judgements, goldstandard1]
-  *.tsv  the Circa release (id, context, question-X, canquestion-X, answer-Y, judgements, goldstandard1,
-         goldstandard2): gold labels joined onto the CSV items by (context, question, answer)
-
-Each item becomes one Part I task (circa_part1: context, question and answer only; the annotator chooses an
-interpretation and sees no model output) and one Part II task per interpretation shown (circa_part2: the model's
-prediction and, when the model was wrong, the gold label, each with the explanation). Items with a gold label are
-control questions in Part I. Nothing the annotator sees says whether the shown interpretation is the model's or the
-gold one; `shown_label_is` (kept in the task's meta) records it for the faithfulness/plausibility analysis.
+  Part I questions  *.csv with context, question, answer, gold_label[, id] (no explanation column): the survey's
+                    quality-control questions (document 002, "Part I: control questions"). Each becomes a circa_part1
+                    task: the annotator sees context, question and answer, chooses an interpretation, and sees no
+                    model output at all; the gold label stays in the task's meta.
+  explanations      *.csv in the MTurk batch form  context, question, answer, explanation, interpretation
+                    or the model output form  context, question, answer, explanation, prediction, target[, id,
+                    judgements, goldstandard1]; each shown interpretation becomes a circa_part2 task (the model's
+                    prediction and, when the model was wrong, the gold label). Nothing the annotator sees says which
+                    it is, or whether it is correct; `shown_label_is` (in the task's meta) records it for the
+                    faithfulness/plausibility analysis.
+  *.tsv             the Circa release (id, context, question-X, canquestion-X, answer-Y, judgements, goldstandard1,
+                    goldstandard2): gold labels joined onto the explanation items by (context, question, answer)
 
 Conversations used as Part I questions or as examples in the survey instructions are excluded from the main survey
-(document 002, "Excluded examples"): items whose question and answer are those of an instruction example are
-left out, and a Part I-only list can be given as a TSV/CSV named *part1*.
+(document 002, "Excluded examples"): an explanation item with the question and answer of an instruction example, or
+the conversation of a Part I question, gets no Part II task (a warning names it).
 """
 
 from __future__ import annotations
 
+import csv
+import logging
 from pathlib import Path
 
 from ..errors import Problem
@@ -54,6 +56,8 @@ INSTRUCTION_EXAMPLES = {
 PART1, PART2 = "circa_part1", "circa_part2"
 TSV_COLUMNS = ("id", "context", "question-X", "answer-Y", "judgements", "goldstandard1", "goldstandard2")
 CSV_COLUMNS = ("context", "question", "answer", "explanation")
+PART1_COLUMNS = ("context", "question", "answer", "gold_label")
+log = logging.getLogger(__name__)
 
 
 def prepare(paths: list[Path]):
@@ -74,15 +78,47 @@ def prepare(paths: list[Path]):
             }
     items = [p for p in paths if p.suffix.lower() != ".tsv"]
     if tsvs and not items:
-        problems.append(Problem(str(tsvs[0]), None, None, "Circa TSV files only provide gold labels; pass an explanation CSV too"))
-    return {"gold": gold, "problems": problems}, items
+        problems.append(Problem(str(tsvs[0]), None, None, "Circa TSV files only provide gold labels; pass an explanation "
+                                "CSV or a Part I questions CSV too"))
+    part1 = set()  # conversations of the Part I questions: not part of the main survey
+    for path in items:
+        if _is_part1(path):
+            part1 |= {_conversation(row) for _, row in read_table(path, ",", PART1_COLUMNS) if isinstance(row, dict)}
+    return {"gold": gold, "problems": problems, "part1": part1}, items
+
+
+def _is_part1(path: Path) -> bool:
+    """A Part I questions file: a gold_label column and no explanation column."""
+    try:
+        with open(path, encoding="utf-8-sig", newline="") as f:
+            header = [h.strip() for h in next(csv.reader(f), [])]
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return False  # read() reports the problem
+    return "gold_label" in header and "explanation" not in header
 
 
 def read(path: Path):
-    return read_table(path, ",", CSV_COLUMNS)
+    return read_table(path, ",", PART1_COLUMNS if _is_part1(path) else CSV_COLUMNS)
+
+
+def _conversation(row: dict) -> tuple[str, str, str]:
+    return (" ".join(row.get("context", "").split()).lower(), *_normal(row.get("question", ""), row.get("answer", "")))
+
+
+def _part1_task(row: dict) -> list[dict]:
+    question = {k: require(row, k).strip() for k in ("context", "question", "answer")}
+    gold = one_of("gold_label", relaxed(_na(require(row, "gold_label"))), LABELS)
+    if _normal(question["question"], question["answer"]) in _EXCLUDED:
+        return []  # an instruction example: the survey shows it as an example, never as a question
+    circa_id = (row.get("id") or "").strip()
+    item_id = f"circa-{circa_id}" if circa_id else "circa-" + stable_id(*question.values())
+    return [{"evalstudio_id": f"{item_id}:part1", "part": PART1, "item_id": item_id, "system": "control question",
+             **question, "gold_label": gold, "circa_id": circa_id or None, "is_control": True}]
 
 
 def convert(row: dict, project, context) -> list[dict]:
+    if "explanation" not in row:
+        return _part1_task(row)
     question = {k: require(row, k).strip() for k in ("context", "question", "answer")}
     explanation = require(row, "explanation").strip()
     joined = context["gold"].get((question["context"], question["question"], question["answer"]), {})
@@ -102,6 +138,9 @@ def convert(row: dict, project, context) -> list[dict]:
     item_id = f"circa-{circa_id}" if circa_id else "circa-" + stable_id(*question.values())
     if _normal(question["question"], question["answer"]) in _EXCLUDED:
         return []  # an instruction example: excluded from the survey
+    if _conversation(question) in context.get("part1", ()):
+        log.warning("circa: %s is a Part I question, so it is left out of Part II (the main survey)", item_id)
+        return []
     common = {
         "item_id": item_id,
         "system": (row.get("model") or "").strip() or "model",
@@ -113,7 +152,7 @@ def convert(row: dict, project, context) -> list[dict]:
         "circa_id": circa_id,
         "is_control": gold is not None,
     }
-    tasks = [{"evalstudio_id": f"{item_id}:part1", "part": PART1, **common}]
+    tasks = []
     for label in shown:
         roles = [role for role, value in (("prediction", prediction), ("gold", gold)) if value == label]
         tasks.append({

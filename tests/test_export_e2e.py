@@ -220,7 +220,7 @@ def test_circa_study_report_gates_part2_annotators_on_part1_control_accuracy(reg
 
     raw = yaml.safe_load((ROOT / "projects.yaml").read_text())  # the study in projects of its own
     for part in ("circa_part1", "circa_part2"):
-        raw["projects"][part]["title"] += " (study test)"
+        raw["projects"][part]["title"] = f"{part} (study test)"
     for entry in raw["projects"].values():
         entry["config"] = str(ROOT / entry["config"])
     own = tmp_path / "projects.yaml"

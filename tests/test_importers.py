@@ -67,8 +67,7 @@ def test_sotopia_keeps_evaluator_ratings_and_reasoning(reg, importer_for):
 
 def test_circa_model_outputs_expand_to_the_published_mturk_batch(reg, importer_for):
     """60 model outputs -> the 90 items of the real MTurk batch: prediction shown, plus gold shown when it differs."""
-    part1 = tasks_of(reg, importer_for, "circa", [EXAMPLES / "circa" / "model_explanations.csv"], part="circa_part1")
-    assert len(part1) == 60 and not any("explanation" in t or "interpretation" in t for t in part1)  # no model output
+    assert tasks_of(reg, importer_for, "circa", [EXAMPLES / "circa" / "model_explanations.csv"], part="circa_part1") == []
     tasks = tasks_of(reg, importer_for, "circa", [EXAMPLES / "circa" / "model_explanations.csv"], part="circa_part2")
     ours = sorted((t["context"], t["question"], t["answer"], t["explanation"], t["interpretation"]) for t in tasks)
     with open(DATA / "circa_mturk_batch.csv", encoding="utf-8", newline="") as f:
@@ -250,3 +249,26 @@ def test_circa_instruction_examples_are_excluded(reg, importer_for, tmp_path):
     path.write_bytes(_circa_rows([GOOD_CIRCA, example]))
     tasks = tasks_of(reg, importer_for, "circa", [path])
     assert {t["question"] for t in tasks} == {GOOD_CIRCA[1]}
+
+
+def test_circa_part1_questions_are_control_items_left_out_of_part2(reg, importer_for, tmp_path):
+    """Document 002: Part I is quality control on its own conversations (no model output), and "the conversations
+    used as questions ... are excluded from our main survey"."""
+    part1_file = EXAMPLES / "circa" / "part1_questions.csv"
+    with open(part1_file, encoding="utf-8", newline="") as f:
+        questions = list(csv.DictReader(f))
+    part1 = tasks_of(reg, importer_for, "circa", [part1_file], part="circa_part1")
+    assert [(t["question"], t["gold_label"]) for t in part1] == [(q["question"], q["gold_label"]) for q in questions]
+    assert all(t["is_control"] and "explanation" not in t and "interpretation" not in t for t in part1)
+    assert tasks_of(reg, importer_for, "circa", [part1_file], part="circa_part2") == []
+    # an explanation item on the conversation of a Part I question gets no Part II task
+    q = questions[0]
+    path = tmp_path / "explanations.csv"
+    path.write_bytes(_circa_rows([GOOD_CIRCA, [q["context"], q["question"], q["answer"], "Some explanation.", "Yes", "Yes"]]))
+    part2 = tasks_of(reg, importer_for, "circa", [part1_file, path], part="circa_part2")
+    assert {t["question"] for t in part2} == {GOOD_CIRCA[1]}
+    # a Part I file is checked like any other: the gold label must be one of the five options
+    bad = tmp_path / "bad_part1.csv"
+    bad.write_text("context,question,answer,gold_label\nX asks.,Q?,A.,Maybe\n", encoding="utf-8")
+    [problem] = scan(reg.get("circa_part1"), importer_for("circa"), [bad]).problems
+    assert (problem.line, problem.field) == (2, "gold_label") and "not one of" in problem.message
