@@ -340,8 +340,9 @@ def test_annotator_view_follows_the_protocol_document(reg, importer_for, client,
 
 
 def full_task(client, project_id: int) -> dict:
-    """The newest task with its data and meta."""
-    return max((t for page in client.full_task_pages(project_id) for t in page), key=lambda t: t["id"])
+    """The newest task nobody has annotated yet (other tests may share the project), with its data and meta."""
+    return max((t for page in client.full_task_pages(project_id) for t in page if not t["annotations"]),
+               key=lambda t: t["id"])
 
 
 def test_health_accepts_decimals_and_sotopia_negative_ranges(reg):
