@@ -133,8 +133,12 @@ class Project(BaseModel):
 
     def data_fields(self) -> set[str]:
         """Task data keys the labeling config reads: object tags' $variables and any $x in a value (e.g. Headers)."""
+        return set(self._data_fields)
+
+    @cached_property
+    def _data_fields(self) -> frozenset[str]:  # read once: every imported task is split by it
         objects = {o.value_name for o in self.interface.objects if o.value_is_variable}
-        return objects | set(re.findall(r'value="[^"]*?\$(\w+)', self.label_config))
+        return frozenset(objects | set(re.findall(r'value="[^"]*?\$(\w+)', self.label_config)))
 
 
 class Registry:
