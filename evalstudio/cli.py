@@ -413,9 +413,8 @@ def demo(
         client = Client(local.settings())
         backend = _start_ml_backend(local, ml_port, projects)
         for project in reg:
-            files = sorted(f for f in (examples / project.name).glob("*") if f.suffix in {".jsonl", ".csv", ".tsv", ".xml"})
-            files = files or sorted(f for f in (examples / project.study_name).glob("*")
-                                    if f.suffix in {".jsonl", ".csv", ".tsv", ".xml"})
+            files = sorted(f for f in (examples / project.study_name).glob("*")
+                           if f.suffix in {".jsonl", ".csv", ".tsv", ".xml"})
             report = _import(project, files, client)
             prefilled = "answers start empty"
             if project.prefill:  # model-assisted labelling, only where projects.yaml opts in
