@@ -43,12 +43,12 @@ class InvalidInput(EvalstudioError, ValueError):
 
     MAX_SHOWN = 50
 
-    def __init__(self, problems: list[Problem]):
+    def __init__(self, problems: list[Problem], outcome: str = "nothing was imported"):
         self.problems = problems
         shown = "\n".join(str(p) for p in problems[: self.MAX_SHOWN])
         more = len(problems) - self.MAX_SHOWN
         tail = f"\n... and {more} more problem(s)" if more > 0 else ""
-        super().__init__(f"{len(problems)} problem(s) found, nothing was imported:\n{shown}{tail}")
+        super().__init__(f"{len(problems)} problem(s) found, {outcome}:\n{shown}{tail}")
 
 
 class ServerError(EvalstudioError):

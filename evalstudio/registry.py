@@ -84,6 +84,9 @@ class Project(BaseModel):
     # Study design checked at import: every item has exactly `versions` systems, the same set for all items
     # (and exactly `items` items, when given).
     design: dict[str, int] = {}
+    # What the ML backend can write where an input lacks it (`evalstudio generate`): model outputs that annotators
+    # judge, shown read-only in the item (tom: CMV's ToM values; explanation: Circa Part II's explanations).
+    generate: Literal["tom", "explanation"] | None = None
     # Circa: leave out of the analysis annotators whose Part I control accuracy is below this.
     min_control_accuracy: float | None = Field(default=None, ge=0, le=1)
     criteria: dict[str, Criterion] = Field(min_length=1)

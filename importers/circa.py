@@ -120,7 +120,10 @@ def convert(row: dict, project, context) -> list[dict]:
     if "explanation" not in row:
         return _part1_task(row)
     question = {k: require(row, k).strip() for k in ("context", "question", "answer")}
-    explanation = require(row, "explanation").strip()
+    explanation = require(row, "explanation", nonempty=False).strip()
+    if not explanation:
+        raise FieldError("explanation", "is empty; `evalstudio generate circa FILE --ml-url URL -o OUT` has the ML "
+                         "backend write the missing explanations")
     joined = context["gold"].get((question["context"], question["question"], question["answer"]), {})
     gold = relaxed(_na(row.get("target") or row.get("goldstandard2") or "")) or joined.get("gold_label")
     if gold is not None:
@@ -151,6 +154,8 @@ def convert(row: dict, project, context) -> list[dict]:
         "judgements": (row.get("judgements") or "").strip() or joined.get("judgements"),
         "circa_id": circa_id,
         "is_control": gold is not None,
+        # an explanation written by `evalstudio generate` (the ML backend's LLM): which model wrote it
+        "explanation_generated_by": (row.get("explanation_generated_by") or "").strip() or None,
     }
     tasks = []
     for label in shown:
@@ -164,6 +169,36 @@ def convert(row: dict, project, context) -> list[dict]:
             "shown_label_is": roles or ["unknown"],
         })
     return tasks
+
+
+def generation_input(row: dict) -> dict | None:
+    """What the ML backend needs to write the explanation of an explanation item whose `explanation` cell is empty
+    (projects.yaml `generate: explanation`), or None when the row has one. The explanation is for the row's
+    interpretation (MTurk form) or the model's prediction (model output form)."""
+    if "explanation" not in row:
+        raise FieldError("explanation", "a Part I question has nothing to generate; import its file as it is")
+    if (row.get("explanation") or "").strip():
+        return None
+    interpretation = (row.get("interpretation") or "").strip() or _na(row.get("prediction", ""))
+    if not interpretation:
+        raise FieldError("prediction", "an explanation is written for a given interpretation: fill 'interpretation' "
+                         "or 'prediction'")
+    one_of("interpretation", interpretation, LABELS)
+    item = {k: require(row, k).strip() for k in ("context", "question", "answer")}
+    return {**item, "interpretation": interpretation}
+
+
+def with_generated(row: dict, output: dict, model_version: str) -> dict:
+    return {**row, "explanation": output["explanation"], "explanation_generated_by": model_version}
+
+
+def write_records(rows: list[dict], path: Path) -> None:
+    """CSV with every column of the input rows (the explanation CSV format `read` takes)."""
+    columns = list(dict.fromkeys(k for row in rows for k in row))
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        writer = csv.DictWriter(f, columns, restval="")
+        writer.writeheader()
+        writer.writerows(rows)
 
 
 def _normal(question: str, answer: str) -> tuple[str, str]:

@@ -58,6 +58,8 @@ def convert(record: dict, project, context) -> list[dict]:
         data[f"comment_{category}"] = shown["comment"][category]
     data["post_tom"] = "\n".join(f"{_TITLES[c]}: {shown['post'][c]}" for c in CATEGORIES)
     data["tom"] = tom
+    if record.get("tom_generated_by"):  # ToM values written by `evalstudio generate` (the ML backend's LLM)
+        data["tom_generated_by"] = str(record["tom_generated_by"])
     if "model_answers" in record:
         answers = require(record, "model_answers", dict)
         collect(*(_answer_check(answers, name) for name in project.criteria))
@@ -69,6 +71,29 @@ def convert(record: dict, project, context) -> list[dict]:
 _TITLES = {"beliefs": "Beliefs", "desires": "Desires", "intentions": "Intentions", "emotions": "Emotions",
            "knowledge": "Knowledge", "perspective_taking": "Perspective Taking"}
 NOT_EXTRACTED = "No TOM values were extracted for this category."
+
+
+def generation_input(record: dict) -> dict | None:
+    """What the ML backend needs to extract the ToM values (projects.yaml `generate: tom`), or None when the record
+    has them. The values it writes are shown read-only next to Q2-Q7, as extracted values always are."""
+    if record.get("tom"):
+        return None
+    post, comment = require(record, "post", dict), require(record, "comment", dict)
+    return {"post_title": require(post, "title").strip(), "post": require(post, "text").strip(),
+            "comment": require(comment, "text").strip()}
+
+
+def with_generated(record: dict, output: dict, model_version: str) -> dict:
+    return {**record, "tom": output["tom"], "tom_generated_by": model_version}
+
+
+def write_records(records: list[dict], path: Path) -> None:
+    """JSONL, the format `read` takes (one record per line)."""
+    import json
+
+    with open(path, "w", encoding="utf-8") as f:
+        for record in records:
+            f.write(json.dumps(record, ensure_ascii=False) + "\n")
 
 
 def _tom_check(out: dict, tom: dict, side: str, category: str):

@@ -253,14 +253,24 @@ class LLMPredictor:
             time.sleep(min(2**attempt * 0.5, 4))
         raise NoPrediction(f"the LLM server failed {self.retries + 1} times ({last})")
 
-    def predict(self, project: Project, task: dict) -> Output:
-        body = self._post({"model": self.model, "messages": self.messages(project, task), "temperature": 0,
+    @property
+    def model_version(self) -> str:
+        return f"llm:{self.model}"
+
+    def ask(self, messages: list[dict]) -> tuple[dict, str]:
+        """(the JSON object the model answered, its raw text); NoPrediction if there is none."""
+        body = self._post({"model": self.model, "messages": messages, "temperature": 0,
                            "response_format": {"type": "json_object"}})
         try:
             content = body["choices"][0]["message"]["content"]
         except (KeyError, IndexError, TypeError):
             raise NoPrediction("the LLM response has no choices[0].message.content") from None
-        answer = _json_object(content)
+        if not isinstance(content, str):
+            raise NoPrediction("the LLM response's message content is not text")
+        return _json_object(content), content
+
+    def predict(self, project: Project, task: dict) -> Output:
+        answer, content = self.ask(self.messages(project, task))
         ratings, rationales = answer.get("ratings"), answer.get("rationales") or {}
         if not isinstance(ratings, dict) or not isinstance(rationales, dict):
             raise NoPrediction(f"the LLM answer lacks a 'ratings' object: {content[:200]!r}")
@@ -272,7 +282,7 @@ class LLMPredictor:
                     values[slot.rationale] = rationales[slot.control]
         if not values:
             raise NoPrediction(f"the LLM answer rates none of the controls: {content[:200]!r}")
-        return Output(values, f"llm:{self.model}")
+        return Output(values, self.model_version)
 
 
 def _json_object(content: str) -> dict:

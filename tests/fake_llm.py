@@ -6,6 +6,9 @@ and rates every control at the bottom of its range (or its first label). The mod
   judge-fenced  the same inside a ```json fence
   judge-broken  prose instead of JSON
   judge-500     HTTP 500 every time (to exercise retries)
+A prompt whose form has no "ratings" is a generation request (ml_backend/generators.py): every "string" of the
+form is filled with a phrase quoting the start of the user's text, so a test can tell which item it came from.
+A user text containing BROKEN-OUTPUT gets an answer with the wrong form.
 """
 
 from __future__ import annotations
@@ -15,10 +18,22 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
-def answer_for(system_prompt: str) -> dict:
+def answer_for(system_prompt: str, user: str = "") -> dict:
     schema = json.loads(system_prompt.rsplit("\n", 1)[1])
+    if "ratings" not in schema:
+        if "BROKEN-OUTPUT" in user:
+            return {"something": "else"}
+        return fill(schema, "generated from " + " ".join(user.split()[:6]))
     ratings = {c: (spec["minimum"] if "minimum" in spec else spec["enum"][0]) for c, spec in schema["ratings"].items()}
     return {"ratings": ratings, "rationales": {c: f"judged {c} from the conversation" for c in schema["rationales"]}}
+
+
+def fill(form, phrase: str):
+    if form == "string":
+        return phrase
+    if isinstance(form, list):
+        return [fill(f, phrase) for f in form]
+    return {k: fill(v, phrase) for k, v in form.items()}
 
 
 class FakeLLM:
@@ -38,7 +53,7 @@ class FakeLLM:
                 model = body["model"]
                 if model == "judge-500":
                     return self._send(500, {"error": "overloaded"})
-                content = json.dumps(answer_for(body["messages"][0]["content"]))
+                content = json.dumps(answer_for(body["messages"][0]["content"], body["messages"][-1]["content"]))
                 if model == "judge-fenced":
                     content = f"```json\n{content}\n```"
                 elif model == "judge-broken":

@@ -1,0 +1,51 @@
+"""`evalstudio` command line: one module per command group (data, model, servers); this module holds the app
+and what the groups share."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+
+from .. import registry
+from ..errors import InvalidInput
+
+app = typer.Typer(
+    help="Published human-evaluation protocols (sotopia, cmv, circa, dialogue, health) as ready-to-run "
+    "Label Studio projects.\n\nConnects to Label Studio with LABEL_STUDIO_URL and LABEL_STUDIO_API_KEY "
+    "(environment, ./.env, or the file `evalstudio server` writes).",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+console = Console()
+err = Console(stderr=True)
+REPO_EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+ProjectsOption = Annotated[
+    Optional[Path],
+    typer.Option("--projects", help="projects.yaml to use (default: $EVALSTUDIO_PROJECTS, ./projects.yaml, packaged copy)."),
+]
+
+
+@app.callback()
+def _main():
+    # retries and skipped tasks are logged as warnings; show them as one readable line each
+    import logging
+
+    logging.basicConfig(level=logging.WARNING, format="warning: %(message)s")
+
+
+def _fail(error: Exception) -> typer.Exit:
+    err.print(f"[bold red]error:[/] {error}", markup=True, highlight=False, soft_wrap=True)
+    return typer.Exit(1 if not isinstance(error, InvalidInput) else 2)
+
+
+def _load(projects: Path | None) -> registry.Registry:
+    return registry.load(projects)
+
+
+
+# the command groups register themselves on `app`
+from . import data, model, servers  # noqa: E402,F401

@@ -1,0 +1,215 @@
+"""Commands on protocols and their data: projects, setup, validate, import, export, report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from .. import importers
+from ..client import Client, settings_from_env
+from ..errors import EvalstudioError, InvalidInput
+from ..importing import import_files, scan
+from . import ProjectsOption, _fail, _load, app, console, err
+
+
+@app.command("projects")
+def list_projects(projects: ProjectsOption = None):
+    """List the protocols in projects.yaml with their Label Studio projects (Circa has two: Part I and Part II),
+    criteria and whether model predictions prefill the answers (checks every labeling config)."""
+    try:
+        reg = _load(projects)
+    except EvalstudioError as e:
+        raise _fail(e)
+    table = Table("protocol", "project", "title", "criteria", "annotators/task", "prefill", title=str(reg.path))
+    for p in reg:
+        table.add_row(p.study_name, p.name if p.study else "", p.title, ", ".join(p.criteria), str(p.annotators_per_task),
+                      "on (model-assisted)" if p.prefill else "off")
+    console.print(table)
+
+
+@app.command()
+def setup(
+    names: Annotated[Optional[list[str]], typer.Argument(help="Protocols to set up (default: all).")] = None,
+    projects: ProjectsOption = None,
+):
+    """Create the Label Studio projects from projects.yaml, or update them (idempotent)."""
+    try:
+        reg = _load(projects)
+        client = Client(settings_from_env())
+        chosen = [p for n in names for p in reg.parts(n)] if names else list(reg)
+        table = Table("protocol", "project id", "status", "tasks")
+        for p in chosen:
+            pid, status = client.ensure_project(p)
+            table.add_row(p.name, str(pid), status, str(client.project(pid).task_number or 0))
+    except EvalstudioError as e:
+        raise _fail(e)
+    console.print(table)
+
+
+@app.command()
+def validate(
+    protocol: Annotated[str, typer.Argument(help="Protocol name, e.g. sotopia.")],
+    files: Annotated[list[Path], typer.Argument(help="Input files in the protocol's native format.")],
+    projects: ProjectsOption = None,
+):
+    """Dry run: check every record of FILES and report all problems as file:line: field: message."""
+    try:
+        reg = _load(projects)
+        results = {p.name: scan(p, importers.get(p.importer), files) for p in reg.parts(protocol)}
+    except EvalstudioError as e:
+        raise _fail(e)
+    problems = list(dict.fromkeys(problem for r in results.values() for problem in r.problems))
+    if problems:
+        raise _fail(InvalidInput(problems))
+    counts = ", ".join(f"{r.tasks} for {name}" for name, r in results.items()) if len(results) > 1 else \
+        f"{next(iter(results.values())).tasks}"
+    console.print(f"{counts} task(s) valid for '{protocol}' in {len(files)} file(s).")
+
+
+@app.command("import")
+def import_(
+    protocol: Annotated[str, typer.Argument(help="Protocol name, e.g. sotopia.")],
+    files: Annotated[list[Path], typer.Argument(help="Input files in the protocol's native format.")],
+    batch_size: Annotated[int, typer.Option(min=1, help="Tasks per request to Label Studio.")] = 500,
+    projects: ProjectsOption = None,
+):
+    """Validate FILES, then import them as tasks (creating the project if needed).
+
+    Nothing is imported if any record is invalid. Tasks already in the project (same id) are skipped,
+    so running the same import twice adds nothing."""
+    try:
+        reg = _load(projects)
+        parts = reg.parts(protocol)
+        if len(parts) > 1:  # a study of several projects: every part valid before any is imported
+            problems = list(dict.fromkeys(pr for p in parts for pr in scan(p, importers.get(p.importer), files).problems))
+            if problems:
+                raise InvalidInput(problems)
+        client = Client(settings_from_env())
+        reports = [(project, _import(project, files, client, batch_size)) for project in parts]
+    except EvalstudioError as e:
+        raise _fail(e)
+    for project, report in reports:
+        console.print(f"{project.name}: {report.created} task(s) created, {report.already_present} already present "
+                      f"(project id {report.project_id}).")
+
+
+def _import(project, files, client, batch_size=500):
+    with Progress(TextColumn(f"importing {project.name}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                  console=err, transient=True) as progress:
+        bar = progress.add_task(project.name, total=None)
+        return import_files(project, importers.get(project.importer), files, client, batch_size,
+                            on_progress=lambda done, total: progress.update(bar, completed=done, total=total))
+
+
+def _project_tasks(project, from_export: Path | None, project_id: int | None = None):
+    """(tasks, users) from a Label Studio JSON export file, or live from the server."""
+    from ..exporters.tidy import read_export
+
+    if from_export:
+        return read_export(from_export), {}
+    client = Client(settings_from_env())
+    project_id = project_id or client.require_project(project)
+    with console.status(f"exporting {project.name} from {client.url}..."):
+        return client.export_tasks(project_id), client.users()
+
+
+def _single(parts, option: str, value) -> None:
+    if value is not None and len(parts) > 1:
+        raise EvalstudioError(f"{option} reads one Label Studio project; name one part: "
+                              f"{', '.join(p.name for p in parts)}")
+
+
+ProjectIdOption = Annotated[Optional[int], typer.Option(
+    help="Read this Label Studio project (e.g. a second run of the protocol) instead of the one titled as in projects.yaml.")]
+FromExport = Annotated[Optional[Path], typer.Option("--from-export", help="Read a Label Studio JSON export file instead of the server.")]
+
+
+@app.command()
+def export(
+    protocol: Annotated[str, typer.Argument(help="Protocol name, e.g. sotopia.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="CSV file to write.")] = Path("annotations.csv"),
+    from_export: FromExport = None,
+    project_id: ProjectIdOption = None,
+    projects: ProjectsOption = None,
+):
+    """Write all annotations (skipped ones flagged) as one tidy CSV: project, task_id, item_id, system,
+    annotator, criterion, value, annotation_id, created_at, lead_time, cancelled, agent, rationale.
+
+    Live exports are read page by page (1000 tasks per request, each retried on transient failures) and
+    written as they arrive, so memory stays flat however large the project is."""
+    from ..exporters.tidy import annotation_frame, write_annotation_csv
+
+    try:
+        parts = _load(projects).parts(protocol)
+        _single(parts, "--from-export", from_export)
+        _single(parts, "--project-id", project_id)
+        if from_export:
+            tasks, users = _project_tasks(parts[0], from_export)
+            frame = annotation_frame(tasks, parts[0], users)
+            frame.to_csv(output, index=False)
+            rows, annotations = len(frame), frame["annotation_id"].nunique()
+        else:
+            client = Client(settings_from_env())
+            users = client.users()
+            rows = annotations = 0
+            for number, project in enumerate(parts):  # a study's parts go to one CSV (column `project`)
+                pid = project_id or client.require_project(project)
+                with Progress(TextColumn(f"exporting {project.name}"), BarColumn(), MofNCompleteColumn(),
+                              TimeRemainingColumn(), console=err, transient=True) as progress:
+                    bar = progress.add_task(project.name, total=client.task_count(pid))
+                    r, a = write_annotation_csv(client.full_task_pages(pid), project, users, output,
+                                                on_page=lambda n: progress.advance(bar, n), append=number > 0)
+                rows, annotations = rows + r, annotations + a
+    except EvalstudioError as e:
+        raise _fail(e)
+    console.print(f"{rows} rows ({annotations} annotations) written to {output}")
+
+
+@app.command()
+def report(
+    protocol: Annotated[str, typer.Argument(help="Protocol name, e.g. circa.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Folder for index.html and the CSVs.")] = Path("report"),
+    from_export: FromExport = None,
+    bootstrap: Annotated[int, typer.Option(min=0, help="Bootstrap resamples for confidence intervals.")] = 1000,
+    min_control_accuracy: Annotated[Optional[float], typer.Option(
+        help="Circa: leave out annotators whose Part I accuracy on control questions is below this "
+             "(default: min_control_accuracy in projects.yaml, 0.5 for circa; 0 keeps everyone).")] = None,
+    exclude_prefilled: Annotated[bool, typer.Option(
+        "--exclude-prefilled", help="Leave out values accepted unchanged from a model prediction (prefill opt-in); "
+        "without it the report refuses to compute agreement and alignment on them.")] = False,
+    keep_bad_instances: Annotated[bool, typer.Option(
+        "--keep-bad-instances", help="CMV: keep items an annotator marked as a bad instance (left out by default).")] = False,
+    project_id: ProjectIdOption = None,
+    projects: ProjectsOption = None,
+):
+    """Agreement (per criterion, by its scale), human-vs-model alignment, plots and annotator QC as a
+    self-contained HTML page plus CSVs. For a study of several projects (circa) both parts go into one report."""
+    import pandas as pd
+
+    from ..exporters.report import build_report
+    from ..exporters.tidy import annotation_frame, model_frame
+
+    try:
+        reg = _load(projects)
+        parts = reg.parts(protocol)
+        _single(parts, "--from-export", from_export)
+        _single(parts, "--project-id", project_id)
+        tasks, frames, models, users = [], [], [], {}
+        for project in parts:
+            part_tasks, part_users = _project_tasks(project, from_export, project_id)
+            users.update(part_users)
+            tasks += part_tasks
+            frames.append(annotation_frame(part_tasks, project, part_users))
+            models.append(model_frame(part_tasks, project))
+        with console.status("computing statistics..."):
+            page = build_report(reg.study(protocol), tasks, output, users, n_boot=bootstrap,
+                                min_control_accuracy=min_control_accuracy, annotations=pd.concat(frames, ignore_index=True),
+                                model=pd.concat(models, ignore_index=True), exclude_prefilled=exclude_prefilled,
+                                keep_bad_instances=keep_bad_instances)
+    except EvalstudioError as e:
+        raise _fail(e)
+    console.print(f"report written to {page}")

@@ -1,0 +1,182 @@
+"""Commands on the ML backend: ml-backend, connect, prefill, train, generate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from ..client import DEFAULT_DATA_DIR, Client, settings_from_env
+from ..errors import EvalstudioError
+from . import ProjectsOption, _fail, _load, app, console, err
+
+
+@app.command("ml-backend")
+def ml_backend(
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 9090,
+    host: Annotated[str, typer.Option(help="Interface to bind (127.0.0.1: this machine only).")] = "127.0.0.1",
+    model_dir: Annotated[Path, typer.Option(help="Where trained learners and job files are kept.")] = DEFAULT_DATA_DIR / "models",
+    basic_auth: Annotated[Optional[str], typer.Option(help="Require HTTP basic auth 'user:password' (give the same to `connect`).")] = None,
+    workers: Annotated[int, typer.Option(min=1, help="gunicorn worker processes (8 threads each).")] = 2,
+    dev: Annotated[bool, typer.Option("--dev", help="Use Flask's single-process development server instead of gunicorn.")] = False,
+    projects: ProjectsOption = None,
+):
+    """Run the ML backend that prefills every protocol (label-studio-ml; predictor per project in projects.yaml).
+
+    Serves with gunicorn (the WSGI entry is evalstudio.ml_backend.wsgi:app). A Label Studio on the same machine
+    can reach a backend on loopback only with ML_BLOCK_LOCAL_IP=false and SSRF_PROTECTION_ENABLED=false (set by
+    `evalstudio server`). The learner retrains when Label Studio sends annotation webhooks; it reads
+    LABEL_STUDIO_URL / LABEL_STUDIO_API_KEY to fetch the annotations."""
+    import logging
+    import os
+
+    if projects:
+        os.environ["EVALSTUDIO_PROJECTS"] = str(projects.resolve())
+    os.environ["EVALSTUDIO_MODEL_DIR"] = str(model_dir.resolve())
+    if basic_auth:
+        os.environ["EVALSTUDIO_ML_BASIC_AUTH"] = basic_auth
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
+    from ..ml_backend.app import create_app
+
+    try:
+        _load(projects)
+        flask_app = create_app(basic_auth)
+    except (EvalstudioError, ValueError) as e:
+        raise _fail(e)
+    console.print(f"ML backend on http://{host}:{port} (models in {model_dir})")
+    if dev:
+        from werkzeug.serving import WSGIRequestHandler
+
+        WSGIRequestHandler.protocol_version = "HTTP/1.1"  # keep-alive: no new TCP connection per prediction
+        flask_app.run(host=host, port=port, threaded=True)
+        return
+    from gunicorn.app.base import BaseApplication
+
+    class Server(BaseApplication):
+        def load_config(self):
+            for key, value in {"bind": f"{host}:{port}", "workers": workers, "worker_class": "gthread", "threads": 8,
+                               "timeout": 120, "loglevel": "info"}.items():
+                self.cfg.set(key, value)
+
+        def load(self):
+            return flask_app
+
+    Server().run()
+
+
+@app.command()
+def connect(
+    protocol: Annotated[str, typer.Argument(help="Protocol name, e.g. sotopia.")],
+    url: Annotated[str, typer.Option(help="URL of the ML backend as Label Studio can reach it.")] = "http://127.0.0.1:9090",
+    basic_auth: Annotated[Optional[str], typer.Option(help="'user:password' if the backend requires it.")] = None,
+    projects: ProjectsOption = None,
+):
+    """Register the ML backend with the protocol's Label Studio project (once; running it again is harmless)."""
+    try:
+        parts = _load(projects).parts(protocol)
+        for project in parts:
+            Client.require_prefill(project)
+        client = Client(settings_from_env())
+        connected = []
+        for project in parts:
+            connected.append((project, *client.connect_ml_backend(client.require_project(project), url, basic_auth)))
+    except EvalstudioError as e:
+        raise _fail(e)
+    for project, backend_id, created in connected:
+        console.print(f"{project.name}: ML backend {url} {'connected' if created else 'already connected'} (id {backend_id})")
+
+
+@app.command()
+def prefill(
+    protocol: Annotated[str, typer.Argument(help="Protocol name, e.g. sotopia.")],
+    batch_size: Annotated[int, typer.Option(min=1, help="Tasks per request.")] = 20,
+    projects: ProjectsOption = None,
+):
+    """Model-assisted labelling (only for projects with `prefill: true` in projects.yaml): ask the connected ML
+    backend for predictions on every task that has none yet, in batches; annotators then see the model's values in
+    their answer controls and can change them. The export flags values accepted unchanged."""
+    try:
+        parts = _load(projects).parts(protocol)
+        for project in parts:  # every part of a study (circa) must opt in before any is prefilled
+            Client.require_prefill(project)
+        client = Client(settings_from_env())
+        counts = []
+        for project in parts:
+            project_id = client.require_project(project)
+            with Progress(TextColumn(f"prefilling {project.name}"), BarColumn(), MofNCompleteColumn(),
+                          TimeRemainingColumn(), console=err, transient=True) as progress:
+                bar = progress.add_task(project.name, total=None)
+                counts.append((project, *client.prefill(
+                    project_id, batch_size, lambda done, todo: progress.update(bar, completed=done, total=todo))))
+    except EvalstudioError as e:
+        raise _fail(e)
+    for project, with_prediction, total in counts:
+        console.print(f"{project.name}: {with_prediction} of {total} task(s) have predictions "
+                      "(tasks without model outputs get none; the backend log says why).")
+
+
+@app.command()
+def train(
+    protocol: Annotated[str, typer.Argument(help="Protocol name, e.g. dialogue.")],
+    model_dir: Annotated[Path, typer.Option(help="The ML backend's --model-dir.")] = DEFAULT_DATA_DIR / "models",
+    projects: ProjectsOption = None,
+):
+    """Train the learner predictor on the project's submitted annotations (the backend also retrains on each
+    annotation webhook) and save it where the ML backend loads it."""
+    from ..ml_backend.model import fetch_annotated_tasks
+    from ..ml_backend.predictors import LearnerPredictor, NoPrediction
+
+    try:
+        project = _load(projects).get(protocol)
+        summary = LearnerPredictor(model_dir).train(project, fetch_annotated_tasks(project, settings_from_env()))
+    except (EvalstudioError, NoPrediction) as e:
+        raise _fail(e)
+    console.print(f"{protocol}: trained {summary['version']} on {summary['tasks']} annotated task(s); "
+                  f"controls: {', '.join(f'{c} ({n})' for c, n in summary['controls'].items())}")
+
+
+@app.command()
+def generate(
+    protocol: Annotated[str, typer.Argument(help="Protocol name: cmv (ToM values) or circa (Part II explanations).")],
+    files: Annotated[list[Path], typer.Argument(help="Input files in the protocol's native format.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="File to write the completed records to "
+                                         "(JSONL for cmv, CSV for circa); import it with `evalstudio import`.")],
+    ml_url: Annotated[str, typer.Option(help="URL of the evalstudio ML backend.")] = "http://127.0.0.1:9090",
+    batch_size: Annotated[int, typer.Option(min=1, max=32, help="Records per request to the backend.")] = 4,
+    projects: ProjectsOption = None,
+):
+    """Have the ML backend's LLM write the model outputs annotators judge where FILES lack them, and write every
+    record (complete ones unchanged) to OUTPUT.
+
+    CMV: the ToM values of the post and of the persuasive comment (e.g. threads read from XML). Circa: the
+    explanation of Part II rows whose explanation cell is empty. What the model writes is shown read-only in the
+    item, never in an answer control; the import records the model in the task's meta (tom_generated_by,
+    explanation_generated_by). Nothing is written unless every record was completed and is valid.
+
+    The backend uses EVALSTUDIO_LLM_BASE_URL, EVALSTUDIO_LLM_MODEL and EVALSTUDIO_LLM_API_KEY (set them where
+    `evalstudio ml-backend` runs). If the backend requires basic auth, set EVALSTUDIO_ML_BASIC_AUTH=user:password
+    here too; credentials are never taken from the command line."""
+    from .. import importers
+    from ..generation import BackendClient, generate_files
+
+    try:
+        parts = [p for p in _load(projects).parts(protocol) if p.generate]
+        if not parts:
+            raise EvalstudioError(f"{protocol} has nothing for a model to generate; protocols with generated outputs: "
+                                  f"{', '.join(sorted({p.study_name for p in _load(projects) if p.generate}))}")
+        project = parts[0]
+        backend = BackendClient(ml_url)
+        with Progress(TextColumn(f"generating {project.generate} for {project.name}"), BarColumn(), MofNCompleteColumn(),
+                      TimeRemainingColumn(), console=err, transient=True) as progress:
+            bar = progress.add_task(project.name, total=None)
+            done = generate_files(project, importers.get(project.importer), files, output, backend, batch_size,
+                                  lambda n, total: progress.update(bar, completed=n, total=total))
+    except EvalstudioError as e:
+        raise _fail(e)
+    if done.output is None:
+        console.print(f"all {done.records} record(s) already have their {project.generate}; nothing written.")
+    else:
+        console.print(f"{done.generated} of {done.records} record(s) completed by {done.model_version}; all written to "
+                      f"{done.output}.\nNext: evalstudio import {protocol} {done.output}")

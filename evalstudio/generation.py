@@ -1,0 +1,137 @@
+"""`evalstudio generate`: have the ML backend write the model outputs annotators judge where the input lacks them.
+
+The ML backend's `/generate` (ml_backend/generators.py) writes CMV ToM values or Circa explanations; this module
+reads the researcher's files, sends the incomplete records in batches, checks that each completed record converts
+into valid tasks, and writes all records (complete ones unchanged) to one file that `evalstudio import` takes.
+Nothing is written unless every record is complete and valid. The output file is what annotators will see: keep
+it with the study.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import httpx
+
+from .errors import EvalstudioError, InvalidInput, Problem, ServerError
+from .registry import Project
+from .sources import FieldError, RecordInvalid
+
+BASIC_AUTH_ENV = "EVALSTUDIO_ML_BASIC_AUTH"  # "user:password", as for `evalstudio ml-backend`
+
+
+@dataclass
+class Generated:
+    records: int  # records read
+    generated: int  # records the backend completed
+    model_version: str | None
+    output: Path | None  # None when nothing needed generating (nothing written)
+
+
+def backend_url(url: str) -> str:
+    """The backend's base URL (http or https, no credentials in it)."""
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise EvalstudioError("--ml-url must be an http:// or https:// URL, e.g. http://127.0.0.1:9090")
+    if parts.username or parts.password:
+        raise EvalstudioError(f"--ml-url must not carry credentials; set {BASIC_AUTH_ENV}=user:password instead")
+    return url.strip().rstrip("/")
+
+
+class BackendClient:
+    """POST /generate on an evalstudio ML backend (basic auth from EVALSTUDIO_ML_BASIC_AUTH if set)."""
+
+    def __init__(self, url: str, timeout: float = 600.0):
+        self.url = backend_url(url)
+        auth = os.environ.get(BASIC_AUTH_ENV, "").strip()
+        self.headers = {"Authorization": "Basic " + base64.b64encode(auth.encode()).decode()} if auth else {}
+        self.timeout = timeout
+
+    def generate(self, project: str, items: list[dict]) -> tuple[list[dict], str]:
+        """(one {"output"} or {"error"} per item, the model version)."""
+        try:
+            response = httpx.post(f"{self.url}/generate", json={"project": project, "items": items},
+                                  headers=self.headers, timeout=self.timeout)
+        except httpx.HTTPError as e:
+            raise ServerError(f"cannot reach the ML backend at {self.url}: {type(e).__name__}") from None
+        if response.status_code == 401:
+            raise ServerError(f"the ML backend at {self.url} requires basic auth: set {BASIC_AUTH_ENV}=user:password")
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        if response.status_code != 200 or not isinstance(body, dict):
+            message = body.get("error") if isinstance(body, dict) else None
+            raise ServerError(f"the ML backend at {self.url} answered HTTP {response.status_code}"
+                              + (f": {str(message)[:300]}" if message else ""))
+        results, version = body.get("results"), body.get("model_version")
+        if not isinstance(results, list) or len(results) != len(items) or not isinstance(version, str):
+            raise ServerError(f"the ML backend at {self.url} answered without one result per item")
+        return results, version
+
+
+def generate_files(project: Project, importer, paths: Sequence[Path], output: Path, backend: BackendClient,
+                   batch_size: int = 4, on_progress: Callable[[int, int], None] | None = None) -> Generated:
+    """Complete the records of `paths` and write them all to `output` (see the module docstring)."""
+    if not project.generate:
+        raise EvalstudioError(f"{project.name} has nothing for a model to generate (no `generate` in projects.yaml)")
+    if not output.parent.is_dir():
+        raise EvalstudioError(f"{output}: the folder {output.parent} does not exist")
+    if output.is_dir():
+        raise EvalstudioError(f"{output}: is a folder; give a file name")
+    problems: list[Problem] = [Problem(str(p), None, None, "no such file") for p in map(Path, paths) if not p.is_file()]
+    context, readable = importer.prepare([Path(p) for p in paths if Path(p).is_file()])
+    problems += context.get("problems", [])
+    entries: list[list] = []  # [path, line, record, input or None]
+    for path in readable:
+        for line, record in importer.read(path):
+            if isinstance(record, Problem):
+                problems.append(record)
+                continue
+            try:
+                entries.append([path, line, record, importer.generation_input(record)])
+            except FieldError as e:
+                problems.append(Problem(str(path), line, e.field, e.message))
+    if problems:
+        raise InvalidInput(problems, "nothing was written")
+    todo = [entry for entry in entries if entry[3] is not None]
+    if not todo:
+        return Generated(len(entries), 0, None, None)
+    version = None
+    for start in range(0, len(todo), batch_size):
+        batch = todo[start:start + batch_size]
+        results, version = backend.generate(project.name, [entry[3] for entry in batch])
+        for entry, result in zip(batch, results):
+            path, line, record, _ = entry
+            output_ = result.get("output") if isinstance(result, dict) else None
+            if not isinstance(output_, dict):
+                reason = result.get("error") if isinstance(result, dict) else None
+                problems.append(Problem(str(path), line, project.generate, f"the ML backend wrote nothing: {reason or 'no output'}"))
+                continue
+            entry[2] = importer.with_generated(record, output_, version)
+            problems += _check(project, importer, context, entry)
+        if on_progress:
+            on_progress(min(start + batch_size, len(todo)), len(todo))
+    if problems:
+        raise InvalidInput(problems, "nothing was written")
+    tmp = output.with_name(f".{output.name}.tmp")
+    importer.write_records([entry[2] for entry in entries], tmp)
+    os.replace(tmp, output)  # all records or none
+    return Generated(len(entries), len(todo), version, output)
+
+
+def _check(project: Project, importer, context, entry) -> list[Problem]:
+    """Problems of a completed record: it must convert into tasks as any input record does."""
+    path, line, record, _ = entry
+    try:
+        importer.convert(record, project, context)
+    except FieldError as e:
+        return [Problem(str(path), line, e.field, f"generated output: {e.message}")]
+    except RecordInvalid as e:
+        return [Problem(str(path), line, err.field, f"generated output: {err.message}") for err in e.errors]
+    return []
