@@ -13,9 +13,11 @@ do not eat the server's CPU; bounded by --seconds) or, without it, from Python t
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 import re
+import secrets
 import shutil
 import socket
 import subprocess
@@ -57,6 +59,8 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "EVALSTUDIO_PROJECTS": str(ROOT / "projects.yaml")}
         env["EVALSTUDIO_MODEL_DIR"] = tmp
+        env["EVALSTUDIO_ML_BASIC_AUTH"] = "bench:" + secrets.token_urlsafe(16)  # requests carry it, as Label Studio's do
+        auth = "Basic " + base64.b64encode(env["EVALSTUDIO_ML_BASIC_AUTH"].encode()).decode()
         command = [sys.executable, "-m", "evalstudio.cli", "ml-backend", "--port", str(port), "--model-dir", tmp]
         if args.server == "dev":
             command.append("--dev")
@@ -67,9 +71,9 @@ def main():
             bodies = [json.dumps({"tasks": [{"id": i, **split_task(project, t)}], "label_config": project.label_config, "project": "1.0"})
                       for i, t in enumerate(tasks)]
             if args.client == "wrk":
-                row = run_wrk(url, bodies[0], args.clients, args.seconds, tmp)
+                row = run_wrk(url, bodies[0], args.clients, args.seconds, tmp, auth)
             else:
-                row = run_python(url, bodies, args.clients, args.requests)
+                row = run_python(url, bodies, args.clients, args.requests, auth)
         finally:
             backend.terminate()
             backend.wait(timeout=20)
@@ -80,13 +84,14 @@ def main():
           f"{row['p50']:>7.1f} {row['p99']:>7.1f} {row['max']:>7.1f} {row['rps']:>7.0f}")
 
 
-def run_wrk(url: str, body: str, clients: int, seconds: int, tmp: str) -> dict:
+def run_wrk(url: str, body: str, clients: int, seconds: int, tmp: str, auth: str) -> dict:
     body_file, script = Path(tmp) / "body.json", Path(tmp) / "post.lua"
     body_file.write_text(body, encoding="utf-8")
     script.write_text(f'local f = io.open("{body_file}", "rb"); wrk.body = f:read("*a"); f:close()\n'
-                      'wrk.method = "POST"; wrk.headers["Content-Type"] = "application/json"\n')
+                      'wrk.method = "POST"; wrk.headers["Content-Type"] = "application/json"\n'
+                      f'wrk.headers["Authorization"] = "{auth}"\n')
     with httpx.Client() as http:  # warm-up
-        http.post(f"{url}/predict", content=body, headers={"Content-Type": "application/json"})
+        http.post(f"{url}/predict", content=body, headers={"Content-Type": "application/json", "Authorization": auth})
     out = subprocess.run(["wrk", "-t2", f"-c{clients}", f"-d{seconds}s", "-s", str(script), "--latency", f"{url}/predict"],
                          capture_output=True, text=True, timeout=seconds + 60).stdout
 
@@ -105,11 +110,11 @@ def _max_ms(out: str) -> float:
     return float(value) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[unit]
 
 
-def run_python(url: str, bodies: list[str], clients: int, requests: int) -> dict:
+def run_python(url: str, bodies: list[str], clients: int, requests: int, auth: str) -> dict:
     latencies: list[float] = []
     errors = [0]
     lock = threading.Lock()
-    headers = {"Content-Type": "application/json"}
+    headers = {"Content-Type": "application/json", "Authorization": auth}
 
     def client(k: int):
         with httpx.Client(timeout=30) as http:

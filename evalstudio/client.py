@@ -15,6 +15,7 @@ import httpx
 from label_studio_sdk import LabelStudio
 from label_studio_sdk.core.api_error import ApiError
 
+from .credentials import check_api_key
 from .errors import ServerError, Transient
 from .importing import ID_FIELD
 from .registry import Project
@@ -63,7 +64,29 @@ def settings_from_env(dotenv_files: tuple[Path, ...] = DOTENV_FILES) -> Settings
             f"{' and '.join(missing)} not set. Export them or put them in ./.env "
             "(a local server started with `evalstudio server` writes .evalstudio/evalstudio.env for you)."
         )
-    return Settings(url.rstrip("/"), key)
+    return Settings(url.strip().rstrip("/"), check_api_key(key))
+
+
+def check_url(url: str) -> str:
+    """An http(s) URL of Label Studio; an error that does not repeat credentials."""
+    from urllib.parse import urlsplit
+
+    url = url.strip().rstrip("/")
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a bad port
+    except ValueError:
+        raise ServerError(f"LABEL_STUDIO_URL is not a valid URL: {shown_url(url)}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ServerError(f"LABEL_STUDIO_URL must start with http:// or https:// and name a host, got {shown_url(url)!r}")
+    return url
+
+
+def shown_url(url: str) -> str:
+    """The URL with any user:password@ replaced by ***@."""
+    import re
+
+    return re.sub(r"(?<=//)[^/@]*@", "***@", url)
 
 
 RETRY_STATUS = {408, 429, 500, 502, 503, 504}
@@ -94,9 +117,10 @@ class Client:
     are sent once (the SDK's own blind retries are off) and callers decide what is safe to repeat."""
 
     def __init__(self, settings: Settings, timeout: float = 120.0, retry: RetryPolicy = RetryPolicy()):
-        self.url = settings.url
+        base = check_url(settings.url)
+        self.url = shown_url(base)  # what messages show: never a user:password@ part
         self.retry = retry
-        self.sdk = LabelStudio(base_url=settings.url, api_key=settings.api_key, timeout=timeout, max_retries=0)
+        self.sdk = LabelStudio(base_url=base, api_key=check_api_key(settings.api_key), timeout=timeout, max_retries=0)
 
     @contextmanager
     def _call(self, action: str):
@@ -229,17 +253,31 @@ class Client:
 
     def connect_ml_backend(self, project_id: int, url: str, basic_auth: str | None = None,
                            title: str = "evalstudio") -> tuple[int, bool]:
-        """Register an ML backend with a project (once per URL). Returns (backend id, created)."""
+        """Register an ML backend with a project (once per URL; the credentials are renewed when it exists) and
+        give the project's /webhook to the backend the same basic auth. Returns (backend id, created)."""
+        import base64
+
+        auth = {}
+        if basic_auth:
+            user, _, password = basic_auth.partition(":")
+            auth = dict(auth_method="BASIC_AUTH", basic_auth_user=user, basic_auth_pass=password)
         with self._call(f"connect the ML backend {url} to project {project_id}"):
-            for backend in self.sdk.ml.list(project=project_id):
-                if backend.url.rstrip("/") == url.rstrip("/"):
-                    return backend.id, False
-            auth = {}
+            existing = next((b for b in self.sdk.ml.list(project=project_id) if b.url.rstrip("/") == url.rstrip("/")), None)
+            if existing is not None:
+                if auth:
+                    self.sdk.ml.update(existing.id, **auth)
+                backend_id, created = existing.id, False
+            else:
+                backend_id, created = self.sdk.ml.create(project=project_id, url=url, title=title, is_interactive=False,
+                                                         **auth).id, True
+            # Label Studio creates the backend's annotation webhook (URL/webhook) without auth headers
             if basic_auth:
-                user, _, password = basic_auth.partition(":")
-                auth = dict(auth_method="BASIC_AUTH", basic_auth_user=user, basic_auth_pass=password)
-            backend = self.sdk.ml.create(project=project_id, url=url, title=title, is_interactive=False, **auth)
-            return backend.id, True
+                header = {"Authorization": "Basic " + base64.b64encode(basic_auth.encode()).decode()}
+                hook_url = url.rstrip("/") + "/webhook"
+                for hook in self.sdk.webhooks.list(project=str(project_id)):
+                    if hook.url.rstrip("/") == hook_url:
+                        self.sdk.webhooks.update(hook.id, url=hook.url, headers=header)
+        return backend_id, created
 
     @staticmethod
     def require_prefill(project: Project) -> None:

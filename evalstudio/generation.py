@@ -44,12 +44,11 @@ def backend_url(url: str) -> str:
 
 
 class BackendClient:
-    """POST /generate on an evalstudio ML backend (basic auth from EVALSTUDIO_ML_BASIC_AUTH if set)."""
+    """POST /generate on an evalstudio ML backend, with its basic auth ('user:password')."""
 
-    def __init__(self, url: str, timeout: float = 600.0):
+    def __init__(self, url: str, basic_auth: str | None, timeout: float = 600.0):
         self.url = backend_url(url)
-        auth = os.environ.get(BASIC_AUTH_ENV, "").strip()
-        self.headers = {"Authorization": "Basic " + base64.b64encode(auth.encode()).decode()} if auth else {}
+        self.headers = {"Authorization": "Basic " + base64.b64encode(basic_auth.encode()).decode()} if basic_auth else {}
         self.timeout = timeout
 
     def generate(self, project: str, items: list[dict]) -> tuple[list[dict], str]:
@@ -60,7 +59,8 @@ class BackendClient:
         except httpx.HTTPError as e:
             raise ServerError(f"cannot reach the ML backend at {self.url}: {type(e).__name__}") from None
         if response.status_code == 401:
-            raise ServerError(f"the ML backend at {self.url} requires basic auth: set {BASIC_AUTH_ENV}=user:password")
+            raise ServerError(f"the ML backend at {self.url} refused the credentials: use the file it wrote "
+                              f"(--basic-auth-file) or set {BASIC_AUTH_ENV}=user:password as for the backend")
         try:
             body = response.json()
         except ValueError:

@@ -119,23 +119,18 @@ class EvalstudioModel(LabelStudioMLBase):
             return [[] for _ in tasks]
         return predict_tasks(project, tasks)
 
-    def fit(self, tasks, workdir=None, event=None, data=None, **kwargs):
-        """Label Studio webhook: retrain the learner of the annotated project (other predictors ignore it)."""
-        if event not in TRAIN_EVENTS:
+
+def retrain(label_config: str | None, project_id: int) -> dict:
+    """Retrain the learner of Label Studio project `project_id` from its annotations (a webhook's job; other
+    predictors have nothing to train). Reads LABEL_STUDIO_URL / LABEL_STUDIO_API_KEY."""
+    try:
+        project = identify(label_config)
+        if project.predictor != "learner":
             return {}
-        data = data or {}
-        try:
-            project = identify((data.get("project") or {}).get("label_config") or self.label_config)
-            if project.predictor != "learner":
-                return {}
-            try:
-                settings = settings_from_env()
-            except EvalstudioError:
-                settings = Settings(self.hostname, self.access_token)
-            tasks = fetch_annotated_tasks(project, settings, (data.get("project") or {}).get("id"))
-            summary = LearnerPredictor(model_dir()).train(project, tasks)
-            log.info("retrained %s: %s", project.name, summary)
-            return summary
-        except (EvalstudioError, NoPrediction) as e:
-            log.warning("training after %s skipped: %s", event, e)
-            return {}
+        tasks = fetch_annotated_tasks(project, settings_from_env(), project_id)
+        summary = LearnerPredictor(model_dir()).train(project, tasks)
+        log.info("retrained %s from project %s: %s", project.name, project_id, summary)
+        return summary
+    except (EvalstudioError, NoPrediction) as e:
+        log.warning("training for project %s skipped: %s", project_id, e)
+        return {}

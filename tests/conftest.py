@@ -90,6 +90,7 @@ def ml_backend(label_studio, tmp_path_factory):
     log = open(directory / "backend.log", "w")
     env = {**os.environ, "EVALSTUDIO_PROJECTS": str(ROOT / "projects.yaml"),
            "LABEL_STUDIO_URL": label_studio.url, "LABEL_STUDIO_API_KEY": label_studio.credentials().api_key}
+    env.pop("EVALSTUDIO_ML_BASIC_AUTH", None)  # the backend writes its own secret file, as for a user
     process = subprocess.Popen([sys.executable, "-m", "evalstudio.cli", "ml-backend", "--port", str(port),
                                 "--model-dir", str(directory / "models")], env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
@@ -97,6 +98,7 @@ def ml_backend(label_studio, tmp_path_factory):
         wait_healthy(url, 60, process, "the ML backend")
     except ServerError as e:
         raise RuntimeError(f"{e}\n{(directory / 'backend.log').read_text()}") from None
-    yield url, directory / "backend.log"
+    auth = (directory / "ml-backend.auth").read_text().strip()
+    yield url, directory / "backend.log", auth
     process.terminate()
     process.wait(timeout=20)

@@ -379,12 +379,12 @@ def test_prefill_opt_in_shows_predictions_and_the_export_flags_accepted_ones(reg
     from evalstudio.exporters.tidy import annotation_frame
 
     page, dialogs = session
-    url, _ = ml_backend
+    url, _, auth = ml_backend
     project = reg.get("health").model_copy(update={"title": "health prefill opt-in", "prefill": True})
     report = import_files(project, importer_for("health"), example_files("health"), client)
     client.ensure_project(project)
     assert client.project(report.project_id).show_collab_predictions is True
-    client.connect_ml_backend(report.project_id, url)
+    client.connect_ml_backend(report.project_id, url, auth)
     task = full_task(client, report.project_id)
     client.request_predictions(report.project_id, [task["id"]])
     [prediction] = client.predictions(report.project_id)[task["id"]]

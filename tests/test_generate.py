@@ -35,13 +35,14 @@ def generating_backend(tmp_path_factory):
         port = free_port()
         env = {**os.environ, "EVALSTUDIO_PROJECTS": str(ROOT / "projects.yaml"), "EVALSTUDIO_LLM_BASE_URL": llm.url,
                "EVALSTUDIO_LLM_MODEL": MODEL, "EVALSTUDIO_LLM_API_KEY": "test-key"}
+        env.pop("EVALSTUDIO_ML_BASIC_AUTH", None)
         log = open(directory / "backend.log", "w")
         process = subprocess.Popen([*EVALSTUDIO, "ml-backend", "--port", str(port), "--workers", "1",
                                     "--model-dir", str(directory / "models")], env=env, stdout=log, stderr=subprocess.STDOUT)
         url = f"http://127.0.0.1:{port}"
         try:
             wait_healthy(url, 60, process, "the ML backend")
-            yield url, llm
+            yield url, llm, directory / "ml-backend.auth"
         finally:
             process.terminate()
             process.wait(timeout=20)
@@ -54,9 +55,9 @@ def run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
 
 @pytest.mark.server
 def test_cmv_tom_values_are_generated_into_the_shown_item(generating_backend, reg, client, tmp_path):
-    url, llm = generating_backend
+    url, llm, auth = generating_backend
     out = tmp_path / "threads_tom.jsonl"
-    done = run("generate", "cmv", str(THREAD), "--ml-url", url, "-o", str(out))
+    done = run("generate", "cmv", str(THREAD), "--ml-url", url, "-o", str(out), "--basic-auth-file", str(auth))
     assert done.returncode == 0, done.stderr
     assert "1 of 1 record(s) completed by llm:gen-model" in done.stdout
     [record] = [json.loads(line) for line in out.read_text().splitlines()]
@@ -85,7 +86,7 @@ def test_cmv_tom_values_are_generated_into_the_shown_item(generating_backend, re
 
 
 def test_circa_explanations_are_generated_for_empty_cells_only(generating_backend, reg, tmp_path):
-    url, _ = generating_backend
+    url, llm, auth = generating_backend
     source = tmp_path / "explanations.csv"
     columns = ["context", "question", "answer", "prediction", "target", "explanation"]
     rows = [
@@ -96,7 +97,7 @@ def test_circa_explanations_are_generated_for_empty_cells_only(generating_backen
     with open(source, "w", newline="") as f:
         csv.writer(f).writerows([columns, *rows])
     out = tmp_path / "completed.csv"
-    done = run("generate", "circa", str(source), "--ml-url", url, "-o", str(out))
+    done = run("generate", "circa", str(source), "--ml-url", url, "-o", str(out), "--basic-auth-file", str(auth))
     assert done.returncode == 0, done.stderr
     assert "1 of 2 record(s) completed" in done.stdout
     project = reg.get("circa_part2")
@@ -112,22 +113,31 @@ def test_circa_explanations_are_generated_for_empty_cells_only(generating_backen
         assert task["data"]["explanation"].startswith("generated from Context: Y has just moved")
         assert task["meta"]["explanation_generated_by"] == f"llm:{MODEL}"
     # the explanation was written for the model's interpretation, as the document's explanations are
-    assert "Interpretation: No" in next(r["messages"][1]["content"] for r in generating_backend[1].requests
+    assert "Interpretation: No" in next(r["messages"][1]["content"] for r in llm.requests
                                         if "Do you like your new flat?" in r["messages"][1]["content"])
 
 
 def test_an_item_the_model_cannot_complete_means_nothing_is_written(generating_backend, tmp_path):
-    url, _ = generating_backend
+    url, _, auth = generating_backend
     broken = tmp_path / "thread.xml"
     broken.write_text(THREAD.read_text().replace("Libraries are mostly not about books today.",
                                                  "BROKEN-OUTPUT Libraries are mostly not about books today."))
     out = tmp_path / "out.jsonl"
-    done = run("generate", "cmv", str(broken), "--ml-url", url, "-o", str(out))
+    done = run("generate", "cmv", str(broken), "--ml-url", url, "-o", str(out), "--basic-auth-file", str(auth))
     assert done.returncode == 2
     assert f"{broken}:" in done.stderr and "tom: the ML backend wrote nothing: the comment ToM answer lacks the " \
                                           "category beliefs" in done.stderr
     assert "nothing was written" in done.stderr
     assert not out.exists() and not list(tmp_path.glob(".*tmp"))
+
+
+def test_generate_needs_the_backends_credentials(generating_backend, tmp_path):
+    url, _, auth = generating_backend
+    wrong = tmp_path / "wrong.auth"
+    wrong.write_text("evalstudio:not-the-password\n")
+    done = run("generate", "cmv", str(THREAD), "--ml-url", url, "-o", str(tmp_path / "o.jsonl"), "--basic-auth-file", str(wrong))
+    assert done.returncode == 1 and "refused the credentials" in done.stderr
+    assert "not-the-password" not in done.stderr + done.stdout
 
 
 @pytest.mark.parametrize("args, message", [
@@ -137,7 +147,8 @@ def test_an_item_the_model_cannot_complete_means_nothing_is_written(generating_b
     (["cmv", str(THREAD), "--ml-url", "http://127.0.0.1:9"], "cannot reach the ML backend at http://127.0.0.1:9"),
 ])
 def test_generate_refuses_clearly(args, message, tmp_path):
-    done = run("generate", *args, "-o", str(tmp_path / "out.jsonl"))
+    (tmp_path / "a.auth").write_text("u:p\n")
+    done = run("generate", *args, "-o", str(tmp_path / "out.jsonl"), "--basic-auth-file", str(tmp_path / "a.auth"))
     assert done.returncode == 1 and message in done.stderr, done.stderr
     assert "Traceback" not in done.stderr and "s3cret-pw" not in done.stderr + done.stdout
 
@@ -149,10 +160,12 @@ def test_generate_refuses_clearly(args, message, tmp_path):
     ('{"project": "cmv", "items": "abc"}', 400), ("not json", 400),
     (json.dumps({"project": "cmv", "items": [{"post_title": "t", "post": "p", "comment": "c"}] * 33}), 400),
 ])
-def test_generate_endpoint_answers_bad_bodies_with_400(body, status):
+def test_generate_endpoint_answers_bad_bodies_with_400(body, status, tmp_path, monkeypatch):
     from evalstudio.ml_backend.app import create_app
 
-    app = create_app().test_client()
-    response = app.post("/generate", data=body, content_type="application/json")
+    monkeypatch.setenv("EVALSTUDIO_MODEL_DIR", str(tmp_path / "models"))
+    app = create_app("u:p").test_client()
+    assert app.post("/generate", data=body, content_type="application/json").status_code == 401
+    response = app.post("/generate", data=body, content_type="application/json", headers={"Authorization": "Basic dTpw"})
     assert response.status_code == status
     assert "Traceback" not in response.get_data(as_text=True) and "error" in response.get_json()

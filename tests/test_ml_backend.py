@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+
+from pathlib import Path
 
 import httpx
 import numpy as np
@@ -46,11 +49,11 @@ def stored_values(project, data) -> dict:
 @pytest.mark.parametrize("protocol", PROJECTS)
 def test_label_studio_gets_stored_predictions_from_the_backend(reg, importer_for, client, ml_backend, protocol):
     """With model-assisted labelling opted in (prefill: true), the stored model outputs become predictions."""
-    url, log = ml_backend
+    url, log, auth = ml_backend
     project = reg.get(protocol).model_copy(update={"prefill": True, "title": f"{protocol} prefill opt-in"})
     study = project.study_name
     report = import_files(project, importer_for(study), example_files(study), client)
-    client.connect_ml_backend(report.project_id, url)
+    client.connect_ml_backend(report.project_id, url, auth)  # Label Studio then sends the backend's basic auth
     tasks = {t["id"]: task_fields(t) for page in client.full_task_pages(report.project_id) for t in page}
     client.prefill(report.project_id, batch_size=7)
     client.prefill(report.project_id)  # a second run adds no duplicates
@@ -78,16 +81,20 @@ def test_label_studio_gets_stored_predictions_from_the_backend(reg, importer_for
 
 @pytest.mark.server
 def test_bad_tasks_get_no_prediction_and_never_a_500(reg, ml_backend):
-    url, log = ml_backend
+    url, log, auth = ml_backend
     config = reg.get("dialogue").label_config
     tasks = [{"id": 991, "data": {"context": [], "response": "hi"}},  # no model outputs
              {"id": 992, "data": {"model_ratings": {"appropriateness": 9}}},  # out of range: skipped, not sent
              {"id": 993, "data": "not a dict"},
              {"id": 994}]  # no data at all
-    response = httpx.post(f"{url}/predict", json={"tasks": tasks, "label_config": config, "project": "1.1"}, timeout=30)
+    user, _, password = auth.partition(":")
+    response = httpx.post(f"{url}/predict", json={"tasks": tasks, "label_config": config, "project": "1.1"},
+                          auth=(user, password), timeout=30)
     assert response.status_code == 200
     assert response.json()["results"] == [[], [], [], []]
-    unknown = httpx.post(f"{url}/predict", json={"tasks": tasks[:1], "label_config": "<View><Text name='t' value='$t'/></View>"}, timeout=30)
+    unknown = httpx.post(f"{url}/predict", json={"tasks": tasks[:1], "label_config": "<View><Text name='t' value='$t'/></View>"},
+                         auth=(user, password), timeout=30)
+    assert httpx.post(f"{url}/predict", json={"tasks": tasks}, timeout=30).status_code == 401  # no credentials
     assert unknown.status_code == 200 and unknown.json()["results"] == [[]]
     text = log.read_text()
     assert "task 991 (dialogue): no prediction: the task carries none of the model fields" in text
@@ -97,13 +104,81 @@ def test_bad_tasks_get_no_prediction_and_never_a_500(reg, ml_backend):
     assert "matches no protocol" in text
 
 
-def test_basic_auth_guards_every_route():
+AUTH = {"Authorization": "Basic bGFiZWxzdHVkaW86czNjcmV0"}  # labelstudio:s3cret
+
+
+@pytest.fixture
+def guarded_app(tmp_path, monkeypatch):
+    """The backend's Flask app in this process, with basic auth and its own model folder."""
     from evalstudio.ml_backend.app import create_app
 
-    app = create_app("labelstudio:s3cret").test_client()
-    assert app.get("/health").status_code == 401
-    ok = app.get("/health", headers={"Authorization": "Basic bGFiZWxzdHVkaW86czNjcmV0"})  # labelstudio:s3cret
-    assert ok.status_code == 200
+    monkeypatch.setenv("EVALSTUDIO_MODEL_DIR", str(tmp_path / "models"))
+    return create_app("labelstudio:s3cret").test_client()
+
+
+@pytest.mark.parametrize("method, route", [("post", "/predict"), ("post", "/setup"), ("post", "/webhook"),
+                                           ("post", "/generate"), ("get", "/is_training"), ("post", "/train"),
+                                           ("get", "/metrics"), ("get", "/nosuch")])
+def test_basic_auth_guards_every_route(guarded_app, method, route):
+    assert getattr(guarded_app, method)(route, json={}).status_code == 401
+    wrong = {"Authorization": "Basic bGFiZWxzdHVkaW86d3Jvbmc="}  # labelstudio:wrong
+    assert getattr(guarded_app, method)(route, json={}, headers=wrong).status_code == 401
+    assert getattr(guarded_app, method)(route, json={}, headers=AUTH).status_code != 401
+
+
+def test_health_is_open_and_says_nothing_else(guarded_app, tmp_path):
+    response = guarded_app.get("/health")
+    assert response.status_code == 200 and response.get_json() == {"status": "UP"}  # no model folder path
+
+
+@pytest.mark.parametrize("body", ["[1]", "null", "{}", '{"tasks": "x"}', '{"tasks": [1]}', '{"tasks": null}',
+                                  '{"tasks": [], "label_config": 5}', '{"tasks": [], "params": [1]}', "not json", ""])
+def test_malformed_predict_bodies_get_a_short_4xx(guarded_app, body):
+    response = guarded_app.post("/predict", data=body, content_type="application/json", headers=AUTH)
+    text = response.get_data(as_text=True)
+    assert 400 <= response.status_code < 500, text
+    assert "Traceback" not in text and "site-packages" not in text and len(text) < 300
+
+
+def test_request_bodies_are_bounded(tmp_path, monkeypatch):
+    from evalstudio.ml_backend.app import create_app
+
+    monkeypatch.setenv("EVALSTUDIO_MODEL_DIR", str(tmp_path / "models"))
+    app = create_app("labelstudio:s3cret", max_body=64 * 1024).test_client()
+    try:
+        big = json.dumps({"action": "ANNOTATION_CREATED", "project": {"id": 1}, "pad": "x" * 200_000})
+        for route in ("/webhook", "/predict", "/setup"):
+            response = app.post(route, data=big, content_type="application/json", headers=AUTH)
+            assert response.status_code == 413 and "larger than 65536 bytes" in response.get_json()["error"]
+    finally:
+        create_app("labelstudio:s3cret")  # the app is label-studio-ml's module global: restore the default bound
+    assert not any(p.is_dir() for p in (tmp_path / "models").iterdir())  # nothing of a request written to disk
+
+
+def test_webhooks_train_only_connected_projects_in_one_bounded_worker(guarded_app, reg, tmp_path):
+    import multiprocessing
+    import threading
+
+    config = reg.get("dialogue").label_config
+    event = {"action": "ANNOTATION_CREATED", "project": {"id": 77, "label_config": config}, "pad": "x" * 100_000}
+    refused = guarded_app.post("/webhook", json=event, headers=AUTH)
+    assert refused.status_code == 403 and "project 77 is not connected" in refused.get_json()["error"]
+    assert guarded_app.post("/setup", json={"project": "77.1700000000", "schema": config}, headers=AUTH).status_code == 200
+    answers = [guarded_app.post("/webhook", json=event, headers=AUTH) for _ in range(40)]
+    assert all(a.status_code == 201 for a in answers)
+    assert sum(a.get_json()["queued"] for a in answers) >= 1
+    assert sum(t.name == "evalstudio-trainer" for t in threading.enumerate()) == 1  # one worker, not 40 forks
+    assert multiprocessing.active_children() == []
+    other = {**event, "project": {"id": 78, "label_config": config}}
+    assert guarded_app.post("/webhook", json=other, headers=AUTH).status_code == 403
+    assert guarded_app.post("/webhook", json={"action": "PROJECT_UPDATED"}, headers=AUTH).status_code == 200
+    for bad in ([1], {"action": 5}, {"action": "ANNOTATION_CREATED", "project": [1]},
+                {"action": "ANNOTATION_CREATED", "project": {"id": "x"}}):
+        assert guarded_app.post("/webhook", json=bad, headers=AUTH).status_code == 400
+    files = sorted(p.name for p in (tmp_path / "models").iterdir())
+    assert not any((tmp_path / "models" / f).is_dir() for f in files)  # no per-event job folders (event.json)
+    assert oct((tmp_path / "models").stat().st_mode & 0o777) == "0o700"
+    assert oct((tmp_path / "models" / "connected.json").stat().st_mode & 0o777) == "0o600"
 
 
 @pytest.mark.parametrize("protocol", PROJECTS)
@@ -236,15 +311,20 @@ def test_learner_retrains_on_label_studio_annotation_webhooks(reg, importer_for,
     port, models = free_port(), tmp_path / "models"
     env = {**os.environ, "EVALSTUDIO_PROJECTS": str(tmp_path / "projects.yaml"),
            "LABEL_STUDIO_URL": label_studio.url, "LABEL_STUDIO_API_KEY": label_studio.credentials().api_key}
+    env.pop("EVALSTUDIO_ML_BASIC_AUTH", None)
     log = open(tmp_path / "backend.log", "w")
     backend = subprocess.Popen([sys.executable, "-m", "evalstudio.cli", "ml-backend", "--port", str(port),
                                 "--model-dir", str(models)], env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         url = f"http://127.0.0.1:{port}"
         wait_healthy(url, 60, backend, "the learner backend")
+        auth_file = tmp_path / "ml-backend.auth"  # written by the backend on first start, for this user only
+        assert oct(auth_file.stat().st_mode & 0o777) == "0o600"
+        auth = auth_file.read_text().strip()
+        assert not any(auth.split(":")[1] in cmdline for cmdline in all_command_lines())  # nothing in `ps`
         project = reg.get("circa_part1").model_copy(update={"title": "Circa (learner webhook test)", "prefill": True})
         report = import_files(project, importer_for("circa"), example_files("circa"), client)
-        client.connect_ml_backend(report.project_id, url)
+        client.connect_ml_backend(report.project_id, url, auth)  # webhooks carry the auth header too
         tasks = sorted((t for page in client.full_task_pages(report.project_id) for t in page), key=lambda t: t["id"])
         li = project.interface
         admin = next(uid for uid, email in client.users().items() if email == label_studio.credentials().username)
@@ -265,3 +345,14 @@ def test_learner_retrains_on_label_studio_annotation_webhooks(reg, importer_for,
     finally:
         backend.terminate()
         backend.wait(timeout=30)
+
+
+def all_command_lines() -> list[str]:
+    """Every process's command line, as `ps` shows it to any local user."""
+    out = []
+    for proc in Path("/proc").iterdir():
+        try:
+            out.append((proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"))
+        except OSError:
+            continue
+    return out

@@ -9,6 +9,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from ..client import DEFAULT_DATA_DIR, Client, settings_from_env
+from ..credentials import ML_AUTH_FILE
 from ..errors import EvalstudioError
 from . import ProjectsOption, _fail, _load, app, console, err
 
@@ -18,12 +19,18 @@ def ml_backend(
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 9090,
     host: Annotated[str, typer.Option(help="Interface to bind (127.0.0.1: this machine only).")] = "127.0.0.1",
     model_dir: Annotated[Path, typer.Option(help="Where trained learners and job files are kept.")] = DEFAULT_DATA_DIR / "models",
-    basic_auth: Annotated[Optional[str], typer.Option(help="Require HTTP basic auth 'user:password' (give the same to `connect`).")] = None,
+    basic_auth_file: Annotated[Optional[Path], typer.Option(
+        help="File holding the basic-auth 'user:password' every request must carry (default: ml-backend.auth next to "
+             "--model-dir, created with a random password on first start; $EVALSTUDIO_ML_BASIC_AUTH wins).")] = None,
     workers: Annotated[int, typer.Option(min=1, help="gunicorn worker processes (8 threads each).")] = 2,
     dev: Annotated[bool, typer.Option("--dev", help="Use Flask's single-process development server instead of gunicorn.")] = False,
     projects: ProjectsOption = None,
 ):
-    """Run the ML backend that prefills every protocol (label-studio-ml; predictor per project in projects.yaml).
+    """Run the ML backend that prefills every protocol (label-studio-ml; predictor per project in projects.yaml) and
+    writes missing judged outputs (`evalstudio generate`).
+
+    Every request but /health needs HTTP basic auth; `connect` gives Label Studio the same credentials (from the same
+    file or $EVALSTUDIO_ML_BASIC_AUTH). Secrets are never taken from the command line.
 
     Serves with gunicorn (the WSGI entry is evalstudio.ml_backend.wsgi:app). A Label Studio on the same machine
     can reach a backend on loopback only with ML_BLOCK_LOCAL_IP=false and SSRF_PROTECTION_ENABLED=false (set by
@@ -35,17 +42,20 @@ def ml_backend(
     if projects:
         os.environ["EVALSTUDIO_PROJECTS"] = str(projects.resolve())
     os.environ["EVALSTUDIO_MODEL_DIR"] = str(model_dir.resolve())
-    if basic_auth:
-        os.environ["EVALSTUDIO_ML_BASIC_AUTH"] = basic_auth
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
+    from ..credentials import ML_AUTH_ENV, ml_auth
     from ..ml_backend.app import create_app
 
+    auth_file = basic_auth_file or model_dir.resolve().parent / ML_AUTH_FILE
+    from_env = bool(os.environ.get(ML_AUTH_ENV, "").strip())
     try:
         _load(projects)
-        flask_app = create_app(basic_auth)
+        os.environ[ML_AUTH_ENV] = ml_auth(auth_file, create=True)  # gunicorn's workers inherit it; argv stays clean
+        flask_app = create_app()
     except (EvalstudioError, ValueError) as e:
         raise _fail(e)
-    console.print(f"ML backend on http://{host}:{port} (models in {model_dir})")
+    where = "$" + ML_AUTH_ENV if from_env else str(auth_file)
+    console.print(f"ML backend on http://{host}:{port} (models in {model_dir}; basic auth required, credentials in {where})")
     if dev:
         from werkzeug.serving import WSGIRequestHandler
 
@@ -70,14 +80,20 @@ def ml_backend(
 def connect(
     protocol: Annotated[str, typer.Argument(help="Protocol name, e.g. sotopia.")],
     url: Annotated[str, typer.Option(help="URL of the ML backend as Label Studio can reach it.")] = "http://127.0.0.1:9090",
-    basic_auth: Annotated[Optional[str], typer.Option(help="'user:password' if the backend requires it.")] = None,
+    basic_auth_file: Annotated[Optional[Path], typer.Option(
+        help="The backend's credentials file (default: .evalstudio/ml-backend.auth, as `evalstudio ml-backend` writes "
+             "it; $EVALSTUDIO_ML_BASIC_AUTH wins).")] = None,
     projects: ProjectsOption = None,
 ):
-    """Register the ML backend with the protocol's Label Studio project (once; running it again is harmless)."""
+    """Register the ML backend with the protocol's Label Studio project, with the backend's basic auth for
+    predictions and for the annotation webhook (once; running it again renews the credentials)."""
+    from ..credentials import ml_auth
+
     try:
         parts = _load(projects).parts(protocol)
         for project in parts:
             Client.require_prefill(project)
+        basic_auth = ml_auth(basic_auth_file or DEFAULT_DATA_DIR / ML_AUTH_FILE)
         client = Client(settings_from_env())
         connected = []
         for project in parts:
@@ -145,6 +161,8 @@ def generate(
                                          "(JSONL for cmv, CSV for circa); import it with `evalstudio import`.")],
     ml_url: Annotated[str, typer.Option(help="URL of the evalstudio ML backend.")] = "http://127.0.0.1:9090",
     batch_size: Annotated[int, typer.Option(min=1, max=32, help="Records per request to the backend.")] = 4,
+    basic_auth_file: Annotated[Optional[Path], typer.Option(
+        help="The backend's credentials file (default: .evalstudio/ml-backend.auth; $EVALSTUDIO_ML_BASIC_AUTH wins).")] = None,
     projects: ProjectsOption = None,
 ):
     """Have the ML backend's LLM write the model outputs annotators judge where FILES lack them, and write every
@@ -156,9 +174,10 @@ def generate(
     explanation_generated_by). Nothing is written unless every record was completed and is valid.
 
     The backend uses EVALSTUDIO_LLM_BASE_URL, EVALSTUDIO_LLM_MODEL and EVALSTUDIO_LLM_API_KEY (set them where
-    `evalstudio ml-backend` runs). If the backend requires basic auth, set EVALSTUDIO_ML_BASIC_AUTH=user:password
-    here too; credentials are never taken from the command line."""
+    `evalstudio ml-backend` runs). Its basic auth is read from the file it writes (or $EVALSTUDIO_ML_BASIC_AUTH);
+    credentials are never taken from the command line."""
     from .. import importers
+    from ..credentials import ml_auth
     from ..generation import BackendClient, generate_files
 
     try:
@@ -167,7 +186,7 @@ def generate(
             raise EvalstudioError(f"{protocol} has nothing for a model to generate; protocols with generated outputs: "
                                   f"{', '.join(sorted({p.study_name for p in _load(projects) if p.generate}))}")
         project = parts[0]
-        backend = BackendClient(ml_url)
+        backend = BackendClient(ml_url, ml_auth(basic_auth_file or DEFAULT_DATA_DIR / ML_AUTH_FILE))
         with Progress(TextColumn(f"generating {project.generate} for {project.name}"), BarColumn(), MofNCompleteColumn(),
                       TimeRemainingColumn(), console=err, transient=True) as progress:
             bar = progress.add_task(project.name, total=None)

@@ -63,7 +63,7 @@ def demo(
             report = _import(project, files, client)
             prefilled = "answers start empty"
             if project.prefill:  # model-assisted labelling, only where projects.yaml opts in
-                client.connect_ml_backend(report.project_id, backend.url)
+                client.connect_ml_backend(report.project_id, backend.url, backend.auth)
                 prefilled = f"{client.prefill(report.project_id)[0]} prefilled"
             console.print(f"{project.name:11} {report.created:4} created, {report.already_present:4} already present, "
                           f"{prefilled} -> {local.url}/projects/{report.project_id}")
@@ -85,7 +85,11 @@ def _start_ml_backend(local: LocalServer, port: int, projects: Path | None):
 
     from ..server import wait_healthy
 
-    env = {**os.environ, "LABEL_STUDIO_URL": local.url, "LABEL_STUDIO_API_KEY": local.credentials().api_key}
+    from ..credentials import ML_AUTH_ENV, ML_AUTH_FILE, ml_auth
+
+    auth = ml_auth(local.data_dir / ML_AUTH_FILE, create=True)
+    env = {**os.environ, "LABEL_STUDIO_URL": local.url, "LABEL_STUDIO_API_KEY": local.credentials().api_key,
+           ML_AUTH_ENV: auth}
     command = [sys.executable, "-m", "evalstudio.cli", "ml-backend", "--port", str(port),
                "--model-dir", str(local.data_dir / "models")] + (["--projects", str(projects)] if projects else [])
     log = open(local.data_dir / "ml-backend.log", "ab")
@@ -96,7 +100,7 @@ def _start_ml_backend(local: LocalServer, port: int, projects: Path | None):
     except EvalstudioError as e:
         process.terminate()
         raise EvalstudioError(f"{e}; see {local.data_dir / 'ml-backend.log'}") from None
-    return SimpleNamespace(process=process, url=url)
+    return SimpleNamespace(process=process, url=url, auth=auth)
 
 
 def _stop(backend, local: LocalServer | None = None) -> None:
