@@ -51,7 +51,7 @@ def worker(kind: str, url: str, key: str, path: str, batch_size: int) -> dict:
     """One measured run in this process (so its peak memory is its own)."""
     from evalstudio import importers, registry
     from evalstudio.client import Client, Settings
-    from evalstudio.exporters.tidy import write_annotation_csv
+    from evalstudio.exporters.tidy import write_annotations
     from evalstudio.importing import split_task, import_files
 
     client = Client(Settings(url, key), timeout=600)
@@ -71,7 +71,7 @@ def worker(kind: str, url: str, key: str, path: str, batch_size: int) -> dict:
     elif kind == "export":
         project_id = int(path)
         users = client.users()
-        count, _ = write_annotation_csv(client.full_task_pages(project_id), project, users, Path(tempfile.mktemp(suffix=".csv")))
+        count, _ = write_annotations(client.full_task_pages(project_id), project, users, Path(tempfile.mktemp(suffix=".csv")))
     elif kind == "ls-export":
         project_id = int(path)
         out = Path(tempfile.mktemp(suffix=".json"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -18,6 +19,7 @@ from urllib.parse import unquote, urlsplit
 import httpx
 
 from .client import Settings
+from .credentials import private_dir, write_private
 from .errors import ServerError
 
 CREDENTIALS = "credentials.json"
@@ -59,7 +61,8 @@ def postgres_env(database_url: str) -> dict[str, str]:
     parts = urlsplit(database_url)
     name = parts.path.lstrip("/")
     if parts.scheme not in {"postgres", "postgresql"} or not parts.hostname or not name:
-        raise ValueError(f"database URL {database_url!r} is not of the form postgresql://user:password@host:port/name")
+        raise ValueError(f"database URL {re.sub(r'(?<=//)[^/@]*@', '***@', database_url)!r} is not of the form "
+                         "postgresql://user:password@host:port/name")
     return {"DJANGO_DB": "default", "POSTGRE_NAME": unquote(name), "POSTGRE_USER": unquote(parts.username or ""),
             "POSTGRE_PASSWORD": unquote(parts.password or ""), "POSTGRE_HOST": parts.hostname,
             "POSTGRE_PORT": str(parts.port or 5432)}
@@ -100,10 +103,8 @@ class LocalServer:
         path = self.data_dir / CREDENTIALS
         if path.is_file():
             return Credentials(**json.loads(path.read_text(encoding="utf-8")))
-        self.data_dir.mkdir(parents=True, exist_ok=True)
         creds = Credentials("admin@evalstudio.local", secrets.token_urlsafe(12), secrets.token_hex(20))
-        path.write_text(json.dumps(creds.__dict__, indent=2), encoding="utf-8")
-        path.chmod(0o600)
+        write_private(path, json.dumps(creds.__dict__, indent=2))
         return creds
 
     def settings(self) -> Settings:
@@ -129,12 +130,13 @@ class LocalServer:
             **self.database_env,
             **self.extra_env,
         }
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(self.data_dir)  # 0700: the database, its token and the logs are this user's alone
         log = open(self.log_path, "ab")
+        self.log_path.chmod(0o600)
         command = [label_studio_executable(), "start", "--no-browser", "--port", str(self.port),
                    "--internal-host", self.host, "--data-dir", str(self.data_dir / "label-studio")]
         self.process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                        stdin=subprocess.DEVNULL, start_new_session=True)
+                                        stdin=subprocess.DEVNULL, start_new_session=True, umask=0o077)
         log.close()
         try:
             wait_healthy(self.url, timeout, self.process, "Label Studio")
@@ -159,8 +161,7 @@ class LocalServer:
     def write_dotenv(self) -> Path:
         """LABEL_STUDIO_URL / LABEL_STUDIO_API_KEY for other evalstudio commands (file readable by the owner only)."""
         path = self.data_dir / DOTENV
-        path.write_text(f"LABEL_STUDIO_URL={self.url}\nLABEL_STUDIO_API_KEY={self.credentials().api_key}\n", encoding="utf-8")
-        path.chmod(0o600)
+        write_private(path, f"LABEL_STUDIO_URL={self.url}\nLABEL_STUDIO_API_KEY={self.credentials().api_key}\n")
         return path
 
     def log_tail(self, lines: int = 30) -> str:

@@ -17,6 +17,7 @@ import pandas as pd  # noqa: E402
 
 from ..registry import Project  # noqa: E402
 from . import analysis  # noqa: E402
+from .files import write_csv  # noqa: E402
 from .tidy import annotation_frame, model_frame, task_frame, unit  # noqa: E402
 
 
@@ -62,8 +63,8 @@ def build_report(project: Project, tasks: list[dict], out_dir: Path, users: dict
     if project.importer == "circa" and "shown_label_is" in tinfo:
         tables["explanation_roles"] = analysis.circa_explanation_roles(ann, tinfo, n_boot=n_boot)
 
-    for name, table in tables.items():
-        table.to_csv(out_dir / f"{name}.csv", index=False)
+    for name, table in tables.items():  # spreadsheet-safe: annotators' free text cannot run as a formula
+        write_csv(table, out_dir / f"{name}.csv")
 
     rated = ann[~ann["cancelled"] & ann["value"].notna()] if not ann.empty else ann
     body = [

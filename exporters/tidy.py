@@ -122,22 +122,39 @@ def annotation_frame(tasks: Iterable[dict], project: Project, users: Mapping[int
     return frame
 
 
-def write_annotation_csv(pages: Iterable[list[dict]], project: Project, users: Mapping[int, str], path: Path,
-                         on_page=None, append: bool = False) -> tuple[int, int]:
-    """Stream pages of tasks to one tidy CSV (memory: one page). Returns (rows, annotations).
+def write_annotations(pages: Iterable[list[dict]], project: Project, users: Mapping[int, str], path: Path,
+                      on_page=None, append: bool = False, fmt: str = "csv") -> tuple[int, int]:
+    """Stream pages of tasks to one tidy file (memory: one page; Parquet: the whole frame). Returns (rows,
+    annotations). CSV is spreadsheet-safe (exporters/files.py); JSONL and Parquet keep the raw values.
 
-    append: add to a CSV that already has the header (the next project of a study)."""
+    append: add to a file that already has the first project's rows (the next project of a study)."""
+    from .files import write_csv, write_jsonl, write_parquet
+
+    if fmt == "parquet":
+        frames = [annotation_frame([], project, users)]
+        for page in pages:
+            frames.append(annotation_frame(page, project, users))
+            if on_page:
+                on_page(len(page))
+        frame = pd.concat(frames, ignore_index=True)
+        if append and path.is_file():
+            frame = pd.concat([pd.read_parquet(path), frame], ignore_index=True)
+        write_parquet(frame, path)
+        return len(frame), frame["annotation_id"].nunique()
     rows = annotations = 0
     with open(path, "a" if append else "w", encoding="utf-8", newline="") as f:
         for number, page in enumerate(pages):
             frame = annotation_frame(page, project, users)
-            frame.to_csv(f, index=False, header=number == 0 and not append)
+            if fmt == "jsonl":
+                write_jsonl(frame, f)
+            else:
+                write_csv(frame, f, header=number == 0 and not append)
             rows += len(frame)
             annotations += frame["annotation_id"].nunique()
             if on_page:
                 on_page(len(page))
-        if rows == 0 and f.tell() == 0 and not append:  # no pages at all: still write the header
-            annotation_frame([], project, users).to_csv(f, index=False)
+        if rows == 0 and f.tell() == 0 and not append and fmt == "csv":  # no pages at all: still write the header
+            write_csv(annotation_frame([], project, users), f)
     return rows, annotations
 
 

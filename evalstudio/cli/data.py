@@ -117,6 +117,14 @@ def _project_tasks(project, from_export: Path | None, project_id: int | None = N
         return client.export_tasks(project_id), client.users()
 
 
+def check_output_file(path: Path) -> None:
+    """An output file path whose folder exists and that is not a folder itself."""
+    if path.is_dir():
+        raise EvalstudioError(f"{path}: is a folder; give a file name with -o")
+    if not path.parent.is_dir():
+        raise EvalstudioError(f"{path}: the folder {path.parent} does not exist")
+
+
 def _single(parts, option: str, value) -> None:
     if value is not None and len(parts) > 1:
         raise EvalstudioError(f"{option} reads one Label Studio project; name one part: "
@@ -131,26 +139,34 @@ FromExport = Annotated[Optional[Path], typer.Option("--from-export", help="Read 
 @app.command()
 def export(
     protocol: Annotated[str, typer.Argument(help="Protocol name, e.g. sotopia.")],
-    output: Annotated[Path, typer.Option("--output", "-o", help="CSV file to write.")] = Path("annotations.csv"),
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="File to write (default: annotations.FORMAT).")] = None,
+    format: Annotated[str, typer.Option(
+        "--format", help="csv (safe to open in a spreadsheet: text cells starting with = + - @ get a leading '), "
+        "jsonl or parquet (every value exactly as given).")] = "csv",
     from_export: FromExport = None,
     project_id: ProjectIdOption = None,
     projects: ProjectsOption = None,
 ):
-    """Write all annotations (skipped ones flagged) as one tidy CSV: project, task_id, item_id, system,
+    """Write all annotations (skipped ones flagged) as one tidy table: project, task_id, item_id, system,
     annotator, criterion, value, annotation_id, created_at, lead_time, cancelled, agent, rationale.
 
     Live exports are read page by page (1000 tasks per request, each retried on transient failures) and
     written as they arrive, so memory stays flat however large the project is."""
-    from ..exporters.tidy import annotation_frame, write_annotation_csv
+    from ..exporters.files import FORMATS, write_table
+    from ..exporters.tidy import annotation_frame, write_annotations
 
     try:
+        if format not in FORMATS:
+            raise EvalstudioError(f"--format must be one of {', '.join(FORMATS)}, got {format!r}")
+        output = output or Path(f"annotations.{format}")
+        check_output_file(output)
         parts = _load(projects).parts(protocol)
         _single(parts, "--from-export", from_export)
         _single(parts, "--project-id", project_id)
         if from_export:
             tasks, users = _project_tasks(parts[0], from_export)
             frame = annotation_frame(tasks, parts[0], users)
-            frame.to_csv(output, index=False)
+            write_table(frame, output, format)
             rows, annotations = len(frame), frame["annotation_id"].nunique()
         else:
             client = Client(settings_from_env())
@@ -161,8 +177,8 @@ def export(
                 with Progress(TextColumn(f"exporting {project.name}"), BarColumn(), MofNCompleteColumn(),
                               TimeRemainingColumn(), console=err, transient=True) as progress:
                     bar = progress.add_task(project.name, total=client.task_count(pid))
-                    r, a = write_annotation_csv(client.full_task_pages(pid), project, users, output,
-                                                on_page=lambda n: progress.advance(bar, n), append=number > 0)
+                    r, a = write_annotations(client.full_task_pages(pid), project, users, output,
+                                             on_page=lambda n: progress.advance(bar, n), append=number > 0, fmt=format)
                 rows, annotations = rows + r, annotations + a
     except EvalstudioError as e:
         raise _fail(e)
@@ -194,6 +210,8 @@ def report(
     from ..exporters.tidy import annotation_frame, model_frame
 
     try:
+        if output.exists() and not output.is_dir():
+            raise EvalstudioError(f"{output}: is a file; -o names the folder for index.html and the CSVs")
         reg = _load(projects)
         parts = reg.parts(protocol)
         _single(parts, "--from-export", from_export)

@@ -55,7 +55,8 @@ def ml_backend(
     except (EvalstudioError, ValueError) as e:
         raise _fail(e)
     where = "$" + ML_AUTH_ENV if from_env else str(auth_file)
-    console.print(f"ML backend on http://{host}:{port} (models in {model_dir}; basic auth required, credentials in {where})")
+    console.print(f"ML backend on http://{host}:{port} (models in {model_dir}; basic auth required, credentials in {where})",
+                  soft_wrap=True, highlight=False)
     if dev:
         from werkzeug.serving import WSGIRequestHandler
 

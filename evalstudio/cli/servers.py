@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 from typing import Annotated, Optional
 
 import typer
@@ -15,14 +17,18 @@ from ..server import LocalServer
 from . import REPO_EXAMPLES, ProjectsOption, _fail, _load, app, console
 from .data import _import
 
+DATABASE_URL_ENV = "EVALSTUDIO_DATABASE_URL"
+
 
 @app.command()
 def server(
     data_dir: Annotated[Path, typer.Option(help="Where Label Studio keeps its SQLite database and files.")] = DEFAULT_DATA_DIR,
     port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = 8080,
     database_url: Annotated[Optional[str], typer.Option(
-        help="Keep Label Studio's data in PostgreSQL instead: postgresql://user:password@host:port/name "
-             "(the database must exist).")] = None,
+        envvar=DATABASE_URL_ENV,
+        help="Keep Label Studio's data in PostgreSQL instead: postgresql://user:password@host:port/name (the database "
+             f"must exist). With a password, set it in ${DATABASE_URL_ENV} instead: a command line is visible to "
+             "every local user.")] = None,
 ):
     """Run a local Label Studio (SQLite in DATA_DIR, or PostgreSQL with --database-url) until Ctrl-C.
 
@@ -30,6 +36,9 @@ def server(
     and token for other evalstudio commands go to DATA_DIR/evalstudio.env. The server lets an ML backend
     on loopback be reached (ML_BLOCK_LOCAL_IP=false, SSRF_PROTECTION_ENABLED=false): local use only."""
     try:
+        if database_url and os.environ.get(DATABASE_URL_ENV) != database_url and urlsplit(database_url).password:
+            raise EvalstudioError(f"--database-url: do not put a password on the command line (every local user sees it "
+                                  f"in `ps`); set {DATABASE_URL_ENV} instead")
         local = LocalServer(data_dir, port, database_url=database_url)
         with console.status("starting Label Studio (first start takes about a minute)..."):
             local.start()

@@ -1,0 +1,75 @@
+"""Writing tables: CSV that is safe to open in a spreadsheet, and raw formats (JSONL, Parquet) for analysis code.
+
+CSV injection (OWASP, "CSV Injection"): a cell that starts with `=`, `+`, `-`, `@`, a tab or a carriage return
+is read as a formula by Excel, LibreOffice and Google Sheets (e.g. `=HYPERLINK(...)` in an annotator's note).
+In CSV output such a text cell gets a leading `'`, which spreadsheets show as text; numbers (`-3`, `+1.5`) are
+left alone. JSONL and Parquet keep every value exactly as it was given.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import IO
+
+import pandas as pd
+
+from ..errors import EvalstudioError
+
+FORMATS = ("csv", "jsonl", "parquet")
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+
+
+def neutralise(value):
+    """A text cell a spreadsheet would evaluate, prefixed with ' (OWASP); anything else unchanged."""
+    if isinstance(value, str) and value.startswith(_FORMULA_START) and not _NUMBER.fullmatch(value):
+        return "'" + value
+    return value
+
+
+def spreadsheet_safe(frame: pd.DataFrame) -> pd.DataFrame:
+    """A copy with every text cell neutralised (column names too)."""
+    out = frame.copy()
+    for column in out.columns:
+        if not pd.api.types.is_numeric_dtype(out[column]) and not pd.api.types.is_bool_dtype(out[column]):
+            out[column] = out[column].map(neutralise, na_action="ignore")
+    out.columns = [neutralise(str(c)) for c in out.columns]
+    return out
+
+
+def write_csv(frame: pd.DataFrame, target: Path | IO[str], header: bool = True) -> None:
+    spreadsheet_safe(frame).to_csv(target, index=False, header=header)
+
+
+def write_jsonl(frame: pd.DataFrame, target: IO[str]) -> None:
+    """One JSON object per row, each ending with a newline (so pages can be appended)."""
+    if not frame.empty:
+        text = frame.to_json(orient="records", lines=True, force_ascii=False, date_format="iso")
+        target.write(text if text.endswith("\n") else text + "\n")
+
+
+def write_parquet(frame: pd.DataFrame, path: Path) -> None:
+    """Parquet needs one type per column: a column mixing numbers and labels (a Circa study's value) is stored as
+    text, with missing values kept missing."""
+    out = frame.copy()
+    for column in out.columns:
+        if out[column].dtype == object:  # a text column (pandas' str dtype) has one type already
+            kinds = {type(v) for v in out[column].dropna()}
+            if len(kinds) > 1:
+                out[column] = out[column].map(lambda v: v if v is None or (isinstance(v, float) and v != v) else str(v))
+    try:
+        out.to_parquet(path, index=False)
+    except ImportError:
+        raise EvalstudioError("writing Parquet needs pyarrow: pip install pyarrow") from None
+
+
+def write_table(frame: pd.DataFrame, path: Path, fmt: str) -> None:
+    """The whole frame as `fmt` (csv: spreadsheet-safe; jsonl, parquet: raw values)."""
+    if fmt == "parquet":
+        write_parquet(frame, path)
+    elif fmt == "jsonl":
+        with open(path, "w", encoding="utf-8") as f:
+            write_jsonl(frame, f)
+    else:
+        write_csv(frame, path)

