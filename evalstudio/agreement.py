@@ -1,7 +1,8 @@
 """Inter-annotator agreement: pure, vectorised functions.
 
 Ratings come as a long table (one row per rating): `item`, `annotator`, `value`. Missing ratings are rows that
-are absent or have a NaN value.
+are absent or have a NaN value, or whose value is one of the codes given as `missing=` (e.g. "N/A", "cannot
+judge"): those are never counted as an extra category.
 
 Krippendorff's alpha is computed in O(N) time and memory from per-unit sums, without the V x V coincidence
 matrix (so decimal scales with many distinct values cost nothing extra):
@@ -33,22 +34,55 @@ def _codes(values) -> np.ndarray:
     return pd.factorize(values, sort=False)[0]
 
 
-def krippendorff_alpha(units, values, level: str = "interval") -> float:
-    """Krippendorff's alpha from parallel arrays of unit ids and values (NaN = missing).
+def _missing_to_nan(values: np.ndarray, missing) -> np.ndarray:
+    if not missing:
+        return values
+    out = values.astype(object, copy=True)
+    out[pd.Series(values, dtype=object).isin(list(missing)).to_numpy()] = np.nan
+    return out
+
+
+def drop_missing(frame: pd.DataFrame, missing=()) -> pd.DataFrame:
+    """The rows with a value that is neither NaN nor one of the `missing` codes."""
+    keep = frame["value"].notna()
+    if missing:
+        keep &= ~frame["value"].isin(list(missing))
+    return frame[keep]
+
+
+def _numeric(values: np.ndarray, level: str) -> np.ndarray:
+    try:
+        return values.astype(float)
+    except (TypeError, ValueError):
+        odd = next((v for v in values if not _is_number(v)), None)
+        raise ValueError(f"{level} alpha needs numbers; got {str(odd)[:40]!r} (declare codes such as 'N/A' as "
+                         "missing=, or use the nominal level)") from None
+
+
+def _is_number(value) -> bool:
+    try:
+        float(value)
+        return True
+    except (TypeError, ValueError):
+        return False
+
+
+def krippendorff_alpha(units, values, level: str = "interval", missing=()) -> float:
+    """Krippendorff's alpha from parallel arrays of unit ids and values (NaN, or a code in `missing`, = missing).
 
     Returns NaN when all pairable values are equal (agreement is undefined: no variation to agree on).
     Raises ValueError when no unit has two or more values, or for an unknown level."""
     if level not in LEVELS:
-        raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
+        raise ValueError(f"level must be one of {', '.join(LEVELS)}, got {level!r}")
     units = np.asarray(units)
-    values = np.asarray(values)
+    values = _missing_to_nan(np.asarray(values), missing)
     if units.shape != values.shape or units.ndim != 1:
         raise ValueError("units and values must be 1-D arrays of the same length")
     if level == "nominal":
         present = ~pd.isna(values)
         value_codes = _codes(values[present])
     else:
-        values = values.astype(float)
+        values = _numeric(values, level)
         present = ~np.isnan(values)
     unit_codes = _codes(units[present])
     m = np.bincount(unit_codes)
@@ -106,9 +140,15 @@ def _wide(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.pivot(index="item", columns="annotator", values="value")
 
 
-def cohen_kappa_pairs(frame: pd.DataFrame, weights: str | None = None, labels=None) -> pd.DataFrame:
+def cohen_kappa_pairs(frame: pd.DataFrame, weights: str | None = None, labels=None, missing=()) -> pd.DataFrame:
     """Cohen's kappa for every pair of annotators over the items both rated (weights: None, 'linear', 'quadratic')."""
-    wide = _wide(frame.dropna(subset=["value"]))
+    frame = drop_missing(frame, missing)
+    if weights is None and frame["value"].map(type).nunique() > 1:  # labels of mixed types: compare as text
+        frame = frame.assign(value=frame["value"].astype(str))
+        labels = None if labels is None else [str(label) for label in labels]
+    elif weights is not None:
+        frame = frame.assign(value=_numeric(frame["value"].to_numpy(), f"{weights}-weighted kappa"))
+    wide = _wide(frame)
     rows = []
     for a, b in combinations(wide.columns, 2):
         both = wide[[a, b]].dropna()
@@ -121,18 +161,19 @@ def cohen_kappa_pairs(frame: pd.DataFrame, weights: str | None = None, labels=No
     return pd.DataFrame(rows)
 
 
-def fleiss_kappa(frame: pd.DataFrame) -> float:
+def fleiss_kappa(frame: pd.DataFrame, missing=()) -> float:
     """Fleiss' kappa; every item must have the same number of (non-missing) ratings.
 
     Missing values are dropped first: statsmodels' aggregate_raters would count NaN as a category."""
     from statsmodels.stats.inter_rater import fleiss_kappa as _fleiss
 
-    frame = frame.dropna(subset=["value"])
+    frame = drop_missing(frame, missing)
     per_item = frame.groupby("item")["value"].size()
     if per_item.empty or per_item.min() < 2:
         raise ValueError("Fleiss' kappa needs at least two ratings for every item")
     if per_item.nunique() != 1:
-        raise ValueError(f"Fleiss' kappa needs the same number of ratings per item (found {sorted(per_item.unique())}); "
+        raise ValueError(f"Fleiss' kappa needs the same number of ratings per item (found "
+                         f"{', '.join(str(int(n)) for n in sorted(per_item.unique()))}); "
                          "use Krippendorff's alpha for incomplete data")
     counts = pd.crosstab(frame["item"], frame["value"]).to_numpy()
     if counts.shape[1] < 2:
@@ -140,9 +181,9 @@ def fleiss_kappa(frame: pd.DataFrame) -> float:
     return float(_fleiss(counts, method="fleiss"))
 
 
-def percent_agreement(frame: pd.DataFrame) -> float:
+def percent_agreement(frame: pd.DataFrame, missing=()) -> float:
     """Share of agreeing pairs of ratings within items, averaged over items with >= 2 ratings."""
-    frame = frame.dropna(subset=["value"])
+    frame = drop_missing(frame, missing)
     counts = frame.groupby(["item", "value"]).size()
     m = counts.groupby(level="item").sum()
     same = (counts * (counts - 1)).groupby(level="item").sum()
@@ -152,10 +193,10 @@ def percent_agreement(frame: pd.DataFrame) -> float:
     return float((same[rated] / (m[rated] * (m[rated] - 1))).mean())
 
 
-def majority_vote(frame: pd.DataFrame, min_votes: int | None = None) -> pd.Series:
+def majority_vote(frame: pd.DataFrame, min_votes: int | None = None, missing=()) -> pd.Series:
     """Per item, the label with the most votes, or NO_MAJORITY on a tie or when it has fewer than `min_votes`
     (default: more than half of the item's votes). Circa's gold standard: min_votes=3 of 5."""
-    frame = frame.dropna(subset=["value"])
+    frame = drop_missing(frame, missing)
     counts = frame.groupby(["item", "value"]).size().rename("votes").reset_index()
     totals = counts.groupby("item")["votes"].transform("sum")
     top = counts.groupby("item")["votes"].transform("max")

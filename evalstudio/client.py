@@ -211,6 +211,21 @@ class Client:
     def project(self, project_id: int):
         return self._read(f"read project {project_id}", lambda: self.sdk.projects.get(id=project_id))
 
+    def require_protocol(self, project: Project, project_id: int) -> int:
+        """`project_id` if that Label Studio project runs `project`'s protocol (the same controls in its labeling
+        config), else ServerError: exporting a Sotopia project as dialogue would give rows of nothing."""
+        from label_studio_sdk.label_interface import LabelInterface
+
+        config = self.project(project_id).label_config or ""
+        try:
+            controls = {c.name for c in LabelInterface(config).controls}
+        except Exception:
+            controls = set()
+        if controls != {c.name for c in project.interface.controls}:
+            raise ServerError(f"Label Studio project {project_id} does not run the {project.name} protocol (its labeling "
+                              f"config has other controls); check --project-id")
+        return project_id
+
     def task_count(self, project_id: int) -> int:
         return self.project(project_id).task_number or 0
 
@@ -305,6 +320,14 @@ class Client:
                 on_progress(min(start + batch_size, len(todo)), len(todo))
         have = self.predictions(project_id)
         return sum(1 for predictions in have.values() if predictions), len(have)
+
+    def delete_tasks(self, project_id: int, task_ids: list[int]) -> None:
+        """Delete these tasks of the project (Data Manager action `delete_tasks`)."""
+        for start in range(0, len(task_ids), 1000):
+            chunk = task_ids[start:start + 1000]
+            with self._call(f"delete {len(chunk)} tasks of project {project_id}"):
+                self.sdk.actions.create(id="delete_tasks", project=project_id,
+                                        selected_items={"all": False, "included": chunk})
 
     def predictions(self, project_id: int) -> dict[int, list[dict]]:
         """Task id -> its predictions."""

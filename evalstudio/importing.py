@@ -11,7 +11,7 @@ from pathlib import Path
 from .errors import InvalidInput, Problem, ServerError, Transient
 from .registry import Project
 from .retry import RetryPolicy
-from .sources import FieldError, RecordInvalid
+from .sources import FieldError, RecordInvalid, storable_problems
 
 ID_FIELD = "evalstudio_id"
 PART_FIELD = "part"  # which project of a study (Circa Part I / Part II) a task belongs to
@@ -33,6 +33,22 @@ class Scan:
 
     tasks: int = 0
     problems: list[Problem] = field(default_factory=list)
+    files: dict[str, tuple[int, int]] = field(default_factory=dict)  # path -> (size, mtime) when validated
+
+
+def fingerprints(paths: Sequence[Path]) -> dict[str, tuple[int, int]]:
+    out = {}
+    for path in map(Path, paths):
+        try:
+            info = path.stat()
+            out[str(path)] = (info.st_size, info.st_mtime_ns)
+        except OSError:
+            out[str(path)] = (-1, -1)
+    return out
+
+
+class FileChanged(InvalidInput):
+    """An input file changed between validation and import."""
 
 
 @dataclass
@@ -78,6 +94,13 @@ def iter_tasks(project: Project, importer, paths: Sequence[Path]) -> Iterator[tu
                 for err in e.errors:
                     yield Problem(str(path), line, err.field, err.message)
                 continue
+            except RecursionError:
+                yield Problem(str(path), line, None, "the record is nested too deeply")
+                continue
+            except (TypeError, AttributeError, ValueError, KeyError, IndexError, OverflowError) as e:
+                # a shape no importer check foresaw: still a file:line report, never a traceback
+                yield Problem(str(path), line, None, f"unexpected value in this record ({type(e).__name__}: {str(e)[:120]})")
+                continue
             for data in datas:
                 if data.get(PART_FIELD, project.name) != project.name:
                     continue  # a task of another project of the same study
@@ -85,12 +108,17 @@ def iter_tasks(project: Project, importer, paths: Sequence[Path]) -> Iterator[tu
                 if missing:
                     yield Problem(str(path), line, ", ".join(missing), "no value for field(s) the labeling config shows")
                     continue
+                bad = storable_problems(data)
+                if bad:
+                    for field_, message in bad:
+                        yield Problem(str(path), line, field_ or None, message)
+                    continue
                 yield f"{path}:{line}", data
 
 
 def scan(project: Project, importer, paths: Sequence[Path]) -> Scan:
     """Dry run: count tasks and collect every problem, including duplicate ids."""
-    result = Scan()
+    result = Scan(files=fingerprints(paths))
     first_seen: dict[str, str] = {}
     versions: dict[str, dict[str, str]] = {}  # item -> system -> where (for the design check)
     for item in iter_tasks(project, importer, paths):
@@ -192,14 +220,33 @@ def import_files(
         nonlocal watermark
         if batch:
             written, recovered = send_batch(client, project_id, batch, watermark, client.retry)
+            written_ids.extend(written.values())
             report.created += len(written)
             report.recovered += recovered
             watermark = max([watermark, *written.values()])
             batch.clear()
 
+    def changed(paths_now) -> list[Problem]:
+        now = fingerprints(paths)
+        return [Problem(p, None, None, "the file changed after it was validated; run the import again")
+                for p in paths_now if now.get(p) != checked.files.get(p)]
+
+    if changed(checked.files):
+        raise FileChanged(changed(checked.files))
+    written_ids: list[int] = []
+
+    def rollback(problems: list[Problem]):
+        """The files changed while importing: remove what this run wrote, so the project is as it was."""
+        client.delete_tasks(project_id, written_ids)
+        raise FileChanged(problems, f"the {len(written_ids)} task(s) this run had written were removed again")
+
     try:
         for item in iter_tasks(project, importer, paths):
-            _, data = item  # scan() proved there are no problems
+            if isinstance(item, Problem) or report.created + report.already_present + len(batch) >= checked.tasks:
+                flush()
+                rollback(changed(checked.files) or [item if isinstance(item, Problem) else
+                                                    Problem(str(paths[0]), None, None, "more records than validated")])
+            _, data = item
             if data[ID_FIELD] in seen:
                 report.already_present += 1
             else:
@@ -210,6 +257,8 @@ def import_files(
             if on_progress:
                 on_progress(report.created + report.already_present + len(batch), checked.tasks)
         flush()
+        if changed(checked.files):
+            rollback(changed(checked.files))
     except ServerError as e:
         raise ImportIncomplete(e, checked.tasks, report.created, report.already_present) from None
     if on_progress:

@@ -30,6 +30,8 @@ class Criterion(BaseModel):
     rationale: str | None = None
     model_output: str | None = None
     model_rationale: str | None = None
+    # Answers that mean "no rating" (e.g. "N/A (cannot judge)"): left out of agreement, never a category.
+    missing: list[str] = []
 
     @model_validator(mode="after")
     def _range_or_labels(self) -> "Criterion":
@@ -42,6 +44,8 @@ class Criterion(BaseModel):
             raise ValueError("a criterion needs min/max (numeric) or labels (categorical)")
         if self.scale == "interval" and not numeric:
             raise ValueError("an interval criterion needs a numeric min/max")
+        if self.missing and (not self.labels or not set(self.missing) <= set(self.labels)):
+            raise ValueError("missing: lists answers of the criterion's labels that mean 'no rating'")
         return self
 
     @property
@@ -198,25 +202,55 @@ def load(path: Path | str | None = None) -> Registry:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as e:
-        raise RegistryError(f"cannot read {path}: {e.strerror}") from e
+        raise RegistryError(f"cannot read {path}: {e.strerror}") from None
+    except UnicodeDecodeError:
+        raise RegistryError(f"{path}: not UTF-8 text (saved as UTF-16?); save it as UTF-8") from None
     try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as e:
-        raise RegistryError(f"{path}: not valid YAML: {e}") from e
+        raise RegistryError(f"{path}: not valid YAML: {e}") from None
+    except RecursionError:
+        raise RegistryError(f"{path}: nested too deeply") from None
     if not isinstance(raw, dict) or not isinstance(raw.get("projects"), dict):
         raise RegistryError(f"{path}: expected a top-level mapping 'projects:'")
     base = path.resolve().parent
     projects = {}
+    from .importers import IMPORTERS
+
     for name, entry in raw["projects"].items():
+        where = f"{path}:{_yaml_line(text, ('projects', name)) or 1}: projects.{name}"
+        if not isinstance(name, str) or not re.fullmatch(r"[a-z][a-z0-9_]{0,40}", name):
+            raise RegistryError(f"{where}: a protocol name is lower-case letters, digits and _ (e.g. my_protocol)")
+        if entry is not None and not isinstance(entry, dict):
+            raise RegistryError(f"{where}: expected a mapping of settings (title:, config:, ...), got a "
+                                f"{type(entry).__name__}")
         try:
             project = Project.model_validate({**(entry or {}), "name": name, "base_dir": base})
         except ValidationError as e:
             raise RegistryError(_describe(e, path, text, ("projects", name))) from None
+        if project.importer not in IMPORTERS:
+            raise RegistryError(f"{where}.importer: unknown importer '{project.importer}'; valid names: "
+                                f"{', '.join(sorted(IMPORTERS))}")
+        for criterion, spec in project.criteria.items():
+            for key in ("control", "rationale", "model_output", "model_rationale"):
+                template = getattr(spec, key)
+                if template and not _valid_template(template):
+                    raise RegistryError(f"{where}.criteria.{criterion}.{key}: '{template}' may only use the "
+                                        "placeholder {agent}")
+                if template and "{agent}" in template and not project.agents:
+                    raise RegistryError(f"{where}.criteria.{criterion}.{key}: uses {{agent}} but the project lists "
+                                        "no agents")
         problems = check_against_config(project)
         if problems:
             raise RegistryError(f"{path}: projects.{name}:\n  " + "\n  ".join(problems))
         projects[name] = project
     return Registry(projects, path)
+
+
+def _valid_template(template: str) -> bool:
+    """Only {agent} may appear in braces (str.format would fail, or read attributes, on anything else)."""
+    return all(field == "agent" for field in re.findall(r"\{([^{}]*)\}", template)) and \
+        template.replace("{agent}", "").count("{") == 0 and template.replace("{agent}", "").count("}") == 0
 
 
 def check_against_config(project: Project) -> list[str]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -66,6 +67,12 @@ def read_jsonl(path: Path) -> Iterator[tuple[int, dict | Problem]]:
             except json.JSONDecodeError as e:
                 hint = " (truncated line?)" if "Unterminated" in e.msg or "Expecting" in e.msg else ""
                 yield line_no, Problem(str(path), line_no, None, f"invalid JSON: {e.msg} at column {e.colno}{hint}")
+                continue
+            except RecursionError:
+                yield line_no, Problem(str(path), line_no, None, "invalid JSON: nested too deeply")
+                continue
+            except ValueError as e:  # e.g. an integer of more than 4300 digits
+                yield line_no, Problem(str(path), line_no, None, f"invalid JSON: {str(e).split(';')[0]}")
                 continue
             if not isinstance(obj, dict):
                 yield line_no, Problem(str(path), line_no, None, f"expected a JSON object, got {type(obj).__name__}")
@@ -128,16 +135,27 @@ def require(record: dict, field: str, kind: type | tuple = str, *, nonempty: boo
 
 def number_in_range(field: str, value: Any, lo: float, hi: float) -> float:
     """A number within [lo, hi], else FieldError naming the field and the range."""
-    if isinstance(value, str):
-        try:
-            value = float(value)
-        except ValueError:
-            raise FieldError(field, f"expected a number, got {value!r}") from None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise FieldError(field, f"expected a number, got {type(value).__name__}")
+    from .results import as_number
+
+    try:
+        value = as_number(value)
+    except ValueError as e:
+        raise FieldError(field, str(e)) from None
     if not lo <= value <= hi:
         raise FieldError(field, f"{value:g} is out of range {lo:g}..{hi:g}")
-    return float(value)
+    return value
+
+
+def control_value(field: str, value: Any, project, control: str):
+    """`value` checked against the labeling config's control (type, range, step, choices): FieldError otherwise.
+    Model ratings are checked like this, so whatever the model said fits the scale annotators use."""
+    from .results import check_value
+
+    try:
+        checked = check_value(project.interface.get_control(control), value)
+    except ValueError as e:
+        raise FieldError(field, str(e)) from None
+    return checked[0] if isinstance(checked, list) and len(checked) == 1 else checked
 
 
 def one_of(field: str, value: Any, allowed: list[str]) -> str:
@@ -157,7 +175,48 @@ def collect(*checks) -> None:
         except RecordInvalid as e:
             errors.extend(e.errors)
     if errors:
-        raise RecordInvalid(errors)
+        unique = {(e.field, e.message): e for e in errors}  # one report per field and message
+        raise RecordInvalid(list(unique.values()))
+
+
+MAX_DEPTH = 50  # nesting of a task's data; real inputs need fewer than 10 levels
+
+
+def storable_problems(value, field: str = "", depth: int = 0) -> list[tuple[str, str]]:
+    """(field, message) for whatever Label Studio's databases would refuse or mangle: NUL characters (PostgreSQL
+    text cannot hold them), lone surrogates (not encodable as UTF-8), non-finite or huge numbers, deep nesting."""
+    if depth > MAX_DEPTH:
+        return [(field or "record", f"nested more than {MAX_DEPTH} levels deep")]
+    if isinstance(value, str):
+        if "\x00" in value:
+            return [(field, "contains a NUL character (\\u0000), which the database cannot store")]
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return [(field, "contains an unpaired surrogate (e.g. \\ud800), which is not valid text")]
+        return []
+    if isinstance(value, bool) or value is None:
+        return []
+    if isinstance(value, int):
+        return [] if abs(value) <= 2**53 else [(field, "is an integer too large to store exactly")]
+    if isinstance(value, float):
+        return [] if math.isfinite(value) else [(field, f"is {value}, not a number the database can store")]
+    if isinstance(value, dict):
+        out = []
+        for key, item in value.items():
+            out += storable_problems(str(key), f"{field}.{key}".strip(".") + " (key)", depth + 1) if "\x00" in str(key) else []
+            out += storable_problems(item, f"{field}.{key}".strip("."), depth + 1)
+            if len(out) > 20:
+                break
+        return out
+    if isinstance(value, (list, tuple)):
+        out = []
+        for i, item in enumerate(value):
+            out += storable_problems(item, f"{field}[{i}]", depth + 1)
+            if len(out) > 20:
+                break
+        return out
+    return [(field, f"unexpected value of type {type(value).__name__}")]
 
 
 def stable_id(*parts: object) -> str:

@@ -59,8 +59,10 @@ def agreement_table(annotations: pd.DataFrame, project: Project, n_boot: int = 1
     rows = []
     for criterion, spec in project.criteria.items():
         r = ratings(annotations, criterion)
+        given = len(r)
+        r = ag.drop_missing(r, spec.missing)  # "N/A"-like answers (projects.yaml `missing:`) are not a category
         row = {"criterion": criterion, "scale": spec.scale, "items": r["item"].nunique(), "ratings": len(r),
-               "annotators": r["annotator"].nunique()}
+               "annotators": r["annotator"].nunique(), "missing_answers": given - len(r)}
         if r.empty:
             rows.append({**row, "note": "no ratings"})
             continue

@@ -37,11 +37,41 @@ def read_export(path: Path | str) -> list[dict]:
     path = Path(path)
     try:
         tasks = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+    except OSError as e:
+        raise EvalstudioError(f"{path}: cannot read it ({e.strerror})") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise EvalstudioError(f"{path}: not a readable Label Studio JSON export: {e}") from None
-    if not isinstance(tasks, list) or not all(isinstance(t, dict) and "data" in t for t in tasks):
+    except RecursionError:
+        raise EvalstudioError(f"{path}: not a Label Studio JSON export (nested too deeply)") from None
+    except ValueError as e:  # e.g. an integer of more than 4300 digits
+        raise EvalstudioError(f"{path}: not a readable Label Studio JSON export: {str(e).split(';')[0]}") from None
+    if not isinstance(tasks, list):
         raise EvalstudioError(f"{path}: expected a JSON list of tasks with 'data' (Label Studio Export -> JSON)")
+    for i, task in enumerate(tasks):
+        problem = _export_task_problem(task)
+        if problem:
+            raise EvalstudioError(f"{path}: task [{i}]: {problem} (expected Label Studio's Export -> JSON)")
     return tasks
+
+
+def _export_task_problem(task) -> str | None:
+    if not isinstance(task, dict) or not isinstance(task.get("data"), dict):
+        return "expected an object with 'data'"
+    if isinstance(task.get("id"), bool) or not isinstance(task.get("id"), int):
+        return "'id' must be an integer"
+    if not isinstance(task.get("meta", {}) or {}, dict):
+        return "'meta' must be an object"
+    annotations = task.get("annotations", [])
+    if not isinstance(annotations, list):
+        return "'annotations' must be a list"
+    for j, ann in enumerate(annotations):
+        if not isinstance(ann, dict) or not isinstance(ann.get("result", []), list):
+            return f"annotations[{j}] must be an object with a 'result' list"
+        for region in ann.get("result", []):
+            if not isinstance(region, dict) or not isinstance(region.get("value", {}), dict) or \
+                    not isinstance(region.get("from_name", ""), str):
+                return f"annotations[{j}].result has an entry that is not a Label Studio result"
+    return None
 
 
 def result_values(result: Iterable[dict]) -> dict[str, object]:

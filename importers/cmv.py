@@ -16,6 +16,7 @@ sign (∆, Δ or !delta), the persuasive comment is the non-OP reply before it. 
 
 from __future__ import annotations
 
+import html
 import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -98,7 +99,10 @@ def write_records(records: list[dict], path: Path) -> None:
 
 def _tom_check(out: dict, tom: dict, side: str, category: str):
     def check():
-        entry = (tom.get(side) or {}).get(category)
+        sides = tom.get(side) or {}
+        if not isinstance(sides, dict):
+            raise FieldError(f"tom.{side}", "expected {category: {values: [...], content: '...'}}")
+        entry = sides.get(category)
         if entry is None:
             out[category] = NOT_EXTRACTED
             return
@@ -126,24 +130,52 @@ def _answer_check(answers: dict, name: str):
 
 
 def _read_thread_xml(path: Path):
-    try:
-        root = ET.parse(path).getroot()
-    except ET.ParseError as e:
-        yield e.position[0], Problem(str(path), e.position[0], None, f"invalid XML: {e}")
+    parsed = _parse_with_lines(path)
+    if isinstance(parsed, Problem):
+        yield parsed.line or 1, parsed
         return
-    except UnicodeDecodeError:
-        yield 1, Problem(str(path), 1, None, "not valid UTF-8; save the file as UTF-8")
-        return
+    root, lines = parsed
     threads = [root] if root.tag == "thread" else root.findall("thread")
     if not threads:
-        yield 1, Problem(str(path), 1, "thread", "no <thread> element")
+        yield 1, Problem(str(path), lines.get(root, 1), "thread", "no <thread> element")
         return
     for thread in threads:
+        line = lines.get(thread, 1)  # the line of the <thread> element, not of the file's first line
         record = _thread_record(thread)
         if isinstance(record, str):
-            yield 1, Problem(str(path), 1, f"thread {thread.get('ID', '?')}", record)
+            yield line, Problem(str(path), line, f"thread {thread.get('ID', '?')}", record)
         else:
-            yield 1, record
+            yield line, record
+
+
+def _parse_with_lines(path: Path):
+    """(root element, {element: line}) read with expat (no external entities, no DTD parameter entities), or a
+    Problem. ElementTree alone does not keep line numbers."""
+    from xml.parsers import expat
+
+    builder = ET.TreeBuilder()
+    parser = expat.ParserCreate()
+    parser.SetParamEntityParsing(expat.XML_PARAM_ENTITY_PARSING_NEVER)
+    lines: dict = {}
+
+    def start(tag, attrs):
+        lines[builder.start(tag, attrs)] = parser.CurrentLineNumber
+
+    parser.StartElementHandler = start
+    parser.EndElementHandler = builder.end
+    parser.CharacterDataHandler = builder.data
+    try:
+        with open(path, "rb") as f:
+            parser.ParseFile(f)
+        return builder.close(), lines
+    except expat.ExpatError as e:
+        reason = expat.ErrorString(e.code)
+        hint = "; save the file as UTF-8" if "encoding" in reason else ""
+        return Problem(str(path), e.lineno, None, f"invalid XML: {reason} (column {e.offset + 1}){hint}")
+    except (LookupError, ValueError, UnicodeDecodeError) as e:  # e.g. encoding="bogus-enc"
+        return Problem(str(path), 1, None, f"invalid XML: cannot decode the file ({str(e)[:80]}); save it as UTF-8")
+    except RecursionError:
+        return Problem(str(path), 1, None, "invalid XML: nested too deeply")
 
 
 def _thread_record(thread) -> dict | str:
@@ -168,6 +200,10 @@ def _thread_record(thread) -> dict | str:
 
 
 def _text(element) -> str:
+    """The element's text with HTML entities resolved: the corpus often double-escapes them (`&amp;#8710;` for ∆)."""
     if element is None:
         return ""
-    return re.sub(r"\n{3,}", "\n\n", "".join(element.itertext())).strip()
+    text = "".join(element.itertext())
+    for _ in range(2):  # &amp;#8710; -> &#8710; -> ∆
+        text = html.unescape(text)
+    return re.sub(r"\n{3,}", "\n\n", text).strip()

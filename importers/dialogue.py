@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ..sources import FieldError, collect, no_context, number_in_range, read_jsonl, read_table, require, stable_id, turns_text
+from ..sources import FieldError, RecordInvalid, collect, control_value, no_context, read_jsonl, read_table, require, stable_id, turns_text
 
 NAME = "dialogue"
 prepare = no_context
@@ -33,27 +33,20 @@ def convert(record: dict, project, context) -> list[dict]:
     if "responses" in record:
         responses = require(record, "responses", list)
     else:
-        responses = [{"system": require(record, "system"), "text": require(record, "response"),
+        responses = [{"system": record.get("system"), "text": record.get("response"),
                       **({"model_ratings": record["model_ratings"]} if "model_ratings" in record else {})}]
     item_id = str(record.get("id") or "").strip() or stable_id([t["text"] for t in turns])
-    tasks = []
-    for i, response in enumerate(responses):
-        where = f"responses[{i}]" if "responses" in record else ""
-        if not isinstance(response, dict):
-            raise FieldError(where, "expected {system, text}")
-        system = require(response, "system").strip()
-        data = {
-            "evalstudio_id": f"dialogue-{item_id}:{stable_id(system)}",  # the id shows no system name
-            "item_id": item_id,
-            "system": system,
-            "context": turns_text(as_a_and_b(turns)),
-            "context_turns": turns,
-            "response": require(response, "text").strip(),
-        }
-        if "model_ratings" in response:
-            data["model_ratings"] = check_ratings(response["model_ratings"], project, f"{where}.model_ratings".lstrip("."))
-            data["model_version"] = str(response.get("model_version") or record.get("model_version") or "unknown")
-        tasks.append(data)
+    tasks, errors = [], []
+    for i, response in enumerate(responses):  # every response checked: all problems of the record reported at once
+        where = f"responses[{i}]." if "responses" in record else ""
+        try:
+            tasks.append(_response_task(response, where, item_id, turns, record, project))
+        except FieldError as e:
+            errors.append(e)
+        except RecordInvalid as e:
+            errors.extend(e.errors)
+    if errors:
+        raise RecordInvalid(errors)
     if not tasks:
         raise FieldError("responses", "is empty")
     return tasks
@@ -90,6 +83,38 @@ def parse_turns(value, field: str) -> list[dict]:
     return turns
 
 
+def _response_task(response, where: str, item_id: str, turns: list[dict], record: dict, project) -> dict:
+    if not isinstance(response, dict):
+        raise FieldError(where.rstrip(".") or "response", "expected {system, text}")
+    errors, data = [], {}
+    for key, field, shown in (("system", "system", "system"), ("response", "text", "text" if where else "response")):
+        try:
+            data[key] = require(response, field).strip()
+        except FieldError as e:
+            errors.append(FieldError(where + shown, e.message))
+    if "model_ratings" in response:
+        try:
+            data["model_ratings"] = check_ratings(response["model_ratings"], project, f"{where}model_ratings")
+        except FieldError as e:
+            errors.append(e)
+        except RecordInvalid as e:
+            errors.extend(e.errors)
+    if errors:
+        raise RecordInvalid(errors)
+    task = {
+        "evalstudio_id": f"dialogue-{item_id}:{stable_id(data['system'])}",  # the id shows no system name
+        "item_id": item_id,
+        "system": data["system"],
+        "context": turns_text(as_a_and_b(turns)),
+        "context_turns": turns,
+        "response": data["response"],
+    }
+    if "model_ratings" in data:
+        task["model_ratings"] = data["model_ratings"]
+        task["model_version"] = str(response.get("model_version") or record.get("model_version") or "unknown")
+    return task
+
+
 def check_ratings(ratings, project, field: str) -> dict:
     """Model ratings keyed by criterion, each within the criterion's range."""
     if not isinstance(ratings, dict):
@@ -101,7 +126,7 @@ def check_ratings(ratings, project, field: str) -> dict:
             if name not in project.criteria:
                 raise FieldError(f"{field}.{name}", f"unknown criterion; valid: {', '.join(project.criteria)}")
             spec = project.criteria[name]
-            out[name] = number_in_range(f"{field}.{name}", value, spec.min, spec.max)
+            out[name] = control_value(f"{field}.{name}", value, project, spec.control or name)
 
         return check
 

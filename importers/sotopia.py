@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from ..sources import FieldError, collect, no_context, number_in_range, read_jsonl, require, turns_text
+from ..sources import FieldError, collect, control_value, no_context, read_jsonl, require, turns_text
 
 NAME = "sotopia"
 AGENTS = ("agent1", "agent2")
@@ -31,12 +31,14 @@ def convert(record: dict, project, context) -> list[dict]:
     data = {
         "evalstudio_id": f"sotopia:{episode_id}",
         "item_id": episode_id,
-        "system": record.get("experiment_tag") or "unknown",
+        "system": _text_field(record, "experiment_tag") or "unknown",
         "scenario": _plain(require(record, "scenario")),
-        "codename": record.get("codename", ""),
+        "codename": _text_field(record, "codename"),
         "dialogue": turns_text(_dialogue(require(record, "raw_messages", list))),
     }
     models = record.get("experiment_model_name_pairs") or []
+    if not isinstance(models, list) or not all(isinstance(m, str) for m in models):
+        raise FieldError("experiment_model_name_pairs", "expected a list of model names")
     for agent, name in zip(AGENTS, names):
         data[f"{agent}_name"] = name
         data[f"{agent}_background"] = _plain(require(backgrounds, name))
@@ -44,10 +46,23 @@ def convert(record: dict, project, context) -> list[dict]:
     if len(models) == 3:
         data["model_version"] = models[0]
         data["agent_models"] = dict(zip(AGENTS, models[1:]))
+    reasoning = record.get("reasoning") or ""
+    if not isinstance(reasoning, str):
+        raise FieldError("reasoning", f"expected the evaluator's text, got {type(reasoning).__name__}")
     if "rewards" in record:
         data["model_ratings"] = _ratings(record["rewards"], project)
-        data["model_reasoning"] = _reasoning(record.get("reasoning") or "", project)
+        data["model_reasoning"] = _reasoning(reasoning, project)
     return [data]
+
+
+def _text_field(record: dict, name: str) -> str:
+    """An optional text field ("" when absent); FieldError for any other type (e.g. an object)."""
+    value = record.get(name)
+    if value is None:
+        return ""
+    if not isinstance(value, (str, int)) or isinstance(value, bool):
+        raise FieldError(name, f"expected text, got {type(value).__name__}")
+    return str(value)
 
 
 def _dialogue(raw_messages: list) -> list[dict]:
@@ -90,16 +105,17 @@ def _ratings(rewards, project) -> dict:
             raise FieldError(f"rewards[{i}]", "expected {dimension: score}")
         ratings[agent] = {}
         for dim, spec in project.criteria.items():
-            checks.append(_rating_check(ratings[agent], entry, f"rewards[{i}].{dim}", dim, spec))
+            control = (spec.control or dim).format(agent=agent)
+            checks.append(_rating_check(ratings[agent], entry, f"rewards[{i}].{dim}", dim, project, control))
     collect(*checks)
     return ratings
 
 
-def _rating_check(out: dict, entry: dict, field: str, dim: str, spec):
+def _rating_check(out: dict, entry: dict, field: str, dim: str, project, control: str):
     def check():
         if dim not in entry:
             raise FieldError(field, "missing")
-        out[dim] = number_in_range(field, entry[dim], spec.min, spec.max)
+        out[dim] = control_value(field, entry[dim], project, control)  # range, step and type of the slider
 
     return check
 

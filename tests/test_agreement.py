@@ -189,3 +189,37 @@ def test_bootstrap_ci_brackets_the_estimate():
 def test_duplicate_ratings_are_an_error():
     with pytest.raises(ValueError, match="annotator 'a' rated item '1' more than once"):
         ag.cohen_kappa_pairs(long([(1, "a", 1), (1, "a", 2), (1, "b", 1), (2, "a", 1), (2, "b", 1)]))
+
+
+def test_missing_codes_are_missing_not_a_category():
+    """A code such as "N/A (cannot judge)" is declared missing: the statistics equal those without those rows."""
+    frame = pd.DataFrame({"item": [1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4],
+                          "annotator": list("abc") * 4,
+                          "value": ["Yes", "Yes", "N/A (cannot judge)", "No", "No", "No", "Yes", "No", "Yes",
+                                    "No", "N/A (cannot judge)", "No"]})
+    na = ["N/A (cannot judge)"]
+    without = frame[frame["value"] != na[0]]
+    from evalstudio import agreement as ag
+
+    assert ag.krippendorff_alpha(frame["item"], frame["value"], "nominal", missing=na) == \
+        pytest.approx(ag.krippendorff_alpha(without["item"], without["value"], "nominal"))
+    assert ag.krippendorff_alpha(frame["item"], frame["value"], "nominal") != \
+        pytest.approx(ag.krippendorff_alpha(without["item"], without["value"], "nominal"))  # as a category: differs
+    assert ag.percent_agreement(frame, missing=na) == pytest.approx(ag.percent_agreement(without))
+    pd.testing.assert_frame_equal(ag.cohen_kappa_pairs(frame, missing=na), ag.cohen_kappa_pairs(without))
+    assert ag.majority_vote(frame, missing=na).equals(ag.majority_vote(without))
+
+
+def test_agreement_messages_are_plain():
+    from evalstudio import agreement as ag
+
+    uneven = pd.DataFrame({"item": [1, 1, 1, 1, 2, 2], "annotator": list("abcdab"), "value": ["x", "y", "x", "x", "y", "y"]})
+    with pytest.raises(ValueError) as error:
+        ag.fleiss_kappa(uneven)
+    assert "found 2, 4" in str(error.value) and "np." not in str(error.value)
+    mixed = pd.DataFrame({"item": [1, 1, 2, 2, 3, 3], "annotator": list("ababab"), "value": [1, "unknown", 2, 2, "x", "x"]})
+    assert len(ag.cohen_kappa_pairs(mixed)) == 1  # labels of mixed types compare as text, not "unknown is not supported"
+    with pytest.raises(ValueError, match="interval alpha needs numbers; got 'N/A'"):
+        ag.krippendorff_alpha([1, 1, 2, 2], [1.0, "N/A", 2.0, 3.0], "interval")
+    assert ag.krippendorff_alpha([1, 1, 2, 2, 3, 3], [1.0, "N/A", 2.0, 3.0, 4, 4], "interval", missing=["N/A"]) == \
+        pytest.approx(ag.krippendorff_alpha([2, 2, 3, 3], [2.0, 3.0, 4, 4], "interval"))

@@ -63,3 +63,71 @@ def test_prefill_and_connect_refuse_a_protocol_that_did_not_opt_in():
     for command in (["prefill", "sotopia"], ["connect", "circa"]):
         result = run(*command, env={"LABEL_STUDIO_URL": "http://127.0.0.1:9", "LABEL_STUDIO_API_KEY": "unused"})
         assert result.returncode == 1 and "prefill is off in projects.yaml" in result.stderr, result.stderr
+
+
+def _projects_file(tmp_path, mutate):
+    """A copy of projects.yaml (configs by absolute path) changed by `mutate(raw)`; returns its path."""
+    import yaml
+
+    raw = yaml.safe_load((ROOT / "projects.yaml").read_text())
+    for entry in raw["projects"].values():
+        entry["config"] = str(ROOT / entry["config"])
+    text = mutate(raw)
+    path = tmp_path / "projects.yaml"
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text if isinstance(text, str) else yaml.safe_dump(raw), encoding="utf-8")
+    return path
+
+
+def _set(raw, name, **changes):
+    raw["projects"][name].update(changes)
+
+
+BAD_PROJECTS = [
+    ("utf16", lambda raw: (ROOT / "projects.yaml").read_text().encode("utf-16"), "not UTF-8 text (saved as UTF-16?)"),
+    ("list entry", lambda raw: raw["projects"].__setitem__("dialogue", ["a", "b"]), "projects.dialogue: expected a mapping"),
+    ("bad template", lambda raw: raw["projects"]["sotopia"]["criteria"]["goal"].__setitem__("control", "{agent.__class__}_goal"),
+     "may only use the placeholder {agent}"),
+    ("no such importer", lambda raw: _set(raw, "health", importer="nosuch"), "unknown importer 'nosuch'; valid names: circa"),
+]
+
+
+@pytest.mark.parametrize("case, mutate, message", BAD_PROJECTS, ids=[c[0] for c in BAD_PROJECTS])
+def test_a_broken_projects_yaml_is_reported_not_crashed_on(tmp_path, case, mutate, message):
+    path = _projects_file(tmp_path, mutate)
+    result = run("projects", "--projects", str(path))
+    assert result.returncode == 1 and message in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def _deep(tmp_path):
+    path = tmp_path / "deep.json"
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    return path
+
+
+def _malformed(tmp_path):
+    path = tmp_path / "bad.json"
+    path.write_text('[{"id": 1, "data": {}, "annotations": [{"result": [5]}]}]')
+    return path
+
+
+BAD_CALLS = [
+    (lambda tmp: ["export", "dialogue", "--from-export", str(_deep(tmp)), "-o", str(tmp / "o.csv")], "nested too deeply"),
+    (lambda tmp: ["export", "dialogue", "--from-export", str(_malformed(tmp)), "-o", str(tmp / "o.csv")],
+     "annotations[0].result has an entry that is not a Label Studio result"),
+    (lambda tmp: ["export", "dialogue", "--from-export", str(_malformed(tmp)), "-o", str(tmp)], "is a folder"),
+    (lambda tmp: ["export", "dialogue", "--from-export", str(_malformed(tmp)), "-o", str(tmp / "no" / "o.csv")],
+     "does not exist"),
+    (lambda tmp: ["export", "dialogue", "--format", "xlsx", "-o", str(tmp / "o.xlsx")], "--format must be one of csv"),
+    (lambda tmp: ["report", "dialogue", "--from-export", str(_malformed(tmp)), "-o", str(_malformed(tmp))], "is a file"),
+]
+
+
+@pytest.mark.parametrize("make_args, message", BAD_CALLS)
+def test_bad_cli_arguments_get_a_message_not_a_traceback(tmp_path, make_args, message):
+    result = run(*make_args(tmp_path))
+    assert result.returncode in (1, 2) and message in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr

@@ -110,9 +110,15 @@ def _project_tasks(project, from_export: Path | None, project_id: int | None = N
     from ..exporters.tidy import read_export
 
     if from_export:
-        return read_export(from_export), {}
+        tasks = read_export(from_export)
+        used = {r.get("from_name") for t in tasks for a in t.get("annotations", []) for r in a.get("result", [])}
+        known = {c.name for c in project.interface.controls}
+        if used and not used & known:
+            raise EvalstudioError(f"{from_export}: its annotations use controls ({', '.join(sorted(map(str, used))[:5])}) "
+                                  f"that the {project.name} protocol does not have; is it another protocol's export?")
+        return tasks, {}
     client = Client(settings_from_env())
-    project_id = project_id or client.require_project(project)
+    project_id = client.require_protocol(project, project_id) if project_id else client.require_project(project)
     with console.status(f"exporting {project.name} from {client.url}..."):
         return client.export_tasks(project_id), client.users()
 
@@ -173,7 +179,7 @@ def export(
             users = client.users()
             rows = annotations = 0
             for number, project in enumerate(parts):  # a study's parts go to one CSV (column `project`)
-                pid = project_id or client.require_project(project)
+                pid = client.require_protocol(project, project_id) if project_id else client.require_project(project)
                 with Progress(TextColumn(f"exporting {project.name}"), BarColumn(), MofNCompleteColumn(),
                               TimeRemainingColumn(), console=err, transient=True) as progress:
                     bar = progress.add_task(project.name, total=client.task_count(pid))

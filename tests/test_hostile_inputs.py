@@ -1,0 +1,171 @@
+"""The import contract against hostile and odd input: every problem is `file:line: field: message`, never a
+traceback, and nothing is imported (or the project is left as it was) when anything is wrong.
+
+Hand-picked regressions first (each found by trying), then Hypothesis fuzzing of every importer. The fuzz suite
+runs HYPOTHESIS_PROFILE=ci (a few hundred cases per target, well under the CI budget) unless set to `long`."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from evalstudio import importers
+from evalstudio.errors import Problem
+from evalstudio.importing import FileChanged, import_files, scan
+
+from .conftest import PROJECTS, example_files
+
+settings.register_profile("ci", max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("long", max_examples=10_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+EPISODE = {"episode_id": "e1", "scenario": "Two friends talk.", "agents_background": {"A": "a", "B": "b"},
+           "social_goals": {"A": "g1", "B": "g2"},
+           "raw_messages": [[["A", "Environment", 'said: "hi"'], ["B", "Environment", 'said: "hello"']]]}
+
+
+def problems_of(project_name, reg, tmp_path, name, content) -> list[str]:
+    path = tmp_path / name
+    path.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8"))
+    project = reg.get(project_name)
+    return [str(p) for p in scan(project, importers.get(project.importer), [path]).problems]
+
+
+CASES = [
+    # (project, file name, content, expected substring of one problem)
+    ("dialogue", "nul.jsonl", json.dumps({"context": ["A: hi\u0000"], "responses": [{"system": "s", "text": "x"}]}),
+     "nul.jsonl:1: context: contains a NUL character"),
+    ("dialogue", "deep.jsonl", "[" * 10_000 + "]" * 10_000, "deep.jsonl:1: invalid JSON: nested too deeply"),
+    ("dialogue", "digits.jsonl", '{"context": "A: hi", "responses": [], "n": ' + "9" * 5001 + "}",
+     "digits.jsonl:1: invalid JSON: Exceeds the limit"),
+    ("dialogue", "huge.jsonl", json.dumps({"context": "A: hi", "responses": [{"system": "s", "text": "x",
+                                                                            "model_ratings": {"appropriateness": 10**400}}]}),
+     "huge.jsonl:1: responses[0].model_ratings.appropriateness: expected a rating, got a number with over 30 digits"),
+    ("dialogue", "inf.jsonl", '{"context": "A: hi", "responses": [{"system": "s", "text": "x", "model_ratings": '
+                              '{"appropriateness": 1e400}}]}', "responses[0].model_ratings.appropriateness: expected a rating, got inf"),
+    ("dialogue", "underscore.jsonl", json.dumps({"context": "A: hi", "responses": [
+        {"system": "s", "text": "x", "model_ratings": {"appropriateness": "1_0"}}]}), "expected a number, got '1_0'"),
+    ("dialogue", "arabic.jsonl", json.dumps({"context": "A: hi", "responses": [
+        {"system": "s", "text": "x", "model_ratings": {"appropriateness": "٧"}}]}), "expected a number, got '٧'"),
+    ("dialogue", "every.jsonl", json.dumps({"context": "A: hi", "responses": [
+        {"system": "s", "text": ""}, {"text": "ok"}, {"system": "t", "text": "y", "model_ratings": {"appropriateness": 9}}]}),
+     "every.jsonl:1: responses[1].system: missing"),
+    ("sotopia", "reasoning.jsonl", json.dumps({**EPISODE, "reasoning": 5}), "reasoning.jsonl:1: reasoning: expected the "
+                                                                            "evaluator's text, got int"),
+    ("sotopia", "step.jsonl", json.dumps({**EPISODE, "rewards": [{d: 7.5 if d == "goal" else 0 for d in (
+        "believability", "relationship", "knowledge", "secret", "social_rules", "financial_and_material_benefits", "goal")},
+        {d: 0 for d in ("believability", "relationship", "knowledge", "secret", "social_rules",
+                        "financial_and_material_benefits", "goal")}]}),
+     "step.jsonl:1: rewards[0].goal: 7.5 is not on agent1_goal's step 1"),
+    ("cmv", "tomlist.jsonl", json.dumps({"post": {"title": "t", "text": "p"}, "comment": {"text": "c"},
+                                         "delta_reply": {"text": "∆"}, "tom": {"post": [1]}}),
+     "tomlist.jsonl:1: tom.post: expected {category"),
+    ("cmv", "enc.xml", '<?xml version="1.0" encoding="bogus-enc"?>\n<thread ID="a"></thread>\n',
+     "enc.xml:1: invalid XML: cannot decode the file (unknown encoding: bogus-enc)"),
+    ("cmv", "lines.xml", '<?xml version="1.0"?>\n<threads>\n<thread ID="t1">\n<title>x</title>\n<OP author="o">p</OP>\n'
+                         '</thread>\n</threads>\n', "lines.xml:3: thread t1: no reply by the OP awards a delta"),
+    ("cmv", "broken.xml", '<?xml version="1.0"?>\n<thread ID="a">\n<OP author="o">t\n</thread>\n',
+     "broken.xml:4: invalid XML: mismatched tag (column 3)"),
+    ("health", "surrogate.jsonl", '{"scenario_id": "s1", "scenario": "x\\ud800", "system": "v1", "exchanges": []}',
+     "surrogate.jsonl:1:"),
+]
+
+
+@pytest.mark.parametrize("project, name, content, expected", CASES, ids=[c[1] for c in CASES])
+def test_hostile_records_are_reported_as_file_line_field_message(reg, tmp_path, project, name, content, expected):
+    found = problems_of(project, reg, tmp_path, name, content)
+    assert any(expected in p for p in found), found
+    assert not any("at at" in p or "Traceback" in p for p in found)
+
+
+def test_double_escaped_delta_entities_count_as_deltas(reg, tmp_path):
+    """46 of 100 real delta threads in the Change My View corpus write the delta as `&amp;#8710;`."""
+    thread = ('<?xml version="1.0"?>\n<thread ID="t9">\n<title>CMV: x</title>\n<OP author="op">My view.</OP>\n'
+              '<reply id="r1" author="other">A reason.</reply>\n'
+              '<reply id="r2" author="op">Good point &amp;#8710; and &amp;amp; more</reply>\n</thread>\n')
+    path = tmp_path / "t.xml"
+    path.write_text(thread)
+    project = reg.get("cmv")
+    [record] = [r for _, r in importers.get("cmv").read(path)]
+    assert record["delta_reply"]["text"] == "Good point ∆ and & more"  # shown as the author wrote it
+    assert scan(project, importers.get("cmv"), [path]).tasks == 1
+
+
+# --- fuzzing: any bytes, any JSON shape -> a clean result, never an exception ---------------------------------
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=30),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=12), children, max_size=5),
+    max_leaves=25)
+FIELDS = ["context", "responses", "system", "text", "response", "model_ratings", "post", "comment", "delta_reply",
+          "tom", "episode_id", "raw_messages", "rewards", "reasoning", "scenario_id", "scenario", "exchanges", "id",
+          "agents_background", "social_goals", "appropriateness", "title", "values", "content", "beliefs"]
+records = st.dictionaries(st.sampled_from(FIELDS), json_values, max_size=8)
+
+
+def _clean(project_name, reg, path) -> list[Problem]:
+    project = reg.get(project_name)
+    result = scan(project, importers.get(project.importer), [path])
+    for problem in result.problems:
+        assert isinstance(problem, Problem) and str(problem).startswith(str(path))
+    return result.problems
+
+
+@pytest.mark.parametrize("project", [p for p in PROJECTS if p in ("sotopia", "cmv", "dialogue", "health")])
+@given(lines=st.lists(records, min_size=1, max_size=3))
+def test_fuzzed_jsonl_records_never_crash(reg, tmp_path_factory, project, lines):
+    path = tmp_path_factory.mktemp("fuzz") / "in.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in lines), encoding="utf-8")
+    _clean(project, reg, path)
+
+
+@pytest.mark.parametrize("project, suffix", [("sotopia", ".jsonl"), ("cmv", ".jsonl"), ("cmv", ".xml"),
+                                             ("circa_part2", ".csv"), ("circa_part1", ".csv"), ("dialogue", ".csv"),
+                                             ("health", ".csv"), ("dialogue", ".jsonl")])
+@given(data=st.binary(max_size=400))
+def test_fuzzed_bytes_never_crash(reg, tmp_path_factory, project, suffix, data):
+    path = tmp_path_factory.mktemp("fuzz") / f"in{suffix}"
+    path.write_bytes(data)
+    _clean(project, reg, path)
+
+
+@pytest.mark.parametrize("project", ["sotopia", "cmv", "circa_part2", "dialogue", "health"])
+@given(cut=st.integers(min_value=0, max_value=10_000), junk=st.text(max_size=20))
+def test_truncated_or_altered_examples_never_crash(reg, tmp_path_factory, project, cut, junk):
+    """Real example files cut anywhere and with text spliced in: a clean report or valid tasks."""
+    source = example_files(project)[0]
+    raw = source.read_text(encoding="utf-8")
+    position = cut % (len(raw) + 1)
+    path = tmp_path_factory.mktemp("fuzz") / source.name
+    path.write_text(raw[:position] + junk + raw[position + len(junk) // 2:], encoding="utf-8")
+    _clean(project, reg, path)
+
+
+# --- a file that changes while it is imported: the project is left as it was ---------------------------------
+
+@pytest.mark.server
+def test_a_file_appended_during_the_import_leaves_the_project_as_it_was(reg, importer_for, client, tmp_path):
+    project = reg.get("dialogue").model_copy(update={"title": "dialogue appended mid-import"})
+    source = example_files("dialogue")[0]
+    path = tmp_path / f"items{source.suffix}"
+    path.write_bytes(source.read_bytes())
+    project_id, _ = client.ensure_project(project)
+    before = client.task_ids(project_id)
+    appended = {"done": False}
+
+    def append_once(done, total):
+        if not appended["done"] and done > 0:
+            appended["done"] = True
+            with open(path, "a", encoding="utf-8") as f:
+                f.write("\n" + json.dumps({"context": "A: new", "responses": [{"system": "late", "text": "hi"}]}) + "\n"
+                        if path.suffix == ".jsonl" else "\nA: new,hi,late\n")
+
+    with pytest.raises(FileChanged) as error:
+        import_files(project, importer_for("dialogue"), [path], client, batch_size=2, on_progress=append_once)
+    assert "changed after it was validated" in str(error.value) and "were removed again" in str(error.value)
+    assert client.task_ids(project_id) == before
