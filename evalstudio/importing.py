@@ -34,6 +34,11 @@ class Scan:
     tasks: int = 0
     problems: list[Problem] = field(default_factory=list)
     files: dict[str, tuple[int, int]] = field(default_factory=dict)  # path -> (size, mtime) when validated
+    design: list[Problem] = field(default_factory=list)  # study-design problems (not of one record: never skipped)
+
+    def rejected(self) -> set[tuple[str, int | None]]:
+        """(file, line) of every record with a problem."""
+        return {(p.path, p.line) for p in self.problems if p not in self.design}
 
 
 def fingerprints(paths: Sequence[Path]) -> dict[str, tuple[int, int]]:
@@ -136,8 +141,14 @@ def scan(project: Project, importer, paths: Sequence[Path]) -> Scan:
         first_seen[key] = where
         result.tasks += 1
     if project.design:
-        result.problems += design_problems(project, versions)
+        result.design = design_problems(project, versions)
+        result.problems += result.design
     return result
+
+
+def _where(where: str) -> tuple[str, int]:
+    path, _, line = where.rpartition(":")
+    return path, int(line)
 
 
 def design_problems(project: Project, versions: dict[str, dict[str, str]]) -> list[Problem]:
@@ -197,6 +208,7 @@ def import_files(
     client,
     batch_size: int = 500,
     on_progress: Callable[[int, int], None] | None = None,
+    skip_invalid: bool = False,
 ) -> ImportReport:
     """Validate all files, then send only tasks whose id the project does not have yet, in batches.
 
@@ -204,7 +216,10 @@ def import_files(
     only the task ids are kept. If Label Studio fails for good, ImportIncomplete says what was written;
     re-running the same command then finishes the job without duplicates."""
     checked = scan(project, importer, paths)
-    if checked.problems:
+    skip = set()
+    if checked.problems and skip_invalid and not checked.design and all(p.line for p in checked.problems):
+        skip = checked.rejected()  # import the valid records only (the caller reports the rejected ones)
+    elif checked.problems:
         raise InvalidInput(checked.problems)
     try:
         project_id, _ = client.ensure_project(project)
@@ -242,6 +257,10 @@ def import_files(
 
     try:
         for item in iter_tasks(project, importer, paths):
+            if isinstance(item, Problem) and (item.path, item.line) in skip:
+                continue
+            if skip and not isinstance(item, Problem) and _where(item[0]) in skip:
+                continue  # a task of a record that also had a problem (e.g. a duplicate id)
             if isinstance(item, Problem) or report.created + report.already_present + len(batch) >= checked.tasks:
                 flush()
                 rollback(changed(checked.files) or [item if isinstance(item, Problem) else

@@ -18,7 +18,7 @@ from evalstudio import importers
 from evalstudio.errors import Problem
 from evalstudio.importing import FileChanged, import_files, scan
 
-from .conftest import PROJECTS, example_files
+from .conftest import PROJECTS, ROOT, example_files
 
 settings.register_profile("ci", max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("long", max_examples=10_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -169,3 +169,38 @@ def test_a_file_appended_during_the_import_leaves_the_project_as_it_was(reg, imp
         import_files(project, importer_for("dialogue"), [path], client, batch_size=2, on_progress=append_once)
     assert "changed after it was validated" in str(error.value) and "were removed again" in str(error.value)
     assert client.task_ids(project_id) == before
+
+
+@pytest.mark.server
+def test_skip_invalid_imports_the_valid_records_and_writes_the_rejected_ones(reg, client, label_studio, tmp_path):
+    import yaml
+
+    from .test_cli import run
+
+    raw = yaml.safe_load((ROOT / "projects.yaml").read_text())
+    for entry in raw["projects"].values():
+        entry["config"] = str(ROOT / entry["config"])
+    raw["projects"]["dialogue"]["title"] = "dialogue skip-invalid"
+    (tmp_path / "projects.yaml").write_text(yaml.safe_dump(raw))
+    lines = [{"id": f"d{i}", "context": f"A: hello {i}", "responses": [{"system": "s", "text": f"reply {i}"}]}
+             for i in range(5)]
+    lines[1]["responses"][0]["text"] = ""  # invalid
+    lines[3]["context"] = "A: nul \u0000"  # invalid
+    path = tmp_path / "items.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    env = {"LABEL_STUDIO_URL": label_studio.url, "LABEL_STUDIO_API_KEY": label_studio.credentials().api_key,
+           "EVALSTUDIO_PROJECTS": str(tmp_path / "projects.yaml")}
+
+    refused = run("import", "dialogue", str(path), env=env)
+    assert refused.returncode == 2 and "nothing was imported" in refused.stderr
+    assert client.find_project("dialogue skip-invalid") is None
+
+    rejected = tmp_path / "rejected.jsonl"
+    done = run("import", "dialogue", str(path), "--skip-invalid", "--rejected", str(rejected), env=env)
+    assert done.returncode == 0, done.stderr
+    assert "2 invalid record(s) left out" in done.stderr and "3 task(s) created" in done.stdout
+    records = [json.loads(line) for line in rejected.read_text().splitlines()]
+    assert [(r["line"], json.loads(r["text"])["id"]) for r in records] == [(2, "d1"), (4, "d3")]
+    assert records[0]["problems"] == ["responses[0].text: is empty"]
+    project_id = client.find_project("dialogue skip-invalid")
+    assert sorted(t["data"]["item_id"] for page in client.full_task_pages(project_id) for t in page) == ["d0", "d2", "d4"]

@@ -75,21 +75,33 @@ def import_(
     protocol: Annotated[str, typer.Argument(help="Protocol name, e.g. sotopia.")],
     files: Annotated[list[Path], typer.Argument(help="Input files in the protocol's native format.")],
     batch_size: Annotated[int, typer.Option(min=1, help="Tasks per request to Label Studio.")] = 500,
+    skip_invalid: Annotated[bool, typer.Option(
+        "--skip-invalid", help="Import the valid records and write the rejected ones, with their problems, to "
+        "--rejected (by default nothing is imported when any record is invalid).")] = False,
+    rejected: Annotated[Path, typer.Option(help="With --skip-invalid: the JSONL file for the rejected records.")] =
+        Path("rejected.jsonl"),
     projects: ProjectsOption = None,
 ):
     """Validate FILES, then import them as tasks (creating the project if needed).
 
-    Nothing is imported if any record is invalid. Tasks already in the project (same id) are skipped,
-    so running the same import twice adds nothing."""
+    Nothing is imported if any record is invalid (unless --skip-invalid). Tasks already in the project (same id)
+    are skipped, so running the same import twice adds nothing."""
     try:
         reg = _load(projects)
         parts = reg.parts(protocol)
-        if len(parts) > 1:  # a study of several projects: every part valid before any is imported
-            problems = list(dict.fromkeys(pr for p in parts for pr in scan(p, importers.get(p.importer), files).problems))
-            if problems:
-                raise InvalidInput(problems)
+        scans = [scan(p, importers.get(p.importer), files) for p in parts]
+        problems = list(dict.fromkeys(pr for result in scans for pr in result.problems))
+        if problems and skip_invalid:
+            check_output_file(rejected)
+            unskippable = [pr for result in scans for pr in result.design] + [pr for pr in problems if not pr.line]
+            if unskippable:  # a missing or empty file, or a broken study design: no record to leave out
+                raise InvalidInput(list(dict.fromkeys(unskippable)))
+            count = write_rejected(problems, rejected)
+            err.print(f"{count} invalid record(s) left out; they and their problems are in {rejected}", highlight=False)
+        elif problems:
+            raise InvalidInput(problems)
         client = Client(settings_from_env())
-        reports = [(project, _import(project, files, client, batch_size)) for project in parts]
+        reports = [(project, _import(project, files, client, batch_size, skip_invalid)) for project in parts]
     except EvalstudioError as e:
         raise _fail(e)
     for project, report in reports:
@@ -97,12 +109,34 @@ def import_(
                       f"(project id {report.project_id}).")
 
 
-def _import(project, files, client, batch_size=500):
+def write_rejected(problems, path: Path) -> int:
+    """One JSON line per rejected record: file, line, its problems and the text of that line. Returns the count."""
+    import json
+    from itertools import islice
+
+    by_record: dict[tuple[str, int], list[str]] = {}
+    for problem in problems:
+        by_record.setdefault((problem.path, problem.line), []).append(
+            f"{problem.field}: {problem.message}" if problem.field else problem.message)
+    with open(path, "w", encoding="utf-8") as out:
+        for (file, line), messages in sorted(by_record.items()):
+            try:
+                with open(file, encoding="utf-8", errors="replace") as f:
+                    text = next(islice(f, line - 1, None), "").rstrip("\n")
+            except OSError:
+                text = None
+            out.write(json.dumps({"file": file, "line": line, "problems": messages, "text": text},
+                                 ensure_ascii=False) + "\n")
+    return len(by_record)
+
+
+def _import(project, files, client, batch_size=500, skip_invalid=False):
     with Progress(TextColumn(f"importing {project.name}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                   console=err, transient=True) as progress:
         bar = progress.add_task(project.name, total=None)
         return import_files(project, importers.get(project.importer), files, client, batch_size,
-                            on_progress=lambda done, total: progress.update(bar, completed=done, total=total))
+                            on_progress=lambda done, total: progress.update(bar, completed=done, total=total),
+                            skip_invalid=skip_invalid)
 
 
 def _project_tasks(project, from_export: Path | None, project_id: int | None = None):
