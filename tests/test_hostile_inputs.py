@@ -204,3 +204,45 @@ def test_skip_invalid_imports_the_valid_records_and_writes_the_rejected_ones(reg
     assert records[0]["problems"] == ["responses[0].text: is empty"]
     project_id = client.find_project("dialogue skip-invalid")
     assert sorted(t["data"]["item_id"] for page in client.full_task_pages(project_id) for t in page) == ["d0", "d2", "d4"]
+
+
+# --- the ML backend's endpoints: any JSON body -> an answer below 500, never a traceback ----------------------
+
+AUTH = {"Authorization": "Basic dTpw"}  # u:p
+task_shapes = st.fixed_dictionaries({"id": st.integers(), "data": json_values}, optional={"meta": json_values})
+bodies = st.one_of(
+    json_values,
+    st.fixed_dictionaries({}, optional={"tasks": st.lists(task_shapes | json_values, max_size=3), "label_config":
+                                        st.sampled_from(["", "<View/>", "<View><Text name='t' value='$t'/></View>"]) | json_values,
+                                        "project": json_values, "params": json_values}),
+    st.fixed_dictionaries({"action": st.sampled_from(["ANNOTATION_CREATED", "PROJECT_UPDATED"]) | json_values},
+                          optional={"project": st.fixed_dictionaries({}, optional={"id": json_values, "label_config": json_values})}),
+)
+
+
+@pytest.fixture(scope="module")
+def backend_app(tmp_path_factory):
+    import os as _os
+
+    from evalstudio.ml_backend.app import create_app
+
+    previous = _os.environ.get("EVALSTUDIO_MODEL_DIR")
+    _os.environ["EVALSTUDIO_MODEL_DIR"] = str(tmp_path_factory.mktemp("fuzz-backend") / "models")
+    try:
+        yield create_app("u:p").test_client()
+    finally:
+        if previous is None:
+            _os.environ.pop("EVALSTUDIO_MODEL_DIR", None)
+        else:
+            _os.environ["EVALSTUDIO_MODEL_DIR"] = previous
+
+
+@pytest.mark.parametrize("route", ["/predict", "/webhook", "/setup", "/generate"])
+@given(body=bodies)
+def test_fuzzed_backend_requests_never_fail_inside(backend_app, route, body):
+    response = backend_app.post(route, data=json.dumps(body), content_type="application/json", headers=AUTH)
+    text = response.get_data(as_text=True)
+    assert response.status_code < 500, text
+    assert "Traceback" not in text
+    if route == "/predict" and response.status_code == 200:
+        assert len(response.get_json()["results"]) == len(body["tasks"])
