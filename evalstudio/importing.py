@@ -35,6 +35,13 @@ class Scan:
     problems: list[Problem] = field(default_factory=list)
     files: dict[str, tuple[int, int]] = field(default_factory=dict)  # path -> (size, mtime) when validated
     design: list[Problem] = field(default_factory=list)  # study-design problems (not of one record: never skipped)
+    unknown: dict[str, set[str]] = field(default_factory=dict)  # file -> record fields kept as metadata
+
+    def warn_unknown(self, project: Project) -> None:
+        """One warning per file naming the fields the protocol does not use (they are kept as metadata)."""
+        for path, names in self.unknown.items():
+            log.warning("%s: field(s) %s are not used by the %s protocol; kept with each task as metadata (its meta)",
+                        path, ", ".join(sorted(names)), project.name)
 
     def rejected(self) -> set[tuple[str, int | None]]:
         """(file, line) of every record with a problem."""
@@ -75,8 +82,14 @@ class ImportIncomplete(ServerError):
             f"{self.not_written} not written by this run. Fix the cause and re-run the same command: tasks already in the project are skipped.")
 
 
-def iter_tasks(project: Project, importer, paths: Sequence[Path]) -> Iterator[tuple[str, dict] | Problem]:
-    """(where, task data) for every task in the files, or a Problem per bad record."""
+def iter_tasks(project: Project, importer, paths: Sequence[Path],
+               unknown: dict[str, set[str]] | None = None) -> Iterator[tuple[str, dict] | Problem]:
+    """(where, task data) for every task in the files, or a Problem per bad record.
+
+    Record fields the importer does not read (its FIELDS) are the researcher's metadata: they are kept with each
+    of the record's tasks (in its meta; a name the task already uses gets the prefix `input_`), and their names
+    are collected per file in `unknown`."""
+    known = getattr(importer, "FIELDS", None)
     fields = project.data_fields() | {ID_FIELD}
     paths = [Path(p) for p in paths]
     for path in paths:
@@ -106,9 +119,14 @@ def iter_tasks(project: Project, importer, paths: Sequence[Path]) -> Iterator[tu
                 # a shape no importer check foresaw: still a file:line report, never a traceback
                 yield Problem(str(path), line, None, f"unexpected value in this record ({type(e).__name__}: {str(e)[:120]})")
                 continue
+            extra = {k: v for k, v in record.items() if k not in known} if known is not None else {}
             for data in datas:
                 if data.get(PART_FIELD, project.name) != project.name:
                     continue  # a task of another project of the same study
+                if extra and unknown is not None:
+                    unknown.setdefault(str(path), set()).update(map(str, extra))
+                for key, value in extra.items():
+                    data.setdefault(key if key not in data else f"input_{key}", value)
                 missing = sorted(fields - data.keys())
                 if missing:
                     yield Problem(str(path), line, ", ".join(missing), "no value for field(s) the labeling config shows")
@@ -126,7 +144,7 @@ def scan(project: Project, importer, paths: Sequence[Path]) -> Scan:
     result = Scan(files=fingerprints(paths))
     first_seen: dict[str, str] = {}
     versions: dict[str, dict[str, str]] = {}  # item -> system -> where (for the design check)
-    for item in iter_tasks(project, importer, paths):
+    for item in iter_tasks(project, importer, paths, result.unknown):
         if isinstance(item, Problem):
             result.problems.append(item)
             continue
@@ -216,6 +234,7 @@ def import_files(
     only the task ids are kept. If Label Studio fails for good, ImportIncomplete says what was written;
     re-running the same command then finishes the job without duplicates."""
     checked = scan(project, importer, paths)
+    checked.warn_unknown(project)
     skip = set()
     if checked.problems and skip_invalid and not checked.design and all(p.line for p in checked.problems):
         skip = checked.rejected()  # import the valid records only (the caller reports the rejected ones)

@@ -29,6 +29,9 @@ from ..errors import Problem
 from ..sources import FieldError, one_of, read_table, require, stable_id
 
 NAME = "circa"
+# The record fields this importer reads; any other field is kept with the task as metadata (and reported once).
+FIELDS = frozenset({"id", "context", "question", "answer", "explanation", "explanation_generated_by", "interpretation",
+                    "prediction", "target", "gold_label", "goldstandard1", "goldstandard2", "judgements", "model"})
 LABELS = ["Yes", "Yes, subject to some conditions", "No", "In the middle, neither yes nor no", "Other"]
 # Circa's relaxed labels (goldstandard2) fold the uncertain labels into the five options.
 RELAXED = {

@@ -25,6 +25,8 @@ from ..errors import Problem
 from ..sources import FieldError, collect, no_context, one_of, read_jsonl, require, stable_id
 
 NAME = "cmv"
+# The record fields this importer reads; any other field is kept with the task as metadata (and reported once).
+FIELDS = frozenset({"id", "post", "comment", "delta_reply", "tom", "tom_generated_by", "model_answers", "model_version"})
 CATEGORIES = ("beliefs", "desires", "intentions", "emotions", "knowledge", "perspective_taking")
 ANSWERS = ["Yes", "No"]
 DELTA = re.compile(r"[∆Δ]|!delta", re.I)

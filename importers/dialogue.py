@@ -5,9 +5,11 @@ JSONL, one context per line:
    "context": [{"speaker": "A", "text": "..."}, ...]       or ["turn", ...] or "turn\\nturn" (speakers A/B alternate,
                                                             or "Name: text" prefixes are used),
    "responses": [{"system": "...", "text": "...", "model_ratings": {...}}, ...],   model_ratings: optional metric scores
-   "model_version": "..."}                                  optional: the metric that produced model_ratings
+   "model_version": "...",                                  optional: the metric that produced model_ratings
+   "knowledge": "..." or [...], "persona": "..." or [...]}  optional: shown to annotators above the prompt
   or, for one response: {"context": ..., "system": "...", "response": "..."}
-CSV: columns context, response, system[, id]; turns in `context` separated by newlines.
+CSV: columns context, response, system[, id, knowledge, persona]; turns in `context` separated by newlines.
+Any other field is kept with the task as the researcher's metadata.
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ from pathlib import Path
 from ..sources import FieldError, RecordInvalid, collect, control_value, no_context, read_jsonl, read_table, require, stable_id, turns_text
 
 NAME = "dialogue"
+# The record fields this importer reads; any other field is kept with the task as metadata (and reported once).
+FIELDS = frozenset({"id", "context", "responses", "system", "response", "model_ratings", "model_version", "knowledge",
+                    "persona"})
 prepare = no_context
 _PREFIX = re.compile(r"^\s*([A-Za-z][\w .'-]{0,30}):\s+(.*)$", re.S)
 
@@ -36,6 +41,7 @@ def convert(record: dict, project, context) -> list[dict]:
         responses = [{"system": record.get("system"), "text": record.get("response"),
                       **({"model_ratings": record["model_ratings"]} if "model_ratings" in record else {})}]
     item_id = str(record.get("id") or "").strip() or stable_id([t["text"] for t in turns])
+    background = _background(record)
     tasks, errors = [], []
     for i, response in enumerate(responses):  # every response checked: all problems of the record reported at once
         where = f"responses[{i}]." if "responses" in record else ""
@@ -47,6 +53,8 @@ def convert(record: dict, project, context) -> list[dict]:
             errors.extend(e.errors)
     if errors:
         raise RecordInvalid(errors)
+    for task in tasks:
+        task.update(background)
     if not tasks:
         raise FieldError("responses", "is empty")
     return tasks
@@ -81,6 +89,26 @@ def parse_turns(value, field: str) -> list[dict]:
             raise FieldError(f"{field}[{i}]", f"expected a turn, got {type(turn).__name__}")
         turns.append({"speaker": speaker.strip(), "text": text.strip()})
     return turns
+
+
+def _background(record: dict) -> dict:
+    """The optional knowledge and persona the speakers had (e.g. Wizard of Wikipedia, PersonaChat), as text shown
+    above the prompt; both fields empty when the item has none (the view then shows nothing there)."""
+    parts, titles = [], []
+    for name, title in (("knowledge", "Knowledge"), ("persona", "Persona")):
+        value = record.get(name)
+        if value in (None, "", []):
+            continue
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            value = "\n".join(v.strip() for v in value if v.strip())
+        if not isinstance(value, str):
+            raise FieldError(name, "expected text or a list of texts")
+        parts.append(value.strip() if len(titles) == 0 else f"{title}: {value.strip()}")
+        titles.append(title)
+    if len(parts) == 2:
+        parts[0] = f"{titles[0]}: {parts[0]}"
+    return {"knowledge_title": " and ".join(titles) + " (what the speakers knew)" if titles else "",
+            "knowledge": "\n\n".join(parts)}
 
 
 def _response_task(response, where: str, item_id: str, turns: list[dict], record: dict, project) -> dict:

@@ -16,6 +16,9 @@ from ..sources import FieldError, no_context, read_jsonl, read_table, require, s
 from .dialogue import check_ratings
 
 NAME = "health"
+# The record fields this importer reads; any other field is kept with the task as metadata (and reported once).
+FIELDS = frozenset({"scenario_id", "scenario", "system", "exchanges", "model_ratings", "model_version"} |
+                   {f"{side}_{i}" for side in ("user", "assistant") for i in range(1, 9)})
 EXCHANGES = 8
 prepare = no_context
 _CSV_COLUMNS = ("scenario_id", "scenario", "system") + tuple(

@@ -10,6 +10,9 @@ import re
 from ..sources import FieldError, collect, control_value, no_context, read_jsonl, require, turns_text
 
 NAME = "sotopia"
+# The record fields this importer reads; any other field is kept with the task as metadata (and reported once).
+FIELDS = frozenset({"episode_id", "scenario", "agents_background", "social_goals", "raw_messages", "rewards", "reasoning",
+                    "experiment_tag", "codename", "experiment_model_name_pairs"})
 AGENTS = ("agent1", "agent2")
 prepare = no_context
 read = read_jsonl

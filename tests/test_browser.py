@@ -480,3 +480,30 @@ def test_cmv_navigation_resumes_at_the_first_unfinished_sample_and_goes_back(reg
         page.wait_for_timeout(500)
     assert saved == {**values, "q1_persuasive": other}  # changed, and still one annotation
     assert dialogs == []
+
+
+def test_a_dialogue_with_a_persona_shows_it_and_one_without_shows_nothing_there(reg, importer_for, client, label_studio,
+                                                                               session, tmp_path):
+    """The optional knowledge/persona field (not in document 003): shown above the prompt when an item has one."""
+    import json
+
+    page, _ = session
+    project = reg.get("dialogue").model_copy(update={"title": "dialogue with persona"})
+    path = tmp_path / "persona.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in [
+        {"id": "p1", "context": ["A: hi, what do you do?"], "persona": ["I am a beekeeper.", "I live in Lyon."],
+         "topic": "jobs", "responses": [{"system": "s", "text": "I keep bees near Lyon."}]},
+        {"id": "p2", "context": ["A: hello"], "responses": [{"system": "s", "text": "hi"}]}]) + "\n")
+    report = import_files(project, importer_for("dialogue"), [path], client)
+    tasks = {t.data["item_id"]: t for t in client.tasks(report.project_id)}
+    open_task(page, label_studio.url, report.project_id, tasks["p1"].id)
+    page.wait_for_timeout(1500)
+    body = page.inner_text("body")
+    assert "Persona (what the speakers knew)" in body and "I am a beekeeper.\nI live in Lyon." in body
+    assert "jobs" not in body  # an unknown field is kept as metadata, not shown
+    open_task(page, label_studio.url, report.project_id, tasks["p2"].id)
+    page.wait_for_timeout(1500)
+    body = page.inner_text("body")
+    assert "what the speakers knew" not in body and "$knowledge" not in body and "undefined" not in body
+    [exported] = [t for t in client.export_tasks(report.project_id) if t["data"]["item_id"] == "p1"]
+    assert exported["meta"]["topic"] == "jobs"

@@ -8,6 +8,7 @@ import re
 
 import pytest
 
+from evalstudio import importers
 from evalstudio.errors import Problem
 from evalstudio.importing import iter_tasks, scan, split_task
 
@@ -272,3 +273,32 @@ def test_circa_part1_questions_are_control_items_left_out_of_part2(reg, importer
     bad.write_text("context,question,answer,gold_label\nX asks.,Q?,A.,Maybe\n", encoding="utf-8")
     [problem] = scan(reg.get("circa_part1"), importer_for("circa"), [bad]).problems
     assert (problem.line, problem.field) == (2, "gold_label") and "not one of" in problem.message
+
+
+@pytest.mark.parametrize("protocol, suffix, body", [
+    ("dialogue", ".jsonl", '{"id": "x", "context": "A: hi", "responses": [{"system": "s", "text": "ok"}], "topic": "t1", '
+                           '"split": "test"}\n{"id": "y", "context": "A: yo", "responses": [{"system": "s", "text": "ok"}], '
+                           '"topic": "t2"}\n'),
+    ("health", ".jsonl", None),
+])
+def test_unknown_fields_are_kept_as_metadata_and_reported_once_per_file(reg, caplog, tmp_path, protocol, suffix, body):
+    import json as _json
+    import logging
+
+    from evalstudio.importing import scan, split_task
+
+    if body is None:  # health: the shipped example with two extra fields on every record
+        lines = [_json.loads(line) for line in example_files(protocol)[0].read_text().splitlines() if line.strip()]
+        body = "".join(_json.dumps({**r, "topic": "t1", "split": "test"}) + "\n" for r in lines)
+    path = tmp_path / f"items{suffix}"
+    path.write_text(body)
+    project = reg.get(protocol)
+    with caplog.at_level(logging.WARNING):
+        result = scan(project, importers.get(project.importer), [path])
+        result.warn_unknown(project)
+    assert result.problems == []
+    warnings = [r.getMessage() for r in caplog.records if "not used by" in r.getMessage()]
+    assert warnings == [f"{path}: field(s) split, topic are not used by the {protocol} protocol; kept with each task as "
+                        "metadata (its meta)"]
+    tasks = [split_task(project, data) for _, data in iter_tasks(project, importers.get(project.importer), [path])]
+    assert tasks[0]["meta"]["topic"] == "t1" and "topic" not in tasks[0]["data"]

@@ -60,6 +60,11 @@ def validate(
     try:
         reg = _load(projects)
         results = {p.name: scan(p, importers.get(p.importer), files) for p in reg.parts(protocol)}
+        merged = next(iter(results.values()))
+        for result in list(results.values())[1:]:  # a study's parts read the same files: one warning per file
+            for path, names in result.unknown.items():
+                merged.unknown.setdefault(path, set()).update(names)
+        merged.warn_unknown(reg.study(protocol))
     except EvalstudioError as e:
         raise _fail(e)
     problems = list(dict.fromkeys(problem for r in results.values() for problem in r.problems))
