@@ -67,9 +67,15 @@ def _export_task_problem(task) -> str | None:
     for j, ann in enumerate(annotations):
         if not isinstance(ann, dict) or not isinstance(ann.get("result", []), list):
             return f"annotations[{j}] must be an object with a 'result' list"
+        by = ann.get("completed_by")
+        if by is not None and (isinstance(by, bool) or not isinstance(by, (int, dict))):
+            return f"annotations[{j}].completed_by must be a user id or object"
+        for key in ("id", "lead_time"):
+            if ann.get(key) is not None and (isinstance(ann[key], bool) or not isinstance(ann[key], (int, float))):
+                return f"annotations[{j}].{key} must be a number"
         for region in ann.get("result", []):
-            if not isinstance(region, dict) or not isinstance(region.get("value", {}), dict) or \
-                    not isinstance(region.get("from_name", ""), str):
+            if not isinstance(region, dict) or not isinstance(region.get("value"), dict) or \
+                    not isinstance(region.get("from_name"), str) or not isinstance(region.get("type"), str):
                 return f"annotations[{j}].result has an entry that is not a Label Studio result"
     return None
 
@@ -106,8 +112,15 @@ def participant_id(annotator: str, kind: str | None) -> str | None:
 
 def _annotator(completed_by, users: Mapping[int, str]) -> str:
     if isinstance(completed_by, dict):
-        return completed_by.get("email") or str(completed_by.get("id"))
-    return users.get(completed_by, str(completed_by))
+        return str(completed_by.get("email") or completed_by.get("id"))
+    return users.get(completed_by, str(completed_by)) if isinstance(completed_by, (int, str)) else str(completed_by)
+
+
+def _scalar(value):
+    """A value usable as a table key: objects and lists (e.g. an odd system tag) become their JSON text."""
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
 
 
 def annotation_frame(tasks: Iterable[dict], project: Project, users: Mapping[int, str] | None = None) -> pd.DataFrame:
@@ -125,8 +138,8 @@ def annotation_frame(tasks: Iterable[dict], project: Project, users: Mapping[int
             predicted = predictions.get(parent, {}) if parent is not None else {}
             annotator = _annotator(ann.get("completed_by"), users)
             base = {
-                "project": project.name, "task_id": task["id"], "item_id": data.get("item_id"),
-                "system": data.get("system"), "annotator": annotator,
+                "project": project.name, "task_id": task["id"], "item_id": _scalar(data.get("item_id")),
+                "system": _scalar(data.get("system")), "annotator": annotator,
                 "annotation_id": ann.get("id"), "created_at": ann.get("created_at"), "lead_time": ann.get("lead_time"),
                 "cancelled": bool(ann.get("was_cancelled")), "from_prediction": parent is not None,
                 **{name: values.get(name) for name in project.metadata_controls},
@@ -195,8 +208,8 @@ def model_frame(tasks: Iterable[dict], project: Project) -> pd.DataFrame:
         for slot in project.slots():
             value = dotted_get(data, slot.model_output) if slot.model_output else None
             if value is not None:
-                rows.append({"project": project.name, "task_id": task["id"], "item_id": data.get("item_id"),
-                             "system": data.get("system"), "agent": slot.agent, "criterion": slot.criterion,
+                rows.append({"project": project.name, "task_id": task["id"], "item_id": _scalar(data.get("item_id")),
+                             "system": _scalar(data.get("system")), "agent": slot.agent, "criterion": slot.criterion,
                              "value": value, "model_version": data.get("model_version")})
     return pd.DataFrame(rows, columns=MODEL_COLUMNS)
 

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from evalstudio import importers
 from evalstudio.errors import Problem
+from evalstudio.errors import InvalidInput
 from evalstudio.importing import FileChanged, import_files, scan
 
 from .conftest import PROJECTS, ROOT, example_files
@@ -246,3 +247,49 @@ def test_fuzzed_backend_requests_never_fail_inside(backend_app, route, body):
     assert "Traceback" not in text
     if route == "/predict" and response.status_code == 200:
         assert len(response.get_json()["results"]) == len(body["tasks"])
+
+
+@pytest.mark.server
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(lines=st.lists(st.one_of(records, st.just({"context": "A: fine", "responses": [{"system": "s", "text": "ok"}]})),
+                      min_size=1, max_size=4))
+def test_a_failed_import_leaves_the_label_studio_project_as_it_was(reg, client, tmp_path_factory, lines):
+    project = reg.get("dialogue").model_copy(update={"title": "dialogue fuzzed import"})
+    path = tmp_path_factory.mktemp("fuzz-import") / "in.jsonl"
+    path.write_text("\n".join(json.dumps({**r, "id": f"f{i}-{abs(hash(json.dumps(r, sort_keys=True))) % 10**8}"})
+                              for i, r in enumerate(lines)) + "\n", encoding="utf-8")
+    project_id, _ = client.ensure_project(project)
+    before = client.task_ids(project_id)
+    try:
+        report = import_files(project, importers.get("dialogue"), [path], client)
+    except InvalidInput:
+        assert client.task_ids(project_id) == before  # nothing half-imported
+    else:
+        assert len(client.task_ids(project_id)) == len(before) + report.created
+
+
+export_tasks = st.lists(st.fixed_dictionaries({"id": st.integers(1, 10**6), "data": st.dictionaries(st.sampled_from(
+    ["context", "response", "item_id", "system"]), json_values, max_size=4)}, optional={
+    "meta": json_values, "annotations": st.lists(st.fixed_dictionaries({}, optional={
+        "id": json_values, "completed_by": json_values, "was_cancelled": json_values, "lead_time": json_values,
+        "result": st.lists(st.fixed_dictionaries({}, optional={
+            "from_name": st.sampled_from(["appropriateness", "information_content", "nosuch"]) | json_values,
+            "type": st.sampled_from(["rating", "choices", "textarea"]) | json_values,
+            "value": st.fixed_dictionaries({}, optional={"rating": json_values, "choices": json_values})}), max_size=3)}),
+        max_size=3)}), max_size=4) | json_values
+
+
+@given(content=export_tasks)
+def test_fuzzed_export_files_give_a_report_or_a_clear_error(reg, tmp_path_factory, content):
+    from evalstudio.errors import EvalstudioError
+    from evalstudio.exporters.report import build_report
+    from evalstudio.exporters.tidy import read_export
+
+    folder = tmp_path_factory.mktemp("fuzz-report")
+    path = folder / "export.json"
+    path.write_text(json.dumps(content), encoding="utf-8")
+    try:
+        tasks = read_export(path)
+    except EvalstudioError:
+        return
+    build_report(reg.get("dialogue"), tasks, folder / "report", {}, n_boot=5)

@@ -180,3 +180,14 @@ def test_the_ml_backend_writes_its_secret_privately_and_never_shows_it(tmp_path)
         process.terminate()
         process.wait(timeout=20)
     assert password not in log.read_text() and str(secret_file) in log.read_text()
+
+
+@pytest.mark.server
+def test_no_secret_of_the_running_servers_is_on_a_command_line(label_studio):
+    """`ps` shows every process's command line to every local user: Label Studio's password and token are not there."""
+    from .test_ml_backend import all_command_lines
+
+    creds = label_studio.credentials()
+    lines = all_command_lines()
+    assert any("label-studio" in line or "label_studio" in line for line in lines)
+    assert not any(creds.password in line or creds.api_key in line for line in lines)
