@@ -182,8 +182,9 @@ class Registry:
             return parts[0]
         criteria = {k: v for p in parts for k, v in p.criteria.items()}
         metadata = list(dict.fromkeys(m for p in parts for m in p.metadata_controls))
-        last = parts[-1]
-        return last.model_copy(update={"name": name, "criteria": criteria, "metadata_controls": metadata})
+        # the part with the most criteria stands for the study (cmv: cmv_tom), on a tie the last (circa: Part II)
+        base = max(reversed(parts), key=lambda p: len(p.criteria))
+        return base.model_copy(update={"name": name, "criteria": criteria, "metadata_controls": metadata})
 
     def __iter__(self):
         return iter(self.projects.values())

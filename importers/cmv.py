@@ -9,9 +9,17 @@ JSONL, one item per line:
            "comment": {...}},
    "model_answers": {"persuasiveness": "Yes", "beliefs": "No", ...},   optional: the automated metric's answers
    "model_version": "..."}                                   optional
+  A non-delta thread (the "not persuasive" contrast): "delta": false, no delta_reply, and optionally
+  "op_reply": {"text", "author"} (the OP's reply to the comment).
 XML: Reddit threads as <thread ID><title/><OP author>...</OP><reply id author>...</reply>...</thread>
 (the Change My View argumentation corpus layout); the delta is found as a reply by the OP containing a delta
-sign (∆, Δ or !delta), the persuasive comment is the non-OP reply before it. XML items carry no ToM values.
+sign (∆, Δ or !delta, also written as the double-escaped entity &amp;#8710;), the persuasive comment is the non-OP
+reply before it. A thread without a delta is a non-delta thread: its first comment by another author, and the OP's
+first reply after it. XML items carry no ToM values (`evalstudio generate cmv` can extract them).
+
+Delta samples with ToM values become cmv_tom tasks (the document's Q1-Q7); threads without ToM values and non-delta
+threads become cmv_threads tasks (Q1 only; no label says whether there was a delta, though the OP's reply may
+show one; `delta` is in the meta).
 """
 
 from __future__ import annotations
@@ -26,7 +34,8 @@ from ..sources import FieldError, collect, no_context, one_of, read_jsonl, requi
 
 NAME = "cmv"
 # The record fields this importer reads; any other field is kept with the task as metadata (and reported once).
-FIELDS = frozenset({"id", "post", "comment", "delta_reply", "tom", "tom_generated_by", "model_answers", "model_version"})
+FIELDS = frozenset({"id", "post", "comment", "delta_reply", "delta", "op_reply", "tom", "tom_generated_by", "model_answers",
+                    "model_version"})
 CATEGORIES = ("beliefs", "desires", "intentions", "emotions", "knowledge", "perspective_taking")
 ANSWERS = ["Yes", "No"]
 DELTA = re.compile(r"[∆Δ]|!delta", re.I)
@@ -41,17 +50,29 @@ def read(path: Path):
 
 
 def convert(record: dict, project, context) -> list[dict]:
-    post, comment, reply = (require(record, k, dict) for k in ("post", "comment", "delta_reply"))
+    delta = record.get("delta", True)
+    if not isinstance(delta, bool):
+        raise FieldError("delta", "expected true (the OP awarded a delta) or false")
+    post, comment = require(record, "post", dict), require(record, "comment", dict)
     texts = {
         "post_title": require(post, "title").strip(),
         "post": require(post, "text").strip(),
         "comment": require(comment, "text").strip(),
-        "delta_reply": require(reply, "text").strip(),
     }
+    if delta:
+        texts["delta_reply"] = require(require(record, "delta_reply", dict), "text").strip()
+        reply = texts["delta_reply"]
+    else:  # a non-delta thread: the OP's reply to the comment, if there is one
+        reply = require(require(record, "op_reply", dict), "text").strip() if record.get("op_reply") is not None else None
+    texts["op_reply"] = reply or NO_REPLY
     item_id = str(record.get("id") or f"{post.get('id', '')}-{comment.get('id', '')}".strip("-")
                   or stable_id(texts["post"], texts["comment"]))
-    data = {"evalstudio_id": f"cmv-{item_id}", "item_id": item_id, "system": record.get("model_version") or "tom-extractor", **texts}
     tom = record.get("tom") or {}
+    # Delta samples with ToM values are the document's items (cmv_tom: Q1-Q7); threads without ToM values and
+    # non-delta threads get Q1 only (cmv_threads), where nothing shown says whether the OP awarded a delta.
+    part = "cmv_tom" if delta and tom else "cmv_threads"
+    data = {"evalstudio_id": f"cmv-{item_id}", "item_id": item_id, "part": part, "delta": delta,
+            "system": record.get("model_version") or ("tom-extractor" if tom else "thread"), **texts}
     if not isinstance(tom, dict):
         raise FieldError("tom", "expected {post: {...}, comment: {...}}")
     shown: dict[str, dict[str, str]] = {"post": {}, "comment": {}}
@@ -74,6 +95,7 @@ def convert(record: dict, project, context) -> list[dict]:
 _TITLES = {"beliefs": "Beliefs", "desires": "Desires", "intentions": "Intentions", "emotions": "Emotions",
            "knowledge": "Knowledge", "perspective_taking": "Perspective Taking"}
 NOT_EXTRACTED = "No TOM values were extracted for this category."
+NO_REPLY = "(The OP did not reply to this comment.)"
 
 
 def generation_input(record: dict) -> dict | None:
@@ -181,11 +203,14 @@ def _parse_with_lines(path: Path):
 
 
 def _thread_record(thread) -> dict | str:
+    """A delta thread (the OP's reply with ∆/Δ/!delta and the comment before it), else a non-delta thread: the first
+    comment by another author and the OP's first reply after it (if any)."""
     op = thread.find("OP")
     if op is None:
         return "no <OP> element"
     author = op.get("author")
     replies = thread.findall("reply")
+    post = {"id": thread.get("ID"), "title": _text(thread.find("title")), "text": _text(op), "author": author}
     for i, reply in enumerate(replies):
         text = _text(reply)
         if reply.get("author") == author and DELTA.search(text):
@@ -194,11 +219,22 @@ def _thread_record(thread) -> dict | str:
                 return "the OP's delta reply has no earlier comment by another author"
             return {
                 "id": f"{thread.get('ID', '')}-{comment.get('id', '')}",
-                "post": {"id": thread.get("ID"), "title": _text(thread.find("title")), "text": _text(op), "author": author},
+                "post": post,
                 "comment": {"id": comment.get("id"), "text": _text(comment), "author": comment.get("author")},
                 "delta_reply": {"text": text, "author": author},
             }
-    return "no reply by the OP awards a delta (∆, Δ or !delta)"
+    first = next((i for i, r in enumerate(replies) if r.get("author") != author and _text(r)), None)
+    if first is None:
+        return "no comment by another author than the OP"
+    comment = replies[first]
+    answer = next((r for r in replies[first + 1:] if r.get("author") == author and _text(r)), None)
+    return {
+        "id": f"{thread.get('ID', '')}-{comment.get('id', '')}",
+        "delta": False,
+        "post": post,
+        "comment": {"id": comment.get("id"), "text": _text(comment), "author": comment.get("author")},
+        **({"op_reply": {"text": _text(answer), "author": author}} if answer is not None else {}),
+    }
 
 
 def _text(element) -> str:

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 DATA = Path(__file__).resolve().parent / "data"
 PROTOCOLS = ["sotopia", "cmv", "circa", "dialogue", "health"]  # protocols (studies), as on the command line
-PROJECTS = ["sotopia", "cmv", "circa_part1", "circa_part2", "dialogue", "health"]  # their Label Studio projects
+PROJECTS = ["sotopia", "cmv_tom", "cmv_threads", "circa_part1", "circa_part2", "dialogue", "health"]  # their Label Studio projects
 DATABASES = [d.strip() for d in os.environ.get("EVALSTUDIO_TEST_DATABASES", "sqlite,postgresql").split(",") if d.strip()]
 
 
@@ -37,8 +37,9 @@ def free_port() -> int:
 
 
 def example_files(protocol: str) -> list[Path]:
-    """The sample files of a protocol, or of the study a project belongs to (circa_part1 -> examples/circa)."""
-    folder = re.sub(r"_part\d+$", "", protocol)
+    """The sample files of a protocol, or of the study a project belongs to (circa_part1 -> examples/circa,
+    cmv_threads -> examples/cmv)."""
+    folder = re.sub(r"_(part\d+|tom|threads)$", "", protocol)
     return sorted(p for p in (EXAMPLES / folder).iterdir() if p.suffix in {".jsonl", ".csv", ".tsv", ".xml"})
 
 

@@ -180,7 +180,7 @@ CHECKLISTS = {
         "shown": lambda d: [d["scenario"][:60], d["dialogue"][:60], d["agent1_name"], d["agent2_goal"][:40]],
         "hidden": lambda m: [m["model_reasoning"]["agent1"]["goal"][:50], m["model_reasoning"]["agent2"]["believability"][:50]],
     },
-    "cmv": {
+    "cmv_tom": {
         "phrases": [
             "In your view, is the designated “persuasive” comment actually persuasive — i.e., does it provide a clear, substantive reason why the OP might change their view?",
             "We are not asking whether you would be persuaded. We are asking whether this comment, in context, offers a clear reason for the OP's stated change of view.",
@@ -195,6 +195,18 @@ CHECKLISTS = {
         "shown": lambda d: [d["post"][:50], d["comment"][:50], d["delta_reply"][:40], d["comment_beliefs"][:40],
                             d["post_tom"][:30]],
         "hidden": lambda m: [f"tom-extractor", m.get("model_version") or "tom-extractor"],
+    },
+    "cmv_threads": {
+        "phrases": [
+            "In your view, is the designated “persuasive” comment actually persuasive — i.e., does it provide a clear, substantive reason why the OP might change their view?",
+            "We are not asking whether you would be persuaded. We are asking whether this comment, in context, offers a clear reason for the OP's stated change of view.",
+            "For each sample you answer 1 binary (Yes/No) question about persuasiveness",
+            "Comment — this is what you judge",
+            "OP's reply (for context)",
+        ],
+        "shown": lambda d: [d["post"][:50], d["comment"][:50], d["op_reply"][:40]],
+        # delta and non-delta threads look the same; no ToM question is asked about values that do not exist
+        "hidden": lambda m: ["Delta reply", "received a delta", "TOM values", "Q2"],
     },
     "circa_part1": {
         "phrases": [
@@ -356,7 +368,7 @@ def test_health_accepts_decimals_and_sotopia_negative_ranges(reg):
 
 def test_untrusted_html_renders_as_text_and_runs_nothing(reg, importer_for, client, label_studio, session):
     page, dialogs = session
-    project = reg.get("cmv").model_copy(update={"title": "cmv untrusted html"})  # its own, unannotated tasks
+    project = reg.get("cmv_tom").model_copy(update={"title": "cmv untrusted html"})  # its own, unannotated tasks
     report = import_files(project, importer_for("cmv"), example_files("cmv"), client)
     [task] = [t for t in client.tasks(report.project_id) if t.data["item_id"] == "es-demo-3"]
     open_task(page, label_studio.url, report.project_id, task.id)
@@ -422,7 +434,7 @@ def test_prefill_opt_in_shows_predictions_and_the_export_flags_accepted_ones(reg
 
 def test_docs_screenshots_exist_for_every_protocol():
     """README shows docs/<project>.png (the task as it opens, answers empty); refresh them after `make test` with
-    for p in sotopia cmv circa_part1 circa_part2 dialogue health; do cp test-output/screenshots/$p.png docs/; done"""
+    for p in sotopia cmv_tom cmv_threads circa_part1 circa_part2 dialogue health; do cp test-output/screenshots/$p.png docs/; done"""
     for protocol in PROJECTS:
         assert (ROOT / "docs" / f"{protocol}.png").is_file()
 
@@ -433,7 +445,7 @@ def test_cmv_navigation_resumes_at_the_first_unfinished_sample_and_goes_back(reg
     to the first unfinished sample, also when you come back, and you can go back to earlier samples and change
     their answers (Save & Previous)."""
     page, dialogs = session
-    project = reg.get("cmv").model_copy(update={"title": "cmv navigation"})
+    project = reg.get("cmv_tom").model_copy(update={"title": "cmv navigation"})
     report = import_files(project, importer_for("cmv"), example_files("cmv"), client)
     tasks = sorted((t for p in client.full_task_pages(report.project_id) for t in p), key=lambda t: t["id"])
 

@@ -34,7 +34,7 @@ def test_validate_reports_file_line_field(tmp_path):
 
 def test_unknown_protocol_lists_valid_names():
     result = run("validate", "sotopya", str(EXAMPLES / "sotopia" / "episodes.jsonl"))
-    assert result.returncode == 1 and "valid names: circa, circa_part1, circa_part2, cmv, dialogue, health, sotopia" in result.stderr
+    assert result.returncode == 1 and "valid names: circa, circa_part1, circa_part2, cmv, cmv_threads, cmv_tom, dialogue, health, sotopia" in result.stderr
 
 
 def test_missing_connection_settings_are_named(tmp_path):

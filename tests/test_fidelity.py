@@ -80,7 +80,7 @@ def test_values_accepted_from_a_prediction_are_flagged(reg, importer_for):
 
 
 def test_bad_instances_are_left_out_by_default_with_the_count(reg, importer_for):
-    project, tasks = _tasks(reg, importer_for, "cmv", 3)
+    project, tasks = _tasks(reg, importer_for, "cmv_tom", 3)
     li = project.interface
     answers = [region(li, slot.control, "Yes") for slot in project.slots()]
     for task in tasks:

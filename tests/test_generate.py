@@ -73,7 +73,7 @@ def test_cmv_tom_values_are_generated_into_the_shown_item(generating_backend, re
     assert any("Do not add" in p or "do not add" in p for p in prompts)
 
     # imported into a real Label Studio: shown in the item (task data), model named in meta, no answer prefilled
-    project = reg.get("cmv").model_copy(update={"title": "cmv generated ToM (test)"})
+    project = reg.get("cmv_tom").model_copy(update={"title": "cmv generated ToM (test)"})
     report = import_files(project, importers.get("cmv"), [out], client)
     [task] = client.export_tasks(report.project_id)
     shown = task["data"]

@@ -63,14 +63,14 @@ CASES = [
         {d: 0 for d in ("believability", "relationship", "knowledge", "secret", "social_rules",
                         "financial_and_material_benefits", "goal")}]}),
      "step.jsonl:1: rewards[0].goal: 7.5 is not on agent1_goal's step 1"),
-    ("cmv", "tomlist.jsonl", json.dumps({"post": {"title": "t", "text": "p"}, "comment": {"text": "c"},
+    ("cmv_tom", "tomlist.jsonl", json.dumps({"post": {"title": "t", "text": "p"}, "comment": {"text": "c"},
                                          "delta_reply": {"text": "∆"}, "tom": {"post": [1]}}),
      "tomlist.jsonl:1: tom.post: expected {category"),
-    ("cmv", "enc.xml", '<?xml version="1.0" encoding="bogus-enc"?>\n<thread ID="a"></thread>\n',
+    ("cmv_tom", "enc.xml", '<?xml version="1.0" encoding="bogus-enc"?>\n<thread ID="a"></thread>\n',
      "enc.xml:1: invalid XML: cannot decode the file (unknown encoding: bogus-enc)"),
-    ("cmv", "lines.xml", '<?xml version="1.0"?>\n<threads>\n<thread ID="t1">\n<title>x</title>\n<OP author="o">p</OP>\n'
-                         '</thread>\n</threads>\n', "lines.xml:3: thread t1: no reply by the OP awards a delta"),
-    ("cmv", "broken.xml", '<?xml version="1.0"?>\n<thread ID="a">\n<OP author="o">t\n</thread>\n',
+    ("cmv_threads", "lines.xml", '<?xml version="1.0"?>\n<threads>\n<thread ID="t1">\n<title>x</title>\n<OP author="o">p</OP>\n'
+                         '</thread>\n</threads>\n', "lines.xml:3: thread t1: no comment by another author than the OP"),
+    ("cmv_tom", "broken.xml", '<?xml version="1.0"?>\n<thread ID="a">\n<OP author="o">t\n</thread>\n',
      "broken.xml:4: invalid XML: mismatched tag (column 3)"),
     ("health", "surrogate.jsonl", '{"scenario_id": "s1", "scenario": "x\\ud800", "system": "v1", "exchanges": []}',
      "surrogate.jsonl:1:"),
@@ -91,10 +91,33 @@ def test_double_escaped_delta_entities_count_as_deltas(reg, tmp_path):
               '<reply id="r2" author="op">Good point &amp;#8710; and &amp;amp; more</reply>\n</thread>\n')
     path = tmp_path / "t.xml"
     path.write_text(thread)
-    project = reg.get("cmv")
+    project = reg.get("cmv_threads")  # a delta thread without ToM values: Q1 only
     [record] = [r for _, r in importers.get("cmv").read(path)]
     assert record["delta_reply"]["text"] == "Good point ∆ and & more"  # shown as the author wrote it
+    assert record.get("delta", True) is True
     assert scan(project, importers.get("cmv"), [path]).tasks == 1
+
+
+def test_non_delta_threads_are_imported_for_q1_without_saying_so(reg, tmp_path):
+    """A thread where the OP awarded no delta is the "not persuasive" contrast: imported into cmv_threads with the
+    OP's reply (if any); the view is the same as for delta threads, and `delta` is kept in the task's meta."""
+    from evalstudio.importing import iter_tasks, split_task
+
+    threads = ('<?xml version="1.0"?>\n<threads>\n'
+               '<thread ID="n1">\n<title>CMV: x</title>\n<OP author="op">My view.</OP>\n'
+               '<reply id="c1" author="other">A weak reason.</reply>\n<reply id="c2" author="op">Not convinced.</reply>\n'
+               '</thread>\n<thread ID="n2">\n<title>CMV: y</title>\n<OP author="op">Another view.</OP>\n'
+               '<reply id="c3" author="someone">Have you considered z?</reply>\n</thread>\n</threads>\n')
+    path = tmp_path / "negative.xml"
+    path.write_text(threads)
+    project = reg.get("cmv_threads")
+    tasks = [split_task(project, d) for _, d in iter_tasks(project, importers.get("cmv"), [path])]
+    assert [(t["data"]["comment"], t["data"]["op_reply"], t["meta"]["delta"]) for t in tasks] == [
+        ("A weak reason.", "Not convinced.", False),
+        ("Have you considered z?", "(The OP did not reply to this comment.)", False)]
+    assert scan(reg.get("cmv_tom"), importers.get("cmv"), [path]).tasks == 0  # no Q2-Q7 about values that do not exist
+    shown_headers = [h for h in project.label_config.split('<Header') if "Q1" not in h][1:]
+    assert not any("delta" in h.split("/>")[0].lower() for h in shown_headers)  # no header says "delta"
 
 
 # --- fuzzing: any bytes, any JSON shape -> a clean result, never an exception ---------------------------------
@@ -117,7 +140,7 @@ def _clean(project_name, reg, path) -> list[Problem]:
     return result.problems
 
 
-@pytest.mark.parametrize("project", [p for p in PROJECTS if p in ("sotopia", "cmv", "dialogue", "health")])
+@pytest.mark.parametrize("project", [p for p in PROJECTS if p in ("sotopia", "cmv_tom", "dialogue", "health")])
 @given(lines=st.lists(records, min_size=1, max_size=3))
 def test_fuzzed_jsonl_records_never_crash(reg, tmp_path_factory, project, lines):
     path = tmp_path_factory.mktemp("fuzz") / "in.jsonl"
@@ -125,7 +148,7 @@ def test_fuzzed_jsonl_records_never_crash(reg, tmp_path_factory, project, lines)
     _clean(project, reg, path)
 
 
-@pytest.mark.parametrize("project, suffix", [("sotopia", ".jsonl"), ("cmv", ".jsonl"), ("cmv", ".xml"),
+@pytest.mark.parametrize("project, suffix", [("sotopia", ".jsonl"), ("cmv_tom", ".jsonl"), ("cmv_threads", ".xml"),
                                              ("circa_part2", ".csv"), ("circa_part1", ".csv"), ("dialogue", ".csv"),
                                              ("health", ".csv"), ("dialogue", ".jsonl")])
 @given(data=st.binary(max_size=400))
@@ -135,7 +158,7 @@ def test_fuzzed_bytes_never_crash(reg, tmp_path_factory, project, suffix, data):
     _clean(project, reg, path)
 
 
-@pytest.mark.parametrize("project", ["sotopia", "cmv", "circa_part2", "dialogue", "health"])
+@pytest.mark.parametrize("project", ["sotopia", "cmv_tom", "circa_part2", "dialogue", "health"])
 @given(cut=st.integers(min_value=0, max_value=10_000), junk=st.text(max_size=20))
 def test_truncated_or_altered_examples_never_crash(reg, tmp_path_factory, project, cut, junk):
     """Real example files cut anywhere and with text spliced in: a clean report or valid tasks."""

@@ -17,8 +17,9 @@ SPEC = {
     "sotopia": {**{f"{a}_{d}": r for a in ("agent1", "agent2") for d, r in {
         "believability": (0, 10), "relationship": (-5, 5), "knowledge": (0, 10), "secret": (-10, 0),
         "social_rules": (-10, 0), "financial_and_material_benefits": (-5, 5), "goal": (0, 10)}.items()}},
-    "cmv": {f"q{i}_{c}": ["Yes", "No"] for i, c in enumerate(
+    "cmv_tom": {f"q{i}_{c}": ["Yes", "No"] for i, c in enumerate(
         ["persuasive", "beliefs", "desires", "intentions", "emotions", "knowledge", "perspective_taking"], start=1)},
+    "cmv_threads": {"q1_persuasive": ["Yes", "No"]},
     "circa_part1": {"interpretation_choice": ["Yes", "Yes, subject to some conditions", "No",
                                               "In the middle, neither yes nor no", "Other"]},
     "circa_part2": {"explanation_rating": (1, 5)},
@@ -46,13 +47,14 @@ def test_config_matches_published_protocol(reg, protocol):
 
 @pytest.mark.parametrize("protocol, controls", [
     ("sotopia", [f"{a}_{d}_rationale" for a in ("agent1", "agent2") for d in ("believability", "goal", "secret")]),
-    ("cmv", ["note", "bad_instance"]),
+    ("cmv_tom", ["note", "bad_instance"]),
+    ("cmv_threads", ["note", "bad_instance"]),
 ])
 def test_text_controls(reg, protocol, controls):
     li = reg.get(protocol).interface
     for name in controls:
         assert li.get_control(name).tag in {"TextArea", "Choices"}
-    if protocol == "cmv":  # optional fields stay optional
+    if protocol.startswith("cmv"):  # optional fields stay optional
         assert li.get_control("note").attr.get("required") != "true"
         assert li.get_control("bad_instance").attr.get("required") != "true"
     else:
@@ -100,7 +102,7 @@ def test_no_shipped_protocol_prefills_answers(reg):
 def test_unknown_protocol_lists_valid_names(reg):
     with pytest.raises(UnknownName) as e:
         reg.get("sotopya")
-    assert "valid names: circa, circa_part1, circa_part2, cmv, dialogue, health, sotopia" in str(e.value)
+    assert "valid names: circa, circa_part1, circa_part2, cmv, cmv_threads, cmv_tom, dialogue, health, sotopia" in str(e.value)
 
 
 def _copy_registry(tmp_path, edit):
@@ -129,7 +131,7 @@ def test_range_mismatch_with_xml_is_reported(tmp_path):
 
 
 def test_undeclared_control_is_reported(tmp_path):
-    path = _copy_registry(tmp_path, lambda p: p["cmv"]["criteria"].pop("emotions"))
+    path = _copy_registry(tmp_path, lambda p: p["cmv_tom"]["criteria"].pop("emotions"))
     with pytest.raises(RegistryError, match="control 'q5_emotions' is not described in projects.yaml"):
         registry.load(path)
 
