@@ -23,7 +23,17 @@ from .fake_llm import FakeLLM
 
 EVALSTUDIO = [sys.executable, "-m", "evalstudio.cli"]
 MODEL = "gen-model"
-THREAD = ROOT / "examples" / "cmv" / "thread.xml"
+EXAMPLE_THREADS = ROOT / "examples" / "cmv" / "thread.xml"
+
+
+@pytest.fixture(scope="module")
+def thread(tmp_path_factory) -> Path:
+    """The first thread of the shipped example (a delta thread without ToM values), alone in a file."""
+    text = EXAMPLE_THREADS.read_text()
+    first = text[text.index("<thread ID"):text.index("</thread>") + len("</thread>")]
+    path = tmp_path_factory.mktemp("thread") / "thread.xml"
+    path.write_text(f'<?xml version="1.0"?>\n{first}\n')
+    return path
 CATEGORIES = ("beliefs", "desires", "intentions", "emotions", "knowledge", "perspective_taking")
 
 
@@ -54,10 +64,10 @@ def run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.server
-def test_cmv_tom_values_are_generated_into_the_shown_item(generating_backend, reg, client, tmp_path):
+def test_cmv_tom_values_are_generated_into_the_shown_item(generating_backend, reg, client, tmp_path, thread):
     url, llm, auth = generating_backend
     out = tmp_path / "threads_tom.jsonl"
-    done = run("generate", "cmv", str(THREAD), "--ml-url", url, "-o", str(out), "--basic-auth-file", str(auth))
+    done = run("generate", "cmv", str(thread), "--ml-url", url, "-o", str(out), "--basic-auth-file", str(auth))
     assert done.returncode == 0, done.stderr
     assert "1 of 1 record(s) completed by llm:gen-model" in done.stdout
     [record] = [json.loads(line) for line in out.read_text().splitlines()]
@@ -117,10 +127,10 @@ def test_circa_explanations_are_generated_for_empty_cells_only(generating_backen
                                         if "Do you like your new flat?" in r["messages"][1]["content"])
 
 
-def test_an_item_the_model_cannot_complete_means_nothing_is_written(generating_backend, tmp_path):
+def test_an_item_the_model_cannot_complete_means_nothing_is_written(generating_backend, tmp_path, thread):
     url, _, auth = generating_backend
     broken = tmp_path / "thread.xml"
-    broken.write_text(THREAD.read_text().replace("Libraries are mostly not about books today.",
+    broken.write_text(thread.read_text().replace("Libraries are mostly not about books today.",
                                                  "BROKEN-OUTPUT Libraries are mostly not about books today."))
     out = tmp_path / "out.jsonl"
     done = run("generate", "cmv", str(broken), "--ml-url", url, "-o", str(out), "--basic-auth-file", str(auth))
@@ -131,20 +141,20 @@ def test_an_item_the_model_cannot_complete_means_nothing_is_written(generating_b
     assert not out.exists() and not list(tmp_path.glob(".*tmp"))
 
 
-def test_generate_needs_the_backends_credentials(generating_backend, tmp_path):
+def test_generate_needs_the_backends_credentials(generating_backend, tmp_path, thread):
     url, _, auth = generating_backend
     wrong = tmp_path / "wrong.auth"
     wrong.write_text("evalstudio:not-the-password\n")
-    done = run("generate", "cmv", str(THREAD), "--ml-url", url, "-o", str(tmp_path / "o.jsonl"), "--basic-auth-file", str(wrong))
+    done = run("generate", "cmv", str(thread), "--ml-url", url, "-o", str(tmp_path / "o.jsonl"), "--basic-auth-file", str(wrong))
     assert done.returncode == 1 and "refused the credentials" in done.stderr
     assert "not-the-password" not in done.stderr + done.stdout
 
 
 @pytest.mark.parametrize("args, message", [
     (["dialogue", "x.jsonl"], "dialogue has nothing for a model to generate; protocols with generated outputs: circa, cmv"),
-    (["cmv", str(THREAD), "--ml-url", "ftp://127.0.0.1:1"], "--ml-url must be an http:// or https:// URL"),
-    (["cmv", str(THREAD), "--ml-url", "http://user:s3cret-pw@127.0.0.1:1"], "must not carry credentials"),
-    (["cmv", str(THREAD), "--ml-url", "http://127.0.0.1:9"], "cannot reach the ML backend at http://127.0.0.1:9"),
+    (["cmv", str(EXAMPLE_THREADS), "--ml-url", "ftp://127.0.0.1:1"], "--ml-url must be an http:// or https:// URL"),
+    (["cmv", str(EXAMPLE_THREADS), "--ml-url", "http://user:s3cret-pw@127.0.0.1:1"], "must not carry credentials"),
+    (["cmv", str(EXAMPLE_THREADS), "--ml-url", "http://127.0.0.1:9"], "cannot reach the ML backend at http://127.0.0.1:9"),
 ])
 def test_generate_refuses_clearly(args, message, tmp_path):
     (tmp_path / "a.auth").write_text("u:p\n")

@@ -95,11 +95,16 @@ def test_circa_batch_form_joins_gold_from_the_tsv(reg, importer_for):
 
 
 def test_cmv_reads_thread_xml(reg, importer_for):
-    [task] = tasks_of(reg, importer_for, "cmv", [EXAMPLES / "cmv" / "thread.xml"])
+    tasks = {t["item_id"]: t for t in tasks_of(reg, importer_for, "cmv", [EXAMPLES / "cmv" / "thread.xml"])}
+    assert sorted(tasks) == ["es4-es4a", "es6-es6a", "es7-es7a", "es8-es8a"]
+    task = tasks["es4-es4a"]
     assert task["post_title"].startswith("CMV: Public libraries")
     assert task["comment"].startswith("Libraries are mostly not about books")  # inline <claim> markup removed
-    assert "∆" in task["delta_reply"] and task["item_id"] == "es4-es4a"
-    assert task["comment_beliefs"] == "No TOM values were extracted for this category."
+    assert "∆" in task["delta_reply"] and task["op_reply"] == task["delta_reply"]
+    assert {i: (t["delta"], t["part"]) for i, t in tasks.items()} == {  # no ToM values: Q1 only, delta or not
+        "es4-es4a": (True, "cmv_threads"), "es6-es6a": (False, "cmv_threads"), "es7-es7a": (False, "cmv_threads"),
+        "es8-es8a": (True, "cmv_threads")}
+    assert tasks["es7-es7a"]["op_reply"] == "(The OP did not reply to this comment.)"
 
 
 @pytest.mark.parametrize("text, speakers", [

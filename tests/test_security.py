@@ -67,7 +67,7 @@ def test_export_and_report_csv_are_safe_and_raw_formats_keep_the_text(reg, impor
     notes = {}
     for fmt in ("csv", "jsonl", "parquet"):
         out = tmp_path / f"annotations.{fmt}"
-        done = run("export", "cmv", "-o", str(out), "--format", fmt, *where, env=env)
+        done = run("export", "cmv_tom", "-o", str(out), "--format", fmt, *where, env=env)
         assert done.returncode == 0, done.stderr
         if fmt == "csv":
             with open(out, newline="", encoding="utf-8") as f:
@@ -79,7 +79,7 @@ def test_export_and_report_csv_are_safe_and_raw_formats_keep_the_text(reg, impor
         notes[fmt] = {r["note"] for r in rows if r["note"] not in (None, "") and r["note"] == r["note"]}
     assert notes == {"csv": {"'" + EVIL}, "jsonl": {EVIL}, "parquet": {EVIL}}
 
-    done = run("report", "cmv", "-o", str(tmp_path / "rep"), "--bootstrap", "10", *where, env=env)
+    done = run("report", "cmv_tom", "-o", str(tmp_path / "rep"), "--bootstrap", "10", *where, env=env)
     assert done.returncode == 0, done.stderr
     for table in (tmp_path / "rep").glob("*.csv"):
         with open(table, newline="", encoding="utf-8") as f:
