@@ -179,6 +179,17 @@ def collect(*checks) -> None:
         raise RecordInvalid(list(unique.values()))
 
 
+def attempt(errors: list, check, *args, **kwargs):
+    """check(*args, **kwargs), or None with its FieldError(s) added to `errors` (to report all of a record's)."""
+    try:
+        return check(*args, **kwargs)
+    except FieldError as e:
+        errors.append(e)
+    except RecordInvalid as e:
+        errors.extend(e.errors)
+    return None
+
+
 MAX_DEPTH = 50  # nesting of a task's data; real inputs need fewer than 10 levels
 
 

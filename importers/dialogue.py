@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ..sources import FieldError, RecordInvalid, collect, control_value, no_context, read_jsonl, read_table, require, stable_id, turns_text
+from ..sources import FieldError, RecordInvalid, attempt, collect, control_value, no_context, read_jsonl, read_table, require, stable_id, turns_text
 
 NAME = "dialogue"
 # The record fields this importer reads; any other field is kept with the task as metadata (and reported once).
@@ -45,12 +45,7 @@ def convert(record: dict, project, context) -> list[dict]:
     tasks, errors = [], []
     for i, response in enumerate(responses):  # every response checked: all problems of the record reported at once
         where = f"responses[{i}]." if "responses" in record else ""
-        try:
-            tasks.append(_response_task(response, where, item_id, turns, record, project))
-        except FieldError as e:
-            errors.append(e)
-        except RecordInvalid as e:
-            errors.extend(e.errors)
+        tasks.append(attempt(errors, _response_task, response, where, item_id, turns, record, project))
     if errors:
         raise RecordInvalid(errors)
     for task in tasks:
@@ -121,12 +116,7 @@ def _response_task(response, where: str, item_id: str, turns: list[dict], record
         except FieldError as e:
             errors.append(FieldError(where + shown, e.message))
     if "model_ratings" in response:
-        try:
-            data["model_ratings"] = check_ratings(response["model_ratings"], project, f"{where}model_ratings")
-        except FieldError as e:
-            errors.append(e)
-        except RecordInvalid as e:
-            errors.extend(e.errors)
+        data["model_ratings"] = attempt(errors, check_ratings, response["model_ratings"], project, f"{where}model_ratings")
     if errors:
         raise RecordInvalid(errors)
     task = {
