@@ -279,8 +279,8 @@ class Client:
         with self._call(f"connect the ML backend {url} to project {project_id}"):
             existing = next((b for b in self.sdk.ml.list(project=project_id) if b.url.rstrip("/") == url.rstrip("/")), None)
             if existing is not None:
-                if auth:
-                    self.sdk.ml.update(existing.id, **auth)
+                if auth:  # Label Studio 1.23.2 checks an update like a new backend: it needs URL and project (else 500)
+                    self.sdk.ml.update(existing.id, url=existing.url, project=project_id, **auth)
                 backend_id, created = existing.id, False
             else:
                 backend_id, created = self.sdk.ml.create(project=project_id, url=url, title=title, is_interactive=False,

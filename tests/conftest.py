@@ -67,6 +67,15 @@ def start_label_studio(request, tmp_path_factory, database: str, **options) -> L
     return server.start(timeout=300)
 
 
+@pytest.fixture
+def database_independent(request):
+    """For tests of what Label Studio's database cannot change (the rendered annotator view, the learner's fit):
+    one run, on the session's first database, instead of one per database (keeps CI within its time budget)."""
+    database = getattr(getattr(request.node, "callspec", None), "params", {}).get("label_studio")
+    if database is not None and database != DATABASES[0]:
+        pytest.skip(f"independent of the database: runs once, on {DATABASES[0]}")
+
+
 @pytest.fixture(scope="session", params=DATABASES)
 def label_studio(request, tmp_path_factory):
     server = start_label_studio(request, tmp_path_factory, request.param)

@@ -19,11 +19,12 @@ from evalstudio.registry import control_range, control_step
 
 from .conftest import PROJECTS, ROOT, example_files
 
-pytestmark = pytest.mark.server
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run"]
 SHOTS = ROOT / "test-output" / "screenshots"
+# what the browser shows does not depend on Label Studio's database: one run, on the first one
+pytestmark = [pytest.mark.server, pytest.mark.usefixtures("database_independent")]
 
 
 @pytest.fixture(scope="module")

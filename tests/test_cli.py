@@ -131,3 +131,17 @@ def test_bad_cli_arguments_get_a_message_not_a_traceback(tmp_path, make_args, me
     result = run(*make_args(tmp_path))
     assert result.returncode in (1, 2) and message in result.stderr, result.stderr
     assert "Traceback" not in result.stderr
+
+
+
+@pytest.mark.server
+def test_exporting_a_project_of_another_protocol_is_an_error(reg, importer_for, client, label_studio, tmp_path):
+    from evalstudio.importing import import_files
+
+    report = import_files(reg.get("sotopia"), importer_for("sotopia"), [EXAMPLES / "sotopia" / "episodes.jsonl"], client)
+    env = {"LABEL_STUDIO_URL": label_studio.url, "LABEL_STUDIO_API_KEY": label_studio.credentials().api_key}
+    for command in (["export", "dialogue", "-o", str(tmp_path / "x.csv")], ["report", "dialogue", "-o", str(tmp_path / "r")]):
+        result = run(*command, "--project-id", str(report.project_id), env=env)
+        assert result.returncode == 1, result.stdout
+        assert f"Label Studio project {report.project_id} does not run the dialogue protocol" in result.stderr
+    assert not (tmp_path / "x.csv").exists()

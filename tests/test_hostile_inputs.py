@@ -2,7 +2,7 @@
 traceback, and nothing is imported (or the project is left as it was) when anything is wrong.
 
 Hand-picked regressions first (each found by trying), then Hypothesis fuzzing of every importer. The fuzz suite
-runs HYPOTHESIS_PROFILE=ci (a few hundred cases per target, well under the CI budget) unless set to `long`."""
+runs HYPOTHESIS_PROFILE=ci (150 cases per target, well under the CI budget) unless set to `long`."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from evalstudio.importing import FileChanged, import_files, scan
 
 from .conftest import PROJECTS, ROOT, example_files
 
-settings.register_profile("ci", max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("ci", max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("long", max_examples=10_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 

@@ -54,6 +54,7 @@ def test_label_studio_gets_stored_predictions_from_the_backend(reg, importer_for
     study = project.study_name
     report = import_files(project, importer_for(study), example_files(study), client)
     client.connect_ml_backend(report.project_id, url, auth)  # Label Studio then sends the backend's basic auth
+    assert client.connect_ml_backend(report.project_id, url, auth)[1] is False  # again: credentials renewed, no copy
     tasks = {t["id"]: task_fields(t) for page in client.full_task_pages(report.project_id) for t in page}
     client.prefill(report.project_id, batch_size=7)
     client.prefill(report.project_id)  # a second run adds no duplicates
@@ -226,7 +227,8 @@ def test_malformed_llm_answers_are_reported_not_crashed_on(reg, importer_for, ca
 
 
 @pytest.mark.server
-def test_learner_beats_a_constant_baseline_on_held_out_tasks(reg, importer_for, client, label_studio, tmp_path):
+def test_learner_beats_a_constant_baseline_on_held_out_tasks(reg, importer_for, client, label_studio, tmp_path,
+                                                            database_independent):
     """Circa Part II: three annotators rate explanations of a "Yes" interpretation 5 and others 2 on 60 tasks; the
     learner, trained through `evalstudio train`, rates the 30 held-out tasks better than the mean rating.
 

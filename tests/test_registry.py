@@ -138,3 +138,31 @@ def test_undeclared_control_is_reported(tmp_path):
 
 def test_titles_fit_label_studio(reg):
     assert all(3 <= len(p.title) <= 50 for p in reg)
+
+
+def test_fuzzed_projects_yaml_gives_a_registry_or_a_clear_error(tmp_path_factory):
+    """Any YAML document (and any bytes) as projects.yaml: a Registry, or a RegistryError naming the file."""
+    import yaml
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    leaves = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=15)
+    values = st.recursive(leaves, lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=10), c, max_size=4),
+                          max_leaves=20)
+    entry = st.fixed_dictionaries({}, optional={k: values for k in (
+        "title", "config", "importer", "instructions", "annotators_per_task", "criteria", "agents", "study", "prefill")})
+    documents = st.one_of(values, st.fixed_dictionaries({"projects": st.dictionaries(st.text(max_size=12), entry | values,
+                                                                                     max_size=3)}))
+
+    @settings(max_examples=200, deadline=None)
+    @given(document=documents, raw=st.binary(max_size=60))
+    def check(document, raw):
+        folder = tmp_path_factory.mktemp("fuzz-registry")
+        for path, content in ((folder / "a.yaml", yaml.safe_dump(document).encode()), (folder / "b.yaml", raw)):
+            path.write_bytes(content)
+            try:
+                registry.load(path)
+            except RegistryError as e:
+                assert str(path) in str(e)
+
+    check()
