@@ -18,11 +18,10 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from .credentials import ML_AUTH_ENV as BASIC_AUTH_ENV  # "user:password", as for `evalstudio ml-backend`
 from .errors import EvalstudioError, InvalidInput, Problem, ServerError
 from .registry import Project
 from .sources import FieldError, RecordInvalid
-
-BASIC_AUTH_ENV = "EVALSTUDIO_ML_BASIC_AUTH"  # "user:password", as for `evalstudio ml-backend`
 
 
 @dataclass

@@ -208,7 +208,7 @@ def test_live_export_pages_through_a_large_project(reg, client, annotators, labe
 
 
 def test_circa_study_report_gates_part2_annotators_on_part1_control_accuracy(reg, importer_for, client, annotators,
-                                                                             label_studio, tmp_path):
+                                                                             label_studio, tmp_path, database_independent):
     """`evalstudio import circa` fills both parts; annotators answer Part I (one of them always wrong on the control
     questions) and rate Part II; `evalstudio report circa` computes their control accuracy and, at the default
     threshold of projects.yaml (0.5), leaves the failing annotator out of the explanation-rating statistics."""

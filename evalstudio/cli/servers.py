@@ -56,8 +56,8 @@ def demo(
     wait: Annotated[bool, typer.Option(help="Keep serving until Ctrl-C (--no-wait: stop after the set-up).")] = True,
     projects: ProjectsOption = None,
 ):
-    """Start a local Label Studio and the ML backend, create all five projects, import the shipped real sample
-    data and prefill the model outputs it carries as predictions."""
+    """Start a local Label Studio and the ML backend, create the projects of all five protocols and import the
+    shipped real sample data. Answers start empty: predictions are made only for projects with `prefill: true`."""
     local = LocalServer(data_dir, port)
     backend = None
     try:
