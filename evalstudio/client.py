@@ -15,7 +15,7 @@ import httpx
 from label_studio_sdk import LabelStudio
 from label_studio_sdk.core.api_error import ApiError
 
-from .credentials import check_api_key
+from .credentials import basic_auth_header, check_api_key
 from .errors import ServerError, Transient
 from .importing import ID_FIELD
 from .registry import Project
@@ -67,8 +67,8 @@ def settings_from_env(dotenv_files: tuple[Path, ...] = DOTENV_FILES) -> Settings
     return Settings(url.strip().rstrip("/"), check_api_key(key))
 
 
-def check_url(url: str) -> str:
-    """An http(s) URL of Label Studio; an error that does not repeat credentials."""
+def check_url(url: str, name: str = "LABEL_STUDIO_URL") -> str:
+    """An http(s) URL with a host, without a trailing /; an error that names `name` and does not repeat credentials."""
     from urllib.parse import urlsplit
 
     url = url.strip().rstrip("/")
@@ -76,9 +76,9 @@ def check_url(url: str) -> str:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - raises ValueError for a bad port
     except ValueError:
-        raise ServerError(f"LABEL_STUDIO_URL is not a valid URL: {shown_url(url)}") from None
+        raise ServerError(f"{name} is not a valid URL: {shown_url(url)}") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ServerError(f"LABEL_STUDIO_URL must start with http:// or https:// and name a host, got {shown_url(url)!r}")
+        raise ServerError(f"{name} must be an http:// or https:// URL with a host, got {shown_url(url)!r}")
     return url
 
 
@@ -270,8 +270,6 @@ class Client:
                            title: str = "evalstudio") -> tuple[int, bool]:
         """Register an ML backend with a project (once per URL; the credentials are renewed when it exists) and
         give the project's /webhook to the backend the same basic auth. Returns (backend id, created)."""
-        import base64
-
         auth = {}
         if basic_auth:
             user, _, password = basic_auth.partition(":")
@@ -287,7 +285,7 @@ class Client:
                                                          **auth).id, True
             # Label Studio creates the backend's annotation webhook (URL/webhook) without auth headers
             if basic_auth:
-                header = {"Authorization": "Basic " + base64.b64encode(basic_auth.encode()).decode()}
+                header = {"Authorization": basic_auth_header(basic_auth)}
                 hook_url = url.rstrip("/") + "/webhook"
                 for hook in self.sdk.webhooks.list(project=str(project_id)):
                     if hook.url.rstrip("/") == hook_url:

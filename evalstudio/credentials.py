@@ -46,6 +46,13 @@ def check_basic_auth(value: str, where: str) -> str:
     return value
 
 
+def basic_auth_header(value: str) -> str:
+    """The HTTP Authorization header value for 'user:password'."""
+    import base64
+
+    return "Basic " + base64.b64encode(value.encode()).decode()
+
+
 def ml_auth(auth_file: Path | None, create: bool = False) -> str:
     """The ML backend's 'user:password': $EVALSTUDIO_ML_BASIC_AUTH, else the file (created with a random password
     when `create` and it does not exist)."""

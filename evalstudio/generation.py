@@ -9,19 +9,22 @@ it with the study.
 
 from __future__ import annotations
 
-import base64
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
 
+from .client import check_url
 from .credentials import ML_AUTH_ENV as BASIC_AUTH_ENV  # "user:password", as for `evalstudio ml-backend`
+from .credentials import basic_auth_header
 from .errors import EvalstudioError, InvalidInput, Problem, ServerError
 from .registry import Project
-from .sources import FieldError, RecordInvalid
+from .exporters.files import check_output_file
+from .importing import convert_record
+from .sources import FieldError
 
 
 @dataclass
@@ -34,12 +37,10 @@ class Generated:
 
 def backend_url(url: str) -> str:
     """The backend's base URL (http or https, no credentials in it)."""
-    parts = urlsplit(url.strip())
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise EvalstudioError("--ml-url must be an http:// or https:// URL, e.g. http://127.0.0.1:9090")
-    if parts.username or parts.password:
+    url = check_url(url, "--ml-url")
+    if urlsplit(url).username or urlsplit(url).password:
         raise EvalstudioError(f"--ml-url must not carry credentials; set {BASIC_AUTH_ENV}=user:password instead")
-    return url.strip().rstrip("/")
+    return url
 
 
 class BackendClient:
@@ -47,7 +48,7 @@ class BackendClient:
 
     def __init__(self, url: str, basic_auth: str | None, timeout: float = 600.0):
         self.url = backend_url(url)
-        self.headers = {"Authorization": "Basic " + base64.b64encode(basic_auth.encode()).decode()} if basic_auth else {}
+        self.headers = {"Authorization": basic_auth_header(basic_auth)} if basic_auth else {}
         self.timeout = timeout
 
     def generate(self, project: str, items: list[dict]) -> tuple[list[dict], str]:
@@ -79,10 +80,7 @@ def generate_files(project: Project, importer, paths: Sequence[Path], output: Pa
     """Complete the records of `paths` and write them all to `output` (see the module docstring)."""
     if not project.generate:
         raise EvalstudioError(f"{project.name} has nothing for a model to generate (no `generate` in projects.yaml)")
-    if not output.parent.is_dir():
-        raise EvalstudioError(f"{output}: the folder {output.parent} does not exist")
-    if output.is_dir():
-        raise EvalstudioError(f"{output}: is a folder; give a file name")
+    check_output_file(output)
     problems: list[Problem] = [Problem(str(p), None, None, "no such file") for p in map(Path, paths) if not p.is_file()]
     context, readable = importer.prepare([Path(p) for p in paths if Path(p).is_file()])
     problems += context.get("problems", [])
@@ -127,10 +125,5 @@ def generate_files(project: Project, importer, paths: Sequence[Path], output: Pa
 def _check(project: Project, importer, context, entry) -> list[Problem]:
     """Problems of a completed record: it must convert into tasks as any input record does."""
     path, line, record, _ = entry
-    try:
-        importer.convert(record, project, context)
-    except FieldError as e:
-        return [Problem(str(path), line, e.field, f"generated output: {e.message}")]
-    except RecordInvalid as e:
-        return [Problem(str(path), line, err.field, f"generated output: {err.message}") for err in e.errors]
-    return []
+    _, problems = convert_record(importer, record, project, context, path, line)
+    return [replace(p, message=f"generated output: {p.message}") for p in problems]

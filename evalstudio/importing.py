@@ -103,21 +103,9 @@ def iter_tasks(project: Project, importer, paths: Sequence[Path],
             if isinstance(record, Problem):
                 yield record
                 continue
-            try:
-                datas = importer.convert(record, project, context)
-            except FieldError as e:
-                yield Problem(str(path), line, e.field, e.message)
-                continue
-            except RecordInvalid as e:
-                for err in e.errors:
-                    yield Problem(str(path), line, err.field, err.message)
-                continue
-            except RecursionError:
-                yield Problem(str(path), line, None, "the record is nested too deeply")
-                continue
-            except (TypeError, AttributeError, ValueError, KeyError, IndexError, OverflowError) as e:
-                # a shape no importer check foresaw: still a file:line report, never a traceback
-                yield Problem(str(path), line, None, f"unexpected value in this record ({type(e).__name__}: {str(e)[:120]})")
+            datas, problems = convert_record(importer, record, project, context, path, line)
+            if problems:
+                yield from problems
                 continue
             extra = {k: v for k, v in record.items() if k not in known} if known is not None else {}
             for data in datas:
@@ -137,6 +125,21 @@ def iter_tasks(project: Project, importer, paths: Sequence[Path],
                         yield Problem(str(path), line, field_ or None, message)
                     continue
                 yield f"{path}:{line}", data
+
+
+def convert_record(importer, record: dict, project: Project, context, path, line) -> tuple[list[dict], list[Problem]]:
+    """(the record's task data, []) or ([], the Problems that make it invalid): never an exception."""
+    try:
+        return importer.convert(record, project, context), []
+    except FieldError as e:
+        return [], [Problem(str(path), line, e.field, e.message)]
+    except RecordInvalid as e:
+        return [], [Problem(str(path), line, err.field, err.message) for err in e.errors]
+    except RecursionError:
+        return [], [Problem(str(path), line, None, "the record is nested too deeply")]
+    except (TypeError, AttributeError, ValueError, KeyError, IndexError, OverflowError) as e:
+        # a shape no importer check foresaw: still a file:line report, never a traceback
+        return [], [Problem(str(path), line, None, f"unexpected value in this record ({type(e).__name__}: {str(e)[:120]})")]
 
 
 def scan(project: Project, importer, paths: Sequence[Path]) -> Scan:
@@ -227,13 +230,16 @@ def import_files(
     batch_size: int = 500,
     on_progress: Callable[[int, int], None] | None = None,
     skip_invalid: bool = False,
+    checked: Scan | None = None,
 ) -> ImportReport:
     """Validate all files, then send only tasks whose id the project does not have yet, in batches.
 
     Memory stays flat in the size of the files: records stream from disk twice (validate, then send) and
     only the task ids are kept. If Label Studio fails for good, ImportIncomplete says what was written;
-    re-running the same command then finishes the job without duplicates."""
-    checked = scan(project, importer, paths)
+    re-running the same command then finishes the job without duplicates. `checked`: the caller's scan of the same
+    files (the command line scans every part of a study first), so they are not read a third time."""
+    if checked is None:
+        checked = scan(project, importer, paths)
     checked.warn_unknown(project)
     skip = set()
     if checked.problems and skip_invalid and not checked.design and all(p.line for p in checked.problems):
@@ -260,13 +266,13 @@ def import_files(
             watermark = max([watermark, *written.values()])
             batch.clear()
 
-    def changed(paths_now) -> list[Problem]:
+    def changed() -> list[Problem]:
         now = fingerprints(paths)
         return [Problem(p, None, None, "the file changed after it was validated; run the import again")
-                for p in paths_now if now.get(p) != checked.files.get(p)]
+                for p, before in checked.files.items() if now.get(p) != before]
 
-    if changed(checked.files):
-        raise FileChanged(changed(checked.files))
+    if problems := changed():
+        raise FileChanged(problems)
     written_ids: list[int] = []
 
     def rollback(problems: list[Problem]):
@@ -282,8 +288,8 @@ def import_files(
                 continue  # a task of a record that also had a problem (e.g. a duplicate id)
             if isinstance(item, Problem) or report.created + report.already_present + len(batch) >= checked.tasks:
                 flush()
-                rollback(changed(checked.files) or [item if isinstance(item, Problem) else
-                                                    Problem(str(paths[0]), None, None, "more records than validated")])
+                rollback(changed() or [item if isinstance(item, Problem) else
+                                       Problem(str(paths[0]), None, None, "more records than validated")])
             _, data = item
             if data[ID_FIELD] in seen:
                 report.already_present += 1
@@ -295,8 +301,8 @@ def import_files(
             if on_progress:
                 on_progress(report.created + report.already_present + len(batch), checked.tasks)
         flush()
-        if changed(checked.files):
-            rollback(changed(checked.files))
+        if problems := changed():
+            rollback(problems)
     except ServerError as e:
         raise ImportIncomplete(e, checked.tasks, report.created, report.already_present) from None
     if on_progress:

@@ -250,8 +250,8 @@ def load(path: Path | str | None = None) -> Registry:
 
 def _valid_template(template: str) -> bool:
     """Only {agent} may appear in braces (str.format would fail, or read attributes, on anything else)."""
-    return all(field == "agent" for field in re.findall(r"\{([^{}]*)\}", template)) and \
-        template.replace("{agent}", "").count("{") == 0 and template.replace("{agent}", "").count("}") == 0
+    rest = template.replace("{agent}", "")
+    return "{" not in rest and "}" not in rest
 
 
 def check_against_config(project: Project) -> list[str]:

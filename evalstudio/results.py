@@ -30,7 +30,7 @@ def task_fields(task: dict) -> dict:
 VALUE_KEYS = {"Number": "number", "Rating": "rating", "Choices": "choices", "TextArea": "text"}
 
 
-_NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?", re.ASCII)
+NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?", re.ASCII)  # a plain decimal
 MAX_MAGNITUDE = 1e15  # no rating scale comes near; larger numbers are input errors (or attacks)
 
 
@@ -45,7 +45,7 @@ def as_number(value) -> float:
     if isinstance(value, bool):
         raise ValueError(f"expected a number, got {value!r}")
     if isinstance(value, str):
-        if not _NUMBER.fullmatch(value.strip()):
+        if not NUMBER.fullmatch(value.strip()):
             raise ValueError(f"expected a number, got {_short(value)}")
         value = float(value.strip())
     if isinstance(value, int):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import secrets
 import shutil
 import signal
@@ -18,7 +17,7 @@ from urllib.parse import unquote, urlsplit
 
 import httpx
 
-from .client import Settings
+from .client import Settings, shown_url
 from .credentials import private_dir, write_private
 from .errors import ServerError
 
@@ -61,7 +60,7 @@ def postgres_env(database_url: str) -> dict[str, str]:
     parts = urlsplit(database_url)
     name = parts.path.lstrip("/")
     if parts.scheme not in {"postgres", "postgresql"} or not parts.hostname or not name:
-        raise ValueError(f"database URL {re.sub(r'(?<=//)[^/@]*@', '***@', database_url)!r} is not of the form "
+        raise ValueError(f"database URL {shown_url(database_url)!r} is not of the form "
                          "postgresql://user:password@host:port/name")
     return {"DJANGO_DB": "default", "POSTGRE_NAME": unquote(name), "POSTGRE_USER": unquote(parts.username or ""),
             "POSTGRE_PASSWORD": unquote(parts.password or ""), "POSTGRE_HOST": parts.hostname,

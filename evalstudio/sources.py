@@ -166,14 +166,9 @@ def one_of(field: str, value: Any, allowed: list[str]) -> str:
 
 def collect(*checks) -> None:
     """Run zero-argument checks and raise all their FieldErrors together."""
-    errors = []
+    errors: list[FieldError] = []
     for check in checks:
-        try:
-            check()
-        except FieldError as e:
-            errors.append(e)
-        except RecordInvalid as e:
-            errors.extend(e.errors)
+        attempt(errors, check)
     if errors:
         unique = {(e.field, e.message): e for e in errors}  # one report per field and message
         raise RecordInvalid(list(unique.values()))

@@ -8,22 +8,29 @@ left alone. JSONL and Parquet keep every value exactly as it was given.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import IO
 
 import pandas as pd
 
 from ..errors import EvalstudioError
+from ..results import NUMBER
 
 FORMATS = ("csv", "jsonl", "parquet")
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+
+
+def check_output_file(path: Path) -> None:
+    """An output file path whose folder exists and that is not a folder itself."""
+    if path.is_dir():
+        raise EvalstudioError(f"{path}: is a folder; give a file name with -o")
+    if not path.parent.is_dir():
+        raise EvalstudioError(f"{path}: the folder {path.parent} does not exist")
 
 
 def neutralise(value):
     """A text cell a spreadsheet would evaluate, prefixed with ' (OWASP); anything else unchanged."""
-    if isinstance(value, str) and value.startswith(_FORMULA_START) and not _NUMBER.fullmatch(value):
+    if isinstance(value, str) and value.startswith(_FORMULA_START) and not NUMBER.fullmatch(value):
         return "'" + value
     return value
 

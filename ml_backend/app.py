@@ -13,7 +13,6 @@ Secure by default (`evalstudio ml-backend` always sets a secret):
 
 from __future__ import annotations
 
-import base64
 import fcntl
 import hmac
 import json
@@ -24,7 +23,7 @@ import threading
 
 from label_studio_ml.api import init_app
 
-from ..credentials import ML_AUTH_ENV, check_basic_auth, private_dir, write_private
+from ..credentials import ML_AUTH_ENV, basic_auth_header, check_basic_auth, private_dir, write_private
 from .model import MODEL_DIR_ENV, EvalstudioModel, model_dir, warm_up
 
 log = logging.getLogger("evalstudio.ml_backend")
@@ -51,8 +50,7 @@ def create_app(basic_auth: str | None = None, max_body: int | None = None):
     _manager.fetch()
     warm_up()
     basic_auth = basic_auth if basic_auth is not None else os.environ.get(BASIC_AUTH_ENV) or None
-    app.config["EVALSTUDIO_AUTH"] = (
-        "Basic " + base64.b64encode(check_basic_auth(basic_auth, "basic auth").encode()).decode() if basic_auth else None)
+    app.config["EVALSTUDIO_AUTH"] = basic_auth_header(check_basic_auth(basic_auth, "basic auth")) if basic_auth else None
     app.config["MAX_CONTENT_LENGTH"] = max_body or int(os.environ.get(MAX_BODY_ENV) or DEFAULT_MAX_BODY)
     if not app.config.get("EVALSTUDIO_WIRED"):  # label-studio-ml's app is a module global: wire it once
         app.config["EVALSTUDIO_WIRED"] = True

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 
+from ..importers.cmv import CATEGORIES as TOM_CATEGORIES
 from .predictors import LLMPredictor, NoPrediction
 
 KINDS = ("tom", "explanation")
@@ -23,7 +24,6 @@ MAX_ITEMS = 32  # per /generate request
 MAX_TEXT = 100_000  # characters per input field
 MAX_VALUES, MAX_VALUE_CHARS, MAX_CONTENT_CHARS = 20, 300, 2_000
 
-TOM_CATEGORIES = ("beliefs", "desires", "intentions", "emotions", "knowledge", "perspective_taking")
 # What each category is about: the "What to Check" column of document 001, turned from a question into a definition.
 TOM_GUIDE = {
     "beliefs": "what the author seems to believe or assert",

@@ -22,7 +22,6 @@ from .predictors import LearnerPredictor, LLMPredictor, NoPrediction, StoredPred
 
 log = logging.getLogger("evalstudio.ml_backend")
 MODEL_DIR_ENV = "EVALSTUDIO_MODEL_DIR"
-TRAIN_EVENTS = {"ANNOTATION_CREATED", "ANNOTATION_UPDATED", "ANNOTATIONS_CREATED", "START_TRAINING"}
 
 
 def model_dir() -> Path:

@@ -97,6 +97,8 @@ def import_(
         scans = [scan(p, importers.get(p.importer), files) for p in parts]
         problems = list(dict.fromkeys(pr for result in scans for pr in result.problems))
         if problems and skip_invalid:
+            from ..exporters.files import check_output_file  # pandas: loaded only when needed
+
             check_output_file(rejected)
             unskippable = [pr for result in scans for pr in result.design] + [pr for pr in problems if not pr.line]
             if unskippable:  # a missing or empty file, or a broken study design: no record to leave out
@@ -106,7 +108,8 @@ def import_(
         elif problems:
             raise InvalidInput(problems)
         client = Client(settings_from_env())
-        reports = [(project, _import(project, files, client, batch_size, skip_invalid)) for project in parts]
+        reports = [(project, _import(project, files, client, batch_size, skip_invalid, checked))
+                   for project, checked in zip(parts, scans)]
     except EvalstudioError as e:
         raise _fail(e)
     for project, report in reports:
@@ -135,13 +138,13 @@ def write_rejected(problems, path: Path) -> int:
     return len(by_record)
 
 
-def _import(project, files, client, batch_size=500, skip_invalid=False):
+def _import(project, files, client, batch_size=500, skip_invalid=False, checked=None):
     with Progress(TextColumn(f"importing {project.name}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                   console=err, transient=True) as progress:
         bar = progress.add_task(project.name, total=None)
         return import_files(project, importers.get(project.importer), files, client, batch_size,
                             on_progress=lambda done, total: progress.update(bar, completed=done, total=total),
-                            skip_invalid=skip_invalid)
+                            skip_invalid=skip_invalid, checked=checked)
 
 
 def _project_tasks(project, from_export: Path | None, project_id: int | None = None):
@@ -160,14 +163,6 @@ def _project_tasks(project, from_export: Path | None, project_id: int | None = N
     project_id = client.require_protocol(project, project_id) if project_id else client.require_project(project)
     with console.status(f"exporting {project.name} from {client.url}..."):
         return client.export_tasks(project_id), client.users()
-
-
-def check_output_file(path: Path) -> None:
-    """An output file path whose folder exists and that is not a folder itself."""
-    if path.is_dir():
-        raise EvalstudioError(f"{path}: is a folder; give a file name with -o")
-    if not path.parent.is_dir():
-        raise EvalstudioError(f"{path}: the folder {path.parent} does not exist")
 
 
 def _single(parts, option: str, value) -> None:
@@ -197,7 +192,7 @@ def export(
 
     Live exports are read page by page (1000 tasks per request, each retried on transient failures) and
     written as they arrive, so memory stays flat however large the project is."""
-    from ..exporters.files import FORMATS, write_table
+    from ..exporters.files import FORMATS, check_output_file, write_table
     from ..exporters.tidy import annotation_frame, write_annotations
 
     try:
