@@ -100,8 +100,9 @@ NO_REPLY = "(The OP did not reply to this comment.)"
 
 def generation_input(record: dict) -> dict | None:
     """What the ML backend needs to extract the ToM values (projects.yaml `generate: tom`), or None when the record
-    has them. The values it writes are shown read-only next to Q2-Q7, as extracted values always are."""
-    if record.get("tom"):
+    has them or is a non-delta thread (its task asks Q1 only, so ToM values would never be shown). The values it
+    writes are shown read-only next to Q2-Q7, as extracted values always are."""
+    if record.get("tom") or record.get("delta", True) is False:
         return None
     post, comment = require(record, "post", dict), require(record, "comment", dict)
     return {"post_title": require(post, "title").strip(), "post": require(post, "text").strip(),

@@ -307,3 +307,14 @@ def test_unknown_fields_are_kept_as_metadata_and_reported_once_per_file(reg, cap
                         "metadata (its meta)"]
     tasks = [split_task(project, data) for _, data in iter_tasks(project, importers.get(project.importer), [path])]
     assert tasks[0]["meta"]["topic"] == "t1" and "topic" not in tasks[0]["data"]
+
+
+def test_cmv_asks_for_tom_values_only_where_they_would_be_shown():
+    """`evalstudio generate cmv` extracts ToM values for delta threads without them; a non-delta thread goes to
+    cmv_threads (Q1 only), where they would never be shown, so no LLM call is spent on it."""
+    cmv = importers.get("cmv")
+    thread = {"post": {"title": "CMV: x", "text": "view"}, "comment": {"text": "reason"}}
+    assert cmv.generation_input({**thread, "delta_reply": {"text": "∆"}}) == {"post_title": "CMV: x", "post": "view",
+                                                                             "comment": "reason"}
+    assert cmv.generation_input({**thread, "delta": False}) is None
+    assert cmv.generation_input({**thread, "delta_reply": {"text": "∆"}, "tom": {"post": {}}}) is None
