@@ -512,6 +512,8 @@ def test_a_dialogue_with_a_persona_shows_it_and_one_without_shows_nothing_there(
     open_task(page, label_studio.url, report.project_id, tasks["p1"].id)
     page.wait_for_timeout(1500)
     body = page.inner_text("body")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "dialogue-persona.png"))
     assert "Persona (what the speakers knew)" in body and "I am a beekeeper.\nI live in Lyon." in body
     assert "jobs" not in body  # an unknown field is kept as metadata, not shown
     open_task(page, label_studio.url, report.project_id, tasks["p2"].id)
