@@ -16,7 +16,7 @@ from label_studio_sdk import LabelStudio
 from label_studio_sdk.core.api_error import ApiError
 
 from .credentials import basic_auth_header, check_api_key
-from .errors import ServerError, Transient
+from .errors import BadInput, ServerError, Transient
 from .importing import ID_FIELD
 from .registry import Project
 from .retry import RetryPolicy
@@ -222,7 +222,7 @@ class Client:
         except Exception:
             controls = set()
         if controls != {c.name for c in project.interface.controls}:
-            raise ServerError(f"Label Studio project {project_id} does not run the {project.name} protocol (its labeling "
+            raise BadInput(f"Label Studio project {project_id} does not run the {project.name} protocol (its labeling "
                               f"config has other controls); check --project-id")
         return project_id
 

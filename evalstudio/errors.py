@@ -9,11 +9,16 @@ class EvalstudioError(Exception):
     """Base class: the CLI prints these without a traceback."""
 
 
-class RegistryError(EvalstudioError, ValueError):
+class BadInput(EvalstudioError):
+    """What the user gave is wrong (input files, projects.yaml, an export file, a name): the CLI exits with 2.
+    Other errors (server, credentials, environment) exit with 1."""
+
+
+class RegistryError(BadInput, ValueError):
     """projects.yaml or a labeling config is invalid."""
 
 
-class UnknownName(EvalstudioError, KeyError):
+class UnknownName(BadInput, KeyError):
     """A protocol or importer name that is not registered."""
 
     def __init__(self, kind: str, name: str, valid: list[str]):
@@ -38,7 +43,7 @@ class Problem:
         return f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
 
 
-class InvalidInput(EvalstudioError, ValueError):
+class InvalidInput(BadInput, ValueError):
     """Input files failed validation; nothing was imported."""
 
     MAX_SHOWN = 50
@@ -49,6 +54,10 @@ class InvalidInput(EvalstudioError, ValueError):
         more = len(problems) - self.MAX_SHOWN
         tail = f"\n... and {more} more problem(s)" if more > 0 else ""
         super().__init__(f"{len(problems)} problem(s) found, {outcome}:\n{shown}{tail}")
+
+
+class BadExport(BadInput, ValueError):
+    """A file given as a Label Studio export is not one."""
 
 
 class ServerError(EvalstudioError):

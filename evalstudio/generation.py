@@ -20,7 +20,7 @@ import httpx
 from .client import check_url
 from .credentials import ML_AUTH_ENV as BASIC_AUTH_ENV  # "user:password", as for `evalstudio ml-backend`
 from .credentials import basic_auth_header
-from .errors import EvalstudioError, InvalidInput, Problem, ServerError
+from .errors import BadInput, EvalstudioError, InvalidInput, Problem, ServerError
 from .registry import Project
 from .exporters.files import check_output_file
 from .importing import convert_record
@@ -79,7 +79,7 @@ def generate_files(project: Project, importer, paths: Sequence[Path], output: Pa
                    batch_size: int = 4, on_progress: Callable[[int, int], None] | None = None) -> Generated:
     """Complete the records of `paths` and write them all to `output` (see the module docstring)."""
     if not project.generate:
-        raise EvalstudioError(f"{project.name} has nothing for a model to generate (no `generate` in projects.yaml)")
+        raise BadInput(f"{project.name} has nothing for a model to generate (no `generate` in projects.yaml)")
     check_output_file(output)
     problems: list[Problem] = [Problem(str(p), None, None, "no such file") for p in map(Path, paths) if not p.is_file()]
     context, readable = importer.prepare([Path(p) for p in paths if Path(p).is_file()])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import functools
 import os
 import re
 from functools import cached_property
@@ -111,7 +113,10 @@ class Project(BaseModel):
     def interface(self) -> LabelInterface:
         try:
             li = LabelInterface(self.label_config)
-            li.validate()
+            if self.label_config not in _VALID_CONFIGS:  # schema validation is the slow part of loading a registry
+                li.validate()
+                if len(_VALID_CONFIGS) < 256:
+                    _VALID_CONFIGS.add(self.label_config)
         except Exception as e:  # the SDK raises several exception types for bad XML
             raise RegistryError(f"{self.config_path}: invalid labeling config: {e}") from e
         return li
@@ -198,6 +203,14 @@ def default_path() -> Path:
     return local if local.is_file() else PACKAGED_PROJECTS
 
 
+@functools.lru_cache(maxsize=8)
+def _parse_yaml(text: str):
+    return yaml.safe_load(text)  # the pure-Python loader: libyaml's (CSafeLoader) crashes on deeply nested input
+
+
+_VALID_CONFIGS: set[str] = set()  # labeling configs (their text) that passed the SDK's schema validation
+
+
 def load(path: Path | str | None = None) -> Registry:
     path = Path(path) if path else default_path()
     try:
@@ -207,7 +220,7 @@ def load(path: Path | str | None = None) -> Registry:
     except UnicodeDecodeError:
         raise RegistryError(f"{path}: not UTF-8 text (saved as UTF-16?); save it as UTF-8") from None
     try:
-        raw = yaml.safe_load(text)
+        raw = copy.deepcopy(_parse_yaml(text))  # parsed once per text in a process (the backend loads it per request)
     except yaml.YAMLError as e:
         raise RegistryError(f"{path}: not valid YAML: {e}") from None
     except RecursionError:
@@ -219,7 +232,8 @@ def load(path: Path | str | None = None) -> Registry:
     from .importers import IMPORTERS
 
     for name, entry in raw["projects"].items():
-        where = f"{path}:{_yaml_line(text, ('projects', name)) or 1}: projects.{name}"
+        # the entry's line, for messages; the YAML is composed again only when there is something to report
+        where = _Where(path, text, name)
         if not isinstance(name, str) or not re.fullmatch(r"[a-z][a-z0-9_]{0,40}", name):
             raise RegistryError(f"{where}: a protocol name is lower-case letters, digits and _ (e.g. my_protocol)")
         if entry is not None and not isinstance(entry, dict):
@@ -246,6 +260,18 @@ def load(path: Path | str | None = None) -> Registry:
             raise RegistryError(f"{path}: projects.{name}:\n  " + "\n  ".join(problems))
         projects[name] = project
     return Registry(projects, path)
+
+
+class _Where:
+    """`file:line: projects.NAME`, formatted only when a message uses it."""
+
+    def __init__(self, path: Path, text: str, name):
+        self.path, self.text, self.name = path, text, name
+
+    def __str__(self) -> str:
+        return f"{self.path}:{_yaml_line(self.text, ('projects', self.name)) or 1}: projects.{self.name}"
+
+    __format__ = lambda self, spec: format(str(self), spec)  # noqa: E731
 
 
 def _valid_template(template: str) -> bool:

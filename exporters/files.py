@@ -13,7 +13,7 @@ from typing import IO
 
 import pandas as pd
 
-from ..errors import EvalstudioError
+from ..errors import BadInput, EvalstudioError
 from ..results import NUMBER
 
 FORMATS = ("csv", "jsonl", "parquet")
@@ -23,9 +23,9 @@ _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 def check_output_file(path: Path) -> None:
     """An output file path whose folder exists and that is not a folder itself."""
     if path.is_dir():
-        raise EvalstudioError(f"{path}: is a folder; give a file name with -o")
+        raise BadInput(f"{path}: is a folder; give a file name with -o")
     if not path.parent.is_dir():
-        raise EvalstudioError(f"{path}: the folder {path.parent} does not exist")
+        raise BadInput(f"{path}: the folder {path.parent} does not exist")
 
 
 def neutralise(value):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..errors import EvalstudioError
+from ..errors import BadInput
 from ..registry import Project
 from ..results import task_fields
 from .tidy import ANNOTATION_COLUMNS
@@ -26,7 +26,7 @@ def read_mturk_results(path: Path | str, project: Project, tasks: list[dict],
     results = pd.read_csv(path, dtype=str, keep_default_na=False)
     missing = [c for c in ["WorkerId", "AssignmentId", *answers.values()] if c not in results.columns]
     if missing:
-        raise EvalstudioError(f"{path}: missing MTurk column(s): {', '.join(missing)}")
+        raise BadInput(f"{path}: missing MTurk column(s): {', '.join(missing)}")
     for criterion in answers:
         project.criteria.get(criterion) or _unknown(criterion, project)
     if "AssignmentStatus" in results:
@@ -34,7 +34,7 @@ def read_mturk_results(path: Path | str, project: Project, tasks: list[dict],
     fields = [c.removeprefix("Input.") for c in results.columns
               if c.startswith("Input.") and tasks and c.removeprefix("Input.") in task_fields(tasks[0])]
     if not fields:
-        raise EvalstudioError(f"{path}: no Input.* column matches a task data field")
+        raise BadInput(f"{path}: no Input.* column matches a task data field")
     index = {tuple(str(task_fields(t).get(f, "")).strip() for f in fields): t for t in tasks}
     keys = results[[f"Input.{f}" for f in fields]].apply(lambda r: tuple(v.strip() for v in r), axis=1)
     matched = keys.map(lambda k: k in index)
@@ -56,4 +56,4 @@ def read_mturk_results(path: Path | str, project: Project, tasks: list[dict],
 
 
 def _unknown(criterion: str, project: Project):
-    raise EvalstudioError(f"unknown criterion '{criterion}' for {project.name}; valid: {', '.join(project.criteria)}")
+    raise BadInput(f"unknown criterion '{criterion}' for {project.name}; valid: {', '.join(project.criteria)}")

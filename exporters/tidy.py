@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..errors import EvalstudioError
+from ..errors import BadExport
 from ..registry import Project
 from ..results import dotted_get, task_fields
 
@@ -38,19 +38,19 @@ def read_export(path: Path | str) -> list[dict]:
     try:
         tasks = json.loads(path.read_text(encoding="utf-8"))
     except OSError as e:
-        raise EvalstudioError(f"{path}: cannot read it ({e.strerror})") from None
+        raise BadExport(f"{path}: cannot read it ({e.strerror})") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise EvalstudioError(f"{path}: not a readable Label Studio JSON export: {e}") from None
+        raise BadExport(f"{path}: not a readable Label Studio JSON export: {e}") from None
     except RecursionError:
-        raise EvalstudioError(f"{path}: not a Label Studio JSON export (nested too deeply)") from None
+        raise BadExport(f"{path}: not a Label Studio JSON export (nested too deeply)") from None
     except ValueError as e:  # e.g. an integer of more than 4300 digits
-        raise EvalstudioError(f"{path}: not a readable Label Studio JSON export: {str(e).split(';')[0]}") from None
+        raise BadExport(f"{path}: not a readable Label Studio JSON export: {str(e).split(';')[0]}") from None
     if not isinstance(tasks, list):
-        raise EvalstudioError(f"{path}: expected a JSON list of tasks with 'data' (Label Studio Export -> JSON)")
+        raise BadExport(f"{path}: expected a JSON list of tasks with 'data' (Label Studio Export -> JSON)")
     for i, task in enumerate(tasks):
         problem = _export_task_problem(task)
         if problem:
-            raise EvalstudioError(f"{path}: task [{i}]: {problem} (expected Label Studio's Export -> JSON)")
+            raise BadExport(f"{path}: task [{i}]: {problem} (expected Label Studio's Export -> JSON)")
     return tasks
 
 

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from evalstudio import importers, registry
 from evalstudio.client import Client
@@ -27,6 +28,17 @@ EXAMPLES = ROOT / "examples"
 DATA = Path(__file__).resolve().parent / "data"
 PROTOCOLS = ["sotopia", "cmv", "circa", "dialogue", "health"]  # protocols (studies), as on the command line
 PROJECTS = ["sotopia", "cmv_tom", "cmv_threads", "circa_part1", "circa_part2", "dialogue", "health"]  # their Label Studio projects
+# Hypothesis fuzzing: HYPOTHESIS_PROFILE=ci (the default, 150 cases per target, inside the CI budget) or `long`
+# (10,000 cases per target; see the README's "Security" section for how long it runs).
+FUZZ_PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
+settings.register_profile("ci", max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("long", max_examples=10_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(FUZZ_PROFILE)
+# targets that import into the real Label Studio run fewer cases in CI (each case is a few requests)
+LIVE_FUZZ_EXAMPLES = 15 if FUZZ_PROFILE == "ci" else settings().max_examples
+# targets that run the whole command line (registry load, app) per case: fewer in CI, as the same readers are fuzzed
+# in-process at the full count
+CLI_FUZZ_EXAMPLES = 40 if FUZZ_PROFILE == "ci" else settings().max_examples
 DATABASES = [d.strip() for d in os.environ.get("EVALSTUDIO_TEST_DATABASES", "sqlite,postgresql").split(",") if d.strip()]
 
 

@@ -34,7 +34,7 @@ def test_validate_reports_file_line_field(tmp_path):
 
 def test_unknown_protocol_lists_valid_names():
     result = run("validate", "sotopya", str(EXAMPLES / "sotopia" / "episodes.jsonl"))
-    assert result.returncode == 1 and "valid names: circa, circa_part1, circa_part2, cmv, cmv_threads, cmv_tom, dialogue, health, sotopia" in result.stderr
+    assert result.returncode == 2 and "valid names: circa, circa_part1, circa_part2, cmv, cmv_threads, cmv_tom, dialogue, health, sotopia" in result.stderr
 
 
 def test_missing_connection_settings_are_named(tmp_path):
@@ -98,7 +98,7 @@ BAD_PROJECTS = [
 def test_a_broken_projects_yaml_is_reported_not_crashed_on(tmp_path, case, mutate, message):
     path = _projects_file(tmp_path, mutate)
     result = run("projects", "--projects", str(path))
-    assert result.returncode == 1 and message in result.stderr, result.stderr
+    assert result.returncode == 2 and message in result.stderr, result.stderr
     assert "Traceback" not in result.stderr
 
 
@@ -129,7 +129,7 @@ BAD_CALLS = [
 @pytest.mark.parametrize("make_args, message", BAD_CALLS)
 def test_bad_cli_arguments_get_a_message_not_a_traceback(tmp_path, make_args, message):
     result = run(*make_args(tmp_path))
-    assert result.returncode in (1, 2) and message in result.stderr, result.stderr
+    assert result.returncode == 2 and message in result.stderr, result.stderr  # 2: the input given is wrong
     assert "Traceback" not in result.stderr
 
 
@@ -142,6 +142,6 @@ def test_exporting_a_project_of_another_protocol_is_an_error(reg, importer_for, 
     env = {"LABEL_STUDIO_URL": label_studio.url, "LABEL_STUDIO_API_KEY": label_studio.credentials().api_key}
     for command in (["export", "dialogue", "-o", str(tmp_path / "x.csv")], ["report", "dialogue", "-o", str(tmp_path / "r")]):
         result = run(*command, "--project-id", str(report.project_id), env=env)
-        assert result.returncode == 1, result.stdout
+        assert result.returncode == 2, result.stdout
         assert f"Label Studio project {report.project_id} does not run the dialogue protocol" in result.stderr
     assert not (tmp_path / "x.csv").exists()

@@ -2,7 +2,8 @@
 traceback, and nothing is imported (or the project is left as it was) when anything is wrong.
 
 Hand-picked regressions first (each found by trying), then Hypothesis fuzzing of every importer. The fuzz suite
-runs HYPOTHESIS_PROFILE=ci (150 cases per target, well under the CI budget) unless set to `long`."""
+runs HYPOTHESIS_PROFILE=ci (150 cases per target, well under the CI budget) unless set to `long` (profiles in
+conftest.py). The command-line targets run the real `evalstudio` app (typer's runner, in-process)."""
 
 from __future__ import annotations
 
@@ -18,11 +19,8 @@ from evalstudio.errors import Problem
 from evalstudio.errors import InvalidInput
 from evalstudio.importing import FileChanged, import_files, scan
 
-from .conftest import PROJECTS, ROOT, example_files
+from .conftest import CLI_FUZZ_EXAMPLES, LIVE_FUZZ_EXAMPLES, PROJECTS, ROOT, example_files
 
-settings.register_profile("ci", max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-settings.register_profile("long", max_examples=10_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 EPISODE = {"episode_id": "e1", "scenario": "Two friends talk.", "agents_background": {"A": "a", "B": "b"},
            "social_goals": {"A": "g1", "B": "g2"},
@@ -245,19 +243,17 @@ bodies = st.one_of(
 
 @pytest.fixture(scope="module")
 def backend_app(tmp_path_factory):
-    import os as _os
-
     from evalstudio.ml_backend.app import create_app
 
-    previous = _os.environ.get("EVALSTUDIO_MODEL_DIR")
-    _os.environ["EVALSTUDIO_MODEL_DIR"] = str(tmp_path_factory.mktemp("fuzz-backend") / "models")
+    previous = os.environ.get("EVALSTUDIO_MODEL_DIR")
+    os.environ["EVALSTUDIO_MODEL_DIR"] = str(tmp_path_factory.mktemp("fuzz-backend") / "models")
     try:
         yield create_app("u:p").test_client()
     finally:
         if previous is None:
-            _os.environ.pop("EVALSTUDIO_MODEL_DIR", None)
+            os.environ.pop("EVALSTUDIO_MODEL_DIR", None)
         else:
-            _os.environ["EVALSTUDIO_MODEL_DIR"] = previous
+            os.environ["EVALSTUDIO_MODEL_DIR"] = previous
 
 
 @pytest.mark.parametrize("route", ["/predict", "/webhook", "/setup", "/generate"])
@@ -269,25 +265,6 @@ def test_fuzzed_backend_requests_never_fail_inside(backend_app, route, body):
     assert "Traceback" not in text
     if route == "/predict" and response.status_code == 200:
         assert len(response.get_json()["results"]) == len(body["tasks"])
-
-
-@pytest.mark.server
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(lines=st.lists(st.one_of(records, st.just({"context": "A: fine", "responses": [{"system": "s", "text": "ok"}]})),
-                      min_size=1, max_size=4))
-def test_a_failed_import_leaves_the_label_studio_project_as_it_was(reg, client, tmp_path_factory, lines):
-    project = reg.get("dialogue").model_copy(update={"title": "dialogue fuzzed import"})
-    path = tmp_path_factory.mktemp("fuzz-import") / "in.jsonl"
-    path.write_text("\n".join(json.dumps({**r, "id": f"f{i}-{abs(hash(json.dumps(r, sort_keys=True))) % 10**8}"})
-                              for i, r in enumerate(lines)) + "\n", encoding="utf-8")
-    project_id, _ = client.ensure_project(project)
-    before = client.task_ids(project_id)
-    try:
-        report = import_files(project, importers.get("dialogue"), [path], client)
-    except InvalidInput:
-        assert client.task_ids(project_id) == before  # nothing half-imported
-    else:
-        assert len(client.task_ids(project_id)) == len(before) + report.created
 
 
 export_tasks = st.lists(st.fixed_dictionaries({"id": st.integers(1, 10**6), "data": st.dictionaries(st.sampled_from(
@@ -315,3 +292,96 @@ def test_fuzzed_export_files_give_a_report_or_a_clear_error(reg, tmp_path_factor
     except EvalstudioError:
         return
     build_report(reg.get("dialogue"), tasks, folder / "report", {}, n_boot=5)
+
+
+# --- the command line: any input file -> exit 0, or exit 2 with a message; never a traceback -----------------
+
+def invoke(*args, env=None):
+    """Run the real `evalstudio` app in-process; re-raise anything that escaped it (a traceback for the user)."""
+    from typer.testing import CliRunner
+
+    from evalstudio.cli import app
+
+    result = CliRunner().invoke(app, [str(a) for a in args], env=env)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    assert "Traceback" not in result.output
+    return result
+
+
+fuzzed_files = st.one_of(st.binary(max_size=400),
+                         st.lists(records, min_size=1, max_size=3).map(lambda rs: "\n".join(map(json.dumps, rs)).encode()))
+
+
+@pytest.mark.parametrize("protocol, suffix", [("sotopia", ".jsonl"), ("cmv", ".jsonl"), ("cmv", ".xml"), ("circa", ".csv"),
+                                              ("dialogue", ".jsonl"), ("dialogue", ".csv"), ("health", ".jsonl")])
+@settings(max_examples=CLI_FUZZ_EXAMPLES)
+@given(data=fuzzed_files)
+def test_fuzzed_files_through_validate_exit_0_or_2(tmp_path_factory, protocol, suffix, data):
+    path = tmp_path_factory.mktemp("fuzz-cli") / f"in{suffix}"
+    path.write_bytes(data)
+    result = invoke("validate", protocol, path)
+    assert result.exit_code in (0, 2), result.output
+    if result.exit_code == 2:
+        assert "error:" in result.stderr and str(path) in result.stderr
+
+
+@settings(max_examples=CLI_FUZZ_EXAMPLES)
+@given(content=st.one_of(st.binary(max_size=200), st.builds(lambda d: json.dumps(d).encode(), json_values)))
+def test_fuzzed_projects_yaml_through_the_command_line_exit_0_or_2(tmp_path_factory, content):
+    path = tmp_path_factory.mktemp("fuzz-cli") / "projects.yaml"
+    path.write_bytes(content)
+    result = invoke("projects", "--projects", path)
+    assert result.exit_code in (0, 2), result.output
+    if result.exit_code == 2:
+        assert str(path) in result.stderr
+
+
+@pytest.fixture(scope="module")
+def fuzz_projects(tmp_path_factory):
+    """projects.yaml with its own dialogue project title, for the live import fuzzing."""
+    import yaml
+
+    raw = yaml.safe_load((ROOT / "projects.yaml").read_text())
+    for entry in raw["projects"].values():
+        entry["config"] = str(ROOT / entry["config"])
+    raw["projects"]["dialogue"]["title"] = "dialogue fuzzed import"
+    path = tmp_path_factory.mktemp("fuzz-projects") / "projects.yaml"
+    path.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    return path
+
+
+@pytest.mark.server
+@settings(max_examples=LIVE_FUZZ_EXAMPLES, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(lines=st.lists(st.one_of(records, st.just({"context": "A: fine", "responses": [{"system": "s", "text": "ok"}]})),
+                      min_size=1, max_size=4))
+def test_fuzzed_imports_through_the_command_line_leave_the_project_as_it_was(client, label_studio, fuzz_projects,
+                                                                             tmp_path_factory, lines):
+    """`evalstudio import` with fuzzed records into the real Label Studio: exit 0 and every record is a task, or
+    exit 2 and the project holds exactly what it held before."""
+    ids = [f"f{i}-{abs(hash(json.dumps(r, sort_keys=True))) % 10**8}" for i, r in enumerate(lines)]
+    path = tmp_path_factory.mktemp("fuzz-import") / "in.jsonl"
+    path.write_text("\n".join(json.dumps({**r, "id": i}) for r, i in zip(lines, ids)) + "\n", encoding="utf-8")
+    project_id = client.find_project("dialogue fuzzed import")
+    before = client.task_ids(project_id) if project_id else {}
+    env = {"LABEL_STUDIO_URL": label_studio.url, "LABEL_STUDIO_API_KEY": label_studio.credentials().api_key,
+           "EVALSTUDIO_PROJECTS": str(fuzz_projects)}
+    result = invoke("import", "dialogue", path, env=env)
+    assert result.exit_code in (0, 2), result.output
+    project_id = client.find_project("dialogue fuzzed import")
+    if result.exit_code == 2:
+        assert "nothing was imported" in result.stderr
+        assert (client.task_ids(project_id) if project_id else {}) == before
+    else:
+        assert set(ids) <= {t["data"]["item_id"] for page in client.full_task_pages(project_id) for t in page}
+
+
+@settings(max_examples=CLI_FUZZ_EXAMPLES)
+@given(content=export_tasks)
+def test_fuzzed_exports_through_report_exit_0_or_2(tmp_path_factory, content):
+    folder = tmp_path_factory.mktemp("fuzz-cli")
+    path = folder / "export.json"
+    path.write_text(json.dumps(content), encoding="utf-8")
+    result = invoke("report", "dialogue", "--from-export", path, "-o", folder / "report", "--bootstrap", "5")
+    assert result.exit_code in (0, 2), result.output

@@ -154,7 +154,7 @@ def test_fuzzed_projects_yaml_gives_a_registry_or_a_clear_error(tmp_path_factory
     documents = st.one_of(values, st.fixed_dictionaries({"projects": st.dictionaries(st.text(max_size=12), entry | values,
                                                                                      max_size=3)}))
 
-    @settings(max_examples=200, deadline=None)
+    @settings(deadline=None)  # cases: the HYPOTHESIS_PROFILE (conftest.py)
     @given(document=documents, raw=st.binary(max_size=60))
     def check(document, raw):
         folder = tmp_path_factory.mktemp("fuzz-registry")

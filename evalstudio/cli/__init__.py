@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 
 from .. import registry
-from ..errors import InvalidInput
+from ..errors import BadInput
 
 app = typer.Typer(
     help="Published human-evaluation protocols (sotopia, cmv, circa, dialogue, health) as ready-to-run "
@@ -39,7 +39,7 @@ def _main():
 
 def _fail(error: Exception) -> typer.Exit:
     err.print(f"[bold red]error:[/] {error}", markup=True, highlight=False, soft_wrap=True)
-    return typer.Exit(1 if not isinstance(error, InvalidInput) else 2)
+    return typer.Exit(2 if isinstance(error, BadInput) else 1)  # 2: the input given is wrong
 
 
 def _load(projects: Path | None) -> registry.Registry:

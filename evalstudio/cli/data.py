@@ -11,7 +11,7 @@ from rich.table import Table
 
 from .. import importers
 from ..client import Client, settings_from_env
-from ..errors import EvalstudioError, InvalidInput
+from ..errors import BadInput, EvalstudioError, InvalidInput
 from ..importing import import_files, scan
 from . import ProjectsOption, _fail, _load, app, console, err
 
@@ -156,7 +156,7 @@ def _project_tasks(project, from_export: Path | None, project_id: int | None = N
         used = {r.get("from_name") for t in tasks for a in t.get("annotations", []) for r in a.get("result", [])}
         known = {c.name for c in project.interface.controls}
         if used and not used & known:
-            raise EvalstudioError(f"{from_export}: its annotations use controls ({', '.join(sorted(map(str, used))[:5])}) "
+            raise BadInput(f"{from_export}: its annotations use controls ({', '.join(sorted(map(str, used))[:5])}) "
                                   f"that the {project.name} protocol does not have; is it another protocol's export?")
         return tasks, {}
     client = Client(settings_from_env())
@@ -167,7 +167,7 @@ def _project_tasks(project, from_export: Path | None, project_id: int | None = N
 
 def _single(parts, option: str, value) -> None:
     if value is not None and len(parts) > 1:
-        raise EvalstudioError(f"{option} reads one Label Studio project; name one part: "
+        raise BadInput(f"{option} reads one Label Studio project; name one part: "
                               f"{', '.join(p.name for p in parts)}")
 
 
@@ -197,7 +197,7 @@ def export(
 
     try:
         if format not in FORMATS:
-            raise EvalstudioError(f"--format must be one of {', '.join(FORMATS)}, got {format!r}")
+            raise BadInput(f"--format must be one of {', '.join(FORMATS)}, got {format!r}")
         output = output or Path(f"annotations.{format}")
         check_output_file(output)
         parts = _load(projects).parts(protocol)
@@ -251,7 +251,7 @@ def report(
 
     try:
         if output.exists() and not output.is_dir():
-            raise EvalstudioError(f"{output}: is a file; -o names the folder for index.html and the CSVs")
+            raise BadInput(f"{output}: is a file; -o names the folder for index.html and the CSVs")
         reg = _load(projects)
         parts = reg.parts(protocol)
         _single(parts, "--from-export", from_export)

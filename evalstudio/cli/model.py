@@ -10,7 +10,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from ..client import DEFAULT_DATA_DIR, Client, settings_from_env
 from ..credentials import ML_AUTH_FILE
-from ..errors import EvalstudioError
+from ..errors import BadInput, EvalstudioError
 from . import ProjectsOption, _fail, _load, app, console, err
 
 
@@ -184,7 +184,7 @@ def generate(
     try:
         parts = [p for p in _load(projects).parts(protocol) if p.generate]
         if not parts:
-            raise EvalstudioError(f"{protocol} has nothing for a model to generate; protocols with generated outputs: "
+            raise BadInput(f"{protocol} has nothing for a model to generate; protocols with generated outputs: "
                                   f"{', '.join(sorted({p.study_name for p in _load(projects) if p.generate}))}")
         project = parts[0]
         backend = BackendClient(ml_url, ml_auth(basic_auth_file or DEFAULT_DATA_DIR / ML_AUTH_FILE))
