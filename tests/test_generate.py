@@ -150,16 +150,16 @@ def test_generate_needs_the_backends_credentials(generating_backend, tmp_path, t
     assert "not-the-password" not in done.stderr + done.stdout
 
 
-@pytest.mark.parametrize("args, message", [
-    (["dialogue", "x.jsonl"], "dialogue has nothing for a model to generate; protocols with generated outputs: circa, cmv"),
-    (["cmv", str(EXAMPLE_THREADS), "--ml-url", "ftp://127.0.0.1:1"], "--ml-url must be an http:// or https:// URL"),
-    (["cmv", str(EXAMPLE_THREADS), "--ml-url", "http://user:s3cret-pw@127.0.0.1:1"], "must not carry credentials"),
-    (["cmv", str(EXAMPLE_THREADS), "--ml-url", "http://127.0.0.1:9"], "cannot reach the ML backend at http://127.0.0.1:9"),
+@pytest.mark.parametrize("args, code, message", [  # 2: the input given is wrong; 1: connection settings or server
+    (["dialogue", "x.jsonl"], 2, "dialogue has nothing for a model to generate; protocols with generated outputs: circa, cmv"),
+    (["cmv", str(EXAMPLE_THREADS), "--ml-url", "ftp://127.0.0.1:1"], 1, "--ml-url must be an http:// or https:// URL"),
+    (["cmv", str(EXAMPLE_THREADS), "--ml-url", "http://user:s3cret-pw@127.0.0.1:1"], 1, "must not carry credentials"),
+    (["cmv", str(EXAMPLE_THREADS), "--ml-url", "http://127.0.0.1:9"], 1, "cannot reach the ML backend at http://127.0.0.1:9"),
 ])
-def test_generate_refuses_clearly(args, message, tmp_path):
+def test_generate_refuses_clearly(args, code, message, tmp_path):
     (tmp_path / "a.auth").write_text("u:p\n")
     done = run("generate", *args, "-o", str(tmp_path / "out.jsonl"), "--basic-auth-file", str(tmp_path / "a.auth"))
-    assert done.returncode == 1 and message in done.stderr, done.stderr
+    assert done.returncode == code and message in done.stderr, done.stderr
     assert "Traceback" not in done.stderr and "s3cret-pw" not in done.stderr + done.stdout
 
 
