@@ -121,6 +121,8 @@ class Client:
         self.url = shown_url(base)  # what messages show: never a user:password@ part
         self.retry = retry
         self.sdk = LabelStudio(base_url=base, api_key=check_api_key(settings.api_key), timeout=timeout, max_retries=0)
+        self._base, self._timeout = base, timeout
+        self._auth = {"Authorization": f"Token {check_api_key(settings.api_key)}"}
 
     @contextmanager
     def _call(self, action: str):
@@ -340,3 +342,53 @@ class Client:
         with self._call(f"import {len(tasks)} tasks into project {project_id}"):
             response = self.sdk.projects.import_tasks(id=project_id, request=tasks, return_task_ids=True)
         return list(response.task_ids or [])
+
+    # --- accounts (Label Studio Community: sign-up through the organisation's invite link) ---------------------
+
+    def invite_token(self) -> str:
+        """The organisation's sign-up token (Label Studio's "invite people" link)."""
+        def get():
+            response = httpx.get(f"{self._base}/api/invite", headers=self._auth, timeout=self._timeout)
+            response.raise_for_status()
+            return response.json()["token"]
+        return self._read("read the organisation's invite link", lambda: self._http(get, "read the invite link"))
+
+    def _http(self, request, action: str):
+        try:
+            return request()
+        except httpx.HTTPStatusError as e:
+            kind = Transient if e.response.status_code in RETRY_STATUS else ServerError
+            raise kind(f"Label Studio refused to {action} (HTTP {e.response.status_code})") from None
+        except (KeyError, ValueError, TypeError):
+            raise ServerError(f"Label Studio answered something unexpected while trying to {action}") from None
+
+    def sign_up(self, email: str, password: str, token: str) -> int:
+        """Create the account `email` through the sign-up form of the invite link; returns the new user's id.
+        Sent once (not retried): a lost answer is found by the caller looking the e-mail up again."""
+        action = f"create the account {email}"
+        with self._call(action), httpx.Client(base_url=self._base, timeout=self._timeout) as web:
+            page = f"/user/signup/?token={token}"
+            self._http(lambda: web.get(page).raise_for_status(), action)  # sets the CSRF cookie
+            answer = web.post(page, data={"email": email, "password": password,
+                                          "csrfmiddlewaretoken": web.cookies.get("csrftoken", "")},
+                              headers={"Referer": self._base + page})
+            if answer.status_code != 302:  # the form again: Label Studio's reasons are in its error list
+                import re
+
+                reasons = [m.strip() for m in re.findall(r"<li>([^<]{1,200})</li>", answer.text)] or \
+                    [f"HTTP {answer.status_code}"]
+                raise ServerError(f"Label Studio refused to {action}: {'; '.join(reasons)}")
+            return self._http(lambda: web.get("/api/current-user/whoami").raise_for_status().json()["id"], action)
+
+    def log_in(self, email: str, password: str) -> str:
+        """The API token of the account `email` (its own, for acting as that participant)."""
+        action = f"sign in as {email}"
+        with self._call(action), httpx.Client(base_url=self._base, timeout=self._timeout) as web:
+            self._http(lambda: web.get("/user/login/").raise_for_status(), action)
+            answer = web.post("/user/login/", data={"email": email, "password": password,
+                                                   "csrfmiddlewaretoken": web.cookies.get("csrftoken", "")},
+                              headers={"Referer": self._base + "/user/login/"})
+            if answer.status_code != 302:
+                raise ServerError(f"Label Studio refused to {action}: wrong e-mail or password")
+            return self._http(lambda: web.get("/api/current-user/token").raise_for_status().json()["token"], action)
+

@@ -66,6 +66,46 @@ class Slot(NamedTuple):
     model_rationale: str | None
 
 
+class Bonus(BaseModel):
+    """A bonus rule of a crowd study. all_batches: `amounts[0]` for a participant who completed `max_batches`
+    batches; most_tasks: `amounts[i]` for the participant ranked i+1 by tasks done (ties share the better rank)."""
+
+    model_config = ConfigDict(extra="forbid")
+    rule: Literal["all_batches", "most_tasks"]
+    amounts: list[float] | None = None  # None: the document promises a bonus without an amount; set it
+    currency: str = "USD"
+
+    @model_validator(mode="after")
+    def _check(self):
+        if self.amounts is not None and (not self.amounts or any(not (a >= 0) for a in self.amounts)):
+            raise ValueError("amounts lists non-negative amounts (or is left out until you set them)")
+        return self
+
+
+class Crowd(BaseModel):
+    """How a study runs with paid participants (`status` and `approvals` apply it)."""
+
+    model_config = ConfigDict(extra="forbid")
+    platform: Literal["prolific", "mturk"] | None = None  # None: lab annotators, no approvals file
+    # tasks each participant does: a number, or "all" (every task of the project)
+    per_participant: int | Literal["all"] | None = Field(default=None)
+    batch_size: int | None = Field(default=None, ge=1)  # tasks per submission (an MTurk HIT)
+    max_batches: int | None = Field(default=None, ge=1)  # batches a participant may do
+    bonus: Bonus | None = None
+    completion_code: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{1,40}$")  # Prolific: shown at the end
+    after: str | None = None  # a project of the same study the participant completes first (Circa: Part I)
+    min_gold_accuracy: float | None = Field(default=None, ge=0, le=1)  # below it: rejected (failed attention checks)
+    min_median_seconds: float | None = Field(default=None, ge=0)  # a lower median time per task: flagged as speeder
+
+    @model_validator(mode="after")
+    def _check(self):
+        if isinstance(self.per_participant, int) and self.per_participant < 1:
+            raise ValueError("per_participant is a positive number of tasks, or all")
+        if self.bonus and self.bonus.rule == "all_batches" and not (self.batch_size and self.max_batches):
+            raise ValueError("the all_batches bonus needs batch_size and max_batches")
+        return self
+
+
 class Project(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -95,6 +135,8 @@ class Project(BaseModel):
     generate: Literal["tom", "explanation"] | None = None
     # Circa: leave out of the analysis annotators whose Part I control accuracy is below this.
     min_control_accuracy: float | None = Field(default=None, ge=0, le=1)
+    # The crowd study's structure from the protocol document: platform, quota, batches, bonus, completion code.
+    crowd: Crowd | None = None
     criteria: dict[str, Criterion] = Field(min_length=1)
     base_dir: Path = Path(".")
 
@@ -259,6 +301,11 @@ def load(path: Path | str | None = None) -> Registry:
         if problems:
             raise RegistryError(f"{path}: projects.{name}:\n  " + "\n  ".join(problems))
         projects[name] = project
+    for name, project in projects.items():
+        first = project.crowd.after if project.crowd else None
+        if first and (first not in projects or not project.study or projects[first].study != project.study):
+            raise RegistryError(f"{_Where(path, text, name)}.crowd.after: '{first}' is not another project of the "
+                                f"study '{project.study or name}'")
     return Registry(projects, path)
 
 

@@ -27,6 +27,12 @@ def exclusions(annotations: pd.DataFrame, exclude_prefilled: bool = False, keep_
     from ..errors import EvalstudioError
 
     notes = []
+    if "surplus" in annotations and annotations["surplus"].any():
+        extra = annotations[annotations["surplus"]]
+        annotations = annotations[~annotations["surplus"]]
+        notes.append(f"Left out: {extra['annotation_id'].nunique()} surplus annotation(s) of {extra['task_id'].nunique()} "
+                     "task(s): a participant's repeat of a task, or annotations after a task had its annotators per "
+                     "task (the first ones submitted count; the export keeps them, flagged in the column surplus).")
     if "prefilled_unchanged" in annotations and annotations["prefilled_unchanged"].any():
         accepted = annotations[annotations["prefilled_unchanged"]]
         count = f"{len(accepted)} value(s) in {accepted['annotation_id'].nunique()} annotation(s)"

@@ -2,11 +2,14 @@
 
 annotations: one row per (annotation, criterion[, agent])
   project, task_id, item_id, system, annotator, criterion, value, annotation_id, created_at, lead_time,
-  cancelled, agent, rationale, from_prediction, prefilled_unchanged, plus one column per metadata control (e.g.
+  cancelled, agent, rationale, from_prediction, prefilled_unchanged, surplus, plus one column per metadata control (e.g.
   note, bad_instance) and the participant id where the protocol has one (prolific_id)
   from_prediction: the annotation started from a model prediction (model-assisted labelling, prefill opt-in);
   prefilled_unchanged: this value is the prediction's, accepted without change (Label Studio's result `origin`
   "prediction", or the same value as the parent prediction)
+  surplus: an annotation beyond the design: a participant's second annotation of the same task, or one after the
+  task already had annotators_per_task (Label Studio Community does not guarantee either; the first ones
+  submitted count, see `surplus_annotations`)
 model:       one row per (task, criterion[, agent]) with a model output
   project, task_id, item_id, system, agent, criterion, value, model_version
 tasks:       one row per task: task_id, item_id, system and the task's scalar data fields
@@ -27,7 +30,7 @@ from ..registry import Project
 from ..results import dotted_get, task_fields
 
 ANNOTATION_COLUMNS = ["project", "task_id", "item_id", "system", "annotator", "criterion", "value", "annotation_id",
-                      "created_at", "lead_time", "cancelled", "agent", "rationale", "from_prediction", "prefilled_unchanged"]
+                      "created_at", "lead_time", "cancelled", "agent", "rationale", "from_prediction", "prefilled_unchanged", "surplus"]
 PROLIFIC_EMAIL = re.compile(r"^([0-9a-fA-F]{24})@email\.prolific\.(?:com|co)$")
 MODEL_COLUMNS = ["project", "task_id", "item_id", "system", "agent", "criterion", "value", "model_version"]
 
@@ -103,10 +106,13 @@ def result_origins(result: Iterable[dict]) -> dict[str, str]:
 
 
 def participant_id(annotator: str, kind: str | None) -> str | None:
-    """The participant id carried by the annotator's account: Prolific's <PID>@email.prolific.com address."""
+    """The participant id carried by the annotator's account: Prolific's <PID>@email.prolific.com address, or the
+    account `evalstudio participants add` created (<pid>@participants.invalid)."""
     if kind == "prolific":
+        from ..participants import participant_of
+
         match = PROLIFIC_EMAIL.match(annotator or "")
-        return match.group(1) if match else None
+        return match.group(1) if match else participant_of(annotator)
     return None
 
 
@@ -131,7 +137,9 @@ def annotation_frame(tasks: Iterable[dict], project: Project, users: Mapping[int
         data = task_fields(task)
         predictions = {p.get("id"): result_values(p.get("result")) for p in task.get("predictions") or []
                        if isinstance(p, dict)}
-        for ann in task.get("annotations") or []:
+        annotations = [a for a in task.get("annotations") or [] if isinstance(a, dict)]
+        surplus = surplus_annotations(annotations, project.annotators_per_task, users)
+        for ann in annotations:
             values = result_values(ann.get("result"))
             origins = result_origins(ann.get("result"))
             parent = ann.get("parent_prediction")
@@ -142,6 +150,7 @@ def annotation_frame(tasks: Iterable[dict], project: Project, users: Mapping[int
                 "system": _scalar(data.get("system")), "annotator": annotator,
                 "annotation_id": ann.get("id"), "created_at": ann.get("created_at"), "lead_time": ann.get("lead_time"),
                 "cancelled": bool(ann.get("was_cancelled")), "from_prediction": parent is not None,
+                "surplus": id(ann) in surplus,
                 **{name: values.get(name) for name in project.metadata_controls},
             }
             if project.participant_id:
@@ -156,6 +165,7 @@ def annotation_frame(tasks: Iterable[dict], project: Project, users: Mapping[int
     frame = pd.DataFrame(rows, columns=ANNOTATION_COLUMNS + extra)
     frame["from_prediction"] = frame["from_prediction"].astype(bool)
     frame["prefilled_unchanged"] = frame["prefilled_unchanged"].astype(bool)
+    frame["surplus"] = frame["surplus"].astype(bool)
     frame["created_at"] = pd.to_datetime(frame["created_at"], utc=True, errors="coerce")
     frame["lead_time"] = pd.to_numeric(frame["lead_time"], errors="coerce")
     for criterion, spec in project.criteria.items():
@@ -163,6 +173,27 @@ def annotation_frame(tasks: Iterable[dict], project: Project, users: Mapping[int
             mask = frame["criterion"] == criterion
             frame.loc[mask, "value"] = pd.to_numeric(frame.loc[mask, "value"], errors="coerce")
     return frame
+
+
+def surplus_annotations(annotations: list[dict], per_task: int, users: Mapping[int, str] | None = None) -> set[int]:
+    """`id()`s of a task's annotations beyond its design: in order of submission (created_at, then id), a
+    participant's repeat of the task, and every submitted annotation after `per_task` participants. Skipped
+    (cancelled) annotations are never surplus and never count (Label Studio does not count them either)."""
+    def order(a):  # ids grow with each new annotation; created_at where an export has no id
+        ident = a.get("id")
+        return (ident if isinstance(ident, int) and not isinstance(ident, bool) else float("inf"), str(a.get("created_at") or ""))
+
+    seen: set[str] = set()
+    out: set[int] = set()
+    for ann in sorted(annotations, key=order):
+        if ann.get("was_cancelled"):
+            continue
+        who = _annotator(ann.get("completed_by"), users or {})
+        if who in seen or len(seen) >= per_task:
+            out.add(id(ann))
+        else:
+            seen.add(who)
+    return out
 
 
 def write_annotations(pages: Iterable[list[dict]], project: Project, users: Mapping[int, str], path: Path,

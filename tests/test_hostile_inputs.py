@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -16,7 +18,6 @@ from hypothesis import strategies as st
 
 from evalstudio import importers
 from evalstudio.errors import Problem
-from evalstudio.errors import InvalidInput
 from evalstudio.importing import FileChanged, import_files, scan
 
 from .conftest import CLI_FUZZ_EXAMPLES, LIVE_FUZZ_EXAMPLES, PROJECTS, ROOT, example_files
@@ -25,6 +26,12 @@ from .conftest import CLI_FUZZ_EXAMPLES, LIVE_FUZZ_EXAMPLES, PROJECTS, ROOT, exa
 EPISODE = {"episode_id": "e1", "scenario": "Two friends talk.", "agents_background": {"A": "a", "B": "b"},
            "social_goals": {"A": "g1", "B": "g2"},
            "raw_messages": [[["A", "Environment", 'said: "hi"'], ["B", "Environment", 'said: "hello"']]]}
+
+
+def fresh_dir(tmp_path_factory):
+    """A new empty folder for one fuzz case. Not tmp_path_factory.mktemp per case: it lists every earlier folder to
+    number the next, which makes 10,000 cases quadratic."""
+    return Path(tempfile.mkdtemp(dir=tmp_path_factory.getbasetemp()))
 
 
 def problems_of(project_name, reg, tmp_path, name, content) -> list[str]:
@@ -140,7 +147,7 @@ def _clean(project_name, reg, path) -> list[Problem]:
 @pytest.mark.parametrize("project", [p for p in PROJECTS if p in ("sotopia", "cmv_tom", "dialogue", "health")])
 @given(lines=st.lists(records, min_size=1, max_size=3))
 def test_fuzzed_jsonl_records_never_crash(reg, tmp_path_factory, project, lines):
-    path = tmp_path_factory.mktemp("fuzz") / "in.jsonl"
+    path = fresh_dir(tmp_path_factory) / "in.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in lines), encoding="utf-8")
     _clean(project, reg, path)
 
@@ -150,7 +157,7 @@ def test_fuzzed_jsonl_records_never_crash(reg, tmp_path_factory, project, lines)
                                              ("health", ".csv"), ("dialogue", ".jsonl")])
 @given(data=st.binary(max_size=400))
 def test_fuzzed_bytes_never_crash(reg, tmp_path_factory, project, suffix, data):
-    path = tmp_path_factory.mktemp("fuzz") / f"in{suffix}"
+    path = fresh_dir(tmp_path_factory) / f"in{suffix}"
     path.write_bytes(data)
     _clean(project, reg, path)
 
@@ -162,7 +169,7 @@ def test_truncated_or_altered_examples_never_crash(reg, tmp_path_factory, projec
     source = example_files(project)[0]
     raw = source.read_text(encoding="utf-8")
     position = cut % (len(raw) + 1)
-    path = tmp_path_factory.mktemp("fuzz") / source.name
+    path = fresh_dir(tmp_path_factory) / source.name
     path.write_text(raw[:position] + junk + raw[position + len(junk) // 2:], encoding="utf-8")
     _clean(project, reg, path)
 
@@ -284,7 +291,7 @@ def test_fuzzed_export_files_give_a_report_or_a_clear_error(reg, tmp_path_factor
     from evalstudio.exporters.report import build_report
     from evalstudio.exporters.tidy import read_export
 
-    folder = tmp_path_factory.mktemp("fuzz-report")
+    folder = fresh_dir(tmp_path_factory)
     path = folder / "export.json"
     path.write_text(json.dumps(content), encoding="utf-8")
     try:
@@ -318,7 +325,7 @@ fuzzed_files = st.one_of(st.binary(max_size=400),
 @settings(max_examples=CLI_FUZZ_EXAMPLES)
 @given(data=fuzzed_files)
 def test_fuzzed_files_through_validate_exit_0_or_2(tmp_path_factory, protocol, suffix, data):
-    path = tmp_path_factory.mktemp("fuzz-cli") / f"in{suffix}"
+    path = fresh_dir(tmp_path_factory) / f"in{suffix}"
     path.write_bytes(data)
     result = invoke("validate", protocol, path)
     assert result.exit_code in (0, 2), result.output
@@ -329,7 +336,7 @@ def test_fuzzed_files_through_validate_exit_0_or_2(tmp_path_factory, protocol, s
 @settings(max_examples=CLI_FUZZ_EXAMPLES)
 @given(content=st.one_of(st.binary(max_size=200), st.builds(lambda d: json.dumps(d).encode(), json_values)))
 def test_fuzzed_projects_yaml_through_the_command_line_exit_0_or_2(tmp_path_factory, content):
-    path = tmp_path_factory.mktemp("fuzz-cli") / "projects.yaml"
+    path = fresh_dir(tmp_path_factory) / "projects.yaml"
     path.write_bytes(content)
     result = invoke("projects", "--projects", path)
     assert result.exit_code in (0, 2), result.output
@@ -361,7 +368,7 @@ def test_fuzzed_imports_through_the_command_line_leave_the_project_as_it_was(cli
     """`evalstudio import` with fuzzed records into the real Label Studio: exit 0 and every record is a task, or
     exit 2 and the project holds exactly what it held before."""
     ids = [f"f{i}-{abs(hash(json.dumps(r, sort_keys=True))) % 10**8}" for i, r in enumerate(lines)]
-    path = tmp_path_factory.mktemp("fuzz-import") / "in.jsonl"
+    path = fresh_dir(tmp_path_factory) / "in.jsonl"
     path.write_text("\n".join(json.dumps({**r, "id": i}) for r, i in zip(lines, ids)) + "\n", encoding="utf-8")
     project_id = client.find_project("dialogue fuzzed import")
     before = client.task_ids(project_id) if project_id else {}
@@ -380,7 +387,7 @@ def test_fuzzed_imports_through_the_command_line_leave_the_project_as_it_was(cli
 @settings(max_examples=CLI_FUZZ_EXAMPLES)
 @given(content=export_tasks)
 def test_fuzzed_exports_through_report_exit_0_or_2(tmp_path_factory, content):
-    folder = tmp_path_factory.mktemp("fuzz-cli")
+    folder = fresh_dir(tmp_path_factory)
     path = folder / "export.json"
     path.write_text(json.dumps(content), encoding="utf-8")
     result = invoke("report", "dialogue", "--from-export", path, "-o", folder / "report", "--bootstrap", "5")

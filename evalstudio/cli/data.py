@@ -239,6 +239,9 @@ def report(
         "without it the report refuses to compute agreement and alignment on them.")] = False,
     keep_bad_instances: Annotated[bool, typer.Option(
         "--keep-bad-instances", help="CMV: keep items an annotator marked as a bad instance (left out by default).")] = False,
+    exclude_rejected: Annotated[bool, typer.Option(
+        "--exclude-rejected", help="Leave out participants `evalstudio approvals` rejects (failed attention checks: "
+        "crowd.min_gold_accuracy in projects.yaml).")] = False,
     project_id: ProjectIdOption = None,
     projects: ProjectsOption = None,
 ):
@@ -256,18 +259,42 @@ def report(
         parts = reg.parts(protocol)
         _single(parts, "--from-export", from_export)
         _single(parts, "--project-id", project_id)
-        tasks, frames, models, users = [], [], [], {}
+        tasks, frames, models, users, per_part = [], [], [], {}, []
         for project in parts:
             part_tasks, part_users = _project_tasks(project, from_export, project_id)
+            per_part.append(part_tasks)
             users.update(part_users)
             tasks += part_tasks
             frames.append(annotation_frame(part_tasks, project, part_users))
             models.append(model_frame(part_tasks, project))
+        annotations = pd.concat(frames, ignore_index=True)
+        if exclude_rejected:
+            from ..study import gold_answers
+
+            golds = [gold_answers(part_tasks, part) for part, part_tasks in zip(parts, per_part)]
+            annotations = _without_rejected(annotations, parts, golds, len(tasks))
         with console.status("computing statistics..."):
             page = build_report(reg.study(protocol), tasks, output, users, n_boot=bootstrap,
-                                min_control_accuracy=min_control_accuracy, annotations=pd.concat(frames, ignore_index=True),
+                                min_control_accuracy=min_control_accuracy, annotations=annotations,
                                 model=pd.concat(models, ignore_index=True), exclude_prefilled=exclude_prefilled,
                                 keep_bad_instances=keep_bad_instances)
     except EvalstudioError as e:
         raise _fail(e)
     console.print(f"report written to {page}")
+
+
+def _without_rejected(annotations, parts, golds, n_tasks):
+    """The annotations without the participants the study's rules reject (what `approvals` decides)."""
+    import pandas as pd
+
+    from .. import study
+
+    crowd = study.study_crowd(parts)
+    if crowd.min_gold_accuracy is None:
+        raise BadInput(f"--exclude-rejected: {parts[0].study_name} has no crowd.min_gold_accuracy in projects.yaml, "
+                       "so nobody is rejected")
+    table = study.participant_table(annotations, crowd, pd.concat(golds, ignore_index=True), n_tasks,
+                                    study.numeric_criteria(parts))
+    rejected = set(study.decisions(table, crowd).query("decision == 'reject'")["annotator"])
+    err.print(f"left out {len(rejected)} rejected participant(s) (failed attention checks)", highlight=False)
+    return annotations[~annotations["annotator"].isin(rejected)]

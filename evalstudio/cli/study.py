@@ -1,0 +1,240 @@
+"""Commands for running a crowd study: participants, status, approvals."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+from ..client import Client, settings_from_env
+from ..errors import EvalstudioError
+from . import ProjectsOption, _fail, _load, app, console, err
+
+participants_app = typer.Typer(
+    help="Crowd participants as Label Studio accounts (Label Studio Community has no crowd integration).",
+    no_args_is_help=True)
+app.add_typer(participants_app, name="participants")
+
+
+@participants_app.command("add")
+def participants_add(
+    sources: Annotated[list[str], typer.Argument(
+        help="Participant ids, or files of them: one id per line, or a CSV with a participant_id / WorkerId column "
+             "(Prolific's and MTurk's exports).")],
+    folder: Annotated[Optional[Path], typer.Option(
+        "--folder", help="Private folder (0700) for participants.json (passwords, 0600) and sign_in.csv "
+                         "(default: .evalstudio/participants).")] = None,
+    public_url: Annotated[Optional[str], typer.Option(
+        help="The address participants open, if not LABEL_STUDIO_URL (e.g. behind a reverse proxy).")] = None,
+):
+    """Create a Label Studio account per participant id, idempotently.
+
+    Each account is <id>@participants.invalid with a generated password, so every annotation names its
+    participant. Passwords stay in a private file; sign_in.csv has one personal sign-in message per participant
+    to send through Prolific or MTurk. Running it again with more ids creates only the new accounts."""
+    from .. import participants
+
+    try:
+        ids = participants.read_ids(sources)
+        client = Client(settings_from_env())
+        target = folder or participants.DEFAULT_FOLDER
+        with Progress(TextColumn("creating accounts"), BarColumn(), MofNCompleteColumn(), console=err,
+                      transient=True) as bar:
+            task = bar.add_task("accounts", total=len(ids))
+            added = participants.add(client, ids, target, lambda done, total: bar.update(task, completed=done))
+        if public_url:
+            participants.write_sheet(target, participants.load_accounts(target).values(), public_url.rstrip("/"))
+    except EvalstudioError as e:
+        raise _fail(e)
+    console.print(f"{len(added.created)} account(s) created, {len(added.present)} already present; passwords in "
+                  f"{target / participants.ACCOUNTS_FILE}, sign-in messages in {target / participants.SHEET_FILE}",
+                  highlight=False)
+    if added.foreign:
+        err.print(f"warning: {len(added.foreign)} account(s) existed before evalstudio created them (their password "
+                  f"is not known, so they are not in the sign-in sheet): {', '.join(added.foreign[:10])}",
+                  highlight=False)
+
+
+@participants_app.command("link")
+def participants_link():
+    """Print the organisation's invite link: anyone with it can sign up (use `add` to control who)."""
+    try:
+        client = Client(settings_from_env())
+        token = client.invite_token()
+    except EvalstudioError as e:
+        raise _fail(e)
+    console.print(f"{client.url}/user/signup/?token={token}", highlight=False, soft_wrap=True)
+
+
+# --- status and approvals -----------------------------------------------------------------------------------------
+
+def _names(emails, folder: Path | None) -> dict[str, str]:
+    """annotator e-mail -> participant id (evalstudio's accounts keep the id's case; Prolific's e-mails carry it)."""
+    from .. import participants
+    from ..exporters.tidy import PROLIFIC_EMAIL
+
+    known = {a.email: a.participant_id for a in participants.load_accounts(folder or participants.DEFAULT_FOLDER).values()}
+    out = {}
+    for email in emails:
+        prolific = PROLIFIC_EMAIL.match(email or "")
+        out[email] = known.get(email) or participants.participant_of(email) or (prolific.group(1) if prolific else email)
+    return out
+
+
+def _study_state(protocol, projects, from_export, project_id, folder):
+    """(parts, crowd, participant table, per-part coverage, remaining annotations, n tasks)."""
+    import pandas as pd
+
+    from .. import study
+    from ..exporters.tidy import annotation_frame
+    from .data import _project_tasks, _single
+
+    reg = _load(projects)
+    parts = reg.parts(protocol)
+    _single(parts, "--from-export", from_export)
+    _single(parts, "--project-id", project_id)
+    frames, golds, coverage, remaining, n_tasks = [], [], {}, 0, 0
+    for part in parts:
+        tasks, users = _project_tasks(part, from_export, project_id)
+        frame = annotation_frame(tasks, part, users)
+        frames.append(frame)
+        golds.append(study.gold_answers(tasks, part))
+        coverage[part.name] = study.coverage(frame, [t["id"] for t in tasks], part.annotators_per_task)
+        have = study.counted(frame).groupby("task_id").size().clip(upper=part.annotators_per_task).sum()
+        remaining += len(tasks) * part.annotators_per_task - int(have)
+        n_tasks += len(tasks)
+    annotations = pd.concat(frames, ignore_index=True)
+    crowd = study.study_crowd(parts)
+    table = study.participant_table(annotations, crowd, pd.concat(golds, ignore_index=True), n_tasks,
+                                    study.numeric_criteria(parts), _names(annotations["annotator"].unique(), folder))
+    order = study.order_warnings(annotations, parts)
+    if order:
+        table["warnings"] = ["; ".join(w for w in (row_w, order.get(a, "")) if w)
+                             for a, row_w in zip(table["annotator"], table["warnings"])]
+    return parts, crowd, table, coverage, remaining, annotations
+
+
+FolderOption = Annotated[Optional[Path], typer.Option(
+    "--participants", help="The folder `participants add` wrote (default: .evalstudio/participants), to name "
+                           "participants by their platform id.")]
+
+
+@app.command()
+def status(
+    protocol: Annotated[str, typer.Argument(help="Protocol name, e.g. dialogue.")],
+    from_export: Annotated[Optional[Path], typer.Option(help="Read a Label Studio JSON export instead of the server.")] = None,
+    project_id: Annotated[Optional[int], typer.Option(help="Read this Label Studio project instead of the one titled "
+                                                           "as in projects.yaml.")] = None,
+    participants_folder: FolderOption = None,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Also write participants.csv, coverage.csv "
+                                                                          "and status.html to this folder.")] = None,
+    projects: ProjectsOption = None,
+):
+    """How far the study is: tasks with 0..N annotations, per participant tasks done, gold accuracy, median time
+    and last activity, the time left at the current rate, and warnings (speeders, straight-liners, failed gold,
+    over quota, parts done out of order)."""
+    from rich.table import Table
+
+    from .. import study
+
+    try:
+        parts, crowd, table, coverage, remaining, annotations = _study_state(
+            protocol, projects, from_export, project_id, participants_folder)
+        if output is not None:
+            _write_status(output, protocol, crowd, table, coverage, remaining, annotations)
+    except EvalstudioError as e:
+        raise _fail(e)
+    for name, cov in coverage.items():
+        grid = Table("annotations", "tasks", title=f"{name}: tasks by number of annotations")
+        for k, n in zip(cov["annotations"], cov["tasks"]):
+            grid.add_row(str(k), str(n))
+        console.print(grid)
+    people = Table("participant", "done", "quota", "gold", "median s", "last activity", "warnings",
+                   title=f"{len(table)} participant(s)")
+    for _, row in table.iterrows():
+        gold = f"{row['gold_accuracy']:.0%} of {int(row['gold_items'])}" if pd_notna(row.get("gold_accuracy")) else "-"
+        people.add_row(str(row["participant"]), str(row["tasks_done"]), str(row["quota"] if pd_notna(row["quota"]) else "-"),
+                       gold, f"{row['median_seconds']:.0f}" if pd_notna(row["median_seconds"]) else "-",
+                       f"{row['last_activity']:%Y-%m-%d %H:%M}" if pd_notna(row["last_activity"]) else "-",
+                       row["warnings"] or "")
+    console.print(people)
+    rate, hours = study.time_left(annotations, remaining)
+    if remaining <= 0:
+        console.print("every task has its annotations")
+    elif hours is None:
+        console.print(f"{remaining} annotation(s) to go; too few so far to estimate the time left")
+    else:
+        console.print(f"{remaining} annotation(s) to go at {rate:.1f}/hour: about {hours:.1f} hour(s) left")
+    if crowd.platform == "prolific" and not crowd.completion_code:
+        err.print("warning: no crowd.completion_code in projects.yaml: Prolific participants need one at the end")
+    if crowd.bonus and not crowd.bonus.amounts:
+        err.print("warning: the study promises a bonus without an amount: set crowd.bonus.amounts in projects.yaml")
+
+
+def pd_notna(value) -> bool:
+    import pandas as pd
+
+    return value is not None and bool(pd.notna(value))
+
+
+def _write_status(folder: Path, protocol: str, crowd, table, coverage, remaining, annotations) -> None:
+    import html
+
+    import pandas as pd
+
+    from .. import study
+    from ..exporters.files import write_csv
+
+    folder.mkdir(parents=True, exist_ok=True)
+    write_csv(table, folder / "participants.csv")
+    cov = pd.concat([c.assign(project=name) for name, c in coverage.items()], ignore_index=True)
+    write_csv(cov, folder / "coverage.csv")
+    rate, hours = study.time_left(annotations, remaining)
+    left = "done" if remaining <= 0 else (f"{remaining} annotations to go, about {hours:.1f} h at {rate:.1f}/h"
+                                          if hours is not None else f"{remaining} annotations to go")
+    page = (f"<!doctype html><meta charset='utf-8'><title>{html.escape(protocol)} status</title>"
+            f"<h1>{html.escape(protocol)}: study status</h1><p>{html.escape(left)}</p><h2>Coverage</h2>"
+            f"{cov.to_html(index=False, escape=True)}<h2>Participants</h2>{table.to_html(index=False, escape=True)}")
+    (folder / "status.html").write_text(page, encoding="utf-8")
+
+
+@app.command()
+def approvals(
+    protocol: Annotated[str, typer.Argument(help="Protocol name, e.g. sotopia.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Folder for the approval files.")] = Path("approvals"),
+    platform: Annotated[Optional[str], typer.Option(
+        help="prolific or mturk (default: crowd.platform in projects.yaml).")] = None,
+    mturk_results: Annotated[Optional[Path], typer.Option(
+        help="MTurk: the batch's results CSV; its Approve/Reject columns are filled for upload.")] = None,
+    from_export: Annotated[Optional[Path], typer.Option(help="Read a Label Studio JSON export instead of the server.")] = None,
+    project_id: Annotated[Optional[int], typer.Option(help="Read this Label Studio project.")] = None,
+    participants_folder: FolderOption = None,
+    projects: ProjectsOption = None,
+):
+    """Approve / reject (with reason) / bonus per participant, by the study's rules in projects.yaml (crowd:
+    gold threshold, bonus rule), as files Prolific or MTurk take for bulk upload. Only failed attention checks
+    reject; speeders and straight-liners are listed by `status` for you to decide."""
+    from .. import study
+    from ..errors import BadInput
+    from ..exporters.approvals import write_approvals
+
+    try:
+        parts, crowd, table, _, _, _ = _study_state(protocol, projects, from_export, project_id, participants_folder)
+        chosen = platform or crowd.platform
+        if chosen not in ("prolific", "mturk"):
+            raise BadInput(f"{protocol} names no crowd platform in projects.yaml: give --platform prolific or mturk")
+        if output.exists() and not output.is_dir():
+            raise BadInput(f"{output}: is a file; -o names the folder for the approval files")
+        decided = study.decisions(table, crowd)
+        written = write_approvals(decided, chosen, output, mturk_results)
+    except EvalstudioError as e:
+        raise _fail(e)
+    counts = decided["decision"].value_counts()
+    console.print(f"{counts.get('approve', 0)} approved, {counts.get('reject', 0)} rejected, "
+                  f"{int((decided['bonus'] > 0).sum())} bonus(es); files: {', '.join(str(p) for p in written)}",
+                  highlight=False, soft_wrap=True)
+    if decided["bonus"].isna().any():
+        err.print("warning: bonuses are owed but projects.yaml has no amount (crowd.bonus.amounts); they are left "
+                  "out of the bonus file")

@@ -1,0 +1,92 @@
+"""Approval files in the formats the crowd platforms accept for bulk upload.
+
+prolific  prolific_approve.txt   the participant ids to approve, one per line ("Bulk approve" takes the list)
+          prolific_bonus.csv     `participant_id,amount` lines, no header ("Bulk bonus payment" takes them)
+          prolific_reject.csv    participant_id, reason: rejections are made one by one on Prolific, with a reason
+mturk     mturk_upload.csv       with --mturk-results: the batch's results file with its Approve column set to "x"
+                                 or its Reject column to the reason (Manage -> Results -> Upload CSV); without it,
+                                 WorkerId, Approve, Reject
+          mturk_bonus.csv        WorkerId, AssignmentId (when known), BonusAmount, Reason, for `aws mturk send-bonus`
+always    approvals.csv          every participant: decision, reason, bonus, tasks done
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pandas as pd
+
+from ..errors import BadInput
+from .files import write_csv
+
+
+def _amount(value) -> str:
+    return f"{float(value):.2f}"
+
+
+def write_approvals(decisions: pd.DataFrame, platform: str, folder: Path, mturk_results: Path | None = None) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    written = [folder / "approvals.csv"]
+    write_csv(decisions, written[0])
+    approve = decisions[decisions["decision"] == "approve"]
+    reject = decisions[decisions["decision"] == "reject"]
+    paid = decisions[(decisions["bonus"] > 0) & decisions["bonus"].notna()]
+    if platform == "prolific":
+        path = folder / "prolific_approve.txt"
+        path.write_text("".join(f"{p}\n" for p in approve["participant"]), encoding="utf-8")
+        bonus = folder / "prolific_bonus.csv"
+        bonus.write_text("".join(f"{p},{_amount(a)}\n" for p, a in zip(paid["participant"], paid["bonus"])), encoding="utf-8")
+        rejected = folder / "prolific_reject.csv"
+        write_csv(reject[["participant", "reason"]].rename(columns={"participant": "participant_id"}), rejected)
+        return written + [path, bonus, rejected]
+    if platform != "mturk":
+        raise BadInput(f"--platform must be prolific or mturk, got {platform!r}")
+    assignments: dict[str, tuple[str, str]] = {}  # lower-case id -> (WorkerId as MTurk spells it, an AssignmentId)
+    upload = folder / "mturk_upload.csv"
+    if mturk_results is not None:
+        assignments = _fill_mturk_results(mturk_results, decisions, upload)
+    else:
+        write_csv(pd.DataFrame({"WorkerId": decisions["participant"],
+                                "Approve": ["x" if d == "approve" else "" for d in decisions["decision"]],
+                                "Reject": [r if d == "reject" else "" for d, r in zip(decisions["decision"], decisions["reason"])]}),
+                  upload)
+    bonus = folder / "mturk_bonus.csv"
+    known = [assignments.get(str(w).lower(), (w, "")) for w in paid["participant"]]
+    write_csv(pd.DataFrame({"WorkerId": [k[0] for k in known], "AssignmentId": [k[1] for k in known],
+                            "BonusAmount": [_amount(a) for a in paid["bonus"]],
+                            "Reason": "bonus as announced in the HIT instructions"}), bonus)
+    return written + [upload, bonus]
+
+
+def _fill_mturk_results(path: Path, decisions: pd.DataFrame, out: Path) -> dict[str, tuple[str, str]]:
+    """Copy MTurk's batch results file with Approve/Reject filled per WorkerId (ids compared without case: account
+    e-mails are lower case); returns lower-case WorkerId -> (WorkerId, an AssignmentId)."""
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as f:
+            rows = list(csv.DictReader(f))
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        raise BadInput(f"{path}: cannot read MTurk's batch results ({type(e).__name__})") from None
+    columns = list(rows[0]) if rows else []
+    missing = [c for c in ("WorkerId", "AssignmentId") if c not in columns]
+    if missing:
+        raise BadInput(f"{path}: missing MTurk column(s): {', '.join(missing)}")
+    for c in ("Approve", "Reject"):
+        if c not in columns:
+            columns.append(c)
+    by_worker = {p.lower(): (d, r) for p, d, r in zip(decisions["participant"], decisions["decision"], decisions["reason"])}
+    assignments = {}
+    for row in rows:
+        decision, reason = by_worker.get(str(row["WorkerId"]).lower(), (None, ""))
+        row["Approve"] = "x" if decision == "approve" else ""
+        row["Reject"] = reason if decision == "reject" else ""
+        assignments.setdefault(str(row["WorkerId"]).lower(), (row["WorkerId"], row["AssignmentId"]))
+    write_csv(pd.DataFrame(rows, columns=columns), out)
+    known = {str(r["WorkerId"]).lower() for r in rows}
+    unknown = [p for p in decisions["participant"] if p.lower() not in known]
+    if unknown:
+        import logging
+
+        logging.getLogger(__name__).warning("%d participant(s) have no assignment in %s (approve them by hand): %s",
+                                            len(unknown), path, ", ".join(unknown[:10]))
+    return assignments

@@ -1,0 +1,159 @@
+"""Crowd-study bookkeeping: status, attention checks, approvals and bonuses, on a study whose numbers are known
+by construction (each participant's behaviour is set below and the expected values are counted by hand)."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from evalstudio import study
+from evalstudio.exporters.tidy import annotation_frame
+from evalstudio.registry import Bonus, Crowd
+from evalstudio.results import region
+
+from .test_cli import _projects_file, run
+
+N_TASKS = 60
+GOLD = range(1, 7)  # tasks 1..6 carry a known answer: appropriateness 5
+BEHAVIOUR = {  # participant: (tasks 1..n, lead time in seconds, how they answer)
+    "w1": (55, 30.0, "careful"),  # all 5 HITs of 11: earns the bonus
+    "w2": (20, 2.0, "careful"),  # a speeder
+    "w3": (12, 25.0, "straight"),  # the same value for everything
+    "w4": (10, 28.0, "wrong_gold"),  # fails the attention checks; also the 4th annotator of tasks 1..10 (surplus)
+}
+
+
+def email(pid: str) -> str:
+    return f"{pid}@participants.invalid"
+
+
+def make_tasks(project) -> list[dict]:
+    rng = np.random.default_rng(0)
+    li = project.interface
+    tasks = [{"id": t, "data": {"item_id": f"i{t}", "system": "s", "context": "A: hi", "response": "hello"},
+              "meta": {"gold": {"appropriateness": 5}} if t in GOLD else {}, "annotations": []} for t in range(1, N_TASKS + 1)]
+    next_id = 1
+    for p, (n, seconds, how) in BEHAVIOUR.items():  # in this order: ids (and so submission order) grow per participant
+        for task in tasks[:n]:
+            result = []
+            for criterion, spec in project.criteria.items():
+                for _, control in project.controls(criterion):
+                    if how == "straight":
+                        value = 5
+                    elif how == "wrong_gold" and task["id"] in GOLD and criterion == "appropriateness":
+                        value = 1
+                    elif task["id"] in GOLD and criterion == "appropriateness":
+                        value = 5
+                    else:
+                        value = int(rng.integers(1, 6))
+                    result.append(region(li, control, value))
+            minute = next_id  # one annotation a minute
+            task["annotations"].append({"id": next_id, "completed_by": {"id": 100 + int(p[1]), "email": email(p)},
+                                        "result": result, "lead_time": seconds, "was_cancelled": False,
+                                        "created_at": f"2026-11-20T{10 + minute // 60:02d}:{minute % 60:02d}:00Z"})
+            next_id += 1
+    return tasks
+
+
+@pytest.fixture
+def dialogue(reg):
+    project = reg.get("dialogue")
+    crowd = project.crowd.model_copy(update={"min_gold_accuracy": 0.5, "bonus": Bonus(rule="all_batches", amounts=[2.5])})
+    return project.model_copy(update={"crowd": crowd})
+
+
+def test_participant_table_matches_what_each_participant_did(dialogue):
+    tasks = make_tasks(dialogue)
+    frame = annotation_frame(tasks, dialogue)
+    gold = study.gold_answers(tasks, dialogue)
+    assert len(gold) == len(GOLD)
+    table = study.participant_table(frame, dialogue.crowd, gold, N_TASKS, study.numeric_criteria([dialogue]),
+                                    {email(p): p.upper() for p in BEHAVIOUR}).set_index("participant")
+    for p, (n, seconds, how) in BEHAVIOUR.items():
+        row = table.loc[p.upper()]
+        assert row["tasks_done"] == n and row["median_seconds"] == seconds and row["quota"] == 55
+        assert row["batches_done"] == n // 11
+        assert row["gold_items"] == len(GOLD)
+        assert row["gold_accuracy"] == (0.0 if how == "wrong_gold" else 1.0)
+        assert row["surplus"] == (10 if p == "w4" else 0)  # tasks 1..10 already had 3 annotators
+    assert "speeder (median 2.0s < 10.0s)" in table.loc["W2", "warnings"]  # a third of everyone's median (30 s)
+    assert "straight-liner (100% of tasks with one value)" in table.loc["W3", "warnings"]
+    assert "failed gold (0% < 50%)" in table.loc["W4", "warnings"]
+    assert table.loc["W1", "warnings"] == ""
+
+    coverage = study.coverage(frame, [t["id"] for t in tasks], dialogue.annotators_per_task)
+    # tasks 1..10: 3 counted (w4 is surplus); 11,12: 3; 13..20: 2; 21..55: 1; 56..60: 0
+    assert coverage.set_index("annotations")["tasks"].to_dict() == {0: 5, 1: 35, 2: 8, 3: 12}
+    remaining = 5 * 3 + 35 * 2 + 8 * 1
+    rate, hours = study.time_left(frame, remaining)
+    assert rate == pytest.approx(60.0)  # one a minute (w4's ten surplus ones are not progress)
+    assert hours == pytest.approx(remaining / 60.0)
+
+
+def test_decisions_reject_only_failed_gold_and_pay_the_announced_bonuses(dialogue):
+    tasks = make_tasks(dialogue)
+    table = study.participant_table(annotation_frame(tasks, dialogue), dialogue.crowd,
+                                    study.gold_answers(tasks, dialogue), N_TASKS, study.numeric_criteria([dialogue]))
+    decided = study.decisions(table, dialogue.crowd).set_index("annotator")
+    assert decided["decision"].to_dict() == {email("w1"): "approve", email("w2"): "approve", email("w3"): "approve",
+                                             email("w4"): "reject"}
+    assert decided.loc[email("w4"), "reason"] == "failed attention checks: 0% correct on 6 gold item(s), below 50%"
+    assert decided["bonus"].to_dict() == {email("w1"): 2.5, email("w2"): 0.0, email("w3"): 0.0, email("w4"): 0.0}
+
+    ranked = Crowd(platform="mturk", bonus=Bonus(rule="most_tasks", amounts=[25, 15, 10], currency="EUR"))
+    tie = pd.DataFrame({"participant": list("abcde"), "annotator": list("abcde"), "tasks_done": [40, 70, 40, 10, 0]})
+    paid = study.decisions(tie, ranked).set_index("participant")["bonus"].to_dict()
+    assert paid == {"b": 25, "a": 15, "c": 15, "d": 0, "e": 0}  # a and c share rank 2; rank 4 gets nothing
+
+
+def test_status_and_approvals_through_the_command_line(dialogue, tmp_path):
+    tasks = make_tasks(dialogue)
+    export = tmp_path / "export.json"
+    export.write_text(json.dumps(tasks), encoding="utf-8")
+
+    def crowd_rules(raw):
+        raw["projects"]["dialogue"]["crowd"].update({"min_gold_accuracy": 0.5, "bonus": {"rule": "all_batches",
+                                                                                           "amounts": [2.5]}})
+    env = {"EVALSTUDIO_PROJECTS": str(_projects_file(tmp_path, crowd_rules))}
+
+    shown = run("status", "dialogue", "--from-export", str(export), "-o", str(tmp_path / "status"), env=env)
+    assert shown.returncode == 0, shown.stderr
+    assert "4 participant(s)" in shown.stdout and "failed gold" in shown.stdout and "speeder" in shown.stdout
+    assert "annotation(s) to go at 60.0/hour" in shown.stdout
+    written = pd.read_csv(tmp_path / "status" / "participants.csv").set_index("participant")
+    assert written.loc["w1", "tasks_done"] == 55 and (tmp_path / "status" / "status.html").exists()
+
+    out = tmp_path / "prolific"
+    done = run("approvals", "dialogue", "--from-export", str(export), "--platform", "prolific", "-o", str(out), env=env)
+    assert done.returncode == 0, done.stderr
+    assert "3 approved, 1 rejected, 1 bonus(es)" in done.stdout
+    assert (out / "prolific_approve.txt").read_text().split() == ["w1", "w2", "w3"]
+    assert (out / "prolific_bonus.csv").read_text() == "w1,2.50\n"
+    assert "failed attention checks" in (out / "prolific_reject.csv").read_text()
+
+    results = tmp_path / "Batch_1_results.csv"  # MTurk's batch results: one assignment per worker
+    with open(results, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["HITId", "AssignmentId", "WorkerId", "Answer.code"])
+        for i, p in enumerate(["W1", "W2", "W3", "W4"]):
+            writer.writerow([f"H{i}", f"A{i}", p, "done"])
+    out = tmp_path / "mturk"
+    done = run("approvals", "dialogue", "--from-export", str(export), "--mturk-results", str(results), "-o", str(out),
+               env=env)
+    assert done.returncode == 0, done.stderr
+    upload = pd.read_csv(out / "mturk_upload.csv", keep_default_na=False).set_index("WorkerId")
+    assert upload["Approve"].to_dict() == {"W1": "x", "W2": "x", "W3": "x", "W4": ""}
+    assert upload.loc["W4", "Reject"].startswith("failed attention checks") and upload.loc["W1", "Answer.code"] == "done"
+    bonus = pd.read_csv(out / "mturk_bonus.csv")
+    assert bonus[["WorkerId", "AssignmentId", "BonusAmount"]].values.tolist() == [["W1", "A0", 2.5]]  # as MTurk spells it
+
+    report = run("report", "dialogue", "--from-export", str(export), "--exclude-rejected", "--bootstrap", "5",
+                 "-o", str(tmp_path / "report"), env=env)
+    assert report.returncode == 0, report.stderr
+    assert "left out 1 rejected participant(s)" in report.stderr
+    kept = pd.read_csv(tmp_path / "report" / "annotator_qc.csv")
+    assert email("w4") not in set(kept["annotator"]) and email("w1") in set(kept["annotator"])
