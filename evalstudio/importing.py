@@ -107,10 +107,16 @@ def iter_tasks(project: Project, importer, paths: Sequence[Path],
             if problems:
                 yield from problems
                 continue
-            extra = {k: v for k, v in record.items() if k not in known} if known is not None else {}
+            extra = {k: v for k, v in record.items() if k not in known and k != GOLD_FIELD} if known is not None else {}
             for data in datas:
                 if data.get(PART_FIELD, project.name) != project.name:
                     continue  # a task of another project of the same study
+                if GOLD_FIELD in record and GOLD_FIELD not in (known or ()):
+                    gold = check_gold(record[GOLD_FIELD], project, path, line)
+                    if isinstance(gold, list):
+                        yield from gold
+                        continue
+                    data[GOLD_FIELD] = gold
                 if extra and unknown is not None:
                     unknown.setdefault(str(path), set()).update(map(str, extra))
                 for key, value in extra.items():
@@ -125,6 +131,32 @@ def iter_tasks(project: Project, importer, paths: Sequence[Path],
                         yield Problem(str(path), line, field_ or None, message)
                     continue
                 yield f"{path}:{line}", data
+
+
+GOLD_FIELD = "gold"  # a record's known answers {criterion: answer}: attention checks (kept in meta, never shown)
+
+
+def check_gold(gold, project: Project, path, line) -> dict | list[Problem]:
+    """The record's gold answers checked against the criteria's controls, or the Problems."""
+    from .results import check_value
+
+    if not isinstance(gold, dict) or not gold:
+        return [Problem(str(path), line, GOLD_FIELD, "expected {criterion: known answer}, e.g. {\"appropriateness\": 5}")]
+    problems, checked = [], {}
+    for criterion, answer in gold.items():
+        where = f"{GOLD_FIELD}.{criterion}"
+        if criterion not in project.criteria:
+            problems.append(Problem(str(path), line, where, f"not a criterion of {project.name} "
+                                                            f"({', '.join(project.criteria)})"))
+            continue
+        control = project.interface.get_control(project.slots(criterion)[0].control)
+        try:
+            value = check_value(control, answer)
+        except ValueError as e:
+            problems.append(Problem(str(path), line, where, str(e)))
+            continue
+        checked[criterion] = value[0] if isinstance(value, list) and len(value) == 1 else value
+    return problems or checked
 
 
 def convert_record(importer, record: dict, project: Project, context, path, line) -> tuple[list[dict], list[Problem]]:

@@ -91,6 +91,10 @@ BAD_PROJECTS = [
     ("bad template", lambda raw: raw["projects"]["sotopia"]["criteria"]["goal"].__setitem__("control", "{agent.__class__}_goal"),
      "may only use the placeholder {agent}"),
     ("no such importer", lambda raw: _set(raw, "health", importer="nosuch"), "unknown importer 'nosuch'; valid names: circa"),
+    ("crowd after", lambda raw: raw["projects"]["circa_part2"]["crowd"].__setitem__("after", "dialogue"),
+     "circa_part2.crowd.after: 'dialogue' is not another project of the study 'circa'"),
+    ("bonus without batches", lambda raw: raw["projects"]["dialogue"]["crowd"].pop("batch_size"),
+     "the all_batches bonus needs batch_size and max_batches"),
 ]
 
 

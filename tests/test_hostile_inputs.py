@@ -76,6 +76,14 @@ CASES = [
                          '</thread>\n</threads>\n', "lines.xml:3: thread t1: no comment by another author than the OP"),
     ("cmv_tom", "broken.xml", '<?xml version="1.0"?>\n<thread ID="a">\n<OP author="o">t\n</thread>\n',
      "broken.xml:4: invalid XML: mismatched tag (column 3)"),
+    ("dialogue", "gold_range.jsonl", json.dumps({"context": "A: hi", "responses": [{"system": "s", "text": "x"}],
+                                                 "gold": {"appropriateness": 7}}),
+     "gold_range.jsonl:1: gold.appropriateness: 7 is outside appropriateness's range 1..5"),
+    ("cmv_threads", "gold_name.jsonl", json.dumps({"post": {"title": "t", "text": "p"}, "comment": {"text": "c"},
+                                                   "delta_reply": {"text": "∆ thanks"}, "gold": {"beliefs": "Yes"}}),
+     "gold_name.jsonl:1: gold.beliefs: not a criterion of cmv_threads (persuasiveness)"),
+    ("sotopia", "gold_shape.jsonl", json.dumps({**EPISODE, "gold": ["goal", 3]}),
+     "gold_shape.jsonl:1: gold: expected {criterion: known answer}"),
     ("health", "surrogate.jsonl", '{"scenario_id": "s1", "scenario": "x\\ud800", "system": "v1", "exchanges": []}',
      "surrogate.jsonl:1:"),
 ]
@@ -132,7 +140,7 @@ json_values = st.recursive(
     max_leaves=25)
 FIELDS = ["context", "responses", "system", "text", "response", "model_ratings", "post", "comment", "delta_reply",
           "tom", "episode_id", "raw_messages", "rewards", "reasoning", "scenario_id", "scenario", "exchanges", "id",
-          "agents_background", "social_goals", "appropriateness", "title", "values", "content", "beliefs"]
+          "agents_background", "social_goals", "appropriateness", "title", "values", "content", "beliefs", "gold"]
 records = st.dictionaries(st.sampled_from(FIELDS), json_values, max_size=8)
 
 

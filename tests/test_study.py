@@ -157,3 +157,32 @@ def test_status_and_approvals_through_the_command_line(dialogue, tmp_path):
     assert "left out 1 rejected participant(s)" in report.stderr
     kept = pd.read_csv(tmp_path / "report" / "annotator_qc.csv")
     assert email("w4") not in set(kept["annotator"]) and email("w1") in set(kept["annotator"])
+
+
+@pytest.mark.parametrize("protocol, gold", [  # one row per protocol with JSON records (Circa's gold: Part I)
+    ("sotopia", {"goal": 7}),
+    ("cmv_tom", {"persuasiveness": "Yes", "beliefs": "No"}),
+    ("dialogue", {"appropriateness": 5, "human_likeness": 2}),
+    ("health", {"willingness_to_continue": 8.5}),
+])
+def test_gold_answers_are_checked_and_kept_out_of_sight(reg, tmp_path, protocol, gold):
+    """A record's `gold` ends in the task's meta (annotators never see it) and `status` finds it."""
+    from evalstudio import importers
+    from evalstudio.importing import iter_tasks, split_task
+
+    from .conftest import example_files
+
+    project = reg.get(protocol)
+    source = next(p for p in example_files(protocol) if p.suffix == ".jsonl")
+    first = json.loads(source.read_text(encoding="utf-8").splitlines()[0])
+    path = tmp_path / "gold.jsonl"
+    path.write_text(json.dumps({**first, "gold": gold}) + "\n", encoding="utf-8")
+    out = list(iter_tasks(project, importers.get(project.importer), [path]))
+    assert out and all(isinstance(o, tuple) for o in out), out
+    tasks = []
+    for i, (_, data) in enumerate(out):
+        task = split_task(project, data)
+        assert "gold" not in task["data"] and task["meta"]["gold"] == gold
+        tasks.append({"id": i, **task})
+    found = study.gold_answers(tasks, project)
+    assert sorted(found[["criterion", "gold"]].drop_duplicates().values.tolist()) == sorted(map(list, gold.items()))
