@@ -157,6 +157,10 @@ def test_status_and_approvals_through_the_command_line(dialogue, tmp_path):
     assert "left out 1 rejected participant(s)" in report.stderr
     kept = pd.read_csv(tmp_path / "report" / "annotator_qc.csv")
     assert email("w4") not in set(kept["annotator"]) and email("w1") in set(kept["annotator"])
+    # the report of a crowd study carries its status page, with every participant (rejected ones too)
+    assert "href='status.html'" in (tmp_path / "report" / "index.html").read_text()
+    status_page = (tmp_path / "report" / "status.html").read_text()
+    assert all(p in status_page for p in BEHAVIOUR) and "failed gold" in status_page
 
 
 @pytest.mark.parametrize("protocol, gold", [  # one row per protocol with JSON records (Circa's gold: Part I)

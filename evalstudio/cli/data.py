@@ -278,6 +278,13 @@ def report(
                                 min_control_accuracy=min_control_accuracy, annotations=annotations,
                                 model=pd.concat(models, ignore_index=True), exclude_prefilled=exclude_prefilled,
                                 keep_bad_instances=keep_bad_instances)
+        if any(part.crowd for part in parts):  # a crowd study: its status page goes with the report
+            from .study import study_tables, write_status
+
+            write_status(output, protocol, *study_tables(parts, per_part, frames))
+            index = page.read_text(encoding="utf-8")
+            page.write_text(index.replace("</h1>", "</h1><p><a href='status.html'>Study status</a>: coverage, "
+                                          "participants, attention checks.</p>", 1), encoding="utf-8")
     except EvalstudioError as e:
         raise _fail(e)
     console.print(f"report written to {page}")

@@ -84,10 +84,8 @@ def _names(emails, folder: Path | None) -> dict[str, str]:
 
 
 def _study_state(protocol, projects, from_export, project_id, folder):
-    """(parts, crowd, participant table, per-part coverage, remaining annotations, n tasks)."""
-    import pandas as pd
-
-    from .. import study
+    """(parts, crowd, participant table, per-part coverage, remaining annotations, annotations), read live or from
+    an export."""
     from ..exporters.tidy import annotation_frame
     from .data import _project_tasks, _single
 
@@ -95,11 +93,22 @@ def _study_state(protocol, projects, from_export, project_id, folder):
     parts = reg.parts(protocol)
     _single(parts, "--from-export", from_export)
     _single(parts, "--project-id", project_id)
-    frames, golds, coverage, remaining, n_tasks = [], [], {}, 0, 0
+    per_part, frames = [], []
     for part in parts:
         tasks, users = _project_tasks(part, from_export, project_id)
-        frame = annotation_frame(tasks, part, users)
-        frames.append(frame)
+        per_part.append(tasks)
+        frames.append(annotation_frame(tasks, part, users))
+    return (parts, *study_tables(parts, per_part, frames, folder))
+
+
+def study_tables(parts, per_part, frames, folder=None):
+    """(crowd, participant table, per-part coverage, remaining annotations, annotations) of a study's parts."""
+    import pandas as pd
+
+    from .. import study
+
+    golds, coverage, remaining, n_tasks = [], {}, 0, 0
+    for part, tasks, frame in zip(parts, per_part, frames):
         golds.append(study.gold_answers(tasks, part))
         coverage[part.name] = study.coverage(frame, [t["id"] for t in tasks], part.annotators_per_task)
         have = study.counted(frame).groupby("task_id").size().clip(upper=part.annotators_per_task).sum()
@@ -113,7 +122,7 @@ def _study_state(protocol, projects, from_export, project_id, folder):
     if order:
         table["warnings"] = ["; ".join(w for w in (row_w, order.get(a, "")) if w)
                              for a, row_w in zip(table["annotator"], table["warnings"])]
-    return parts, crowd, table, coverage, remaining, annotations
+    return crowd, table, coverage, remaining, annotations
 
 
 FolderOption = Annotated[Optional[Path], typer.Option(
@@ -143,7 +152,7 @@ def status(
         parts, crowd, table, coverage, remaining, annotations = _study_state(
             protocol, projects, from_export, project_id, participants_folder)
         if output is not None:
-            _write_status(output, protocol, crowd, table, coverage, remaining, annotations)
+            write_status(output, protocol, crowd, table, coverage, remaining, annotations)
     except EvalstudioError as e:
         raise _fail(e)
     for name, cov in coverage.items():
@@ -179,7 +188,8 @@ def pd_notna(value) -> bool:
     return value is not None and bool(pd.notna(value))
 
 
-def _write_status(folder: Path, protocol: str, crowd, table, coverage, remaining, annotations) -> None:
+def write_status(folder: Path, protocol: str, crowd, table, coverage, remaining, annotations) -> None:
+    """participants.csv, coverage.csv and status.html (linked from the report's index.html when written there)."""
     import html
 
     import pandas as pd
@@ -194,8 +204,10 @@ def _write_status(folder: Path, protocol: str, crowd, table, coverage, remaining
     rate, hours = study.time_left(annotations, remaining)
     left = "done" if remaining <= 0 else (f"{remaining} annotations to go, about {hours:.1f} h at {rate:.1f}/h"
                                           if hours is not None else f"{remaining} annotations to go")
+    rules = ", ".join(f"{k}: {v}" for k, v in crowd.model_dump(exclude_none=True).items()) or "none in projects.yaml"
     page = (f"<!doctype html><meta charset='utf-8'><title>{html.escape(protocol)} status</title>"
-            f"<h1>{html.escape(protocol)}: study status</h1><p>{html.escape(left)}</p><h2>Coverage</h2>"
+            f"<h1>{html.escape(protocol)}: study status</h1><p>{html.escape(left)}</p>"
+            f"<p>Crowd rules: {html.escape(rules)}</p><h2>Coverage</h2>"
             f"{cov.to_html(index=False, escape=True)}<h2>Participants</h2>{table.to_html(index=False, escape=True)}")
     (folder / "status.html").write_text(page, encoding="utf-8")
 
