@@ -35,10 +35,10 @@ settings.register_profile("ci", max_examples=150, deadline=None, suppress_health
 settings.register_profile("long", max_examples=10_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(FUZZ_PROFILE)
 # targets that import into the real Label Studio run fewer cases in CI (each case is a few requests)
-LIVE_FUZZ_EXAMPLES = 15 if FUZZ_PROFILE == "ci" else settings().max_examples
+LIVE_FUZZ_EXAMPLES = 10 if FUZZ_PROFILE == "ci" else settings().max_examples
 # targets that run the whole command line (registry load, app) per case: fewer in CI, as the same readers are fuzzed
 # in-process at the full count
-CLI_FUZZ_EXAMPLES = 40 if FUZZ_PROFILE == "ci" else settings().max_examples
+CLI_FUZZ_EXAMPLES = 25 if FUZZ_PROFILE == "ci" else settings().max_examples
 DATABASES = [d.strip() for d in os.environ.get("EVALSTUDIO_TEST_DATABASES", "sqlite,postgresql").split(",") if d.strip()]
 
 
