@@ -38,7 +38,8 @@ class Generated:
 def backend_url(url: str) -> str:
     """The backend's base URL (http or https, no credentials in it)."""
     url = check_url(url, "--ml-url")
-    if urlsplit(url).username or urlsplit(url).password:
+    parts = urlsplit(url)
+    if parts.username or parts.password:
         raise EvalstudioError(f"--ml-url must not carry credentials; set {BASIC_AUTH_ENV}=user:password instead")
     return url
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from .errors import InvalidInput, Problem, ServerError, Transient
 from .registry import Project
 from .retry import RetryPolicy
-from .sources import FieldError, RecordInvalid, storable_problems
+from .sources import FieldError, RecordInvalid, control_value, storable_problems
 
 ID_FIELD = "evalstudio_id"
 PART_FIELD = "part"  # which project of a study (Circa Part I / Part II) a task belongs to
@@ -108,14 +108,15 @@ def iter_tasks(project: Project, importer, paths: Sequence[Path],
                 yield from problems
                 continue
             extra = {k: v for k, v in record.items() if k not in known and k != GOLD_FIELD} if known is not None else {}
+            datas = [d for d in datas if d.get(PART_FIELD, project.name) == project.name]  # not another part's tasks
+            gold = None
+            if datas and GOLD_FIELD in record and GOLD_FIELD not in (known or ()):
+                gold = check_gold(record[GOLD_FIELD], project, path, line)  # once per record, for all its tasks
+                if isinstance(gold, list):
+                    yield from gold
+                    continue
             for data in datas:
-                if data.get(PART_FIELD, project.name) != project.name:
-                    continue  # a task of another project of the same study
-                if GOLD_FIELD in record and GOLD_FIELD not in (known or ()):
-                    gold = check_gold(record[GOLD_FIELD], project, path, line)
-                    if isinstance(gold, list):
-                        yield from gold
-                        continue
+                if gold is not None:
                     data[GOLD_FIELD] = gold
                 if extra and unknown is not None:
                     unknown.setdefault(str(path), set()).update(map(str, extra))
@@ -138,8 +139,6 @@ GOLD_FIELD = "gold"  # a record's known answers {criterion: answer}: attention c
 
 def check_gold(gold, project: Project, path, line) -> dict | list[Problem]:
     """The record's gold answers checked against the criteria's controls, or the Problems."""
-    from .results import check_value
-
     if not isinstance(gold, dict) or not gold:
         return [Problem(str(path), line, GOLD_FIELD, "expected {criterion: known answer}, e.g. {\"appropriateness\": 5}")]
     problems, checked = [], {}
@@ -149,13 +148,10 @@ def check_gold(gold, project: Project, path, line) -> dict | list[Problem]:
             problems.append(Problem(str(path), line, where, f"not a criterion of {project.name} "
                                                             f"({', '.join(project.criteria)})"))
             continue
-        control = project.interface.get_control(project.slots(criterion)[0].control)
         try:
-            value = check_value(control, answer)
-        except ValueError as e:
-            problems.append(Problem(str(path), line, where, str(e)))
-            continue
-        checked[criterion] = value[0] if isinstance(value, list) and len(value) == 1 else value
+            checked[criterion] = control_value(where, answer, project, project.slots(criterion)[0].control)
+        except FieldError as e:
+            problems.append(Problem(str(path), line, e.field, e.message))
     return problems or checked
 
 

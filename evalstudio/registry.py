@@ -318,8 +318,6 @@ class _Where:
     def __str__(self) -> str:
         return f"{self.path}:{_yaml_line(self.text, ('projects', self.name)) or 1}: projects.{self.name}"
 
-    __format__ = lambda self, spec: format(str(self), spec)  # noqa: E731
-
 
 def _valid_template(template: str) -> bool:
     """Only {agent} may appear in braces (str.format would fail, or read attributes, on anything else)."""

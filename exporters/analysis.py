@@ -160,11 +160,11 @@ def annotator_qc(annotations: pd.DataFrame, project: Project) -> pd.DataFrame:
 
 def circa_control_accuracy(annotations: pd.DataFrame, tasks: pd.DataFrame, criterion: str = "interpretation") -> pd.DataFrame:
     """Per annotator: Part I answers on control items (gold label known) and the share that match the gold label."""
-    part1 = annotations[(annotations["criterion"] == criterion) & ~annotations["cancelled"] & annotations["value"].notna()]
+    from ..study import gold_accuracy
+
     gold = tasks.loc[tasks["is_control"].astype(bool), ["task_id", "gold_label"]]
-    joined = part1.merge(gold, on="task_id")
-    correct = (joined["value"] == joined["gold_label"]).groupby(joined["annotator"])
-    return pd.DataFrame({"control_items": correct.size(), "control_accuracy": correct.mean()}).reset_index()
+    accuracy = gold_accuracy(annotations, gold.rename(columns={"gold_label": "gold"}).assign(criterion=criterion))
+    return accuracy.rename(columns={"gold_items": "control_items", "gold_accuracy": "control_accuracy"})
 
 
 def drop_low_accuracy_annotators(annotations: pd.DataFrame, accuracy: pd.DataFrame, threshold: float) -> pd.DataFrame:

@@ -176,7 +176,7 @@ def annotation_frame(tasks: Iterable[dict], project: Project, users: Mapping[int
 
 
 def surplus_annotations(annotations: list[dict], per_task: int, users: Mapping[int, str] | None = None) -> set[int]:
-    """`id()`s of a task's annotations beyond its design: in order of submission (created_at, then id), a
+    """`id()`s of a task's annotations beyond its design: in order of submission (id, then created_at), a
     participant's repeat of the task, and every submitted annotation after `per_task` participants. Skipped
     (cancelled) annotations are never surplus and never count (Label Studio does not count them either)."""
     def order(a):  # ids grow with each new annotation; created_at where an export has no id

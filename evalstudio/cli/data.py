@@ -165,6 +165,24 @@ def _project_tasks(project, from_export: Path | None, project_id: int | None = N
         return client.export_tasks(project_id), client.users()
 
 
+def _read_study(protocol, projects, from_export, project_id):
+    """(registry, parts, tasks of each part, annotation frame of each part, users) of a protocol, read live or from
+    a Label Studio export (which holds one project)."""
+    from ..exporters.tidy import annotation_frame
+
+    reg = _load(projects)
+    parts = reg.parts(protocol)
+    _single(parts, "--from-export", from_export)
+    _single(parts, "--project-id", project_id)
+    per_part, frames, users = [], [], {}
+    for part in parts:
+        tasks, part_users = _project_tasks(part, from_export, project_id)
+        per_part.append(tasks)
+        users.update(part_users)
+        frames.append(annotation_frame(tasks, part, part_users))
+    return reg, parts, per_part, frames, users
+
+
 def _single(parts, option: str, value) -> None:
     if value is not None and len(parts) > 1:
         raise BadInput(f"{option} reads one Label Studio project; name one part: "
@@ -250,38 +268,28 @@ def report(
     import pandas as pd
 
     from ..exporters.report import build_report
-    from ..exporters.tidy import annotation_frame, model_frame
+    from ..exporters.tidy import model_frame
 
     try:
         if output.exists() and not output.is_dir():
             raise BadInput(f"{output}: is a file; -o names the folder for index.html and the CSVs")
-        reg = _load(projects)
-        parts = reg.parts(protocol)
-        _single(parts, "--from-export", from_export)
-        _single(parts, "--project-id", project_id)
-        tasks, frames, models, users, per_part = [], [], [], {}, []
-        for project in parts:
-            part_tasks, part_users = _project_tasks(project, from_export, project_id)
-            per_part.append(part_tasks)
-            users.update(part_users)
-            tasks += part_tasks
-            frames.append(annotation_frame(part_tasks, project, part_users))
-            models.append(model_frame(part_tasks, project))
+        reg, parts, per_part, frames, users = _read_study(protocol, projects, from_export, project_id)
+        tasks = [task for part_tasks in per_part for task in part_tasks]
         annotations = pd.concat(frames, ignore_index=True)
-        if exclude_rejected:
-            from ..study import gold_answers
+        crowd_study = any(part.crowd for part in parts)
+        if exclude_rejected or crowd_study:
+            from .study import study_tables, write_status
 
-            golds = [gold_answers(part_tasks, part) for part, part_tasks in zip(parts, per_part)]
-            annotations = _without_rejected(annotations, parts, golds, len(tasks))
+            state = study_tables(parts, per_part, frames)
+        if exclude_rejected:
+            annotations = _without_rejected(annotations, parts, *state[:2])
         with console.status("computing statistics..."):
             page = build_report(reg.study(protocol), tasks, output, users, n_boot=bootstrap,
                                 min_control_accuracy=min_control_accuracy, annotations=annotations,
-                                model=pd.concat(models, ignore_index=True), exclude_prefilled=exclude_prefilled,
-                                keep_bad_instances=keep_bad_instances)
-        if any(part.crowd for part in parts):  # a crowd study: its status page goes with the report
-            from .study import study_tables, write_status
-
-            write_status(output, protocol, *study_tables(parts, per_part, frames))
+                                model=pd.concat([model_frame(t, p) for p, t in zip(parts, per_part)], ignore_index=True),
+                                exclude_prefilled=exclude_prefilled, keep_bad_instances=keep_bad_instances)
+        if crowd_study:  # its status page goes with the report
+            write_status(output, protocol, *state)
             index = page.read_text(encoding="utf-8")
             page.write_text(index.replace("</h1>", "</h1><p><a href='status.html'>Study status</a>: coverage, "
                                           "participants, attention checks.</p>", 1), encoding="utf-8")
@@ -290,18 +298,13 @@ def report(
     console.print(f"report written to {page}")
 
 
-def _without_rejected(annotations, parts, golds, n_tasks):
+def _without_rejected(annotations, parts, crowd, table):
     """The annotations without the participants the study's rules reject (what `approvals` decides)."""
-    import pandas as pd
-
     from .. import study
 
-    crowd = study.study_crowd(parts)
     if crowd.min_gold_accuracy is None:
         raise BadInput(f"--exclude-rejected: {parts[0].study_name} has no crowd.min_gold_accuracy in projects.yaml, "
                        "so nobody is rejected")
-    table = study.participant_table(annotations, crowd, pd.concat(golds, ignore_index=True), n_tasks,
-                                    study.numeric_criteria(parts))
     rejected = set(study.decisions(table, crowd).query("decision == 'reject'")["annotator"])
     err.print(f"left out {len(rejected)} rejected participant(s) (failed attention checks)", highlight=False)
     return annotations[~annotations["annotator"].isin(rejected)]

@@ -10,7 +10,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from ..client import Client, settings_from_env
 from ..errors import EvalstudioError
-from . import ProjectsOption, _fail, _load, app, console, err
+from . import ProjectsOption, _fail, app, console, err
 
 participants_app = typer.Typer(
     help="Crowd participants as Label Studio accounts (Label Studio Community has no crowd integration).",
@@ -73,31 +73,18 @@ def participants_link():
 def _names(emails, folder: Path | None) -> dict[str, str]:
     """annotator e-mail -> participant id (evalstudio's accounts keep the id's case; Prolific's e-mails carry it)."""
     from .. import participants
-    from ..exporters.tidy import PROLIFIC_EMAIL
+    from ..exporters.tidy import participant_id
 
     known = {a.email: a.participant_id for a in participants.load_accounts(folder or participants.DEFAULT_FOLDER).values()}
-    out = {}
-    for email in emails:
-        prolific = PROLIFIC_EMAIL.match(email or "")
-        out[email] = known.get(email) or participants.participant_of(email) or (prolific.group(1) if prolific else email)
-    return out
+    return {email: known.get(email) or participant_id(email, "prolific") or email for email in emails}
 
 
 def _study_state(protocol, projects, from_export, project_id, folder):
     """(parts, crowd, participant table, per-part coverage, remaining annotations, annotations), read live or from
     an export."""
-    from ..exporters.tidy import annotation_frame
-    from .data import _project_tasks, _single
+    from .data import _read_study
 
-    reg = _load(projects)
-    parts = reg.parts(protocol)
-    _single(parts, "--from-export", from_export)
-    _single(parts, "--project-id", project_id)
-    per_part, frames = [], []
-    for part in parts:
-        tasks, users = _project_tasks(part, from_export, project_id)
-        per_part.append(tasks)
-        frames.append(annotation_frame(tasks, part, users))
+    _, parts, per_part, frames, _ = _read_study(protocol, projects, from_export, project_id)
     return (parts, *study_tables(parts, per_part, frames, folder))
 
 
