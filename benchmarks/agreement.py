@@ -18,7 +18,7 @@ import tracemalloc
 
 import numpy as np
 
-from evalstudio.agreement import krippendorff_alpha
+from evalstudio.stats.agreement import krippendorff_alpha
 
 SCALES = {
     "interval 1-5": ("interval", lambda rng, n: rng.integers(1, 6, n).astype(float)),

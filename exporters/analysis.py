@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .. import agreement as ag
-from .. import alignment as al
+from ..stats import agreement as ag
+from ..stats import alignment as al
 from ..registry import Project
 from .tidy import ratings, unit
 

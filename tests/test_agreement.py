@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from sklearn.metrics import cohen_kappa_score
 
-from evalstudio import agreement as ag
+from evalstudio.stats import agreement as ag
 
 from .conftest import DATA
 
@@ -199,7 +199,7 @@ def test_missing_codes_are_missing_not_a_category():
                                     "No", "N/A (cannot judge)", "No"]})
     na = ["N/A (cannot judge)"]
     without = frame[frame["value"] != na[0]]
-    from evalstudio import agreement as ag
+    from evalstudio.stats import agreement as ag
 
     assert ag.krippendorff_alpha(frame["item"], frame["value"], "nominal", missing=na) == \
         pytest.approx(ag.krippendorff_alpha(without["item"], without["value"], "nominal"))
@@ -211,7 +211,7 @@ def test_missing_codes_are_missing_not_a_category():
 
 
 def test_agreement_messages_are_plain():
-    from evalstudio import agreement as ag
+    from evalstudio.stats import agreement as ag
 
     uneven = pd.DataFrame({"item": [1, 1, 1, 1, 2, 2], "annotator": list("abcdab"), "value": ["x", "y", "x", "x", "y", "y"]})
     with pytest.raises(ValueError) as error:
@@ -223,3 +223,28 @@ def test_agreement_messages_are_plain():
         ag.krippendorff_alpha([1, 1, 2, 2], [1.0, "N/A", 2.0, 3.0], "interval")
     assert ag.krippendorff_alpha([1, 1, 2, 2, 3, 3], [1.0, "N/A", 2.0, 3.0, 4, 4], "interval", missing=["N/A"]) == \
         pytest.approx(ag.krippendorff_alpha([2, 2, 3, 3], [2.0, 3.0, 4, 4], "interval"))
+
+
+@pytest.mark.parametrize("level", ["nominal", "ordinal", "interval"])
+def test_vectorised_alpha_bootstrap_equals_alpha_of_each_resample(level):
+    """alpha_bootstrap computes every resample from counts per unit; each must equal the kernel's alpha on the
+    resampled data written out (a unit drawn twice becomes two units)."""
+    from evalstudio.stats.agreement import alpha_bootstrap, resample_counts
+
+    rng = np.random.default_rng(3)
+    units = np.repeat(np.arange(40), 3)
+    values = rng.integers(1, 6, len(units)).astype(float)
+    values[rng.random(len(units)) < 0.3] = np.nan
+    present = ~np.isnan(values)
+    units, values = units[present], values[present]
+    order = pd.unique(units)
+    pairable = [u for u in order if (units == u).sum() >= 2]
+    counts = resample_counts(np.random.default_rng(5), len(pairable), 12)
+    got = alpha_bootstrap(units, values, level, counts=counts)
+    for row, boot in zip(counts, got):
+        new_units, new_values = [], []
+        for u, c in zip(pairable, row.astype(int)):
+            for copy in range(c):
+                new_units += [f"{u}-{copy}"] * int((units == u).sum())
+                new_values += list(values[units == u])
+        assert boot == pytest.approx(ag.krippendorff_alpha(np.array(new_units), np.array(new_values), level), abs=1e-12)

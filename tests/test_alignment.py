@@ -7,7 +7,7 @@ import pytest
 from scipy import stats
 from sklearn.metrics import cohen_kappa_score, f1_score
 
-from evalstudio import alignment as al
+from evalstudio.stats import alignment as al
 
 
 @pytest.fixture
@@ -64,3 +64,24 @@ def test_categorical_agreement_equals_sklearn():
     h, m = human[:7], model[:7]
     assert result == {"n": 7, "accuracy": pytest.approx(5 / 7), "macro_f1": pytest.approx(f1_score(h, m, average="macro")),
                       "kappa": pytest.approx(cohen_kappa_score(h, m))}
+
+
+def test_expected_calibration_error_by_hand():
+    # bins of width 0.5: (0, .5] holds .2 (right) and .4 (wrong): accuracy .5, confidence .3 -> |.2| * 2/5
+    # (.5, 1] holds .6, .8, 1.0 (right, right, wrong): accuracy 2/3, confidence .8 -> |.1333| * 3/5
+    ece, table = al.expected_calibration_error([0.2, 0.4, 0.6, 0.8, 1.0], [1, 0, 1, 1, 0], bins=2)
+    assert ece == pytest.approx(0.2 * 2 / 5 + (0.8 - 2 / 3) * 3 / 5, abs=1e-12)
+    assert table["n"].tolist() == [2, 3]
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        al.expected_calibration_error([1.5], [1])
+
+
+def test_judge_agreement_matches_scikit_learn_and_counts_the_confusion():
+    from sklearn.metrics import cohen_kappa_score
+
+    human = [1, 2, 3, 4, 5, 5, 3, 2]
+    judge = [1, 3, 3, 4, 4, 5, 2, 2]
+    row, confusion = al.judge_agreement(human, judge, "quadratic", labels=[1, 2, 3, 4, 5])
+    assert row["kappa"] == pytest.approx(cohen_kappa_score(human, judge, weights="quadratic"), abs=1e-12)
+    assert row["accuracy"] == pytest.approx(5 / 8) and row["n"] == 8
+    assert confusion.to_numpy().sum() == 8 and confusion.loc[5.0, 4.0] == 1 and confusion.loc[2.0, 3.0] == 1

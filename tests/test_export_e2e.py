@@ -133,7 +133,7 @@ def _code(rows, unit, annotator, labels):
 
 
 def _alpha(r, level):
-    from evalstudio.agreement import krippendorff_alpha
+    from evalstudio.stats.agreement import krippendorff_alpha
 
     return krippendorff_alpha(r["item"].to_numpy(), r["value"].to_numpy(), level)
 

@@ -48,4 +48,4 @@ def _load(projects: Path | None) -> registry.Registry:
 
 
 # the command groups register themselves on `app`
-from . import data, model, servers, study  # noqa: E402,F401
+from . import analyze, data, model, servers, study  # noqa: E402,F401

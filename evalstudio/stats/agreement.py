@@ -231,3 +231,106 @@ def bootstrap_ci(frame: pd.DataFrame, statistic, n_boot: int = 1000, level: floa
         return float("nan"), float("nan")
     tail = (1 - level) / 2 * 100
     return float(np.percentile(stats, tail)), float(np.percentile(stats, 100 - tail))
+
+
+def leave_one_annotator_out(frame: pd.DataFrame, methods=("pearson", "spearman", "kendall_b"), missing=(),
+                            min_units: int = 3) -> pd.DataFrame:
+    """The human ceiling as USR (Mehri & Eskenazi 2020) and FED report it: each annotator's rating against the mean
+    of the other annotators' ratings of the same item, correlated over the items both exist for; also each
+    annotator's agreement with the rest of the panel.
+
+    frame: item, annotator, value (numeric). Returns one row per annotator with `n` and one column per method,
+    plus a final row `annotator="average"` (arithmetic mean of the per-annotator correlations). Annotators with
+    fewer than `min_units` usable items get NaN."""
+    from scipy import stats as sps
+
+    funcs = {"pearson": sps.pearsonr, "spearman": sps.spearmanr, "kendall_b": sps.kendalltau}
+    unknown = [m for m in methods if m not in funcs]
+    if unknown:
+        raise ValueError(f"methods must be among {', '.join(funcs)}, got {unknown}")
+    frame = drop_missing(frame, missing)
+    _wide(frame)  # one rating per (item, annotator)
+    x = _numeric(frame["value"].to_numpy(), "leave-one-out")
+    units = _codes(frame["item"].to_numpy())
+    total = np.bincount(units, weights=x)
+    count = np.bincount(units)
+    others = count[units] - 1
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rest = np.where(others > 0, (total[units] - x) / others, np.nan)
+    table = pd.DataFrame({"annotator": frame["annotator"].to_numpy(), "x": x, "rest": rest}).dropna()
+    rows = []
+    for annotator, g in table.groupby("annotator", sort=True):
+        row = {"annotator": annotator, "n": len(g)}
+        for method in methods:
+            ok = len(g) >= min_units and np.ptp(g["x"]) > 0 and np.ptp(g["rest"]) > 0
+            row[method] = float(funcs[method](g["x"], g["rest"])[0]) if ok else float("nan")
+        rows.append(row)
+    if not rows:
+        raise ValueError("leave-one-out needs items rated by two or more annotators")
+    result = pd.DataFrame(rows)
+    mean = {"annotator": "average", "n": int(result["n"].sum()), **{m: float(result[m].mean()) for m in methods}}
+    return pd.concat([result, pd.DataFrame([mean])], ignore_index=True)
+
+
+def resample_counts(rng, n: int, size: int) -> np.ndarray:
+    """`size` bootstrap resamples of n units as counts per unit (size x n), from one bincount."""
+    draws = rng.integers(0, n, size=(size, n)) + (np.arange(size) * n)[:, None]
+    return np.bincount(draws.ravel(), minlength=size * n).reshape(size, n).astype(float)
+
+
+def alpha_bootstrap(units, values, level: str, n_boot: int = 1000, seed: int = 0, counts=None) -> np.ndarray:
+    """Krippendorff's alpha of `n_boot` bootstrap resamples of the units (items), all at once: every statistic
+    alpha needs is a sum over units, so a resample is a vector of counts per unit (a unit drawn twice counts
+    twice, as two units). Exact for every level (ordinal ranks follow each resample's value counts). Units with
+    fewer than two values are left out first. `counts` (resamples x pairable units) replaces the random draw."""
+    codes, uniq = pd.factorize(pd.Series(units))
+    values = np.asarray(values)
+    if level == "nominal":
+        vcodes, _ = pd.factorize(pd.Series(values))
+    else:
+        vcodes, cats = pd.factorize(pd.Series(values.astype(float)), sort=True)
+    table = np.zeros((len(uniq), vcodes.max() + 1))
+    np.add.at(table, (codes, vcodes), 1)
+    m = table.sum(1)
+    keep = m >= 2
+    table, m = table[keep], m[keep]
+    if len(m) < 2:
+        return np.array([])
+    rng = np.random.default_rng(seed)
+    out = []
+    v = None if level == "nominal" else np.asarray(cats, dtype=float)
+    if level == "nominal":
+        per_unit = (m**2 - (table**2).sum(1)) / (m - 1)
+    elif level == "interval":  # the observed disagreement of a unit does not depend on the resample
+        v = v - v.mean()
+        per_unit = (2 * m * (table @ (v * v)) - 2 * (table @ v) ** 2) / (m - 1)
+    total = n_boot if counts is None else len(counts)
+    for start in range(0, total, 50):
+        c = resample_counts(rng, len(m), min(50, n_boot - start)) if counts is None else counts[start:start + 50]
+        n_c = c @ table  # resampled value counts
+        n = n_c.sum(1)
+        if level == "nominal":
+            observed = c @ per_unit
+            expected = n**2 - (n_c**2).sum(1)
+        elif level == "interval":
+            observed = c @ per_unit
+            expected = 2 * n * (n_c @ (v * v)) - 2 * (n_c @ v) ** 2
+        else:  # ordinal: the ranks follow the resampled value counts
+            z = np.cumsum(n_c, 1) - n_c / 2
+            s1 = z @ table.T
+            s2 = (z * z) @ table.T
+            observed = (c * (2 * m * s2 - 2 * s1 * s1) / (m - 1)).sum(1)
+            expected = 2 * n * (n_c * z * z).sum(1) - 2 * (n_c * z).sum(1) ** 2
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out.append(np.where(expected > 0, 1 - (n - 1) * observed / expected, np.nan))
+    return np.concatenate(out) if out else np.array([])
+
+
+def alpha_ci(units, values, level: str, n_boot: int = 1000, level_ci: float = 0.95, seed: int = 0):
+    """Percentile bootstrap CI of Krippendorff's alpha over items (vectorised; see alpha_bootstrap)."""
+    boot = alpha_bootstrap(units, values, level, n_boot, seed) if n_boot > 0 else np.array([])
+    boot = boot[~np.isnan(boot)]
+    if not len(boot):
+        return float("nan"), float("nan")
+    tail = (1 - level_ci) / 2 * 100
+    return float(np.percentile(boot, tail)), float(np.percentile(boot, 100 - tail))

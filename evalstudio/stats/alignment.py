@@ -79,3 +79,50 @@ def categorical_agreement(human_labels, model_labels) -> dict:
     kappa = cohen_kappa_score(h, m) if len(set(h) | set(m)) > 1 else float("nan")
     return {"n": int(len(h)), "accuracy": float(accuracy_score(h, m)),
             "macro_f1": float(f1_score(h, m, average="macro", zero_division=0)), "kappa": float(kappa)}
+
+
+def judge_agreement(human_labels, judge_labels, weights: str | None = None, labels=None) -> tuple[dict, pd.DataFrame]:
+    """An LLM judge (or any labeller) against the human labels of the same items (e.g. their majority): Cohen's
+    kappa (Cohen 1960; weighted, Cohen 1968, with weights None / 'linear' / 'quadratic'), accuracy and the
+    confusion matrix (rows: human, columns: judge)."""
+    h, j = np.asarray(human_labels, dtype=object), np.asarray(judge_labels, dtype=object)
+    keep = pd.notna(h) & pd.notna(j)
+    h, j = h[keep], j[keep]
+    if len(h) == 0:
+        raise ValueError("no items with both a human and a judge label")
+    try:  # numbers as numbers, anything else as text (scikit-learn refuses mixed object arrays)
+        h, j = h.astype(float), j.astype(float)
+        labels = None if labels is None else [float(x) for x in labels]
+    except (TypeError, ValueError):
+        h, j = h.astype(str), j.astype(str)
+        labels = None if labels is None else [str(x) for x in labels]
+    labels = list(labels) if labels is not None else sorted(set(h) | set(j))
+    kappa = cohen_kappa_score(h, j, weights=weights, labels=labels) if len(set(h) | set(j)) > 1 else float("nan")
+    confusion = pd.crosstab(pd.Categorical(h, categories=labels), pd.Categorical(j, categories=labels),
+                            rownames=["human"], colnames=["judge"], dropna=False)
+    return {"n": int(len(h)), "accuracy": float(np.mean(h == j)), "kappa": float(kappa),
+            "weights": weights or "none"}, confusion
+
+
+def expected_calibration_error(confidence, correct, bins: int = 10) -> tuple[float, pd.DataFrame]:
+    """ECE (Naeini et al. 2015; Guo et al. 2017, "On Calibration of Modern Neural Networks"): the judge's stated
+    confidence vs how often it is right, over `bins` equal-width bins of confidence (0, 1]:
+    ECE = sum_b (n_b / n) |accuracy_b - mean confidence_b|. Returns (ECE, the reliability table)."""
+    c = np.asarray(confidence, dtype=float)
+    y = np.asarray(correct, dtype=float)
+    keep = ~np.isnan(c) & ~np.isnan(y)
+    c, y = c[keep], y[keep]
+    if len(c) == 0:
+        raise ValueError("no confidences to calibrate")
+    if ((c < 0) | (c > 1)).any():
+        raise ValueError("confidences must lie in [0, 1]")
+    which = np.clip(np.ceil(c * bins).astype(int) - 1, 0, bins - 1)  # (k/bins, (k+1)/bins]; 0 goes to the first bin
+    n = np.bincount(which, minlength=bins)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        acc = np.bincount(which, weights=y, minlength=bins) / n
+        conf = np.bincount(which, weights=c, minlength=bins) / n
+    used = n > 0
+    ece = float(np.sum(n[used] / len(c) * np.abs(acc[used] - conf[used])))
+    table = pd.DataFrame({"bin_low": np.arange(bins) / bins, "bin_high": np.arange(1, bins + 1) / bins, "n": n,
+                          "accuracy": acc, "confidence": conf})
+    return ece, table[used].reset_index(drop=True)

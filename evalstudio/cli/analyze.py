@@ -1,0 +1,101 @@
+"""`evalstudio analyze`: agreement, meta-evaluation and system ranking of ratings from any file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from ..errors import BadInput, EvalstudioError
+from . import ProjectsOption, _fail, _load, app, console
+
+
+@app.command()
+def analyze(
+    ratings: Annotated[Optional[Path], typer.Argument(
+        help="Ratings file (.csv, .tsv, .jsonl or .parquet): long (item, annotator, criterion, value, and optionally "
+             "system and agent; criterion may be left out with one criterion) or wide (see --spec); or a Label Studio JSON export (.json) of a --protocol project. Without "
+             "it, --protocol's projects are read live from Label Studio.")] = None,
+    output: Annotated[Path, typer.Option("--output", "-o", help="Folder for index.html and the CSVs.")] = Path("analysis"),
+    metrics: Annotated[Optional[Path], typer.Option(
+        help="Metric scores: item, system, metric, criterion, value, and optionally confidence (system and "
+             "criterion may be left out; a metric without criterion is compared with every criterion; a metric whose "
+             "scores are answers of a categorical or ordinal scale is also checked as an LLM judge).")] = None,
+    spec: Annotated[Optional[Path], typer.Option(
+        help="YAML: layout (long | wide_criteria | wide_annotators), columns (item, annotator, system, agent, "
+             "criterion, value -> your column names), metric_columns, criteria (scale, min/max or labels, missing), "
+             "missing (codes such as N/A). Without it the long layout with usual column names is assumed and each "
+             "criterion's scale is guessed (interval if every value is a number, else nominal).")] = None,
+    protocol: Annotated[Optional[str], typer.Option(
+        help="Use a built-in protocol's criteria as the spec (e.g. dialogue).")] = None,
+    bootstrap: Annotated[int, typer.Option(min=0, help="Bootstrap resamples for confidence intervals.")] = 1000,
+    resamples: Annotated[int, typer.Option(min=10, help="Permutations for PERM-BOTH and soft pairwise accuracy.")] = 1000,
+    mace: Annotated[bool, typer.Option("--mace", help="Also aggregate labels with MACE (slow: seconds per "
+                                                        "thousand labels).")] = False,
+    projects: ProjectsOption = None,
+):
+    """Human ceiling (alpha, ICC, Gwet's AC, leave-one-annotator-out), label aggregation (majority, Dawid-Skene,
+    MACE), metric correlations at system and segment level with CIs, pairwise and tie-calibrated accuracy, soft
+    pairwise accuracy, PERM-BOTH / Williams significance clusters, and the system ranking, for ratings made
+    anywhere. Writes CSVs and index.html to -o. Bad files are reported as file:line: column: message and nothing
+    is analysed."""
+    from ..exporters.metaeval import analyze as run, write_analysis
+    from ..ratings import read_metrics, read_ratings, read_spec, spec_from_protocol
+
+    try:
+        if output.exists() and not output.is_dir():
+            raise BadInput(f"{output}: is a file; -o names the folder for index.html and the CSVs")
+        if spec is not None and protocol is not None:
+            raise BadInput("give --spec or --protocol, not both")
+        from ..stats.aggregation import crowdkit_available
+
+        if mace and not crowdkit_available():
+            raise BadInput("--mace needs crowd-kit: pip install 'evalstudio[crowd]'")
+        if not crowdkit_available():
+            console.print("Dawid-Skene is left out: crowd-kit is not installed (pip install 'evalstudio[crowd]').")
+        if ratings is None and protocol is None:
+            raise BadInput("give a ratings file, or --protocol to read that protocol's projects from Label Studio")
+        if protocol is not None and (ratings is None or ratings.suffix.lower() == ".json"):
+            tidy, full_spec, model = _label_studio(protocol, projects, ratings)
+            scores = read_metrics(metrics, full_spec, list(full_spec.criteria)) if metrics else model
+        else:
+            chosen = read_spec(spec) if spec else (spec_from_protocol(_load(projects).get(protocol)) if protocol else None)
+            tidy, full_spec = read_ratings(ratings, chosen)
+            scores = read_metrics(metrics, full_spec, list(full_spec.criteria)) if metrics else None
+        if tidy.empty:
+            raise BadInput("no ratings to analyse")
+        console.print(f"{len(tidy)} ratings of {tidy['item'].nunique()} items by {tidy['annotator'].nunique()} "
+                      f"annotators, {len(full_spec.criteria)} criteria"
+                      + (f"; {scores['metric'].nunique()} metrics" if scores is not None else ""))
+        with console.status("computing statistics..."):
+            tables = run(tidy, full_spec, scores, n_boot=bootstrap, resamples=resamples, mace=mace)
+            page = write_analysis(tables, f"{full_spec.name}: analysis", output,
+                                  [f"Ratings: {ratings.name if ratings else 'Label Studio'}"
+                                   + (f"; metrics: {metrics.name}" if metrics else "")])
+    except EvalstudioError as e:
+        raise _fail(e)
+    console.print(f"analysis written to {page}")
+
+
+def _label_studio(protocol: str, projects, export: Path | None):
+    """(tidy ratings, spec, model outputs as the metric `model`) of a protocol's projects, live or from an export;
+    what `report` leaves out (surplus annotations, bad instances) is left out here too."""
+    import pandas as pd
+
+    from ..exporters.analysis import exclusions
+    from ..exporters.tidy import model_frame
+    from ..ratings import Spec, from_label_studio, spec_from_protocol
+    from .data import _read_study
+
+    reg, parts, per_part, frames, _ = _read_study(protocol, projects, export, None)
+    criteria = {}
+    for part in parts:
+        criteria.update(spec_from_protocol(part).criteria)
+    spec = Spec(name=protocol, criteria=criteria)
+    annotations, notes = exclusions(pd.concat(frames, ignore_index=True))
+    for note in notes:
+        console.print(note)
+    model = pd.concat([model_frame(t, p) for p, t in zip(parts, per_part)], ignore_index=True)
+    tidy, scores = from_label_studio(annotations, model, spec)
+    return tidy, spec, scores

@@ -1,0 +1,414 @@
+"""Ratings and metric scores from files made anywhere (MTurk, Prolific/Qualtrics, published datasets) as the tidy
+frame the analysis reads: `project, item, system, agent, annotator, criterion, value, line`.
+
+Ratings: CSV, JSONL or Parquet, in one of three layouts (a spec says which; without one the long layout with
+the usual column names is assumed):
+  long             one row per rating: item, annotator, [criterion], value [, system, agent]
+  wide_criteria    one row per (item, annotator): one column per criterion
+  wide_annotators  one row per item: one column per annotator (a single criterion)
+Metrics: item, [system], metric, [criterion], value (a metric without criterion is compared with every criterion).
+
+Every problem is reported as `file:line: column: message` and nothing is analysed when any is found.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from .errors import BadInput, InvalidInput, Problem
+
+LAYOUTS = ("long", "wide_criteria", "wide_annotators")
+FORMATS = {".csv": "csv", ".tsv": "csv", ".jsonl": "jsonl", ".parquet": "parquet"}
+# column names recognised without a spec, first match wins
+ALIASES = {
+    "item": ["item", "item_id", "segment", "segment_id", "HITId", "id"],
+    "annotator": ["annotator", "worker", "WorkerId", "rater", "participant"],
+    "system": ["system", "model", "sys"],
+    "agent": ["agent"],
+    "criterion": ["criterion", "aspect", "dimension"],
+    "metric": ["metric", "judge"],
+    "confidence": ["confidence", "probability"],
+    "value": ["value", "rating", "score", "label"],
+}
+MAX_PROBLEMS = 1000
+
+
+class CriterionSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    scale: Literal["nominal", "ordinal", "interval"] = "interval"
+    min: float | None = None
+    max: float | None = None
+    labels: list[str] | None = None
+    missing: list[str] = []
+    column: str | None = None  # wide_criteria: the column holding this criterion
+
+    @model_validator(mode="after")
+    def _check(self) -> "CriterionSpec":
+        if self.labels is not None and (self.min is not None or self.max is not None):
+            raise ValueError("give either min/max or labels, not both")
+        if self.min is not None and self.max is not None and self.min >= self.max:
+            raise ValueError("min must be < max")
+        if self.scale == "interval" and self.labels is not None:
+            raise ValueError("an interval criterion is numeric: give min/max, not labels")
+        return self
+
+    @property
+    def numeric(self) -> bool:
+        """Analysed as numbers: ordinal and interval criteria (ordinal labels become their position 1..q)."""
+        return self.scale != "nominal"
+
+    @property
+    def reads_numbers(self) -> bool:
+        """The file holds numbers (not labels) for this criterion."""
+        return self.labels is None and (self.scale != "nominal" or self.min is not None)
+
+
+class Spec(BaseModel):
+    """How to read a ratings file: layout, column names, criteria with their scales, missing-value codes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = "ratings"
+    layout: Literal["long", "wide_criteria", "wide_annotators"] = "long"
+    columns: dict[Literal["item", "annotator", "system", "agent", "criterion", "value"], str] = {}
+    metric_columns: dict[Literal["item", "system", "metric", "criterion", "value", "confidence"], str] = {}
+    criteria: dict[str, CriterionSpec] = Field(default_factory=dict)
+    missing: list[str] = ["", "NA", "N/A", "NaN", "nan"]
+
+    @model_validator(mode="after")
+    def _check(self) -> "Spec":
+        if self.layout == "wide_annotators" and len(self.criteria) != 1:
+            raise ValueError("layout wide_annotators needs exactly one criterion in criteria")
+        if self.layout == "wide_criteria" and not self.criteria:
+            raise ValueError("layout wide_criteria needs the criteria (their columns)")
+        return self
+
+
+def read_spec(path: Path) -> Spec:
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError) as e:
+        raise BadInput(f"{path}: cannot read the spec: {str(e).splitlines()[0][:200]}") from None
+    if not isinstance(raw, dict):
+        raise BadInput(f"{path}: a spec is a mapping (layout, columns, criteria, missing)")
+    try:
+        return Spec(**raw)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "spec"
+        raise BadInput(f"{path}: {where}: {first['msg']}") from None
+
+
+def spec_from_protocol(project) -> Spec:
+    """A protocol's criteria (projects.yaml) as a spec for ratings collected with it elsewhere."""
+    criteria = {}
+    for name, c in project.criteria.items():
+        criteria[name] = CriterionSpec(scale=c.scale, min=c.min, max=c.max, labels=c.labels, missing=c.missing)
+    return Spec(name=project.name, criteria=criteria)
+
+
+def _format(path: Path) -> str:
+    fmt = FORMATS.get(path.suffix.lower())
+    if fmt is None:
+        raise BadInput(f"{path}: unknown file type '{path.suffix}'; use {', '.join(FORMATS)}")
+    return fmt
+
+
+def read_table(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
+    """(all-text table, line number of each row). CSV/TSV with a header line, JSONL (one object per line) or
+    Parquet (row numbers)."""
+    fmt = _format(path)
+    try:
+        if fmt == "csv":
+            frame = pd.read_csv(path, dtype=str, keep_default_na=False, sep="\t" if path.suffix.lower() == ".tsv" else ",",
+                                encoding="utf-8")
+            return frame, _csv_lines(path, len(frame))
+        if fmt == "parquet":
+            frame = pd.read_parquet(path)
+            return frame.astype(object).where(frame.notna(), "").astype(str), np.arange(1, len(frame) + 1)
+        return _read_jsonl(path)
+    except BadInput:
+        raise
+    except (OSError, UnicodeDecodeError, ValueError, pd.errors.ParserError, RecursionError, ImportError) as e:
+        raise BadInput(f"{path}: cannot read it as {fmt}: {str(e).splitlines()[0][:200] if str(e) else type(e).__name__}") from None
+
+
+def _csv_lines(path: Path, rows: int) -> np.ndarray:
+    """Line numbers of the records; exact also when quoted fields span lines (read again only then)."""
+    with open(path, "rb") as f:
+        physical = sum(1 for _ in f)
+    if physical - 1 <= rows:  # one line per record (a last line without newline counts too)
+        return np.arange(2, rows + 2)
+    lines = []
+    with open(path, encoding="utf-8", newline="") as f:
+        reader = csv.reader(f, delimiter="\t" if path.suffix.lower() == ".tsv" else ",")
+        start = 1
+        for i, _ in enumerate(reader):
+            if i:
+                lines.append(start)
+            start = reader.line_num + 1
+    return np.asarray(lines[:rows] + [0] * (rows - len(lines)))
+
+
+def _read_jsonl(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
+    rows, lines, problems = [], [], []
+    with open(path, encoding="utf-8") as f:
+        for number, text in enumerate(f, 1):
+            if not text.strip():
+                continue
+            try:
+                record = json.loads(text)
+            except (ValueError, RecursionError) as e:
+                problems.append(Problem(str(path), number, None, f"not JSON: {str(e)[:100]}"))
+                continue
+            if not isinstance(record, dict) or any(isinstance(v, (dict, list)) for v in record.values()):
+                problems.append(Problem(str(path), number, None, "a line is an object of plain values"))
+                continue
+            rows.append({k: "" if v is None else str(v) for k, v in record.items()})
+            lines.append(number)
+        if problems:
+            raise InvalidInput(problems, "nothing was analysed")
+    return pd.DataFrame(rows, dtype=str).fillna(""), np.asarray(lines, dtype=int)
+
+
+def _column(frame: pd.DataFrame, given: dict, role: str, required: bool, path: Path) -> str | None:
+    if role in given:
+        if given[role] not in frame.columns:
+            raise InvalidInput([Problem(str(path), 1, given[role], f"no such column (columns: {', '.join(map(str, frame.columns[:20]))})")],
+                               "nothing was analysed")
+        return given[role]
+    for name in ALIASES[role]:
+        if name in frame.columns:
+            return name
+    if required:
+        raise InvalidInput([Problem(str(path), 1, role, f"no {role} column: name it one of {', '.join(ALIASES[role])} "
+                                                        f"or map it in the spec's columns (columns: {', '.join(map(str, frame.columns[:20]))})")],
+                           "nothing was analysed")
+    return None
+
+
+class _Problems:
+    def __init__(self, path: Path):
+        self.path, self.items, self.count = str(path), [], 0
+
+    def add_rows(self, mask: np.ndarray, lines: np.ndarray, field: str, message) -> None:
+        """Problems at the rows in `mask`; `message` is a text or a function of the row index (called only for
+        the rows shown)."""
+        index = np.flatnonzero(mask)
+        self.count += len(index)
+        for i in index[: max(0, MAX_PROBLEMS - len(self.items))]:
+            self.items.append(Problem(self.path, int(lines[i]), field, message if isinstance(message, str) else message(i)))
+
+    def raise_if_any(self) -> None:
+        if self.count:
+            items = sorted(self.items, key=lambda p: (p.line or 0))
+            if self.count > len(items):
+                items.append(Problem(self.path, None, None, f"and {self.count - len(items)} more problem(s)"))
+            raise InvalidInput(items, "nothing was analysed")
+
+
+def _long(frame, lines, spec: Spec, path: Path) -> pd.DataFrame:
+    """The table in long layout: item, annotator, criterion, value, system, agent, line (text)."""
+    c = spec.columns
+    item = _column(frame, c, "item", True, path)
+    system = _column(frame, c, "system", False, path)
+    agent = _column(frame, c, "agent", False, path)
+    base = {"item": frame[item], "system": frame[system] if system else "", "agent": frame[agent] if agent else ""}
+    if spec.layout == "wide_annotators":
+        (criterion,) = spec.criteria
+        used = {item, system, agent}
+        annotators = [col for col in frame.columns if col not in used]
+        if not annotators:
+            raise InvalidInput([Problem(str(path), 1, None, "no annotator columns")], "nothing was analysed")
+        parts = [pd.DataFrame({**base, "annotator": str(a), "criterion": criterion, "value": frame[a], "line": lines})
+                 for a in annotators]
+        return pd.concat(parts, ignore_index=True)
+    annotator = _column(frame, c, "annotator", True, path)
+    base["annotator"] = frame[annotator]
+    if spec.layout == "wide_criteria":
+        parts = []
+        for name, crit in spec.criteria.items():
+            col = crit.column or name
+            if col not in frame.columns:
+                raise InvalidInput([Problem(str(path), 1, col, f"no column for criterion '{name}'")], "nothing was analysed")
+            parts.append(pd.DataFrame({**base, "criterion": name, "value": frame[col], "line": lines}))
+        return pd.concat(parts, ignore_index=True)
+    value = _column(frame, c, "value", True, path)
+    criterion = _column(frame, c, "criterion", False, path)
+    if criterion is None:
+        if len(spec.criteria) > 1:
+            raise InvalidInput([Problem(str(path), 1, "criterion", "several criteria in the spec but no criterion "
+                                                                   "column")], "nothing was analysed")
+        crit = next(iter(spec.criteria), value)
+    return pd.DataFrame({**base, "criterion": frame[criterion] if criterion else crit, "value": frame[value],
+                         "line": lines})
+
+
+def _parse_numbers(text: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """(values, ok): plain decimal numbers only. pandas' C parser refuses '1_0', non-ASCII digits ('٧'), hex and
+    '1,5' (the tests pin this); infinities and NaN are refused here."""
+    values = pd.to_numeric(pd.Series(text.to_numpy(dtype=object)), errors="coerce").to_numpy(dtype=float)
+    return values, np.isfinite(values)
+
+
+def infer_criteria(table: pd.DataFrame, spec: Spec) -> Spec:
+    """Criteria not declared in the spec: interval when every value is a number, nominal otherwise."""
+    criteria = dict(spec.criteria)
+    for name, values in table.groupby("criterion", sort=True)["value"]:
+        if name in criteria:
+            continue
+        present = values[~values.isin(spec.missing)]
+        _, ok = _parse_numbers(present.astype(str))
+        criteria[str(name)] = CriterionSpec(scale="interval") if ok.all() else CriterionSpec(scale="nominal")
+    return spec.model_copy(update={"criteria": criteria})
+
+
+def read_ratings(path: Path, spec: Spec | None = None) -> tuple[pd.DataFrame, Spec]:
+    """(tidy ratings, the spec with every criterion) of a ratings file; InvalidInput lists every problem."""
+    declared = spec is not None and bool(spec.criteria)
+    spec = spec or Spec(name=path.stem)
+    frame, lines = read_table(path)
+    table = _long(frame, lines, spec, path)
+    for col in ("item", "annotator", "criterion", "system", "agent", "value"):
+        table[col] = table[col].astype(str)
+    problems = _Problems(path)
+    for col in ("item", "annotator", "criterion"):
+        empty = (table[col].str.strip() == "").to_numpy()
+        problems.add_rows(empty, table["line"].to_numpy(), col, "empty")
+    if declared:
+        unknown = ~table["criterion"].isin(list(spec.criteria)).to_numpy()
+        criteria = table["criterion"].to_numpy()
+        problems.add_rows(unknown, table["line"].to_numpy(), "criterion",
+                          lambda i: f"unknown criterion '{criteria[i][:40]}'; valid: {', '.join(spec.criteria)}")
+    problems.raise_if_any()
+    spec = infer_criteria(table, spec)
+    values = np.full(len(table), np.nan, dtype=object)
+    line = table["line"].to_numpy()
+    given = table["value"].to_numpy()
+    for name, crit in spec.criteria.items():
+        rows = (table["criterion"] == name).to_numpy()
+        text = table["value"][rows]
+        missing = text.str.strip().isin(spec.missing + crit.missing).to_numpy()
+        sub = np.zeros(len(table), dtype=bool)
+        if crit.reads_numbers:
+            number, ok = _parse_numbers(text)
+            bad = ~missing & ~ok
+            sub[rows] = bad
+            problems.add_rows(sub, line, "value", lambda i: f"'{given[i][:40]}' is not a number ({crit.scale} criterion "
+                                                            f"'{name}'; declare codes such as 'N/A' as missing)")
+            low = crit.min if crit.min is not None else -np.inf
+            high = crit.max if crit.max is not None else np.inf
+            out = ok & ~missing & ((number < low) | (number > high))
+            sub[:] = False
+            sub[rows] = out
+            problems.add_rows(sub, line, "value", f"outside {name}'s range [{crit.min:g}, {crit.max:g}]"
+                              if crit.min is not None and crit.max is not None else "outside the range")
+            chosen = np.where(missing | ~ok, np.nan, number)
+            values[rows] = chosen
+        else:
+            labels = crit.labels
+            if labels is not None:
+                bad = ~missing & ~text.isin(labels).to_numpy()
+                sub[rows] = bad
+                problems.add_rows(sub, line, "value",
+                                  lambda i: f"'{given[i][:40]}' is not one of {name}'s labels ({', '.join(labels[:8])})")
+            if crit.scale == "ordinal" and labels is not None:  # analysed by position: 1 = first label
+                position = pd.Series(text.to_numpy()).map({label: i + 1.0 for i, label in enumerate(labels)})
+                values[rows] = np.where(missing, np.nan, position.to_numpy(dtype=float))
+            else:
+                values[rows] = np.where(missing, None, text.to_numpy())
+    keys = ["item", "system", "agent", "annotator", "criterion"]
+    duplicated = table.duplicated(keys, keep="first").to_numpy()
+    if duplicated.any():
+        first_line = table.groupby(keys, sort=False)["line"].transform("first").to_numpy()
+        who, item, what = (table[k].to_numpy() for k in ("annotator", "item", "criterion"))
+        problems.add_rows(duplicated, line, "item", lambda i: f"annotator '{who[i][:40]}' rated item '{item[i][:40]}' on "
+                                                              f"'{what[i][:40]}' twice (first at line {first_line[i]})")
+    problems.raise_if_any()
+    tidy = table.assign(value=values, project=spec.name)
+    tidy = tidy[pd.notna(tidy["value"])].reset_index(drop=True)
+    if tidy.empty:
+        raise BadInput(f"{path}: no ratings (every value is empty or a missing code)")
+    return tidy[["project", "item", "system", "agent", "annotator", "criterion", "value", "line"]], spec
+
+
+def read_metrics(path: Path, spec: Spec, criteria) -> pd.DataFrame:
+    """Metric scores: item, system, metric, criterion ('' = every criterion), value (float), line."""
+    frame, lines = read_table(path)
+    c = spec.metric_columns
+    item = _column(frame, c, "item", True, path)
+    metric = _column(frame, c, "metric", True, path)
+    value = _column(frame, c, "value", True, path)
+    system = _column(frame, c, "system", False, path)
+    criterion = _column(frame, c, "criterion", False, path)
+    confidence = _column(frame, c, "confidence", False, path)
+    table = pd.DataFrame({"item": frame[item].astype(str), "system": frame[system].astype(str) if system else "",
+                          "metric": frame[metric].astype(str),
+                          "criterion": frame[criterion].astype(str) if criterion else "", "line": lines})
+    problems = _Problems(path)
+    for col in ("item", "metric"):
+        problems.add_rows((table[col].str.strip() == "").to_numpy(), lines, col, "empty")
+    if criterion:
+        unknown = ~table["criterion"].isin(list(criteria) + [""]).to_numpy()
+        named = table["criterion"].to_numpy()
+        problems.add_rows(unknown, lines, "criterion",
+                          lambda i: f"unknown criterion '{named[i][:40]}'; the ratings have {', '.join(criteria)}")
+    text = frame[value].astype(str)
+    number, ok = _parse_numbers(text)
+    given = text.to_numpy()
+    problems.add_rows(~ok, lines, "value", lambda i: f"'{given[i][:40]}' is not a number")
+    if confidence:
+        stated = frame[confidence].astype(str)
+        p, p_ok = _parse_numbers(stated)
+        p_ok &= ~((p < 0) | (p > 1))
+        blank = (stated.str.strip() == "").to_numpy()
+        said = stated.to_numpy()
+        problems.add_rows(~p_ok & ~blank, lines, confidence, lambda i: f"'{said[i][:40]}' is not a probability in [0, 1]")
+        table["confidence"] = np.where(blank, np.nan, p)
+    duplicated = table.duplicated(["item", "system", "metric", "criterion"]).to_numpy()
+    problems.add_rows(duplicated, lines, "item", "a second score of this metric for this item and system")
+    problems.raise_if_any()
+    columns = ["item", "system", "metric", "criterion", "value", "line"] + (["confidence"] if confidence else [])
+    return table.assign(value=number)[columns]
+
+
+def from_label_studio(annotations: pd.DataFrame, model: pd.DataFrame, spec: Spec) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(tidy ratings, metrics) from evalstudio's annotation and model frames (exporters.tidy): the item is the
+    task's item_id (else the task), ordinal labels become their position, and the model outputs the tasks carry are
+    the metric `model`."""
+    rows = annotations[~annotations["cancelled"] & annotations["value"].notna()]
+    rows = rows[rows["criterion"].isin(list(spec.criteria))]
+
+    def item(frame):
+        return frame["item_id"].where(frame["item_id"].notna(), frame["task_id"]).astype(str)
+
+    def positions(frame):
+        values = frame["value"].astype(object).copy()
+        for name, crit in spec.criteria.items():
+            if crit.labels is not None and crit.scale == "ordinal":
+                mine = frame["criterion"] == name
+                values[mine] = frame.loc[mine, "value"].map({label: i + 1.0 for i, label in enumerate(crit.labels)})
+        return values
+
+    tidy = pd.DataFrame({"project": spec.name, "item": item(rows), "system": rows["system"].fillna("").astype(str),
+                         "agent": rows["agent"].fillna("").astype(str), "annotator": rows["annotator"].astype(str),
+                         "criterion": rows["criterion"], "value": positions(rows), "line": 0})
+    tidy = tidy[tidy["value"].notna()].reset_index(drop=True)
+    numeric = [c for c, crit in spec.criteria.items() if crit.numeric]
+    model = model[model["criterion"].isin(numeric) & model["value"].notna()] if not model.empty else model
+    if model.empty:
+        return tidy, pd.DataFrame(columns=["item", "system", "metric", "criterion", "value", "line"])
+    scores = pd.DataFrame({"item": item(model) + np.where(model["agent"].fillna("") != "", " | " + model["agent"].fillna(""), ""),
+                           "system": model["system"].fillna("").astype(str), "metric": "model",
+                           "criterion": model["criterion"], "value": pd.to_numeric(positions(model), errors="coerce"),
+                           "line": 0})
+    return tidy, scores[scores["value"].notna()].reset_index(drop=True)

@@ -1,0 +1,13 @@
+"""The statistics of evalstudio: pure, vectorised functions on arrays and tidy frames, each citing its paper, that
+know nothing of Label Studio.
+
+- agreement: Krippendorff's alpha (O(N) kernel, vectorised bootstrap), Cohen's and Fleiss' kappa, percent
+  agreement, majority vote, leave-one-annotator-out correlation
+- coefficients: Gwet's AC1/AC2 and the generalised weighted Fleiss' kappa with missing data
+- icc: the six Shrout-Fleiss intraclass correlations with F tests and CIs
+- correlation: grouped correlations (mt-metrics-eval), Kendall variants, pairwise, tie-calibrated and soft
+  pairwise accuracy
+- significance: Williams test, PERM-BOTH, significance clusters, paired-bootstrap system ranking
+- aggregation: plurality, majority, Dawid-Skene and MACE (crowd-kit)
+- alignment: human-vs-model correlations with CIs, categorical agreement, LLM-judge kappa and calibration (ECE)
+"""

@@ -1,0 +1,254 @@
+"""Correlation of human scores with metric scores, as mt-metrics-eval computes it (Freitag et al., WMT metrics tasks).
+
+Scores come as matrices `systems x items` (NaN = missing). A statistic is computed per *group* and then averaged
+over the groups with a defined value (macro average):
+
+- `none`: one group, every (system, item) segment (or, at system level, the vector of system scores);
+- `item`: one group per item, the systems' scores of that item ("item-grouped", WMT23's segment level);
+- `system`: one group per system, its items' scores.
+
+Within a group, a pair of values is used when both sides are present. A group whose human or metric values are
+constant has no Pearson/Spearman/Kendall-b correlation; it is left out of the average (or counted as 0 with
+`nan_as_zero=True`), as mt-metrics-eval does.
+
+Methods: pearson, spearman, kendall_b, kendall_c (scipy's tau-b and tau-c), kendall_23 and acc_23 (Deutsch,
+Foster & Freitag 2023, "Ties Matter: Meta-Evaluating Modern Metrics with Pairwise Accuracy and Tie Calibration",
+EMNLP: tau_23 = (C + T_both - D - T_human - T_metric) / pairs, acc_23 = (C + T_both) / pairs).
+
+Everything is vectorised over groups and over a leading batch axis (resamples of a permutation test), so a
+permutation test is a few array operations, not a Python loop per resample.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import stats
+
+METHODS = ("pearson", "spearman", "kendall_b", "kendall_c", "kendall_23", "acc_23")
+GROUPINGS = ("none", "item", "system")
+# pair-wise (M x M per group) computations are done in chunks of at most this many pair cells
+_PAIR_CELLS = 20_000_000
+
+
+def arrange(matrix: np.ndarray, group_by: str) -> np.ndarray:
+    """A `systems x items` matrix as `groups x members` for a grouping."""
+    matrix = np.asarray(matrix, dtype=float)
+    if group_by == "none":
+        return matrix.reshape(1, -1)
+    if group_by == "system":
+        return matrix
+    if group_by == "item":
+        return matrix.T
+    raise ValueError(f"group_by must be one of {', '.join(GROUPINGS)}, got {group_by!r}")
+
+
+def batch_correlation(gold: np.ndarray, scores: np.ndarray, method: str = "pearson") -> np.ndarray:
+    """Correlation per group of `gold` (G x M) with `scores` (..., G x M); NaN where undefined. Shape (..., G)."""
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+    gold = np.asarray(gold, dtype=float)
+    scores = np.asarray(scores, dtype=float)
+    valid = ~np.isnan(gold) & ~np.isnan(scores)
+    x = np.where(valid, gold, np.nan)
+    y = np.where(valid, scores, np.nan)
+    n = valid.sum(-1)
+    constant = (_ptp(x) == 0) | (_ptp(y) == 0) | (n < 2)
+    if method in ("pearson", "spearman"):
+        if method == "spearman":
+            x = stats.rankdata(x, axis=-1, nan_policy="omit")
+            y = stats.rankdata(y, axis=-1, nan_policy="omit")
+        r = _pearson(x, y, valid, n)
+    else:
+        r = _kendall(x, y, valid, n, method)
+        if method in ("kendall_23", "acc_23"):  # always defined when the group has a pair
+            return np.where(n < 2, np.nan, r)
+    return np.where(constant, np.nan, np.clip(r, -1.0, 1.0))
+
+
+def _ptp(x: np.ndarray) -> np.ndarray:
+    with np.errstate(invalid="ignore"):
+        if x.shape[-1] == 0:
+            return np.zeros(x.shape[:-1])
+        all_nan = np.isnan(x).all(-1)
+        safe = np.where(all_nan[..., None], 0.0, x)
+        return np.nanmax(safe, -1) - np.nanmin(safe, -1)
+
+
+def _pearson(x, y, valid, n):
+    with np.errstate(invalid="ignore", divide="ignore"):
+        xm = np.nansum(x, -1) / n
+        ym = np.nansum(y, -1) / n
+        dx = np.where(valid, x - xm[..., None], 0.0)
+        dy = np.where(valid, y - ym[..., None], 0.0)
+        return (dx * dy).sum(-1) / np.sqrt((dx * dx).sum(-1) * (dy * dy).sum(-1))
+
+
+def _kendall(x, y, valid, n, method):
+    """Kendall variants from pair counts, in chunks over the group axis (M x M pairs per group); groups too
+    large for pair counting (tau-b and tau-c only) go to scipy's O(M log M) kendalltau one by one."""
+    shape = x.shape
+    members = shape[-1]
+    if members * members > _PAIR_CELLS:
+        if method not in ("kendall_b", "kendall_c"):
+            raise ValueError(f"{method} counts pairs: groups of {members} values are too large (group by item)")
+        flat_x, flat_y, flat_v = x.reshape(-1, members), y.reshape(-1, members), valid.reshape(-1, members)
+        out = np.array([stats.kendalltau(a[v], b[v], variant=method[-1])[0] if v.sum() >= 2 else np.nan
+                        for a, b, v in zip(flat_x, flat_y, flat_v)], dtype=float)
+        return out.reshape(shape[:-1])
+    flat_x = x.reshape(-1, members)
+    flat_y = y.reshape(-1, members)
+    flat_v = valid.reshape(-1, members)
+    out = np.empty(flat_x.shape[0])
+    step = max(1, _PAIR_CELLS // max(1, members * members))
+    upper = np.triu(np.ones((members, members), dtype=bool), 1)
+    for start in range(0, flat_x.shape[0], step):
+        sl = slice(start, start + step)
+        xs, ys, vs = flat_x[sl], flat_y[sl], flat_v[sl]
+        pair = vs[:, :, None] & vs[:, None, :] & upper
+        with np.errstate(invalid="ignore"):
+            sx = np.sign(xs[:, :, None] - xs[:, None, :])
+            sy = np.sign(ys[:, :, None] - ys[:, None, :])
+        sx = np.where(pair, sx, 0.0)
+        sy = np.where(pair, sy, 0.0)
+        pairs = pair.sum((1, 2)).astype(float)
+        s = (sx * sy).sum((1, 2))  # concordant - discordant
+        tie_x = (pair & (sx == 0)).sum((1, 2))
+        tie_y = (pair & (sy == 0)).sum((1, 2))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            if method == "kendall_b":
+                out[sl] = s / np.sqrt((pairs - tie_x) * (pairs - tie_y))
+            elif method == "kendall_c":
+                m = np.minimum(_distinct(xs, vs), _distinct(ys, vs))
+                size = vs.sum(1)
+                out[sl] = 2 * s / (size**2 * (m - 1) / m)
+            else:
+                tie_both = (pair & (sx == 0) & (sy == 0)).sum((1, 2))
+                con = (s + (pairs - tie_x - tie_y + tie_both)) / 2  # C + D = pairs with no tie
+                if method == "acc_23":
+                    out[sl] = (con + tie_both) / pairs
+                else:
+                    dis = pairs - tie_x - tie_y + tie_both - con
+                    out[sl] = (con + tie_both - dis - (tie_x - tie_both) - (tie_y - tie_both)) / pairs
+    return out.reshape(shape[:-1])
+
+
+def _distinct(x, valid):
+    ordered = np.sort(np.where(valid, x, np.inf), axis=1)
+    new = np.diff(ordered, axis=1) != 0
+    return (np.isfinite(ordered[:, 0]).astype(int) + (new & np.isfinite(ordered[:, 1:])).sum(1)).astype(float)
+
+
+def average(values: np.ndarray, nan_as_zero: bool = False) -> tuple[float, int]:
+    """(macro average over the groups, number of groups averaged), over the last axis."""
+    values = np.asarray(values, dtype=float)
+    if nan_as_zero:
+        return float(np.nan_to_num(values).mean()) if values.size else float("nan"), int(values.size)
+    kept = values[~np.isnan(values)]
+    return (float(kept.mean()) if kept.size else float("nan")), int(kept.size)
+
+
+def grouped_correlation(human, metric, method: str = "pearson", group_by: str = "none",
+                        nan_as_zero: bool = False) -> tuple[float, int]:
+    """(average correlation over groups, groups averaged) of two `systems x items` matrices (or two vectors)."""
+    human, metric = np.atleast_2d(np.asarray(human, float)), np.atleast_2d(np.asarray(metric, float))
+    if human.shape != metric.shape:
+        raise ValueError(f"human and metric scores differ in shape: {human.shape} vs {metric.shape}")
+    return average(batch_correlation(arrange(human, group_by), arrange(metric, group_by), method), nan_as_zero)
+
+
+def pairwise_accuracy(human, metric) -> tuple[float, int]:
+    """(share of pairs ordered alike, number of pairs): a pair agrees when sign(h_i - h_j) == sign(m_i - m_j)
+    (Kocmi et al. 2021, "To Ship or Not to Ship"; a human tie agrees only with an exact metric tie)."""
+    h, m = np.asarray(human, float), np.asarray(metric, float)
+    keep = ~np.isnan(h) & ~np.isnan(m)
+    h, m = h[keep], m[keep]
+    i, j = np.triu_indices(len(h), 1)
+    if not len(i):
+        return float("nan"), 0
+    agree = np.sign(h[i] - h[j]) == np.sign(m[i] - m[j])
+    return float(agree.mean()), int(len(i))
+
+
+def _group_pairs(human: np.ndarray, metric: np.ndarray):
+    """Every within-group pair with both sides present: (group index, human diff, |metric diff|, metric diff)."""
+    groups, members = human.shape
+    i, j = np.triu_indices(members, 1)
+    h_d = human[:, i] - human[:, j]
+    m_d = metric[:, i] - metric[:, j]
+    ok = ~np.isnan(h_d) & ~np.isnan(m_d)
+    g = np.broadcast_to(np.arange(groups)[:, None], h_d.shape)[ok]
+    return g, h_d[ok], m_d[ok]
+
+
+def tie_calibrated_accuracy(human, metric, group_by: str = "item") -> tuple[float, float]:
+    """(acc_eq, epsilon): pairwise accuracy acc_23 with metric ties introduced where |m_i - m_j| <= epsilon, at the
+    epsilon that maximises it (Deutsch et al. 2023, "Ties Matter"). The candidates are 0 and every observed
+    |metric difference|; the smallest maximising one is returned. acc_23 is averaged over groups with a pair.
+
+    Exact over all thresholds in O(P log P) for P pairs: a pair is right for epsilon >= |dm| when the humans tie
+    it, and for epsilon < |dm| when it is concordant; so the accuracy at each threshold is two cumulative sums."""
+    h, m = arrange(human, group_by), arrange(metric, group_by)
+    g, h_d, m_d = _group_pairs(h, m)
+    if not len(g):
+        return float("nan"), float("nan")
+    per_group = np.bincount(g, minlength=h.shape[0])
+    weight = 1.0 / per_group[g] / np.count_nonzero(per_group)
+    gap = np.abs(m_d)
+    thresholds, where = np.unique(np.r_[0.0, gap], return_inverse=True)
+    where = where[1:]  # each pair's gap as an index into the sorted thresholds
+    human_tie = h_d == 0
+    concordant = ~human_tie & (np.sign(h_d) == np.sign(m_d))
+    # right when tied by the humans and gap <= eps: sum of weights with gap <= eps
+    tie_w = np.bincount(where[human_tie], weights=weight[human_tie], minlength=len(thresholds)).cumsum()
+    # right when concordant and gap > eps: total minus those with gap <= eps
+    con_w = weight[concordant].sum() - np.bincount(where[concordant], weights=weight[concordant],
+                                                   minlength=len(thresholds)).cumsum()
+    acc = tie_w + con_w
+    best = int(np.argmax(acc))
+    return float(acc[best]), float(thresholds[best])
+
+
+def acc23_at(human, metric, epsilon: float, group_by: str = "item") -> float:
+    """acc_23 with metric pairs closer than or equal to `epsilon` counted as ties, averaged over groups."""
+    h, m = arrange(human, group_by), arrange(metric, group_by)
+    g, h_d, m_d = _group_pairs(h, m)
+    if not len(g):
+        return float("nan")
+    per_group = np.bincount(g, minlength=h.shape[0])
+    metric_tie = np.abs(m_d) <= epsilon
+    right = np.where(h_d == 0, metric_tie, ~metric_tie & (np.sign(h_d) == np.sign(m_d)))
+    per = np.bincount(g, weights=right.astype(float), minlength=h.shape[0])
+    used = per_group > 0
+    return float((per[used] / per_group[used]).mean())
+
+
+def pairwise_p_values(segment_scores: np.ndarray, permutations: int = 1000, seed: int = 4) -> np.ndarray:
+    """`p[i, j]` (i < j): one-sided paired permutation p-value that system i is better than system j, from
+    `systems x segments` scores (sums over segments; each permutation flips the sign of a segment's pair
+    difference). The same permutations serve every pair and both human and metric (Thompson et al. 2024)."""
+    scores = np.asarray(segment_scores, dtype=np.float32)
+    rng = np.random.default_rng(seed)
+    flips = rng.random(size=(permutations, scores.shape[1]), dtype=np.float32)
+    np.rint(flips, out=flips, casting="same_kind")
+    flips = flips * 2.0 - 1.0
+    totals = scores.sum(1)
+    partial = flips @ scores.T  # permutations x systems
+    i, j = np.triu_indices(scores.shape[0], 1)
+    p = np.full((scores.shape[0],) * 2, np.nan)
+    p[i, j] = ((partial[:, i] - partial[:, j]) >= (totals[i] - totals[j])).mean(0)
+    return p
+
+
+def soft_pairwise_accuracy(human, metric, permutations: int = 1000, seed: int = 4) -> float:
+    """1 - pairwise confidence error (Thompson, Mathur, Deutsch & Lipton 2024, "Improving Statistical Significance
+    in Human Evaluation of Automatic Metrics via Soft Pairwise Accuracy", WMT): 1 - mean over system pairs of
+    |p_human(i > j) - p_metric(i > j)|. `human`, `metric`: `systems x items`; items missing for any system on
+    either side are left out."""
+    h, m = np.asarray(human, float), np.asarray(metric, float)
+    complete = ~(np.isnan(h) | np.isnan(m)).any(0)
+    if complete.sum() == 0 or h.shape[0] < 2:
+        return float("nan")
+    ph = pairwise_p_values(h[:, complete], permutations, seed)
+    pm = pairwise_p_values(m[:, complete], permutations, seed)
+    i, j = np.triu_indices(h.shape[0], 1)
+    return float(1.0 - np.abs(ph[i, j] - pm[i, j]).mean())

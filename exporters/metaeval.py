@@ -1,0 +1,353 @@
+"""`evalstudio analyze`: the human ceiling, the meta-evaluation of metrics and the system ranking of a tidy ratings
+frame (from any file, `evalstudio.ratings`), as tables (no IO) and a report folder (CSVs + one HTML page).
+
+Per criterion:
+- agreement: Krippendorff's alpha at the criterion's level (bootstrap CI over items), Gwet's AC1/AC2 and Fleiss'
+  kappa (categorical/ordinal), the six ICC forms (when every item has the same number of ratings), and the
+  leave-one-annotator-out correlation (the ceiling USR and FED report) with each annotator's agreement with the rest;
+- aggregation of labels (plurality, majority, Dawid-Skene; MACE on request);
+- for each metric: system-level and segment-level (grouping none / item) correlations with CIs, pairwise accuracy,
+  tie-calibrated accuracy (item-grouped) and soft pairwise accuracy; PERM-BOTH and Williams p-values for every
+  pair of metrics and the significance clusters;
+- the systems ranked by their mean human score, with paired-bootstrap CIs and pairwise p-values.
+"""
+
+from __future__ import annotations
+
+from itertools import permutations
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..ratings import Spec
+from ..stats import aggregation, coefficients, correlation as corr, icc as icc_mod, significance as sig
+from ..stats.agreement import alpha_ci, krippendorff_alpha, leave_one_annotator_out, resample_counts
+from ..stats.alignment import fisher_ci
+
+SEGMENT_METHODS = ("pearson", "spearman", "kendall_b")
+SYSTEM_METHODS = ("pearson", "spearman", "kendall_b", "kendall_c")
+
+
+def segment(frame: pd.DataFrame) -> pd.Series:
+    """The rated unit: item, with system and agent when given."""
+    key = frame["item"].astype(str)
+    if (frame["system"] != "").any():
+        key = frame["system"].astype(str) + " | " + key
+    if (frame["agent"] != "").any():
+        key = key + " | " + frame["agent"].astype(str)
+    return key
+
+
+def _try(func, *args, **kwargs):
+    try:
+        return func(*args, **kwargs)
+    except ValueError as e:
+        return e
+
+
+def _icc_design(r: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """A complete items x raters table for ICC: the items with the most common number of ratings; raters are the
+    annotators when they are the same for every item (crossed), else slots in annotator order (ICC1 fits)."""
+    counts = r.groupby("item")["annotator"].transform("size")
+    k = int(counts.mode().iloc[0])
+    sub = r[counts == k].sort_values(["item", "annotator"])
+    per_annotator = sub.groupby("annotator").size()
+    crossed = len(per_annotator) == k and (per_annotator == sub["item"].nunique()).all()
+    if not crossed:
+        sub = sub.assign(annotator=sub.groupby("item").cumcount().map(lambda i: f"slot{i + 1}"))
+    design = "crossed" if crossed else "slots (ICC1 fits)"
+    return sub, f"{design}; {sub['item'].nunique()} of {r['item'].nunique()} items with {k} ratings"
+
+
+def agreement(ratings: pd.DataFrame, spec: Spec, n_boot: int = 1000):
+    """(agreement per criterion, leave-one-out per annotator, ICC forms, notes)."""
+    rows, loo_rows, icc_rows = [], [], []
+    for name, crit in spec.criteria.items():
+        r = ratings[ratings["criterion"] == name]
+        if r.empty:
+            continue
+        r = pd.DataFrame({"item": segment(r).to_numpy(), "annotator": r["annotator"].to_numpy(), "value": r["value"].to_numpy()})
+        row = {"criterion": name, "scale": crit.scale, "items": r["item"].nunique(), "ratings": len(r),
+               "annotators": r["annotator"].nunique()}
+        values = r["value"].to_numpy(dtype=float) if crit.numeric else r["value"].astype(str).to_numpy()
+        alpha = _try(krippendorff_alpha, r["item"].to_numpy(), values, crit.scale)
+        row["alpha"] = alpha if isinstance(alpha, float) else np.nan
+        row["alpha_lo"], row["alpha_hi"] = alpha_ci(r["item"].to_numpy(), values, crit.scale, n_boot) \
+            if not np.isnan(row["alpha"]) else (np.nan, np.nan)
+        if crit.labels is not None:
+            categories = crit.labels if crit.scale == "nominal" else [float(i + 1) for i in range(len(crit.labels))]
+        else:
+            categories = sorted(set(values)) if len(set(values)) <= 50 else None
+        if categories is not None and len(categories) >= 2:
+            weights = "identity" if crit.scale == "nominal" else ("ordinal" if crit.scale == "ordinal" else "quadratic")
+            r_cat = r.assign(value=values)
+            for coef, key in (("gwet", "gwet_ac"), ("fleiss", "fleiss_kappa")):
+                result = _try(coefficients.chance_corrected, r_cat, coef, weights, categories)
+                row[key] = result["value"] if isinstance(result, dict) else np.nan
+            row["ac_weights"] = weights
+        if crit.numeric:
+            numeric = r.assign(value=values)
+            loo = _try(leave_one_annotator_out, numeric)
+            if isinstance(loo, pd.DataFrame):
+                avg = loo.iloc[-1]
+                row.update({f"loo_{m}": avg[m] for m in SEGMENT_METHODS})
+                loo_rows.append(loo.assign(criterion=name))
+            sub, design = _icc_design(numeric)
+            table = _try(icc_mod.icc, sub)
+            if isinstance(table, pd.DataFrame):
+                row["icc1"] = float(table.loc[table["type"] == "ICC1", "value"].iloc[0])
+                row["icc2k"] = float(table.loc[table["type"] == "ICC2k", "value"].iloc[0])
+                icc_rows.append(table.assign(criterion=name, design=design))
+        rows.append(row)
+    cat = lambda parts: pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+    return pd.DataFrame(rows), cat(loo_rows), cat(icc_rows)
+
+
+def aggregate(ratings: pd.DataFrame, spec: Spec, mace: bool = False) -> pd.DataFrame:
+    """Aggregated labels of the categorical and ordinal criteria, one row per (criterion, item)."""
+    parts = []
+    methods = ("plurality", "majority", "dawid_skene") + (("mace",) if mace else ())
+    if not aggregation.crowdkit_available():
+        methods = tuple(m for m in methods if m not in aggregation.NEEDS_CROWD_KIT)
+    for name, crit in spec.criteria.items():
+        r = ratings[ratings["criterion"] == name]
+        if r.empty or crit.scale == "interval" or (crit.numeric and not crit.labels and r["value"].nunique() > 20):
+            continue
+        frame = pd.DataFrame({"item": segment(r).to_numpy(), "annotator": r["annotator"].to_numpy(),
+                              "value": r["value"].to_numpy()})
+        labels = aggregation.aggregate(frame, methods)
+        if crit.labels is not None and crit.scale == "ordinal":  # positions back to the labels
+            names = {float(i + 1): label for i, label in enumerate(crit.labels)}
+            labels = labels.apply(lambda col: col.map(lambda v: names.get(_float(v), v)))
+        parts.append(labels.rename_axis("item").reset_index().assign(criterion=name))
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+
+def _float(value):
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return value
+
+
+def _matrices(ratings: pd.DataFrame, metrics: pd.DataFrame, criterion: str):
+    """(systems, items, human matrix, {metric: matrix}) for one numeric criterion (systems x items, NaN missing)."""
+    r = ratings[ratings["criterion"] == criterion]
+    item = r["item"] + np.where(r["agent"] != "", " | " + r["agent"], "")
+    human = r.assign(item=item, value=r["value"].astype(float)).groupby(["system", "item"])["value"].mean().unstack()
+    human = human[_natural_order(human.columns)]
+    m = metrics[metrics["criterion"].isin([criterion, ""])]
+    out = {}
+    for name, g in m.groupby("metric", sort=True):
+        mat = g.pivot_table(index="system", columns="item", values="value", aggfunc="first")
+        out[name] = mat.reindex(index=human.index, columns=human.columns).to_numpy(dtype=float)
+    return list(human.index), list(human.columns), human.to_numpy(dtype=float), out
+
+
+def _natural_order(labels) -> list:
+    """Item ids in numeric order when they are all integers (0, 1, 2, ... 10), else as text."""
+    labels = list(labels)
+    if all(str(x).lstrip("-").isdigit() for x in labels):
+        return sorted(labels, key=lambda x: int(x))
+    return sorted(labels, key=str)
+
+
+def _system_scores(matrix, counts=None):
+    present = ~np.isnan(matrix)
+    filled = np.where(present, matrix, 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        if counts is None:
+            return filled.sum(1) / present.sum(1)
+        return (counts @ filled.T) / (counts @ present.T)
+
+
+def meta_evaluation(ratings: pd.DataFrame, metrics: pd.DataFrame, spec: Spec, n_boot: int = 1000,
+                    resamples: int = 1000, seed: int = 0):
+    """(correlations, pairwise/accuracy table, metric-pair significance, clusters) for every numeric criterion."""
+    corr_rows, acc_rows, pair_rows, cluster_rows = [], [], [], []
+    rng = np.random.default_rng(seed)
+    for criterion, crit in spec.criteria.items():
+        if not crit.numeric or not (ratings["criterion"] == criterion).any():
+            continue
+        systems, items, human, scores = _matrices(ratings, metrics, criterion)
+        scores = {k: v for k, v in scores.items() if (~np.isnan(v) & ~np.isnan(human)).sum() >= 3}
+        if not scores:
+            continue
+        n_sys = len(systems)
+        counts = resample_counts(rng, len(items), n_boot) if n_boot else None
+        human_sys = _system_scores(human)
+        boot_h = _system_scores(human, counts) if counts is not None and n_sys >= 3 else None
+        system_level = {}
+        for metric, mat in scores.items():
+            base = {"criterion": criterion, "metric": metric}
+            if n_sys >= 3:
+                m_sys = _system_scores(mat)
+                boot_m = _system_scores(mat, counts) if boot_h is not None else None
+                for method in SYSTEM_METHODS:
+                    value, _ = corr.grouped_correlation(human_sys, m_sys, method)
+                    lo = hi = np.nan
+                    if boot_m is not None:
+                        b = corr.batch_correlation(boot_h[:, None, :], boot_m[:, None, :], method)[:, 0]
+                        b = b[~np.isnan(b)]
+                        lo, hi = np.percentile(b, [2.5, 97.5]) if len(b) else (np.nan, np.nan)
+                    corr_rows.append({**base, "level": "system", "grouping": "none", "method": method, "value": value,
+                                      "lo": lo, "hi": hi, "n": n_sys, "groups": 1})
+                system_level[metric] = m_sys
+                acc, pairs = corr.pairwise_accuracy(human_sys, m_sys)
+                acc_rows.append({**base, "statistic": "pairwise_accuracy_system", "value": acc, "pairs": pairs,
+                                 "epsilon": np.nan})
+                acc_rows.append({**base, "statistic": "soft_pairwise_accuracy_system",
+                                 "value": corr.soft_pairwise_accuracy(human, mat, resamples), "pairs": pairs,
+                                 "epsilon": np.nan})
+            for grouping in (("none", "item") if n_sys >= 2 else ("none",)):
+                for method in SEGMENT_METHODS:
+                    g_h, g_m = corr.arrange(human, grouping), corr.arrange(mat, grouping)
+                    per_group = corr.batch_correlation(g_h, g_m, method)
+                    value, n_groups = corr.average(per_group)
+                    if grouping == "none":
+                        n = int((~np.isnan(g_h) & ~np.isnan(g_m)).sum())
+                        lo, hi = fisher_ci(value, n, method.split("_")[0])
+                    else:  # resample the items' correlations with the same counts
+                        kept = ~np.isnan(per_group)
+                        n = int(kept.sum())
+                        lo = hi = np.nan
+                        if counts is not None and n >= 2:
+                            with np.errstate(invalid="ignore", divide="ignore"):
+                                b = (counts[:, kept] @ per_group[kept]) / counts[:, kept].sum(1)
+                            lo, hi = np.nanpercentile(b, [2.5, 97.5])
+                    corr_rows.append({**base, "level": "segment", "grouping": grouping, "method": method,
+                                      "value": value, "lo": lo, "hi": hi, "n": n, "groups": n_groups})
+            if n_sys >= 2:
+                acc, eps = corr.tie_calibrated_accuracy(human, mat, "item")
+                acc_rows.append({**base, "statistic": "tie_calibrated_accuracy_item", "value": acc, "pairs": np.nan,
+                                 "epsilon": eps})
+        pairs, clusters = _significance(criterion, human, human_sys, scores, system_level, resamples, seed)
+        pair_rows += pairs
+        cluster_rows += clusters
+    frame = lambda rows: pd.DataFrame(rows)
+    return frame(corr_rows), frame(acc_rows), frame(pair_rows), frame(cluster_rows)
+
+
+def _significance(criterion, human, human_sys, scores, system_level, resamples, seed):
+    """PERM-BOTH (and Williams at system level) for every ordered pair of metrics; clusters at alpha 0.05."""
+    if len(scores) < 2:
+        return [], []
+    at_system = len(system_level) == len(scores)
+    level, method = ("system", "pearson") if at_system else ("segment", "pearson")
+    target = {k: (system_level[k] if at_system else v) for k, v in scores.items()}
+    gold = human_sys if at_system else human
+    value = {k: corr.grouped_correlation(gold, v, method)[0] for k, v in target.items()}
+    rows = []
+    p = pd.DataFrame(np.nan, index=list(target), columns=list(target))
+    for better, worse in permutations(target, 2):
+        if value[better] < value[worse] or (value[better] == value[worse] and better > worse):
+            continue
+        p_perm, delta = sig.perm_both(gold, target[worse], target[better], method, "none", resamples, seed)
+        row = {"criterion": criterion, "level": level, "method": method, "metric_better": better,
+               "metric_worse": worse, "corr_better": value[better], "corr_worse": value[worse], "delta": delta,
+               "p_perm_both": p_perm, "p_williams": np.nan}
+        if at_system and len(gold) > 3:
+            r23 = corr.grouped_correlation(target[better], target[worse], "pearson")[0]
+            row["p_williams"] = sig.williams_test(value[better], value[worse], r23, len(gold))
+        rows.append(row)
+        p.loc[better, worse] = p_perm
+    clusters = sig.significance_clusters(pd.Series(value), p)
+    return rows, [{"criterion": criterion, "level": level, "method": method, "metric": k, "correlation": value[k],
+                   "cluster": int(clusters[k])} for k in clusters.index]
+
+
+def _categories(crit, values) -> list | None:
+    """The answer categories of a categorical or ordinal criterion (numbers as the analysis holds them)."""
+    if crit.labels is not None:
+        return crit.labels if crit.scale == "nominal" else [float(i + 1) for i in range(len(crit.labels))]
+    if crit.min is not None and crit.max is not None and float(crit.min).is_integer() and crit.max - crit.min <= 20:
+        return [float(v) for v in range(int(crit.min), int(crit.max) + 1)]
+    found = sorted(set(values))
+    return found if len(found) <= 20 else None
+
+
+def judge_checks(ratings: pd.DataFrame, metrics: pd.DataFrame, spec: Spec):
+    """LLM-judge checks for categorical and ordinal criteria: every metric whose scores are all answers of the
+    criterion's scale is a judge; it is compared with the human plurality label of each segment (weighted kappa,
+    quadratic for ordinal; accuracy; confusion matrix) and, when the metrics file gives a confidence, calibrated
+    (ECE with its reliability table). Returns (judges, confusion, calibration)."""
+    from ..stats.alignment import expected_calibration_error, judge_agreement
+
+    judges, confusions, calibrations = [], [], []
+    for criterion, crit in spec.criteria.items():
+        r = ratings[ratings["criterion"] == criterion]
+        if r.empty or crit.scale == "interval":
+            continue
+        categories = _categories(crit, r["value"])
+        if categories is None:
+            continue
+        key = lambda f: f["system"].astype(str) + " | " + f["item"].astype(str)
+        human = aggregation.plurality(pd.DataFrame({"item": key(r).to_numpy(), "annotator": r["annotator"].to_numpy(),
+                                                    "value": r["value"].to_numpy()}))
+        m = metrics[metrics["criterion"].isin([criterion, ""])]
+        for metric, g in m.groupby("metric", sort=True):
+            if not g["value"].isin(categories).all():
+                continue  # a continuous metric, not a judge on this scale
+            judge = pd.Series(g["value"].to_numpy(), index=key(g).to_numpy())
+            both = human.index.intersection(judge.index)
+            if len(both) == 0:
+                continue
+            weights = "quadratic" if crit.scale == "ordinal" else None
+            row, confusion = judge_agreement(human[both].to_numpy(), judge[both].to_numpy(), weights, categories)
+            row = {"criterion": criterion, "metric": metric, **row}
+            names = (lambda v: crit.labels[int(v) - 1]) if crit.labels is not None and crit.scale == "ordinal" else str
+            long = confusion.stack().rename("count").reset_index()
+            confusions.append(long.assign(criterion=criterion, metric=metric, human=long["human"].map(names),
+                                          judge=long["judge"].map(names)))
+            if "confidence" in g and g["confidence"].notna().any():
+                conf = pd.Series(g["confidence"].to_numpy(), index=judge.index)[both]
+                ece, table = expected_calibration_error(conf.to_numpy(), (human[both] == judge[both]).to_numpy())
+                row["ece"] = ece
+                calibrations.append(table.assign(criterion=criterion, metric=metric))
+            judges.append(row)
+    cat = lambda parts: pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+    return pd.DataFrame(judges), cat(confusions), cat(calibrations)
+
+
+def system_ranking(ratings: pd.DataFrame, spec: Spec, n_boot: int = 1000):
+    """(ranking per criterion, pairwise p-values) from the mean human score per system."""
+    tables, pairs = [], []
+    for criterion, crit in spec.criteria.items():
+        r = ratings[ratings["criterion"] == criterion]
+        if not crit.numeric or r["system"].nunique() < 2:
+            continue
+        human = r.assign(value=r["value"].astype(float)).groupby(["system", "item"])["value"].mean().unstack()
+        table, p = sig.system_ranking(human.to_numpy(), human.index, max(n_boot, 1))
+        tables.append(table.assign(criterion=criterion))
+        long = p.stack().rename("p_not_better").rename_axis(["system_a", "system_b"]).reset_index()
+        pairs.append(long.assign(criterion=criterion))
+    cat = lambda parts: pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+    return cat(tables), cat(pairs)
+
+
+def analyze(ratings: pd.DataFrame, spec: Spec, metrics: pd.DataFrame | None = None, n_boot: int = 1000,
+            resamples: int = 1000, mace: bool = False) -> dict[str, pd.DataFrame]:
+    """Every table of the analysis, by name (the CSV file names)."""
+    tables = {}
+    tables["agreement"], tables["leave_one_out"], tables["icc"] = agreement(ratings, spec, n_boot)
+    tables["aggregated_labels"] = aggregate(ratings, spec, mace)
+    tables["systems"], tables["system_pairs"] = system_ranking(ratings, spec, n_boot)
+    if metrics is not None and not metrics.empty:
+        (tables["correlations"], tables["accuracy"], tables["metric_pairs"],
+         tables["clusters"]) = meta_evaluation(ratings, metrics, spec, n_boot, resamples)
+        tables["judges"], tables["judge_confusion"], tables["judge_calibration"] = judge_checks(ratings, metrics, spec)
+    return tables
+
+
+def write_analysis(tables: dict[str, pd.DataFrame], title: str, out_dir: Path, notes: list[str] = ()) -> Path:
+    """CSVs (spreadsheet-safe) and index.html with plots."""
+    from .files import write_csv
+    from .metaeval_page import page
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name, table in tables.items():
+        write_csv(table, out_dir / f"{name}.csv")
+    index = out_dir / "index.html"
+    index.write_text(page(tables, title, notes), encoding="utf-8")
+    return index

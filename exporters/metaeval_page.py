@@ -1,0 +1,120 @@
+"""The HTML page of `evalstudio analyze`: per criterion the human ceiling, each metric's correlations with CIs,
+the significance clusters and the system ranking (tables and plots)."""
+
+from __future__ import annotations
+
+import html
+
+import numpy as np
+import pandas as pd
+
+from .report import _img, _page, _table, plt
+
+_EXPLAIN = {
+    "ceiling": "How well people agree: Krippendorff's alpha (95% bootstrap CI over items), Gwet's AC and Fleiss' "
+               "kappa (weights by scale), ICC1 / ICC2k, and the leave-one-annotator-out correlation (each annotator "
+               "against the mean of the others). A metric correlating near the LOO value is as good as one more "
+               "annotator.",
+    "correlations": "Correlation of each metric with the mean human score. System level: over system means (95% "
+                    "paired bootstrap CI over items). Segment level: over all segments (none; Fisher CI) or per item "
+                    "across systems, averaged (item; bootstrap CI over items).",
+    "clusters": "Metrics sorted by correlation; a new cluster starts at a metric significantly worse (PERM-BOTH, "
+                "p < 0.05) than the best of the current one. Same cluster = no significant difference.",
+    "judges": "A metric whose scores are answers of the criterion's scale is treated as a judge: compared with the "
+              "human plurality label of each segment (Cohen's kappa, quadratic weights for ordinal scales; accuracy), "
+              "and, when the metrics file has a confidence column, calibrated (expected calibration error, 10 bins).",
+    "systems": "Systems by mean human score with 95% paired bootstrap CIs over items; p = share of resamples in "
+               "which the row system is not better than the column system.",
+}
+
+
+def _sel(frame: pd.DataFrame, criterion: str) -> pd.DataFrame:
+    if frame is None or frame.empty or "criterion" not in frame:
+        return pd.DataFrame()
+    return frame[frame["criterion"] == criterion].drop(columns="criterion")
+
+
+def _correlation_plot(corrs: pd.DataFrame, clusters: pd.DataFrame):
+    rows = corrs[(corrs["method"] == "pearson")]
+    level = "system" if (rows["level"] == "system").any() else "segment"
+    rows = rows[(rows["level"] == level) & (rows["grouping"] == "none")].sort_values("value", ascending=True)
+    if rows.empty:
+        return None
+    cluster = clusters.set_index("metric")["cluster"] if not clusters.empty else pd.Series(dtype=int)
+    colours = plt.get_cmap("tab10")
+    fig, ax = plt.subplots(figsize=(6.5, 0.45 * len(rows) + 1.2))
+    y = np.arange(len(rows))
+    err = np.vstack([rows["value"] - rows["lo"], rows["hi"] - rows["value"]])
+    # a percentile CI need not contain the estimate: draw the part of it that lies beyond
+    ax.barh(y, rows["value"], xerr=np.clip(np.nan_to_num(err), 0, None), capsize=3,
+            color=[colours((int(cluster.get(m, 1)) - 1) % 10) for m in rows["metric"]])
+    ax.set_yticks(y, [f"{m}  (cluster {int(cluster[m])})" if m in cluster else m for m in rows["metric"]], fontsize=8)
+    ax.set_xlabel(f"Pearson r, {level} level", fontsize=8)
+    ax.axvline(0, color="grey", lw=0.8)
+    fig.tight_layout()
+    return fig
+
+
+def _system_plot(systems: pd.DataFrame):
+    if systems.empty:
+        return None
+    rows = systems.sort_values("mean")
+    fig, ax = plt.subplots(figsize=(6.5, 0.35 * len(rows) + 1.2))
+    y = np.arange(len(rows))
+    err = np.vstack([rows["mean"] - rows["lo"], rows["hi"] - rows["mean"]])
+    ax.errorbar(rows["mean"], y, xerr=np.clip(np.nan_to_num(err), 0, None), fmt="o", capsize=3)
+    ax.set_yticks(y, rows["system"].astype(str).str[:30], fontsize=8)
+    ax.set_xlabel("mean human score", fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def page(tables: dict[str, pd.DataFrame], title: str, notes=()) -> str:
+    esc = html.escape
+    body = [f"<h1>{esc(title)}</h1>"] + [f"<p>{esc(n)}</p>" for n in notes]
+    criteria = list(tables["agreement"]["criterion"]) if not tables["agreement"].empty else []
+    for criterion in criteria:
+        body.append(f"<h2>{esc(str(criterion))}</h2>")
+        body += ["<h3>Human ceiling</h3>", f"<p>{_EXPLAIN['ceiling']}</p>", _table(_sel(tables["agreement"], criterion))]
+        loo = _sel(tables["leave_one_out"], criterion)
+        if not loo.empty:
+            body += ["<p>Each annotator against the rest:</p>", _table(loo)]
+        icc = _sel(tables["icc"], criterion)
+        if not icc.empty:
+            body += [f"<p>ICC ({esc(str(icc['design'].iloc[0]))}):</p>", _table(icc.drop(columns="design"))]
+        corrs = _sel(tables.get("correlations"), criterion)
+        if not corrs.empty:
+            body += ["<h3>Metrics</h3>", f"<p>{_EXPLAIN['correlations']}</p>", _table(corrs)]
+            body.append(_table(_sel(tables.get("accuracy"), criterion)))
+            clusters = _sel(tables.get("clusters"), criterion)
+            fig = _correlation_plot(corrs, clusters)
+            if fig is not None:
+                body.append(_img(fig))
+            if not clusters.empty:
+                body += ["<h3>Significance clusters</h3>", f"<p>{_EXPLAIN['clusters']}</p>", _table(clusters),
+                         _table(_sel(tables.get("metric_pairs"), criterion))]
+        judges = _sel(tables.get("judges"), criterion)
+        if not judges.empty:
+            body += ["<h3>Judges</h3>", f"<p>{_EXPLAIN['judges']}</p>", _table(judges)]
+            confusion = _sel(tables.get("judge_confusion"), criterion)
+            for metric, g in confusion.groupby("metric", sort=True) if not confusion.empty else []:
+                body += [f"<p>{esc(str(metric))}: confusion (rows human, columns judge)</p>",
+                         _table(g.pivot(index="human", columns="judge", values="count").reset_index())]
+            calibration = _sel(tables.get("judge_calibration"), criterion)
+            if not calibration.empty:
+                body += ["<p>Reliability (confidence vs accuracy per bin):</p>", _table(calibration)]
+        systems = _sel(tables["systems"], criterion)
+        if not systems.empty:
+            body += ["<h3>System ranking</h3>", f"<p>{_EXPLAIN['systems']}</p>", _table(systems)]
+            fig = _system_plot(systems)
+            if fig is not None:
+                body.append(_img(fig))
+            pairs = _sel(tables["system_pairs"], criterion)
+            if not pairs.empty:
+                body.append(_table(pairs.pivot(index="system_a", columns="system_b", values="p_not_better")
+                                   .reset_index()))
+    labels = tables.get("aggregated_labels")
+    if labels is not None and not labels.empty:
+        body += ["<h2>Aggregated labels</h2>", f"<p>{len(labels)} item labels in aggregated_labels.csv "
+                 "(plurality, majority, Dawid-Skene, and MACE when asked for).</p>"]
+    return _page(title, "\n".join(body))

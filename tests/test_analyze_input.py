@@ -1,0 +1,215 @@
+"""Ratings from anywhere: layouts, specs and formats give the same tidy frame; bad files are reported as
+`file:line: column: message` with exit code 2 and nothing analysed; fuzzed files never crash `analyze`."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from evalstudio.cli import app
+from evalstudio.errors import BadInput, InvalidInput
+from evalstudio.ratings import Spec, read_metrics, read_ratings, read_spec
+
+from .conftest import CLI_FUZZ_EXAMPLES
+
+SPEC_1_5 = "criteria:\n  quality: {scale: interval, min: 1, max: 5}\n  fluency: {scale: ordinal, labels: [bad, ok, good]}\n"
+LONG = "item,annotator,criterion,value\n1,a,quality,4\n1,b,quality,5\n2,a,quality,2\n2,b,quality,N/A\n1,a,fluency,good\n"
+
+
+def invoke(*args):
+    result = CliRunner().invoke(app, ["analyze", *map(str, args)])
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    assert "Traceback" not in result.output
+    return result
+
+
+def write(folder: Path, name: str, text: str) -> Path:
+    path = folder / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+BAD = [
+    # (file content, expected `file:line: column: message` fragment)
+    ("item,annotator,criterion,value\n1,a,quality,4\n1,b,quality,four\n", ":3: value: 'four' is not a number"),
+    ("item,annotator,criterion,value\n1,a,quality,4\n1,b,qualty,4\n", ":3: criterion: unknown criterion 'qualty'"),
+    ("item,annotator,criterion,value\n1,a,quality,4\n1,a,quality,5\n", ":3: item: annotator 'a' rated item '1' on 'quality' twice (first at line 2)"),
+    ("item,annotator,criterion,value\n1,a,quality,7\n", ":2: value: outside quality's range [1, 5]"),
+    ("item,annotator,criterion,value\n1,a,fluency,great\n", ":2: value: 'great' is not one of fluency's labels"),
+    ("item,annotator,criterion,value\n1,a,quality,1_0\n", ":2: value: '1_0' is not a number"),
+    ("item,annotator,criterion,value\n1,a,quality,\u0667\n", ":2: value: '\u0667' is not a number"),
+    ("item,annotator,criterion,value\n1,a,quality,inf\n", ":2: value: 'inf' is not a number"),
+    ("item,annotator,criterion,value\n,a,quality,3\n", ":2: item: empty"),
+    ("item,judge,criterion,value\n1,a,quality,3\n", ":1: annotator: no annotator column"),
+    ('item,annotator,criterion,value\n"1\nx",a,quality,3\n2,a,quality,9\n', ":4: value: outside quality's range"),
+]
+
+
+@pytest.mark.parametrize("content, expected", BAD, ids=[e.split(": ")[1] + str(i) for i, (_, e) in enumerate(BAD)])
+def test_bad_ratings_files_are_reported_as_file_line_column_message(tmp_path, content, expected):
+    ratings = write(tmp_path, "ratings.csv", content)
+    spec = write(tmp_path, "spec.yaml", SPEC_1_5)
+    result = invoke(ratings, "--spec", spec, "-o", tmp_path / "out")
+    assert result.exit_code == 2
+    assert f"{ratings}{expected}" in result.stderr
+    assert "nothing was analysed" in result.stderr and not (tmp_path / "out").exists()
+
+
+def test_every_problem_is_reported_not_only_the_first(tmp_path):
+    rows = "".join(f"{i},a,quality,x{i}\n" for i in range(30))
+    ratings = write(tmp_path, "ratings.csv", "item,annotator,criterion,value\n" + rows)
+    with pytest.raises(InvalidInput) as e:
+        read_ratings(ratings, read_spec(write(tmp_path, "spec.yaml", SPEC_1_5)))
+    assert [p.line for p in e.value.problems] == list(range(2, 32))
+
+
+def test_bad_metric_files_and_specs(tmp_path):
+    spec = read_spec(write(tmp_path, "spec.yaml", SPEC_1_5))
+    metrics = write(tmp_path, "m.csv", "item,metric,criterion,value\n1,bleu,quality,0.5\n1,bleu,quality,0.6\n2,bleu,qual,1\n3,bleu,,nan\n")
+    with pytest.raises(InvalidInput) as e:
+        read_metrics(metrics, spec, list(spec.criteria))
+    shown = [str(p) for p in e.value.problems]
+    assert f"{metrics}:3: item: a second score of this metric for this item and system" in shown
+    assert any(s.startswith(f"{metrics}:4: criterion: unknown criterion 'qual'") for s in shown)
+    assert f"{metrics}:5: value: 'nan' is not a number" in shown
+    for text, fragment in [("layout: sideways\n", "layout"), ("criteria: {q: {scale: interval, labels: [a]}}\n", "criteria.q"),
+                           ("- a\n", "a spec is a mapping"), ("columns: {item: [1]}\n", "columns.item")]:
+        with pytest.raises(BadInput, match=fragment):
+            read_spec(write(tmp_path, "bad.yaml", text))
+
+
+def _tidy(frame: pd.DataFrame) -> pd.DataFrame:
+    keep = ["item", "system", "annotator", "criterion", "value"]
+    return frame[keep].astype({"value": float}).sort_values(keep[:-1]).reset_index(drop=True)
+
+
+@pytest.mark.parametrize("layout, name, content, spec", [
+    ("long", "r.jsonl", "\n".join(json.dumps(r) for r in [
+        {"item": 1, "system": "s", "annotator": "a", "criterion": "quality", "value": 4},
+        {"item": 1, "system": "s", "annotator": "b", "criterion": "quality", "value": 5},
+        {"item": 1, "system": "s", "annotator": "a", "criterion": "fluency", "value": "ok"}]) + "\n", {}),
+    ("wide_criteria", "r.csv", "item,system,annotator,quality,fluency\n1,s,a,4,ok\n1,s,b,5,\n", {"layout": "wide_criteria"}),
+    ("wide_annotators", "r.csv", "item,system,a,b\n1,s,4,5\n", {"layout": "wide_annotators"}),
+])
+def test_long_and_wide_layouts_give_the_same_tidy_frame(tmp_path, layout, name, content, spec):
+    criteria = {"quality": {"scale": "interval", "min": 1, "max": 5}}
+    if layout != "wide_annotators":
+        criteria["fluency"] = {"scale": "ordinal", "labels": ["bad", "ok", "good"]}
+    tidy, _ = read_ratings(write(tmp_path, name, content), Spec(criteria=criteria, **spec))
+    expected = pd.DataFrame({"item": ["1", "1", "1"], "system": "s", "annotator": ["a", "a", "b"],
+                             "criterion": ["fluency", "quality", "quality"], "value": [2.0, 4.0, 5.0]})
+    if layout == "wide_annotators":
+        expected = expected[expected["criterion"] == "quality"]
+    assert _tidy(tidy).equals(_tidy(expected.reset_index(drop=True)))
+
+
+def test_parquet_and_protocol_spec(tmp_path):
+    frame = pd.DataFrame({"item": ["1", "1", "2", "2"], "annotator": ["a", "b", "a", "b"],
+                          "criterion": "appropriateness", "value": ["4", "5", "2", "3"]})
+    frame.to_parquet(tmp_path / "r.parquet")
+    result = invoke(tmp_path / "r.parquet", "--protocol", "dialogue", "-o", tmp_path / "out", "--bootstrap", "20")
+    assert result.exit_code == 0, result.output
+    agreement = pd.read_csv(tmp_path / "out" / "agreement.csv")
+    assert agreement["criterion"].tolist() == ["appropriateness"] and agreement["ratings"].iloc[0] == 4
+    bad = invoke(tmp_path / "r.parquet", "--protocol", "nosuch", "-o", tmp_path / "out2")
+    assert bad.exit_code == 2 and "valid names" in bad.stderr
+
+
+ratings_files = st.one_of(
+    st.binary(max_size=300),
+    st.lists(st.fixed_dictionaries({"item": st.one_of(st.integers(0, 3), st.text(max_size=3)),
+                                    "annotator": st.sampled_from(["a", "b", "", "=cmd"]),
+                                    "criterion": st.sampled_from(["quality", "fluency", "x"]),
+                                    "value": st.one_of(st.integers(-2, 9), st.floats(allow_nan=True), st.text(max_size=5),
+                                                       st.none())}), max_size=8)
+    .map(lambda rows: ("\n".join(json.dumps(r) for r in rows) + "\n").encode()))
+
+
+@settings(max_examples=CLI_FUZZ_EXAMPLES, deadline=None)
+@given(data=ratings_files, suffix=st.sampled_from([".csv", ".jsonl", ".parquet"]))
+def test_fuzzed_ratings_through_analyze_exit_0_or_2(data, suffix):
+    folder = Path(tempfile.mkdtemp(prefix="fuzz-analyze-"))
+    path = folder / f"ratings{suffix}"
+    path.write_bytes(data)
+    spec = write(folder, "spec.yaml", SPEC_1_5)
+    result = invoke(path, "--spec", spec, "-o", folder / "out", "--bootstrap", "5", "--resamples", "10")
+    assert result.exit_code in (0, 2), result.output
+    if result.exit_code == 2:
+        assert "error:" in result.stderr and str(path) in result.stderr
+
+
+def test_a_label_studio_export_analyses_like_a_file(reg, tmp_path):
+    """`analyze EXPORT.json --protocol dialogue`: the same frames as `report` (surplus annotations left out), with the
+    model ratings the tasks carry as the metric `model`."""
+    from scipy import stats
+
+    from .test_study import make_tasks
+
+    dialogue = reg.get("dialogue")
+    tasks = make_tasks(dialogue)
+    rng = np.random.default_rng(1)
+    for task in tasks:
+        task["data"]["model_ratings"] = {c: int(rng.integers(1, 6)) for c in dialogue.criteria}
+    export = write(tmp_path, "export.json", json.dumps(tasks))
+    result = invoke(export, "--protocol", "dialogue", "-o", tmp_path / "out", "--bootstrap", "20")
+    assert result.exit_code == 0, result.output
+    assert "surplus" in result.stdout  # w4's repeats of tasks 1..10 are left out, as in `report`
+    agreement = pd.read_csv(tmp_path / "out" / "agreement.csv").set_index("criterion")
+    assert agreement.loc["appropriateness", "ratings"] == 55 + 20 + 12 + 10 - 10
+    correlations = pd.read_csv(tmp_path / "out" / "correlations.csv")
+    row = correlations.query("criterion == 'appropriateness' and metric == 'model' and level == 'segment' "
+                             "and grouping == 'none' and method == 'pearson'").iloc[0]
+    counted = {}  # first 3 annotators per task, in id order
+    for task in tasks:
+        for a in task["annotations"][:3]:
+            value = next(r["value"]["rating"] for r in a["result"] if r["from_name"] == "appropriateness")
+            counted.setdefault(task["id"], []).append(float(value))
+    human = [np.mean(v) for t, v in sorted(counted.items())]
+    model = [tasks[t - 1]["data"]["model_ratings"]["appropriateness"] for t in sorted(counted)]
+    assert row["value"] == pytest.approx(stats.pearsonr(human, model)[0], abs=1e-12)
+    assert row["n"] == len(counted)
+
+
+def test_a_metric_on_the_criterion_scale_is_checked_as_a_judge(tmp_path):
+    """Integer scores within the ordinal scale make a metric a judge: weighted kappa against the human plurality
+    (computed here independently), confusion matrix and ECE from its stated confidence."""
+    from sklearn.metrics import cohen_kappa_score
+
+    rng = np.random.default_rng(0)
+    ratings, scores = [], []
+    for item in range(30):
+        true = int(rng.integers(1, 6))
+        votes = [int(np.clip(true + rng.integers(-1, 2), 1, 5)) for _ in "abc"]
+        ratings += [{"item": item, "annotator": a, "value": v} for a, v in zip("abc", votes)]
+        scores.append({"item": item, "metric": "judge", "value": int(np.clip(true + rng.integers(-1, 2), 1, 5)),
+                       "confidence": round(float(rng.uniform(0.2, 1.0)), 3)})
+        scores.append({"item": item, "metric": "bleu", "value": float(rng.random()), "confidence": ""})
+    pd.DataFrame(ratings).to_csv(tmp_path / "r.csv", index=False)
+    pd.DataFrame(scores).to_csv(tmp_path / "m.csv", index=False)
+    spec = write(tmp_path, "spec.yaml", "criteria:\n  q: {scale: ordinal, min: 1, max: 5}\n")
+    result = invoke(tmp_path / "r.csv", "--metrics", tmp_path / "m.csv", "--spec", spec, "-o", tmp_path / "out",
+                    "--bootstrap", "10")
+    assert result.exit_code == 0, result.output
+    judges = pd.read_csv(tmp_path / "out" / "judges.csv")
+    assert judges["metric"].tolist() == ["judge"]  # bleu's scores are not answers of the scale
+    frame = pd.DataFrame(ratings)
+    plurality = frame.groupby("item")["value"].agg(lambda v: min(v.mode()))  # most frequent, ties to the smallest
+    judge = pd.DataFrame([s for s in scores if s["metric"] == "judge"]).set_index("item")
+    expected = cohen_kappa_score(plurality.sort_index(), judge["value"].sort_index(), weights="quadratic")
+    assert judges["kappa"].iloc[0] == pytest.approx(expected, abs=1e-12)
+    correct = (plurality.sort_index() == judge["value"].sort_index()).to_numpy()
+    bins = np.clip(np.ceil(judge["confidence"].sort_index().to_numpy() * 10).astype(int) - 1, 0, 9)
+    ece = sum((bins == b).sum() / 30 * abs(correct[bins == b].mean() - judge["confidence"].sort_index().to_numpy()[bins == b].mean())
+              for b in set(bins))
+    assert judges["ece"].iloc[0] == pytest.approx(ece, abs=1e-12)
+    confusion = pd.read_csv(tmp_path / "out" / "judge_confusion.csv")
+    assert confusion["count"].sum() == 30
