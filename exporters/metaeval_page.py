@@ -34,6 +34,19 @@ def _sel(frame: pd.DataFrame, criterion: str) -> pd.DataFrame:
     return frame[frame["criterion"] == criterion].drop(columns="criterion")
 
 
+def _wide_correlations(corrs: pd.DataFrame, accuracy: pd.DataFrame) -> pd.DataFrame:
+    """One row per metric: every correlation as `value [lo, hi]`, then the accuracies (the CSVs stay long)."""
+    fmt = lambda r: f"{r['value']:.3f}" + ("" if pd.isna(r["lo"]) else f" [{r['lo']:.2f}, {r['hi']:.2f}]")
+    cells = corrs.assign(column=corrs["level"] + " " + np.where(corrs["level"] == "system", "", corrs["grouping"] + " ")
+                         + corrs["method"], cell=corrs.apply(fmt, axis=1))
+    wide = cells.pivot(index="metric", columns="column", values="cell")[list(dict.fromkeys(cells["column"]))]
+    if not accuracy.empty:
+        acc = accuracy.assign(cell=accuracy.apply(lambda r: f"{r['value']:.3f}" + (
+            f" (eps {r['epsilon']:.3g})" if pd.notna(r["epsilon"]) else ""), axis=1))
+        wide = wide.join(acc.pivot(index="metric", columns="statistic", values="cell"))
+    return wide.reset_index()
+
+
 def _correlation_plot(corrs: pd.DataFrame, clusters: pd.DataFrame):
     rows = corrs[(corrs["method"] == "pearson")]
     level = "system" if (rows["level"] == "system").any() else "segment"
@@ -84,8 +97,8 @@ def page(tables: dict[str, pd.DataFrame], title: str, notes=()) -> str:
             body += [f"<p>ICC ({esc(str(icc['design'].iloc[0]))}):</p>", _table(icc.drop(columns="design"))]
         corrs = _sel(tables.get("correlations"), criterion)
         if not corrs.empty:
-            body += ["<h3>Metrics</h3>", f"<p>{_EXPLAIN['correlations']}</p>", _table(corrs)]
-            body.append(_table(_sel(tables.get("accuracy"), criterion)))
+            body += ["<h3>Metrics</h3>", f"<p>{_EXPLAIN['correlations']}</p>",
+                     _table(_wide_correlations(corrs, _sel(tables.get("accuracy"), criterion)))]
             clusters = _sel(tables.get("clusters"), criterion)
             fig = _correlation_plot(corrs, clusters)
             if fig is not None:
