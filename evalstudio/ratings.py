@@ -21,7 +21,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import BadInput, InvalidInput, Problem
 
@@ -50,6 +50,16 @@ class CriterionSpec(BaseModel):
     labels: list[str] | None = None
     missing: list[str] = []
     column: str | None = None  # wide_criteria: the column holding this criterion
+    min_votes: int | None = Field(None, ge=1)  # majority label: votes it needs (Circa: 3 of 5); default more than half
+
+    @field_validator("labels", "missing", mode="before")
+    @classmethod
+    def _text(cls, value):
+        if isinstance(value, list):
+            if any(isinstance(v, bool) for v in value):
+                raise ValueError("put yes/no/on/off labels in quotes ('yes'): unquoted, YAML reads them as true/false")
+            return [str(v) if isinstance(v, (int, float)) else v for v in value]
+        return value
 
     @model_validator(mode="after")
     def _check(self) -> "CriterionSpec":
@@ -383,8 +393,8 @@ def read_metrics(path: Path, spec: Spec, criteria) -> pd.DataFrame:
 
 def from_label_studio(annotations: pd.DataFrame, model: pd.DataFrame, spec: Spec) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(tidy ratings, metrics) from evalstudio's annotation and model frames (exporters.tidy): the item is the
-    task's item_id (else the task), ordinal labels become their position, and the model outputs the tasks carry are
-    the metric `model`."""
+    task's item_id (else the task), ordinal labels become their position; each `metric` in the model frame (the
+    model outputs the tasks carry: `model`; stored predictions: their model_version) is a metric."""
     rows = annotations[~annotations["cancelled"] & annotations["value"].notna()]
     rows = rows[rows["criterion"].isin(list(spec.criteria))]
 
@@ -408,7 +418,11 @@ def from_label_studio(annotations: pd.DataFrame, model: pd.DataFrame, spec: Spec
     if model.empty:
         return tidy, pd.DataFrame(columns=["item", "system", "metric", "criterion", "value", "line"])
     scores = pd.DataFrame({"item": item(model) + np.where(model["agent"].fillna("") != "", " | " + model["agent"].fillna(""), ""),
-                           "system": model["system"].fillna("").astype(str), "metric": "model",
+                           "system": model["system"].fillna("").astype(str),
+                           "metric": model["metric"] if "metric" in model else "model",
                            "criterion": model["criterion"], "value": pd.to_numeric(positions(model), errors="coerce"),
                            "line": 0})
-    return tidy, scores[scores["value"].notna()].reset_index(drop=True)
+    scores = scores[scores["value"].notna()]
+    # one score per (item, system, metric, criterion): a predictor that predicted twice counts once (its last)
+    scores = scores.drop_duplicates(["item", "system", "metric", "criterion"], keep="last")
+    return tidy, scores.reset_index(drop=True)

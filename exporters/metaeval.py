@@ -116,7 +116,7 @@ def aggregate(ratings: pd.DataFrame, spec: Spec, mace: bool = False) -> pd.DataF
             continue
         frame = pd.DataFrame({"item": segment(r).to_numpy(), "annotator": r["annotator"].to_numpy(),
                               "value": r["value"].to_numpy()})
-        labels = aggregation.aggregate(frame, methods)
+        labels = aggregation.aggregate(frame, methods, min_votes=crit.min_votes)
         if crit.labels is not None and crit.scale == "ordinal":  # positions back to the labels
             names = {float(i + 1): label for i, label in enumerate(crit.labels)}
             labels = labels.apply(lambda col: col.map(lambda v: names.get(_float(v), v)))
@@ -201,7 +201,8 @@ def meta_evaluation(ratings: pd.DataFrame, metrics: pd.DataFrame, spec: Spec, n_
                                  "value": corr.soft_pairwise_accuracy(human, mat, resamples), "pairs": pairs,
                                  "epsilon": np.nan})
             for grouping in (("none", "item") if n_sys >= 2 else ("none",)):
-                for method in SEGMENT_METHODS:
+                # tau_23 counts pairs: within items only (Deutsch et al. 2023 use it item-grouped)
+                for method in SEGMENT_METHODS + (("kendall_23",) if grouping == "item" else ()):
                     g_h, g_m = corr.arrange(human, grouping), corr.arrange(mat, grouping)
                     per_group = corr.batch_correlation(g_h, g_m, method)
                     value, n_groups = corr.average(per_group)

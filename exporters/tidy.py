@@ -245,6 +245,25 @@ def model_frame(tasks: Iterable[dict], project: Project) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=MODEL_COLUMNS)
 
 
+def prediction_frame(tasks: Iterable[dict], project: Project) -> pd.DataFrame:
+    """The predictions stored with the tasks (ML backend, LLM judge) in the model frame's shape, one row per rated
+    control; `model_version` tells the predictors apart."""
+    rows = []
+    for task in tasks:
+        data = task_fields(task)
+        for prediction in task.get("predictions") or []:
+            if not isinstance(prediction, dict):
+                continue
+            values = result_values(prediction.get("result") if isinstance(prediction.get("result"), list) else [])
+            for slot in project.slots():
+                if values.get(slot.control) is not None:
+                    rows.append({"project": project.name, "task_id": task["id"], "item_id": _scalar(data.get("item_id")),
+                                 "system": _scalar(data.get("system")), "agent": slot.agent, "criterion": slot.criterion,
+                                 "value": values[slot.control],
+                                 "model_version": _scalar(prediction.get("model_version")) or "prediction"})
+    return pd.DataFrame(rows, columns=MODEL_COLUMNS)
+
+
 def task_frame(tasks: Iterable[dict]) -> pd.DataFrame:
     """One row per task with its scalar data fields (lists such as shown_label_is joined with '+')."""
     rows = []

@@ -82,7 +82,8 @@ def test_bad_metric_files_and_specs(tmp_path):
     assert any(s.startswith(f"{metrics}:4: criterion: unknown criterion 'qual'") for s in shown)
     assert f"{metrics}:5: value: 'nan' is not a number" in shown
     for text, fragment in [("layout: sideways\n", "layout"), ("criteria: {q: {scale: interval, labels: [a]}}\n", "criteria.q"),
-                           ("- a\n", "a spec is a mapping"), ("columns: {item: [1]}\n", "columns.item")]:
+                           ("- a\n", "a spec is a mapping"), ("columns: {item: [1]}\n", "columns.item"),
+                           ("criteria: {q: {scale: nominal, labels: [yes, no]}}\n", "put yes/no/on/off labels in quotes")]:
         with pytest.raises(BadInput, match=fragment):
             read_spec(write(tmp_path, "bad.yaml", text))
 
@@ -149,8 +150,10 @@ def test_fuzzed_ratings_through_analyze_exit_0_or_2(data, suffix):
 
 def test_a_label_studio_export_analyses_like_a_file(reg, tmp_path):
     """`analyze EXPORT.json --protocol dialogue`: the same frames as `report` (surplus annotations left out), with the
-    model ratings the tasks carry as the metric `model`."""
+    model ratings the tasks carry as the metric `model` and stored predictions (an LLM judge's) by model version."""
     from scipy import stats
+
+    from evalstudio.results import region
 
     from .test_study import make_tasks
 
@@ -159,6 +162,9 @@ def test_a_label_studio_export_analyses_like_a_file(reg, tmp_path):
     rng = np.random.default_rng(1)
     for task in tasks:
         task["data"]["model_ratings"] = {c: int(rng.integers(1, 6)) for c in dialogue.criteria}
+        judged = int(rng.integers(1, 6))
+        task["predictions"] = [{"model_version": "judge-v1", "result": [
+            region(dialogue.interface, control, judged) for _, control in dialogue.controls("appropriateness")]}]
     export = write(tmp_path, "export.json", json.dumps(tasks))
     result = invoke(export, "--protocol", "dialogue", "-o", tmp_path / "out", "--bootstrap", "20")
     assert result.exit_code == 0, result.output
@@ -177,6 +183,12 @@ def test_a_label_studio_export_analyses_like_a_file(reg, tmp_path):
     model = [tasks[t - 1]["data"]["model_ratings"]["appropriateness"] for t in sorted(counted)]
     assert row["value"] == pytest.approx(stats.pearsonr(human, model)[0], abs=1e-12)
     assert row["n"] == len(counted)
+    judge_row = correlations.query("criterion == 'appropriateness' and metric == 'prediction judge-v1' and "
+                                   "level == 'segment' and grouping == 'none' and method == 'pearson'").iloc[0]
+    judged = [next(r["value"]["rating"] for r in tasks[t - 1]["predictions"][0]["result"]) for t in sorted(counted)]
+    assert judge_row["value"] == pytest.approx(stats.pearsonr(human, judged)[0], abs=1e-12)
+    judges = pd.read_csv(tmp_path / "out" / "judges.csv")
+    assert {"model", "prediction judge-v1"} <= set(judges.query("criterion == 'appropriateness'")["metric"])
 
 
 def test_a_metric_on_the_criterion_scale_is_checked_as_a_judge(tmp_path):
@@ -213,3 +225,16 @@ def test_a_metric_on_the_criterion_scale_is_checked_as_a_judge(tmp_path):
     assert judges["ece"].iloc[0] == pytest.approx(ece, abs=1e-12)
     confusion = pd.read_csv(tmp_path / "out" / "judge_confusion.csv")
     assert confusion["count"].sum() == 30
+
+
+def test_majority_needs_the_votes_the_spec_asks_for(tmp_path):
+    """Circa's rule: a label needs 3 of 5 votes; 2-2-1 has a plurality but no majority."""
+    votes = {"i1": ["yes", "yes", "yes", "no", "no"], "i2": ["yes", "yes", "no", "no", "maybe"]}
+    rows = "".join(f"{item},w{k},{v}\n" for item, vs in votes.items() for k, v in enumerate(vs))
+    ratings = write(tmp_path, "r.csv", "item,annotator,value\n" + rows)
+    spec = write(tmp_path, "s.yaml", "criteria:\n  answer: {scale: nominal, labels: ['yes', 'no', maybe], min_votes: 3}\n")
+    result = invoke(ratings, "--spec", spec, "-o", tmp_path / "out", "--bootstrap", "10")
+    assert result.exit_code == 0, result.output
+    labels = pd.read_csv(tmp_path / "out" / "aggregated_labels.csv").set_index("item")
+    assert labels["majority"].to_dict() == {"i1": "yes", "i2": "no majority"}
+    assert labels["plurality"].to_dict() == {"i1": "yes", "i2": "no"}  # tie between no and yes: smallest label

@@ -123,6 +123,8 @@ def test_tie_calibrated_pairwise_accuracy(synthetic, matrices):
             expected["acc23_at_optimal_epsilon_check"]["value"], abs=EXACT)
         # every pair is right or wrong, so tau_23 = 2 acc_23 - 1 at any threshold
         assert 2 * table.loc[metric, "value"] - 1 == pytest.approx(expected["tau23_opt"]["value"], abs=EXACT)
+        tau23 = synthetic["correlations"].query("grouping == 'item' and method == 'kendall_23'").set_index("metric")
+        assert tau23.loc[metric, "value"] == pytest.approx(2 * expected["acc23_at_epsilon0"]["value"] - 1, abs=EXACT)
 
 
 def test_soft_pairwise_accuracy(synthetic):

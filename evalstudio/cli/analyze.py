@@ -84,7 +84,7 @@ def _label_studio(protocol: str, projects, export: Path | None):
     import pandas as pd
 
     from ..exporters.analysis import exclusions
-    from ..exporters.tidy import model_frame
+    from ..exporters.tidy import model_frame, prediction_frame
     from ..ratings import Spec, from_label_studio, spec_from_protocol
     from .data import _read_study
 
@@ -96,6 +96,9 @@ def _label_studio(protocol: str, projects, export: Path | None):
     annotations, notes = exclusions(pd.concat(frames, ignore_index=True))
     for note in notes:
         console.print(note)
-    model = pd.concat([model_frame(t, p) for p, t in zip(parts, per_part)], ignore_index=True)
+    outputs = [model_frame(t, p).assign(metric="model") for p, t in zip(parts, per_part)]
+    predictions = [prediction_frame(t, p) for p, t in zip(parts, per_part)]
+    outputs += [f.assign(metric="prediction " + f["model_version"].astype(str)) for f in predictions if not f.empty]
+    model = pd.concat(outputs, ignore_index=True)
     tidy, scores = from_label_studio(annotations, model, spec)
     return tidy, spec, scores

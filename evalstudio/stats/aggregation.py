@@ -56,9 +56,11 @@ def mace(frame: pd.DataFrame, restarts: int = 10, iterations: int = 50, seed: in
     return model.fit_predict(_crowd(frame, missing)).rename("mace")
 
 
-def aggregate(frame: pd.DataFrame, methods=METHODS, missing=()) -> pd.DataFrame:
-    """One column per method, one row per item (`majority` holds NO_MAJORITY where there is none)."""
-    funcs = {"plurality": plurality, "majority": majority_vote, "dawid_skene": dawid_skene, "mace": mace}
+def aggregate(frame: pd.DataFrame, methods=METHODS, missing=(), min_votes: int | None = None) -> pd.DataFrame:
+    """One column per method, one row per item (`majority` holds NO_MAJORITY where there is none; it needs
+    `min_votes` votes, default more than half)."""
+    funcs = {"plurality": plurality, "majority": lambda f, missing: majority_vote(f, min_votes, missing),
+             "dawid_skene": dawid_skene, "mace": mace}
     unknown = [m for m in methods if m not in funcs]
     if unknown:
         raise ValueError(f"aggregation methods must be among {', '.join(METHODS)}, got {unknown}")
