@@ -75,7 +75,8 @@ def agreement_table(annotations: pd.DataFrame, project: Project, n_boot: int = 1
         alpha = lambda f, level=spec.scale: ag.krippendorff_alpha(f["item"].to_numpy(), f["value"].to_numpy(), level)
         row["alpha"], notes = _try(alpha, r)
         notes = [notes] if notes else []
-        row["alpha_lo"], row["alpha_hi"] = ag.bootstrap_ci(r, alpha, n_boot=n_boot, seed=seed) if not np.isnan(row["alpha"]) else (np.nan, np.nan)
+        row["alpha_lo"], row["alpha_hi"] = (ag.alpha_ci(r["item"].to_numpy(), r["value"].to_numpy(), spec.scale, n_boot,
+                                                        seed=seed) if not np.isnan(row["alpha"]) else (np.nan, np.nan))
         if spec.scale == "interval":
             row.update(percent_agreement=np.nan, fleiss_kappa=np.nan, cohen_kappa_mean=np.nan)
         else:
