@@ -18,8 +18,12 @@ from .tidy import ratings, unit
 SKIPPED = "skipped"
 
 
-def exclusions(annotations: pd.DataFrame, exclude_prefilled: bool = False, keep_bad_instances: bool = False):
+def exclusions(annotations: pd.DataFrame, exclude_prefilled: bool = False, keep_bad_instances: bool = False,
+               quotas: dict[str, int] | None = None):
     """(annotations fit for agreement and alignment, notes saying what was left out).
+
+    `quotas` (project name -> crowd.per_participant): Label Studio cannot stop a participant at a quota, so a
+    participant's annotations beyond it (in order of submission) are left out here.
 
     Values accepted unchanged from a model prediction (model-assisted labelling) are the model's, not the
     annotator's: refused (EvalstudioError) unless `exclude_prefilled`. Items marked "Bad instance" by any
@@ -33,6 +37,13 @@ def exclusions(annotations: pd.DataFrame, exclude_prefilled: bool = False, keep_
         notes.append(f"Left out: {extra['annotation_id'].nunique()} surplus annotation(s) of {extra['task_id'].nunique()} "
                      "task(s): a participant's repeat of a task, or annotations after a task had its annotators per "
                      "task (the first ones submitted count; the export keeps them, flagged in the column surplus).")
+    over = over_quota(annotations, quotas or {})
+    if over.any():
+        extra = annotations[over]
+        annotations = annotations[~over]
+        notes.append(f"Left out: {extra['annotation_id'].nunique()} annotation(s) by {extra['annotator'].nunique()} "
+                     "participant(s) beyond the per-participant quota (crowd.per_participant in projects.yaml; the "
+                     "first ones submitted count).")
     if "prefilled_unchanged" in annotations and annotations["prefilled_unchanged"].any():
         accepted = annotations[annotations["prefilled_unchanged"]]
         count = f"{len(accepted)} value(s) in {accepted['annotation_id'].nunique()} annotation(s)"
@@ -51,6 +62,22 @@ def exclusions(annotations: pd.DataFrame, exclude_prefilled: bool = False, keep_
             notes.append(f"Left out: {len(bad_tasks)} item(s) marked “Bad instance” by an annotator "
                          "(keep them with --keep-bad-instances).")
     return annotations, notes
+
+
+def over_quota(annotations: pd.DataFrame, quotas: dict[str, int]) -> pd.Series:
+    """Rows of annotations a participant submitted after reaching the quota of that project (submitted, not
+    surplus annotations count, in order of annotation id)."""
+    flags = pd.Series(False, index=annotations.index)
+    if not quotas or annotations.empty:
+        return flags
+    counted = annotations[~annotations["cancelled"]]
+    if "surplus" in counted:
+        counted = counted[~counted["surplus"]]
+    firsts = counted.drop_duplicates("annotation_id").sort_values("annotation_id")
+    rank = firsts.groupby(["project", "annotator"]).cumcount() + 1
+    limit = firsts["project"].map(quotas)
+    beyond = set(firsts.loc[limit.notna() & (rank > limit), "annotation_id"])
+    return annotations["annotation_id"].isin(beyond)
 
 
 def _try(func, *args, **kwargs):

@@ -31,7 +31,8 @@ def tinfo_tasks(tasks: list[dict]) -> list[dict]:
 def build_report(project: Project, tasks: list[dict], out_dir: Path, users: dict[int, str] | None = None,
                  n_boot: int = 1000, min_control_accuracy: float | None = None,
                  annotations: pd.DataFrame | None = None, model: pd.DataFrame | None = None,
-                 exclude_prefilled: bool = False, keep_bad_instances: bool = False) -> Path:
+                 exclude_prefilled: bool = False, keep_bad_instances: bool = False,
+                 quotas: dict[str, int] | None = None) -> Path:
     """Write the CSVs and index.html for one project (or a study of several: pass its frames); returns the HTML path.
 
     Values accepted unchanged from a model prediction (prefill opt-in) would make agreement and alignment measure
@@ -43,7 +44,8 @@ def build_report(project: Project, tasks: list[dict], out_dir: Path, users: dict
     tinfo = task_frame(tasks)
     sections: list[str] = []
     tables: dict[str, pd.DataFrame] = {"annotations": ann, "model_outputs": model}
-    ann, notes = analysis.exclusions(ann, exclude_prefilled=exclude_prefilled, keep_bad_instances=keep_bad_instances)
+    ann, notes = analysis.exclusions(ann, exclude_prefilled=exclude_prefilled, keep_bad_instances=keep_bad_instances,
+                                     quotas=quotas)
     sections += [f"<p>{html.escape(note)}</p>" for note in notes]
     if project.study_name == "cmv":
         tables["value_shift"] = analysis.cmv_value_shift(tinfo_tasks(tasks), ann)

@@ -190,3 +190,19 @@ def test_gold_answers_are_checked_and_kept_out_of_sight(reg, tmp_path, protocol,
         tasks.append({"id": i, **task})
     found = study.gold_answers(tasks, project)
     assert sorted(found[["criterion", "gold"]].drop_duplicates().values.tolist()) == sorted(map(list, gold.items()))
+
+
+def test_annotations_beyond_a_participants_quota_are_left_out_of_the_analysis(dialogue):
+    """Label Studio cannot stop a participant at a quota: the analysis counts each participant's first `quota`
+    submitted annotations (surplus repeats do not count) and says how many it left out."""
+    from evalstudio.exporters.analysis import exclusions
+
+    frame = annotation_frame(make_tasks(dialogue), dialogue)
+    kept, notes = exclusions(frame, quotas={"dialogue": 20})
+    done = kept.drop_duplicates("annotation_id").groupby("annotator")["task_id"].apply(sorted)
+    assert done[email("w1")] == list(range(1, 21))  # the first 20 of 55 (ids grow with submission)
+    assert len(done[email("w2")]) == 20 and len(done[email("w3")]) == 12
+    assert email("w4") not in done  # all 10 of w4's were surplus: not counted, not kept
+    assert any("35 annotation(s) by 1 participant(s) beyond the per-participant quota" in n for n in notes)
+    untouched, _ = exclusions(frame, quotas={"dialogue": 55})
+    assert untouched.drop_duplicates("annotation_id")["annotator"].value_counts()[email("w1")] == 55

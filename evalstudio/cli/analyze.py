@@ -86,14 +86,14 @@ def _label_studio(protocol: str, projects, export: Path | None):
     from ..exporters.analysis import exclusions
     from ..exporters.tidy import model_frame, prediction_frame
     from ..ratings import Spec, from_label_studio, spec_from_protocol
-    from .data import _read_study
+    from .data import _read_study, quotas
 
     reg, parts, per_part, frames, _ = _read_study(protocol, projects, export, None)
     criteria = {}
     for part in parts:
         criteria.update(spec_from_protocol(part).criteria)
     spec = Spec(name=protocol, criteria=criteria)
-    annotations, notes = exclusions(pd.concat(frames, ignore_index=True))
+    annotations, notes = exclusions(pd.concat(frames, ignore_index=True), quotas=quotas(parts, per_part))
     for note in notes:
         console.print(note)
     outputs = [model_frame(t, p).assign(metric="model") for p, t in zip(parts, per_part)]

@@ -287,7 +287,8 @@ def report(
             page = build_report(reg.study(protocol), tasks, output, users, n_boot=bootstrap,
                                 min_control_accuracy=min_control_accuracy, annotations=annotations,
                                 model=pd.concat([model_frame(t, p) for p, t in zip(parts, per_part)], ignore_index=True),
-                                exclude_prefilled=exclude_prefilled, keep_bad_instances=keep_bad_instances)
+                                exclude_prefilled=exclude_prefilled, keep_bad_instances=keep_bad_instances,
+                                quotas=quotas(parts, per_part))
         if crowd_study:  # its status page goes with the report
             write_status(output, protocol, *state)
             index = page.read_text(encoding="utf-8")
@@ -296,6 +297,16 @@ def report(
     except EvalstudioError as e:
         raise _fail(e)
     console.print(f"report written to {page}")
+
+
+def quotas(parts, per_part) -> dict[str, int]:
+    """Per-participant quotas of a study's parts (crowd.per_participant; `all` = the part's number of tasks)."""
+    out = {}
+    for part, tasks in zip(parts, per_part):
+        quota = part.crowd.per_participant if part.crowd else None
+        if quota is not None:
+            out[part.name] = len(tasks) if quota == "all" else quota
+    return out
 
 
 def _without_rejected(annotations, parts, crowd, table):
