@@ -96,6 +96,9 @@ class Crowd(BaseModel):
     after: str | None = None  # a project of the same study the participant completes first (Circa: Part I)
     min_gold_accuracy: float | None = Field(default=None, ge=0, le=1)  # below it: rejected (failed attention checks)
     min_median_seconds: float | None = Field(default=None, ge=0)  # a lower median time per task: flagged as speeder
+    # share of each participant's tasks that are gold items: Label Studio's uniform sampling mixes the pool's gold
+    # share into every stream, so `status` checks that the pool holds at least this share (and random order)
+    gold_rate: float | None = Field(default=None, gt=0, lt=1)
 
     @model_validator(mode="after")
     def _check(self):

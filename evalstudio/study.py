@@ -157,6 +157,25 @@ def order_warnings(annotations: pd.DataFrame, parts: list[Project]) -> dict[str,
     return out
 
 
+def gold_rate_warnings(parts: list[Project], per_part: list[list[dict]]) -> list[str]:
+    """Parts whose task pool cannot give each participant crowd.gold_rate gold items: Label Studio's uniform
+    sampling draws every participant's stream from the pool, so the pool's gold share is the rate they see."""
+    out = []
+    for part, tasks in zip(parts, per_part):
+        rate = part.crowd.gold_rate if part.crowd else None
+        if rate is None or not tasks:
+            continue
+        n_gold = len(gold_answers(tasks, part)["task_id"].unique())
+        if n_gold / len(tasks) < rate:
+            out.append(f"{part.name}: {n_gold} of {len(tasks)} tasks ({n_gold / len(tasks):.0%}) are gold items, "
+                       f"crowd.gold_rate asks for {rate:.0%}: import at least {int(np.ceil(rate * len(tasks))) - n_gold} "
+                       "more (or lower gold_rate)")
+        if part.order != "random":
+            out.append(f"{part.name}: gold items are mixed into each participant's stream only with order: random "
+                       "(Label Studio's uniform sampling)")
+    return out
+
+
 def time_left(annotations: pd.DataFrame, remaining: int) -> tuple[float | None, float | None]:
     """(annotations per hour so far, hours until `remaining` more at that rate); None where not yet measurable."""
     times = counted(annotations)["created_at"].dropna()

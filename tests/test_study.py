@@ -206,3 +206,17 @@ def test_annotations_beyond_a_participants_quota_are_left_out_of_the_analysis(di
     assert any("35 annotation(s) by 1 participant(s) beyond the per-participant quota" in n for n in notes)
     untouched, _ = exclusions(frame, quotas={"dialogue": 55})
     assert untouched.drop_duplicates("annotation_id")["annotator"].value_counts()[email("w1")] == 55
+
+
+@pytest.mark.parametrize("rate, warned", [(0.1, False), (0.2, True)])
+def test_status_checks_that_the_pool_holds_the_gold_rate(dialogue, rate, warned):
+    """6 of 60 tasks are gold: uniform sampling gives each participant about 10% gold items."""
+    tasks = make_tasks(dialogue)
+    part = dialogue.model_copy(update={"crowd": dialogue.crowd.model_copy(update={"gold_rate": rate}), "order": "random"})
+    warnings = study.gold_rate_warnings([part], [tasks])
+    assert bool(warnings) == warned
+    if warned:
+        assert warnings == ["dialogue: 6 of 60 tasks (10%) are gold items, crowd.gold_rate asks for 20%: import at "
+                            "least 6 more (or lower gold_rate)"]
+    sequential = part.model_copy(update={"order": "sequential"})
+    assert any("only with order: random" in w for w in study.gold_rate_warnings([sequential], [tasks]))

@@ -80,12 +80,12 @@ def _names(emails, folder: Path | None) -> dict[str, str]:
 
 
 def _study_state(protocol, projects, from_export, project_id, folder):
-    """(parts, crowd, participant table, per-part coverage, remaining annotations, annotations), read live or from
-    an export."""
+    """(parts, tasks of each part, crowd, participant table, per-part coverage, remaining annotations, annotations),
+    read live or from an export."""
     from .data import _read_study
 
     _, parts, per_part, frames, _ = _read_study(protocol, projects, from_export, project_id)
-    return (parts, *study_tables(parts, per_part, frames, folder))
+    return (parts, per_part, *study_tables(parts, per_part, frames, folder))
 
 
 def study_tables(parts, per_part, frames, folder=None):
@@ -136,7 +136,7 @@ def status(
     from .. import study
 
     try:
-        parts, crowd, table, coverage, remaining, annotations = _study_state(
+        parts, per_part, crowd, table, coverage, remaining, annotations = _study_state(
             protocol, projects, from_export, project_id, participants_folder)
         if output is not None:
             write_status(output, protocol, crowd, table, coverage, remaining, annotations)
@@ -163,6 +163,8 @@ def status(
         console.print(f"{remaining} annotation(s) to go; too few so far to estimate the time left")
     else:
         console.print(f"{remaining} annotation(s) to go at {rate:.1f}/hour: about {hours:.1f} hour(s) left")
+    for warning in study.gold_rate_warnings(parts, per_part):
+        err.print(f"warning: {warning}", highlight=False)
     if crowd.platform == "prolific" and not crowd.completion_code:
         err.print("warning: no crowd.completion_code in projects.yaml: Prolific participants need one at the end")
     if crowd.bonus and not crowd.bonus.amounts:
@@ -220,7 +222,7 @@ def approvals(
     from ..exporters.approvals import write_approvals
 
     try:
-        parts, crowd, table, _, _, _ = _study_state(protocol, projects, from_export, project_id, participants_folder)
+        parts, _, crowd, table, _, _, _ = _study_state(protocol, projects, from_export, project_id, participants_folder)
         chosen = platform or crowd.platform
         if chosen not in ("prolific", "mturk"):
             raise BadInput(f"{protocol} names no crowd platform in projects.yaml: give --platform prolific or mturk")
