@@ -200,7 +200,7 @@ def meta_evaluation(ratings: pd.DataFrame, metrics: pd.DataFrame, spec: Spec, n_
                 acc_rows.append({**base, "statistic": "soft_pairwise_accuracy_system",
                                  "value": corr.soft_pairwise_accuracy(human, mat, resamples), "pairs": pairs,
                                  "epsilon": np.nan})
-            for grouping in (("none", "item") if n_sys >= 2 else ("none",)):
+            for grouping in (("none", "item", "system") if n_sys >= 2 else ("none",)):
                 # tau_23 counts pairs: within items only (Deutsch et al. 2023 use it item-grouped)
                 for method in SEGMENT_METHODS + (("kendall_23",) if grouping == "item" else ()):
                     g_h, g_m = corr.arrange(human, grouping), corr.arrange(mat, grouping)
@@ -209,6 +209,8 @@ def meta_evaluation(ratings: pd.DataFrame, metrics: pd.DataFrame, spec: Spec, n_
                     if grouping == "none":
                         n = int((~np.isnan(g_h) & ~np.isnan(g_m)).sum())
                         lo, hi = fisher_ci(value, n, method.split("_")[0])
+                    elif grouping == "system":  # a few large groups: no CI from resampling them
+                        n, lo, hi = n_groups, np.nan, np.nan
                     else:  # resample the items' correlations with the same counts
                         kept = ~np.isnan(per_group)
                         n = int(kept.sum())

@@ -77,12 +77,13 @@ def test_system_level_correlations(synthetic, method):
         assert table.loc[metric, "lo"] <= table.loc[metric, "value"] <= table.loc[metric, "hi"]
 
 
-@pytest.mark.parametrize("grouping", ["none", "item"])
+@pytest.mark.parametrize("grouping", ["none", "item", "system"])
 @pytest.mark.parametrize("method", ["pearson", "spearman", "kendall_b"])
 def test_segment_level_grouped_correlations_in_the_report(synthetic, grouping, method):
     table = synthetic["correlations"].query("level == 'segment' and grouping == @grouping and method == @method")
+    assert len(table) == len(METRICS)
     for metric, row in table.set_index("metric").iterrows():
-        expected = SYN["segment_level"][grouping][metric][method]
+        expected = SYN["segment_level"]["sys" if grouping == "system" else grouping][metric][method]
         assert row["value"] == pytest.approx(expected["value"], abs=EXACT)
         assert row["groups"] == expected["n_groups_averaged"]
 
