@@ -6,9 +6,10 @@ Per criterion:
   kappa (categorical/ordinal), the six ICC forms (when every item has the same number of ratings), and the
   leave-one-annotator-out correlation (the ceiling USR and FED report) with each annotator's agreement with the rest;
 - aggregation of labels (plurality, majority, Dawid-Skene; MACE on request);
-- for each metric: system-level and segment-level (grouping none / item) correlations with CIs, pairwise accuracy,
-  tie-calibrated accuracy (item-grouped) and soft pairwise accuracy; PERM-BOTH and Williams p-values for every
-  pair of metrics and the significance clusters;
+- for each metric: system-level and segment-level (grouping none / item / system) correlations with CIs, pairwise
+  accuracy, tie-calibrated accuracy (item-grouped) and soft pairwise accuracy; PERM-BOTH and Williams p-values for
+  every pair of metrics and the significance clusters; metrics that answer on a categorical or ordinal scale are
+  also checked as LLM judges (kappa, confusion matrix, calibration);
 - the systems ranked by their mean human score, with paired-bootstrap CIs and pairwise p-values.
 """
 
@@ -61,7 +62,7 @@ def _icc_design(r: pd.DataFrame) -> tuple[pd.DataFrame, str]:
 
 
 def agreement(ratings: pd.DataFrame, spec: Spec, n_boot: int = 1000):
-    """(agreement per criterion, leave-one-out per annotator, ICC forms, notes)."""
+    """(agreement per criterion, leave-one-out per annotator, ICC forms)."""
     rows, loo_rows, icc_rows = [], [], []
     for name, crit in spec.criteria.items():
         r = ratings[ratings["criterion"] == name]
@@ -75,10 +76,7 @@ def agreement(ratings: pd.DataFrame, spec: Spec, n_boot: int = 1000):
         row["alpha"] = alpha if isinstance(alpha, float) else np.nan
         row["alpha_lo"], row["alpha_hi"] = alpha_ci(r["item"].to_numpy(), values, crit.scale, n_boot) \
             if not np.isnan(row["alpha"]) else (np.nan, np.nan)
-        if crit.labels is not None:
-            categories = crit.labels if crit.scale == "nominal" else [float(i + 1) for i in range(len(crit.labels))]
-        else:
-            categories = sorted(set(values)) if len(set(values)) <= 50 else None
+        categories = _categories(crit, values)
         if categories is not None and len(categories) >= 2:
             weights = "identity" if crit.scale == "nominal" else ("ordinal" if crit.scale == "ordinal" else "quadratic")
             r_cat = r.assign(value=values)
@@ -267,7 +265,7 @@ def _categories(crit, values) -> list | None:
     if crit.min is not None and crit.max is not None and float(crit.min).is_integer() and crit.max - crit.min <= 20:
         return [float(v) for v in range(int(crit.min), int(crit.max) + 1)]
     found = sorted(set(values))
-    return found if len(found) <= 20 else None
+    return found if len(found) <= 50 else None
 
 
 def judge_checks(ratings: pd.DataFrame, metrics: pd.DataFrame, spec: Spec):
