@@ -66,7 +66,7 @@ def analyze(
         if tidy.empty:
             raise BadInput("no ratings to analyse")
         console.print(f"{len(tidy)} ratings of {tidy['item'].nunique()} items by {tidy['annotator'].nunique()} "
-                      f"annotators, {len(full_spec.criteria)} criteria"
+                      f"annotators, {len(full_spec.criteria)} criteri{'on' if len(full_spec.criteria) == 1 else 'a'}"
                       + (f"; {scores['metric'].nunique()} metrics" if scores is not None else ""))
         with console.status("computing statistics..."):
             tables = run(tidy, full_spec, scores, n_boot=bootstrap, resamples=resamples, mace=mace)
