@@ -204,7 +204,9 @@ def tie_calibrated_accuracy(human, metric, group_by: str = "item") -> tuple[floa
     con_w = weight[concordant].sum() - np.bincount(where[concordant], weights=weight[concordant],
                                                    minlength=len(thresholds)).cumsum()
     acc = tie_w + con_w
-    best = int(np.argmax(acc))
+    # the smallest threshold within rounding of the maximum: cumulative sums of the same weights can differ in the
+    # last bit between two thresholds that are equally good
+    best = int(np.flatnonzero(acc >= acc.max() - 1e-12)[0])
     return float(acc[best]), float(thresholds[best])
 
 
