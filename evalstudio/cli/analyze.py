@@ -65,9 +65,7 @@ def analyze(
             scores = read_metrics(metrics, full_spec, list(full_spec.criteria)) if metrics else None
         if tidy.empty:
             raise BadInput("no ratings to analyse")
-        console.print(f"{len(tidy)} ratings of {tidy['item'].nunique()} items by {tidy['annotator'].nunique()} "
-                      f"annotators, {len(full_spec.criteria)} criteri{'on' if len(full_spec.criteria) == 1 else 'a'}"
-                      + (f"; {scores['metric'].nunique()} metrics" if scores is not None else ""))
+        console.print(_summary(tidy, full_spec, scores))
         with console.status("computing statistics..."):
             tables = run(tidy, full_spec, scores, n_boot=bootstrap, resamples=resamples, mace=mace)
             page = write_analysis(tables, f"{full_spec.name}: analysis", output,
@@ -76,6 +74,27 @@ def analyze(
     except EvalstudioError as e:
         raise _fail(e)
     console.print(f"analysis written to {page}")
+
+
+def _count(n: int, word: str, plural: str | None = None) -> str:
+    return f"{n} {word if n == 1 else (plural or word + 's')}"
+
+
+def _summary(tidy, spec, scores) -> str:
+    """'5760 ratings of 960 segments (10 systems x 96 items) by 1 annotator, 6 criteria; 17 metrics'."""
+    items, systems = tidy["item"].nunique(), tidy["system"].nunique()
+    what = _count(items, "item")
+    if systems > 1:
+        segments = len(tidy.drop_duplicates(["system", "item"]))
+        what = f"{_count(segments, 'segment')} ({_count(systems, 'system')} x {_count(items, 'item')})"
+    text = (f"{_count(len(tidy), 'rating')} of {what} by {_count(tidy['annotator'].nunique(), 'annotator')}, "
+            f"{_count(len(spec.criteria), 'criterion', 'criteria')}")
+    if scores is not None:
+        text += f"; {_count(scores['metric'].nunique(), 'metric')}"
+    per_segment = tidy.groupby(["system", "item", "criterion"]).size()
+    if per_segment.max() < 2:
+        text += ". One rating per item: no agreement statistics (they need two or more)"
+    return text
 
 
 def _label_studio(protocol: str, projects, export: Path | None):

@@ -29,7 +29,10 @@ def williams_test(r12: float, r13: float, r23: float, n: int, one_sided: bool = 
         raise ValueError("the Williams test needs more than 3 paired values")
     k = 1 - r12**2 - r13**2 - r23**2 + 2 * r12 * r13 * r23
     rbar = (r12 + r13) / 2
-    t = (r12 - r13) * np.sqrt((n - 1) * (1 + r23)) / np.sqrt(2 * (n - 1) / (n - 3) * k + rbar**2 * (1 - r23) ** 3)
+    denominator = np.sqrt(max(2 * (n - 1) / (n - 3) * k + rbar**2 * (1 - r23) ** 3, 0.0))
+    if not denominator > 0:  # the two metrics are perfectly correlated (r23 = 1, so r12 = r13): no difference
+        return 0.5 if one_sided else 1.0
+    t = (r12 - r13) * np.sqrt((n - 1) * (1 + r23)) / denominator
     p = float(stats.t.sf(np.abs(t), n - 3))
     return p if one_sided else 2 * p
 
