@@ -335,7 +335,9 @@ class Client:
 
     def users(self) -> dict[int, str]:
         """User id -> email, to name annotators."""
-        return {u.id: u.email or u.username for u in self._read("list users", lambda: list(self.sdk.users.list()))}
+        users = self._read("list users", lambda: list(self.sdk.users.list()))
+        # Label Studio answers "Deleted" for every member removed from the organisation: keep them apart
+        return {u.id: (f"removed user {u.id}" if u.email == "Deleted" else u.email or u.username) for u in users}
 
     def import_tasks(self, project_id: int, tasks: list[dict]) -> list[int]:
         """Send one batch, once: a failed import may still have landed (see importing.send_batch)."""
@@ -379,6 +381,23 @@ class Client:
                     [f"HTTP {answer.status_code}"]
                 raise ServerError(f"Label Studio refused to {action}: {'; '.join(reasons)}")
             return self._http(lambda: web.get("/api/current-user/whoami").raise_for_status().json()["id"], action)
+
+    def remove_member(self, user_id: int) -> bool:
+        """Take a user out of the organisation (Label Studio's "remove member", a soft delete, owner only): from then
+        on the account opens no project and gets no task; its annotations stay. False if it was already out."""
+        action = f"close the access of user {user_id}"
+
+        def call():
+            who = httpx.get(f"{self._base}/api/current-user/whoami", headers=self._auth, timeout=self._timeout)
+            who.raise_for_status()
+            organization = int(who.json()["active_organization"])
+            answer = httpx.delete(f"{self._base}/api/organizations/{organization}/memberships/{int(user_id)}/",
+                                  headers=self._auth, timeout=self._timeout)
+            if answer.status_code == 404:  # "Member not found": removed before
+                return False
+            answer.raise_for_status()
+            return True
+        return self._read(action, lambda: self._http(call, action))
 
     def log_in(self, email: str, password: str) -> str:
         """The API token of the account `email` (its own, for acting as that participant)."""

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .credentials import private_dir, write_private
-from .errors import EvalstudioError, InvalidInput, Problem
+from .errors import BadInput, EvalstudioError, InvalidInput, Problem
 
 DOMAIN = "participants.invalid"
 PARTICIPANT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
@@ -37,6 +37,7 @@ class Account:
     email: str
     password: str | None  # None: the account existed before evalstudio knew it (its password is the person's)
     user_id: int | None = None
+    closed: str | None = None  # when `close` took the account out of the organisation (ISO time)
 
 
 def email_for(participant_id: str) -> str:
@@ -127,7 +128,7 @@ def add(client, ids: list[str], folder: Path = DEFAULT_FOLDER, on_progress: Call
     """Create the missing accounts, then write the sign-in sheet for every known participant."""
     private_dir(folder)
     accounts = load_accounts(folder)
-    existing = {email.lower(): uid for uid, email in client.users().items()}
+    existing = {email.lower(): uid for uid, email in {**client.users(), **known_users(folder)}.items()}
     token = None
     result = Added([], [], [])
     for done, pid in enumerate(ids, 1):
@@ -153,6 +154,40 @@ def add(client, ids: list[str], folder: Path = DEFAULT_FOLDER, on_progress: Call
     save_accounts(folder, accounts, client.url)
     write_sheet(folder, accounts.values(), client.url)
     return result
+
+
+def known_users(folder: Path = DEFAULT_FOLDER) -> dict[int, str]:
+    """user id -> e-mail of the accounts `add` created: names the annotations of participants `close` took out of
+    the organisation (Label Studio no longer shows their e-mail). Empty when there is no readable accounts file."""
+    try:
+        return {a.user_id: a.email for a in load_accounts(folder).values() if a.user_id is not None}
+    except EvalstudioError:
+        return {}
+
+
+def close(client, ids: Iterable[str], folder: Path = DEFAULT_FOLDER) -> tuple[list[str], list[str]]:
+    """Take participants' accounts out of the Label Studio organisation, so that they get no more tasks (a quota
+    reached, a participant excluded); their annotations stay and count as before. Only accounts `add` created are
+    touched. Returns (closed now, closed before). Unknown ids are an error and nothing is closed."""
+    from datetime import datetime, timezone
+
+    accounts = load_accounts(folder)
+    by_key = {pid.lower(): a for pid, a in accounts.items()}
+    wanted = list(dict.fromkeys(ids))
+    unknown = [pid for pid in wanted if pid.lower() not in by_key or by_key[pid.lower()].password is None]
+    if unknown:
+        raise BadInput(f"{folder / ACCOUNTS_FILE}: no account created by evalstudio for {', '.join(unknown[:10])}"
+                       + (" ..." if len(unknown) > 10 else ""))
+    now, before = [], []
+    for pid in wanted:
+        account = by_key[pid.lower()]
+        if account.user_id is None:
+            account.user_id = {e.lower(): uid for uid, e in client.users().items()}.get(account.email.lower())
+        removed = account.user_id is not None and client.remove_member(account.user_id)
+        (now if removed else before).append(account.participant_id)
+        account.closed = account.closed or datetime.now(timezone.utc).isoformat(timespec="seconds")
+        save_accounts(folder, accounts, client.url)
+    return now, before
 
 
 def write_sheet(folder: Path, accounts: Iterable[Account], url: str) -> Path:

@@ -11,6 +11,7 @@ from collections import Counter, defaultdict
 
 import httpx
 import numpy as np
+import pandas as pd
 import pytest
 
 from evalstudio import importers, participants
@@ -162,3 +163,73 @@ def test_concurrent_participants_and_what_the_stream_guarantees(reg, client, lab
     repeat = frame[(frame["task_id"] == repeat_task) & frame["annotator"].eq(accounts[repeat_pid].email)]
     assert repeat.drop_duplicates("annotation_id").sort_values("annotation_id")["surplus"].tolist() == [False, True]  # the first one counts
     assert set(counted["annotator"]) <= {a.email for a in accounts.values()}
+
+
+@pytest.mark.server
+def test_a_participant_who_reached_the_quota_is_closed_out_of_the_stream(client, label_studio, tmp_path):
+    """Label Studio Community cannot stop one user's stream at a quota; `status --close-finished` takes an
+    evalstudio-made account that has done its quota out of the organisation: the stream gives it nothing more,
+    its annotations stay and count, and the other participants go on."""
+    from .test_cli import _projects_file
+
+    def mutate(raw):
+        entry = raw["projects"]["dialogue"]
+        entry["title"] = "crowd quota"
+        entry["annotators_per_task"] = 2
+        entry["crowd"] = {"platform": "mturk", "per_participant": 2}
+
+    projects = _projects_file(tmp_path, mutate)
+    env = env_for(label_studio)
+    items = tmp_path / "items.jsonl"
+    items.write_text("".join(json.dumps({"id": f"q{i}", "context": f"A: question {i}?",
+                                         "responses": [{"system": "s", "text": f"answer {i}"}]}) + "\n"
+                             for i in range(4)), encoding="utf-8")
+    imported = run("import", "dialogue", str(items), "--projects", str(projects), env=env)
+    assert imported.returncode == 0, imported.stderr
+    folder = tmp_path / "accounts"
+    added = run("participants", "add", "QUOTA1", "QUOTA2", "--folder", str(folder), env=env)
+    assert added.returncode == 0, added.stderr
+    accounts = participants.load_accounts(folder)
+    tokens = {pid: client.log_in(a.email, a.password) for pid, a in accounts.items()}
+    project_id = next(p.id for p in client.sdk.projects.list() if p.title == "crowd quota")
+    from evalstudio.registry import load
+
+    project = load(projects).get("dialogue")
+
+    def work(pid: str, tasks: int) -> list[int]:
+        done = []
+        with httpx.Client(base_url=label_studio.url, headers={"Authorization": f"Token {tokens[pid]}"}) as web:
+            for _ in range(tasks):
+                nxt = web.get(f"/api/projects/{project_id}/next")
+                if nxt.status_code != 200:
+                    break
+                task_id = nxt.json()["id"]
+                sent = web.post(f"/api/tasks/{task_id}/annotations/",
+                                json={"result": _answer(project, np.random.default_rng(len(done))), "lead_time": 9.0})
+                assert sent.status_code == 201, sent.text[:200]
+                done.append(task_id)
+        return done
+
+    assert len(work("QUOTA1", 2)) == 2 and len(work("QUOTA2", 1)) == 1
+    status = run("status", "dialogue", "--projects", str(projects), "--participants", str(folder),
+                 "--close-finished", env=env)
+    assert status.returncode == 0, status.stderr
+    assert "closed 1 participant(s) who reached the quota of 2: QUOTA1" in status.stdout
+    assert participants.load_accounts(folder)["QUOTA1"].closed and not participants.load_accounts(folder)["QUOTA2"].closed
+
+    with httpx.Client(base_url=label_studio.url, headers={"Authorization": f"Token {tokens['QUOTA1']}"}) as web:
+        assert web.get(f"/api/projects/{project_id}/next").status_code in (403, 404)
+        assert web.get(f"/api/projects/{project_id}/").status_code in (403, 404)
+    assert len(work("QUOTA2", 1)) == 1  # the others go on
+
+    again = run("status", "dialogue", "--projects", str(projects), "--participants", str(folder),
+                "--close-finished", "-o", str(tmp_path / "status"), env=env)
+    assert again.returncode == 0, again.stderr
+    assert "closed 1 participant(s) who reached the quota of 2: QUOTA2" in again.stdout  # QUOTA1 not again
+    assert sum(len(t["annotations"]) for t in client.export_tasks(project_id)) == 4  # every annotation stays
+    # Label Studio shows a removed member as "Deleted"; evalstudio still names the closed participants' work
+    assert sum(e.startswith("removed user") for e in client.users().values()) == 2
+    done = pd.read_csv(tmp_path / "status" / "participants.csv").set_index("participant")["tasks_done"]
+    assert done.to_dict() == {"QUOTA1": 2, "QUOTA2": 2}
+    close_unknown = run("participants", "close", "NOSUCH", "--folder", str(folder), env=env)
+    assert close_unknown.returncode == 2 and "no account created by evalstudio for NOSUCH" in close_unknown.stderr

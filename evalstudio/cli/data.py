@@ -147,7 +147,14 @@ def _import(project, files, client, batch_size=500, skip_invalid=False, checked=
                             skip_invalid=skip_invalid, checked=checked)
 
 
-def _project_tasks(project, from_export: Path | None, project_id: int | None = None):
+def _users(client, folder: Path | None = None) -> dict[int, str]:
+    """Label Studio's users, with the e-mails of participants closed out of the organisation put back."""
+    from .. import participants
+
+    return {**client.users(), **participants.known_users(folder or participants.DEFAULT_FOLDER)}
+
+
+def _project_tasks(project, from_export: Path | None, project_id: int | None = None, folder: Path | None = None):
     """(tasks, users) from a Label Studio JSON export file, or live from the server."""
     from ..exporters.tidy import read_export
 
@@ -162,10 +169,10 @@ def _project_tasks(project, from_export: Path | None, project_id: int | None = N
     client = Client(settings_from_env())
     project_id = client.require_protocol(project, project_id) if project_id else client.require_project(project)
     with console.status(f"exporting {project.name} from {client.url}..."):
-        return client.export_tasks(project_id), client.users()
+        return client.export_tasks(project_id), _users(client, folder)
 
 
-def _read_study(protocol, projects, from_export, project_id):
+def _read_study(protocol, projects, from_export, project_id, folder: Path | None = None):
     """(registry, parts, tasks of each part, annotation frame of each part, users) of a protocol, read live or from
     a Label Studio export (which holds one project)."""
     from ..exporters.tidy import annotation_frame
@@ -176,7 +183,7 @@ def _read_study(protocol, projects, from_export, project_id):
     _single(parts, "--project-id", project_id)
     per_part, frames, users = [], [], {}
     for part in parts:
-        tasks, part_users = _project_tasks(part, from_export, project_id)
+        tasks, part_users = _project_tasks(part, from_export, project_id, folder)
         per_part.append(tasks)
         users.update(part_users)
         frames.append(annotation_frame(tasks, part, part_users))
@@ -228,7 +235,7 @@ def export(
             rows, annotations = len(frame), frame["annotation_id"].nunique()
         else:
             client = Client(settings_from_env())
-            users = client.users()
+            users = _users(client)
             rows = annotations = 0
             for number, project in enumerate(parts):  # a study's parts go to one CSV (column `project`)
                 pid = client.require_protocol(project, project_id) if project_id else client.require_project(project)

@@ -9,7 +9,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from ..client import Client, settings_from_env
-from ..errors import EvalstudioError
+from ..errors import BadInput, EvalstudioError
 from . import ProjectsOption, _fail, app, console, err
 
 participants_app = typer.Typer(
@@ -68,6 +68,25 @@ def participants_link():
     console.print(f"{client.url}/user/signup/?token={token}", highlight=False, soft_wrap=True)
 
 
+@participants_app.command("close")
+def participants_close(
+    ids: Annotated[list[str], typer.Argument(help="Participant ids (as given to `add`).")],
+    folder: Annotated[Optional[Path], typer.Option(
+        "--folder", help="The folder `add` wrote (default: .evalstudio/participants).")] = None,
+):
+    """Stop participants from getting more tasks: their accounts leave the Label Studio organisation (Label
+    Studio's "remove member"; they can no longer open any project). Their annotations stay and count. For a
+    quota reached, `status --close-finished` does this by itself."""
+    from .. import participants
+
+    try:
+        now, before = participants.close(Client(settings_from_env()), ids, folder or participants.DEFAULT_FOLDER)
+    except EvalstudioError as e:
+        raise _fail(e)
+    console.print(f"{len(now)} participant(s) closed" + (f", {len(before)} closed before" if before else ""),
+                  highlight=False)
+
+
 # --- status and approvals -----------------------------------------------------------------------------------------
 
 def _names(emails, folder: Path | None) -> dict[str, str]:
@@ -84,7 +103,7 @@ def _study_state(protocol, projects, from_export, project_id, folder):
     read live or from an export."""
     from .data import _read_study
 
-    _, parts, per_part, frames, _ = _read_study(protocol, projects, from_export, project_id)
+    _, parts, per_part, frames, _ = _read_study(protocol, projects, from_export, project_id, folder)
     return (parts, per_part, *study_tables(parts, per_part, frames, folder))
 
 
@@ -126,11 +145,49 @@ def status(
     participants_folder: FolderOption = None,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Also write participants.csv, coverage.csv "
                                                                           "and status.html to this folder.")] = None,
+    close_finished: Annotated[bool, typer.Option(
+        "--close-finished", help="Take participants who have reached their quota (crowd.per_participant) out of "
+                                 "the Label Studio organisation, so that the stream gives them no more tasks "
+                                 "(accounts made by `participants add` only; their annotations stay).")] = False,
+    watch: Annotated[Optional[float], typer.Option(
+        help="Check again every this many seconds until interrupted (Ctrl-C); with --close-finished, this is how a "
+             "quota is enforced while a study runs.", min=5)] = None,
     projects: ProjectsOption = None,
 ):
     """How far the study is: tasks with 0..N annotations, per participant tasks done, gold accuracy, median time
     and last activity, the time left at the current rate, and warnings (speeders, straight-liners, failed gold,
     over quota, parts done out of order)."""
+    import time
+
+    if (close_finished or watch) and from_export is not None:
+        raise _fail(BadInput("--close-finished and --watch need the live server, not --from-export"))
+    while True:
+        _status_once(protocol, from_export, project_id, participants_folder, output, close_finished, projects)
+        if not watch:
+            return
+        try:
+            time.sleep(watch)
+        except KeyboardInterrupt:
+            return
+
+
+def _close_finished(table, crowd, folder) -> list[str]:
+    """Close the accounts (made by `participants add`) of participants who have done their quota."""
+    from .. import participants
+
+    if not crowd.per_participant:
+        raise BadInput("--close-finished: the study sets no quota (crowd.per_participant in projects.yaml)")
+    target = folder or participants.DEFAULT_FOLDER
+    ours = {a.email: a for a in participants.load_accounts(target).values() if a.password is not None}
+    done = table[table["quota"].notna() & (table["tasks_done"] >= table["quota"]) & table["annotator"].isin(ours)]
+    pending = [ours[e].participant_id for e in done["annotator"] if not ours[e].closed]
+    if not pending:
+        return []
+    now, _ = participants.close(Client(settings_from_env()), pending, target)
+    return now
+
+
+def _status_once(protocol, from_export, project_id, participants_folder, output, close_finished, projects):
     from rich.table import Table
 
     from .. import study
@@ -140,6 +197,7 @@ def status(
             protocol, projects, from_export, project_id, participants_folder)
         if output is not None:
             write_status(output, protocol, crowd, table, coverage, remaining, annotations)
+        closed = _close_finished(table, crowd, participants_folder) if close_finished else []
     except EvalstudioError as e:
         raise _fail(e)
     for name, cov in coverage.items():
@@ -169,6 +227,9 @@ def status(
         err.print("warning: no crowd.completion_code in projects.yaml: Prolific participants need one at the end")
     if crowd.bonus and not crowd.bonus.amounts:
         err.print("warning: the study promises a bonus without an amount: set crowd.bonus.amounts in projects.yaml")
+    if closed:
+        console.print(f"closed {len(closed)} participant(s) who reached the quota of {crowd.per_participant}: "
+                      f"{', '.join(closed)}", highlight=False, soft_wrap=True)
 
 
 def pd_notna(value) -> bool:
@@ -218,7 +279,6 @@ def approvals(
     gold threshold, bonus rule), as files Prolific or MTurk take for bulk upload. Only failed attention checks
     reject; speeders and straight-liners are listed by `status` for you to decide."""
     from .. import study
-    from ..errors import BadInput
     from ..exporters.approvals import write_approvals
 
     try:
