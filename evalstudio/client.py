@@ -337,6 +337,7 @@ class Client:
         """User id -> email, to name annotators."""
         users = self._read("list users", lambda: list(self.sdk.users.list()))
         # Label Studio answers "Deleted" for every member removed from the organisation: keep them apart
+        # (participants.with_closed_named puts back the names of the participants evalstudio closed)
         return {u.id: (f"removed user {u.id}" if u.email == "Deleted" else u.email or u.username) for u in users}
 
     def import_tasks(self, project_id: int, tasks: list[dict]) -> list[int]:

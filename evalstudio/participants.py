@@ -24,6 +24,7 @@ from .credentials import private_dir, write_private
 from .errors import BadInput, EvalstudioError, InvalidInput, Problem
 
 DOMAIN = "participants.invalid"
+REMOVED = "removed user "  # how Client.users names a member removed from the organisation
 PARTICIPANT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 ID_COLUMNS = ("participant_id", "participant id", "prolific_pid", "prolific_id", "workerid", "worker_id")
 DEFAULT_FOLDER = Path(".evalstudio") / "participants"
@@ -128,7 +129,7 @@ def add(client, ids: list[str], folder: Path = DEFAULT_FOLDER, on_progress: Call
     """Create the missing accounts, then write the sign-in sheet for every known participant."""
     private_dir(folder)
     accounts = load_accounts(folder)
-    existing = {email.lower(): uid for uid, email in {**client.users(), **known_users(folder)}.items()}
+    existing = {email.lower(): uid for uid, email in with_closed_named(client.users(), client.url, folder).items()}
     token = None
     result = Added([], [], [])
     for done, pid in enumerate(ids, 1):
@@ -156,13 +157,18 @@ def add(client, ids: list[str], folder: Path = DEFAULT_FOLDER, on_progress: Call
     return result
 
 
-def known_users(folder: Path = DEFAULT_FOLDER) -> dict[int, str]:
-    """user id -> e-mail of the accounts `add` created: names the annotations of participants `close` took out of
-    the organisation (Label Studio no longer shows their e-mail). Empty when there is no readable accounts file."""
+def with_closed_named(users: dict[int, str], url: str, folder: Path = DEFAULT_FOLDER) -> dict[int, str]:
+    """`users` (id -> e-mail, as Client.users gives them) with the members Label Studio shows as removed named again
+    from the accounts file, when that file was written for this server (`url`): the participants `close` took out
+    of the organisation keep their annotations' names. Other users are never renamed."""
     try:
-        return {a.user_id: a.email for a in load_accounts(folder).values() if a.user_id is not None}
-    except EvalstudioError:
-        return {}
+        raw = json.loads((folder / ACCOUNTS_FILE).read_text(encoding="utf-8"))
+        if raw.get("label_studio") != url:
+            return users
+        known = {a.user_id: a.email for a in load_accounts(folder).values() if a.user_id is not None}
+    except (OSError, ValueError, AttributeError, EvalstudioError):
+        return users
+    return {uid: known.get(uid, email) if email.startswith(REMOVED) else email for uid, email in users.items()}
 
 
 def close(client, ids: Iterable[str], folder: Path = DEFAULT_FOLDER) -> tuple[list[str], list[str]]:

@@ -151,7 +151,7 @@ def _users(client, folder: Path | None = None) -> dict[int, str]:
     """Label Studio's users, with the e-mails of participants closed out of the organisation put back."""
     from .. import participants
 
-    return {**client.users(), **participants.known_users(folder or participants.DEFAULT_FOLDER)}
+    return participants.with_closed_named(client.users(), client.url, folder or participants.DEFAULT_FOLDER)
 
 
 def _project_tasks(project, from_export: Path | None, project_id: int | None = None, folder: Path | None = None):
