@@ -93,6 +93,7 @@ class Spec(BaseModel):
     metric_columns: dict[Literal["item", "system", "metric", "criterion", "value", "confidence"], str] = {}
     criteria: dict[str, CriterionSpec] = Field(default_factory=dict)
     missing: list[str] = ["", "NA", "N/A", "NaN", "nan"]
+    lower_is_better: list[str] = []  # metrics whose lower scores are better (distances, error rates): negated
 
     @model_validator(mode="after")
     def _check(self) -> "Spec":
@@ -389,6 +390,23 @@ def read_metrics(path: Path, spec: Spec, criteria) -> pd.DataFrame:
     problems.raise_if_any()
     columns = ["item", "system", "metric", "criterion", "value", "line"] + (["confidence"] if confidence else [])
     return table.assign(value=number)[columns]
+
+
+def orient_metrics(scores: pd.DataFrame, lower_is_better, source: str) -> pd.DataFrame:
+    """Negate the scores of the metrics for which lower is better (distances, error rates), so that correlations,
+    accuracies and significance clusters read every metric as "higher is better" (as mt-metrics-eval stores such
+    metrics negated). A name that is not a metric of the file is an error."""
+    names = list(dict.fromkeys(str(n) for n in lower_is_better))
+    if not names:
+        return scores
+    have = set(scores["metric"])
+    unknown = [n for n in names if n not in have]
+    if unknown:
+        listed = ", ".join(sorted(have)[:12]) + (" ..." if len(have) > 12 else "")
+        raise BadInput(f"{source}: lower_is_better: {', '.join(n[:40] for n in unknown[:5])} not among the metrics "
+                       f"({listed})")
+    flip = scores["metric"].isin(names).to_numpy()
+    return scores.assign(value=np.where(flip, -scores["value"].to_numpy(dtype=float), scores["value"]))
 
 
 def from_label_studio(annotations: pd.DataFrame, model: pd.DataFrame, spec: Spec) -> tuple[pd.DataFrame, pd.DataFrame]:

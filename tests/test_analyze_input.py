@@ -238,3 +238,24 @@ def test_majority_needs_the_votes_the_spec_asks_for(tmp_path):
     labels = pd.read_csv(tmp_path / "out" / "aggregated_labels.csv").set_index("item")
     assert labels["majority"].to_dict() == {"i1": "yes", "i2": "no majority"}
     assert labels["plurality"].to_dict() == {"i1": "yes", "i2": "no"}  # tie between no and yes: smallest label
+
+
+def test_lower_is_better_negates_the_named_metrics_and_rejects_unknown_names(tmp_path):
+    ratings = write(tmp_path, "r.csv", "item,system,annotator,value\n" + "".join(
+        f"{i},{s},a{k},{(i + k + ord(s)) % 5 + 1}\n" for i in range(6) for s in "xyz" for k in range(2)))
+    metrics = write(tmp_path, "m.csv", "item,system,metric,value\n" + "".join(
+        f"{i},{s},{m},{(i * 7 + ord(s) * 3 + len(m)) % 11}\n" for i in range(6) for s in "xyz" for m in ("dist", "sim")))
+    plain, flipped = tmp_path / "plain", tmp_path / "flipped"
+    assert invoke(ratings, "--metrics", metrics, "-o", plain, "--bootstrap", 0, "--resamples", 10).exit_code == 0
+    assert invoke(ratings, "--metrics", metrics, "-o", flipped, "--bootstrap", 0, "--resamples", 10,
+                  "--lower-is-better", "dist").exit_code == 0
+    a, b = (pd.read_csv(f / "correlations.csv").set_index(["metric", "level", "grouping", "method"])["value"]
+            for f in (plain, flipped))
+    assert np.allclose(a.loc["dist"], -b.loc["dist"], equal_nan=True) and np.allclose(a.loc["sim"], b.loc["sim"], equal_nan=True)
+    bad = invoke(ratings, "--metrics", metrics, "--lower-is-better", "ter", "-o", tmp_path / "bad")
+    assert bad.exit_code == 2 and "lower_is_better: ter not among the metrics (dist, sim)" in bad.output
+    spec = write(tmp_path, "s.yaml", "lower_is_better: [dist]\n")
+    from_spec = invoke(ratings, "--metrics", metrics, "--spec", spec, "-o", tmp_path / "spec", "--bootstrap", 0, "--resamples", 10)
+    assert from_spec.exit_code == 0
+    c = pd.read_csv(tmp_path / "spec" / "correlations.csv").set_index(["metric", "level", "grouping", "method"])["value"]
+    assert np.allclose(b, c, equal_nan=True)

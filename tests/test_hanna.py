@@ -60,6 +60,12 @@ def test_correlations_match_the_published_hanna_values(report, level, published_
 def test_the_hanna_report_has_clusters_ranking_and_says_there_is_no_agreement(report):
     folder, output = report
     assert "10 systems x 96 items" in output and "no agreement statistics" in output
+    # the spec's lower_is_better distances are negated: their correlations come out positive
+    corr = pd.read_csv(folder / "correlations.csv")
+    distances = corr[corr.metric.isin(["BaryScore-W", "DepthScore", "InfoLM-FisherRao"]) & (corr.level == "system")
+                     & (corr.method == "pearson")]
+    assert len(distances) == 18 and (distances.value > 0).all()
+    assert "Lower is better, scores negated: BaryScore-W, DepthScore, InfoLM-FisherRao" in (folder / "index.html").read_text()
     clusters = pd.read_csv(folder / "clusters.csv")
     assert set(clusters.criterion) == {"Relevance", "Coherence", "Empathy", "Surprise", "Engagement", "Complexity"}
     best = clusters[(clusters.level == "system") & (clusters.method == "pearson")].groupby("criterion").first()

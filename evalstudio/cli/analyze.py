@@ -31,6 +31,10 @@ def analyze(
         help="Use a built-in protocol's criteria as the spec (e.g. dialogue).")] = None,
     bootstrap: Annotated[int, typer.Option(min=0, help="Bootstrap resamples for confidence intervals.")] = 1000,
     resamples: Annotated[int, typer.Option(min=10, help="Permutations for PERM-BOTH and soft pairwise accuracy.")] = 1000,
+    lower_is_better: Annotated[Optional[list[str]], typer.Option(
+        "--lower-is-better", help="A metric for which lower scores are better (a distance, an error rate): its "
+                                  "scores are negated so that every metric reads as higher-is-better. Repeat for "
+                                  "several; the spec's lower_is_better list is added.")] = None,
     mace: Annotated[bool, typer.Option("--mace", help="Also aggregate labels with MACE (slow: seconds per "
                                                         "thousand labels).")] = False,
     projects: ProjectsOption = None,
@@ -41,7 +45,7 @@ def analyze(
     anywhere. Writes CSVs and index.html to -o. Bad files are reported as file:line: column: message and nothing
     is analysed."""
     from ..exporters.metaeval import analyze as run, write_analysis
-    from ..ratings import read_metrics, read_ratings, read_spec, spec_from_protocol
+    from ..ratings import orient_metrics, read_metrics, read_ratings, read_spec, spec_from_protocol
 
     try:
         if output.exists() and not output.is_dir():
@@ -65,12 +69,18 @@ def analyze(
             scores = read_metrics(metrics, full_spec, list(full_spec.criteria)) if metrics else None
         if tidy.empty:
             raise BadInput("no ratings to analyse")
+        flipped = list(dict.fromkeys([*(full_spec.lower_is_better), *(lower_is_better or [])]))
+        if flipped:
+            if scores is None:
+                raise BadInput("--lower-is-better / lower_is_better names metrics, but there are none: give --metrics")
+            scores = orient_metrics(scores, flipped, str(metrics or "the model outputs"))
         console.print(_summary(tidy, full_spec, scores))
         with console.status("computing statistics..."):
             tables = run(tidy, full_spec, scores, n_boot=bootstrap, resamples=resamples, mace=mace)
             page = write_analysis(tables, f"{full_spec.name}: analysis", output,
                                   [f"Ratings: {ratings.name if ratings else 'Label Studio'}"
-                                   + (f"; metrics: {metrics.name}" if metrics else "")])
+                                   + (f"; metrics: {metrics.name}" if metrics else "")]
+                                  + ([f"Lower is better, scores negated: {', '.join(flipped)}"] if flipped else []))
     except EvalstudioError as e:
         raise _fail(e)
     console.print(f"analysis written to {page}")
