@@ -59,7 +59,8 @@ def _correlation_plot(corrs: pd.DataFrame, clusters: pd.DataFrame):
     y = np.arange(len(rows))
     err = np.vstack([rows["value"] - rows["lo"], rows["hi"] - rows["value"]])
     # a percentile CI need not contain the estimate: draw the part of it that lies beyond
-    ax.barh(y, rows["value"], xerr=np.clip(np.nan_to_num(err), 0, None), capsize=3,
+    # as lists: matplotlib turns a 2 x 1 array into a scalar, which NumPy deprecates
+    ax.barh(y, rows["value"], xerr=np.clip(np.nan_to_num(err), 0, None).tolist(), capsize=3,
             color=[colours((int(cluster.get(m, 1)) - 1) % 10) for m in rows["metric"]])
     ax.set_yticks(y, [f"{m}  (cluster {int(cluster[m])})" if m in cluster else m for m in rows["metric"]], fontsize=8)
     ax.set_xlabel(f"Pearson r, {level} level", fontsize=8)
@@ -75,7 +76,7 @@ def _system_plot(systems: pd.DataFrame):
     fig, ax = plt.subplots(figsize=(6.5, 0.35 * len(rows) + 1.2))
     y = np.arange(len(rows))
     err = np.vstack([rows["mean"] - rows["lo"], rows["hi"] - rows["mean"]])
-    ax.errorbar(rows["mean"], y, xerr=np.clip(np.nan_to_num(err), 0, None), fmt="o", capsize=3)
+    ax.errorbar(rows["mean"], y, xerr=np.clip(np.nan_to_num(err), 0, None).tolist(), fmt="o", capsize=3)
     ax.set_yticks(y, rows["system"].astype(str).str[:30], fontsize=8)
     ax.set_xlabel("mean human score", fontsize=8)
     fig.tight_layout()
