@@ -89,7 +89,13 @@ def page(tables: dict[str, pd.DataFrame], title: str, notes=()) -> str:
     criteria = list(tables["agreement"]["criterion"]) if not tables["agreement"].empty else []
     for criterion in criteria:
         body.append(f"<h2>{esc(str(criterion))}</h2>")
-        body += ["<h3>Human ceiling</h3>", f"<p>{_EXPLAIN['ceiling']}</p>", _table(_sel(tables["agreement"], criterion))]
+        agreement = _sel(tables["agreement"], criterion)
+        body += ["<h3>Human ceiling</h3>", f"<p>{_EXPLAIN['ceiling']}</p>"]
+        if not agreement.empty and agreement["ratings"].max() <= agreement["items"].max():
+            body.append("<p><b>One rating per item:</b> agreement needs two or more ratings of the same item, so there "
+                        "is no human ceiling here (give one row per annotator, not their mean).</p>")
+        else:
+            body.append(_table(agreement))
         loo = _sel(tables["leave_one_out"], criterion)
         if not loo.empty:
             body += ["<p>Each annotator against the rest:</p>", _table(loo)]

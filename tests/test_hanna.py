@@ -74,3 +74,4 @@ def test_the_hanna_report_has_clusters_ranking_and_says_there_is_no_agreement(re
     assert systems.system.nunique() == 10
     page = (folder / "index.html").read_text()
     assert "BERTScore Recall" in page and "Complexity" in page
+    assert page.count("One rating per item:") == 6  # no empty agreement table, one sentence per criterion
