@@ -19,7 +19,7 @@ from .conftest import DATABASES, ROOT, start_label_studio
 from .largefile import write_dialogue_file
 
 pytestmark = pytest.mark.server
-TASKS, BATCH, KILL_AFTER = 10_000, 200, 3_000
+TASKS, BATCH, KILL_AFTER = 6_000, 200, 2_000  # 30 batches, killed after about 10 (CI budget)
 
 
 def run_import(server: LocalServer, path) -> subprocess.Popen:
