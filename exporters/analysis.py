@@ -74,8 +74,10 @@ def over_quota(annotations: pd.DataFrame, quotas: dict[str, int]) -> pd.Series:
     if "surplus" in counted:
         counted = counted[~counted["surplus"]]
     firsts = counted.drop_duplicates("annotation_id").sort_values("annotation_id")
+    if firsts.empty:  # every annotation cancelled (skipped)
+        return flags
     rank = firsts.groupby(["project", "annotator"]).cumcount() + 1
-    limit = firsts["project"].map(quotas)
+    limit = firsts["project"].map(quotas).astype(float)
     beyond = set(firsts.loc[limit.notna() & (rank > limit), "annotation_id"])
     return annotations["annotation_id"].isin(beyond)
 

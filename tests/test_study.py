@@ -208,6 +208,16 @@ def test_annotations_beyond_a_participants_quota_are_left_out_of_the_analysis(di
     assert untouched.drop_duplicates("annotation_id")["annotator"].value_counts()[email("w1")] == 55
 
 
+def test_a_quota_with_only_skipped_annotations_leaves_nothing_out(dialogue):
+    """Found by the report fuzz target (long profile): every annotation cancelled made the quota rule compare an
+    empty text column with numbers."""
+    from evalstudio.exporters.analysis import exclusions
+
+    frame = annotation_frame(make_tasks(dialogue), dialogue).assign(cancelled=True)
+    kept, notes = exclusions(frame, quotas={"dialogue": 20})
+    assert len(kept) == (~frame["surplus"]).sum() and not any("quota" in n for n in notes)
+
+
 @pytest.mark.parametrize("rate, warned", [(0.1, False), (0.2, True)])
 def test_status_checks_that_the_pool_holds_the_gold_rate(dialogue, rate, warned):
     """6 of 60 tasks are gold: uniform sampling gives each participant about 10% gold items."""
