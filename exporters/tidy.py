@@ -168,6 +168,8 @@ def annotation_frame(tasks: Iterable[dict], project: Project, users: Mapping[int
     frame["surplus"] = frame["surplus"].astype(bool)
     frame["created_at"] = pd.to_datetime(frame["created_at"], utc=True, errors="coerce")
     frame["lead_time"] = pd.to_numeric(frame["lead_time"], errors="coerce")
+    # answers of several types share the column: object, never pandas' string dtype (which refuses numbers)
+    frame["value"] = frame["value"].astype(object)
     for criterion, spec in project.criteria.items():
         if spec.is_numeric:
             mask = frame["criterion"] == criterion
