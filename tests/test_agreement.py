@@ -118,6 +118,15 @@ def test_cohen_kappa_pairs_use_only_shared_items():
     assert table[["annotator_a", "annotator_b", "items"]].values.tolist() == [["A", "B", 2]]
 
 
+def test_cohen_kappa_is_nan_without_warnings_when_a_pair_used_one_label(recwarn):
+    # chance agreement is 1, so kappa is 0/0: undefined, shown as NaN, and scikit-learn's warnings are not passed on
+    frame = long([(i, who, "Other") for i in range(4) for who in ("A", "B")] + [(4, "A", "No"), (4, "C", "Yes")])
+    table = ag.cohen_kappa_pairs(frame, labels=["Yes", "No", "Other"])
+    [row] = table.to_dict("records")
+    assert (row["annotator_a"], row["annotator_b"], row["items"]) == ("A", "B", 4) and np.isnan(row["kappa"])
+    assert not [w for w in recwarn if "sklearn" in w.filename]
+
+
 # Fleiss (1971) as reproduced in the literature: 10 subjects, 14 raters, 5 categories, kappa = 0.210.
 FLEISS_1971 = [[0, 0, 0, 0, 14], [0, 2, 6, 4, 2], [0, 0, 3, 5, 6], [0, 3, 9, 2, 0], [2, 2, 8, 1, 1],
                [7, 7, 0, 0, 0], [3, 2, 6, 3, 0], [2, 5, 3, 2, 2], [6, 5, 2, 1, 0], [0, 2, 2, 3, 7]]

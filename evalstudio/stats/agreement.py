@@ -154,7 +154,10 @@ def cohen_kappa_pairs(frame: pd.DataFrame, weights: str | None = None, labels=No
         both = wide[[a, b]].dropna()
         if len(both) < 2:
             continue
-        kappa = cohen_kappa_score(both[a].to_numpy(), both[b].to_numpy(), weights=weights, labels=labels)
+        x, y = both[a].to_numpy(), both[b].to_numpy()
+        # one label used by both: chance agreement is 1 and kappa is 0/0 (undefined), said as NaN without
+        # scikit-learn's warnings
+        kappa = cohen_kappa_score(x, y, weights=weights, labels=labels) if len(set(x) | set(y)) > 1 else float("nan")
         rows.append({"annotator_a": a, "annotator_b": b, "items": len(both), "kappa": float(kappa)})
     if not rows:
         raise ValueError("Cohen's kappa needs two annotators with at least two items in common")
