@@ -110,6 +110,13 @@ def test_decisions_reject_only_failed_gold_and_pay_the_announced_bonuses(dialogu
     assert paid == {"b": 25, "a": 15, "c": 15, "d": 0, "e": 0}  # a and c share rank 2; rank 4 gets nothing
 
 
+@pytest.mark.parametrize("hours, said", [(0.001, "1 min"), (0.5, "30 min"), (0.999, "60 min"), (1.0, "1.0 hours"),
+                                         (1.55, "1.6 hours"), (36.0, "36.0 hours")])
+def test_time_left_is_said_in_minutes_under_an_hour(hours, said):
+    from evalstudio.cli.study import _duration
+    assert _duration(hours) == said
+
+
 def test_status_and_approvals_through_the_command_line(dialogue, tmp_path):
     tasks = make_tasks(dialogue)
     export = tmp_path / "export.json"
@@ -123,7 +130,7 @@ def test_status_and_approvals_through_the_command_line(dialogue, tmp_path):
     shown = run("status", "dialogue", "--from-export", str(export), "-o", str(tmp_path / "status"), env=env)
     assert shown.returncode == 0, shown.stderr
     assert "4 participant(s)" in shown.stdout and "failed gold" in shown.stdout and "speeder" in shown.stdout
-    assert "annotation(s) to go at 60.0/hour" in shown.stdout
+    assert "93 annotation(s) to go at 60.0/hour: about 1.6 hours left" in shown.stdout
     written = pd.read_csv(tmp_path / "status" / "participants.csv").set_index("participant")
     assert written.loc["w1", "tasks_done"] == 55 and (tmp_path / "status" / "status.html").exists()
 
@@ -134,6 +141,12 @@ def test_status_and_approvals_through_the_command_line(dialogue, tmp_path):
     assert (out / "prolific_approve.txt").read_text().split() == ["w1", "w2", "w3"]
     assert (out / "prolific_bonus.csv").read_text() == "w1,2.50\n"
     assert "failed attention checks" in (out / "prolific_reject.csv").read_text()
+
+    # MTurk without its batch results: files written, and the researcher told they cannot be uploaded as they are
+    bare = run("approvals", "dialogue", "--from-export", str(export), "--platform", "mturk", "-o",
+               str(tmp_path / "bare"), env=env)
+    assert bare.returncode == 0, bare.stderr
+    assert "without --mturk-results the MTurk files have no AssignmentId" in " ".join(bare.stderr.split())
 
     results = tmp_path / "Batch_1_results.csv"  # MTurk's batch results: one assignment per worker
     with open(results, "w", newline="") as f:
@@ -150,6 +163,9 @@ def test_status_and_approvals_through_the_command_line(dialogue, tmp_path):
     assert upload.loc["W4", "Reject"].startswith("failed attention checks") and upload.loc["W1", "Answer.code"] == "done"
     bonus = pd.read_csv(out / "mturk_bonus.csv")
     assert bonus[["WorkerId", "AssignmentId", "BonusAmount"]].values.tolist() == [["W1", "A0", 2.5]]  # as MTurk spells it
+
+    no_rule = run("report", "dialogue", "--from-export", str(export), "--exclude-rejected", "-o", str(tmp_path / "x"))
+    assert no_rule.returncode == 2 and "set it (and import gold items)" in " ".join(no_rule.stderr.split())
 
     report = run("report", "dialogue", "--from-export", str(export), "--exclude-rejected", "--bootstrap", "5",
                  "-o", str(tmp_path / "report"), env=env)

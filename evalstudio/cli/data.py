@@ -322,7 +322,7 @@ def _without_rejected(annotations, parts, crowd, table):
 
     if crowd.min_gold_accuracy is None:
         raise BadInput(f"--exclude-rejected: {parts[0].study_name} has no crowd.min_gold_accuracy in projects.yaml, "
-                       "so nobody is rejected")
+                       "so nobody is rejected: set it (and import gold items) or leave --exclude-rejected out")
     rejected = set(study.decisions(table, crowd).query("decision == 'reject'")["annotator"])
     err.print(f"left out {len(rejected)} rejected participant(s) (failed attention checks)", highlight=False)
     return annotations[~annotations["annotator"].isin(rejected)]

@@ -220,7 +220,7 @@ def _status_once(protocol, from_export, project_id, participants_folder, output,
     elif hours is None:
         console.print(f"{remaining} annotation(s) to go; too few so far to estimate the time left")
     else:
-        console.print(f"{remaining} annotation(s) to go at {rate:.1f}/hour: about {hours:.1f} hour(s) left")
+        console.print(f"{remaining} annotation(s) to go at {rate:.1f}/hour: about {_duration(hours)} left")
     for warning in study.gold_rate_warnings(parts, per_part):
         err.print(f"warning: {warning}", highlight=False)
     if crowd.platform == "prolific" and not crowd.completion_code:
@@ -252,7 +252,7 @@ def write_status(folder: Path, protocol: str, crowd, table, coverage, remaining,
     cov = pd.concat([c.assign(project=name) for name, c in coverage.items()], ignore_index=True)
     write_csv(cov, folder / "coverage.csv")
     rate, hours = study.time_left(annotations, remaining)
-    left = "done" if remaining <= 0 else (f"{remaining} annotations to go, about {hours:.1f} h at {rate:.1f}/h"
+    left = "done" if remaining <= 0 else (f"{remaining} annotations to go, about {_duration(hours)} at {rate:.1f}/h"
                                           if hours is not None else f"{remaining} annotations to go")
     rules = ", ".join(f"{k}: {v}" for k, v in crowd.model_dump(exclude_none=True).items()) or "none in projects.yaml"
     page = (f"<!doctype html><meta charset='utf-8'><title>{html.escape(protocol)} status</title>"
@@ -260,6 +260,11 @@ def write_status(folder: Path, protocol: str, crowd, table, coverage, remaining,
             f"<p>Crowd rules: {html.escape(rules)}</p><h2>Coverage</h2>"
             f"{cov.to_html(index=False, escape=True)}<h2>Participants</h2>{table.to_html(index=False, escape=True)}")
     (folder / "status.html").write_text(page, encoding="utf-8")
+
+
+def _duration(hours: float) -> str:
+    """A time left as people say it: minutes under an hour, hours with one decimal above."""
+    return f"{max(1, round(hours * 60))} min" if hours < 1 else f"{hours:.1f} hours"
 
 
 @app.command()
@@ -296,6 +301,10 @@ def approvals(
     console.print(f"{counts.get('approve', 0)} approved, {counts.get('reject', 0)} rejected, "
                   f"{int((decided['bonus'] > 0).sum())} bonus(es); files: {', '.join(str(p) for p in written)}",
                   highlight=False, soft_wrap=True)
+    if chosen == "mturk" and mturk_results is None:
+        err.print("warning: without --mturk-results the MTurk files have no AssignmentId, which MTurk's Upload CSV "
+                  "and `aws mturk send-bonus` need: download the batch's results (Manage, Results, Download CSV) and "
+                  "run again with --mturk-results FILE")
     if decided["bonus"].isna().any():
         err.print("warning: bonuses are owed but projects.yaml has no amount (crowd.bonus.amounts); they are left "
                   "out of the bonus file")
