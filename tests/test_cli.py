@@ -22,6 +22,8 @@ def test_help_explains_every_command():
     out = run("--help").stdout
     for command in ("setup", "import", "validate", "server", "demo", "projects"):
         assert command in out
+    # each summary flows as one text: no line break kept from the docstring's source lines
+    assert "label aggregation (majority, Dawid-Skene, MACE), metric correlations" in out
 
 
 def test_validate_reports_file_line_field(tmp_path):

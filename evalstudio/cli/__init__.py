@@ -49,3 +49,22 @@ def _load(projects: Path | None) -> registry.Registry:
 
 # the command groups register themselves on `app`
 from . import analyze, data, model, servers, study  # noqa: E402,F401
+
+
+def _one_line_summaries(typer_app: typer.Typer) -> None:
+    """The command list shows each docstring's first paragraph; typer's rich mode keeps its source line breaks
+    there (mid-sentence breaks in `evalstudio --help`), so give every command that paragraph as one line."""
+    import inspect
+
+    for info in [*typer_app.registered_commands, *typer_app.registered_groups]:
+        doc = info.help or (info.callback.__doc__ if info.callback else None)
+        sub = getattr(info, "typer_instance", None)
+        if doc is None and sub is not None:
+            doc = sub.info.help
+        if info.short_help is None and doc:
+            info.short_help = " ".join(inspect.cleandoc(doc).split("\n\n")[0].split())
+        if sub is not None:
+            _one_line_summaries(sub)
+
+
+_one_line_summaries(app)
