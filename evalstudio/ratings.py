@@ -7,6 +7,8 @@ the usual column names is assumed):
   wide_criteria    one row per (item, annotator): one column per criterion
   wide_annotators  one row per item: one column per annotator (a single criterion)
 Metrics: item, [system], metric, [criterion], value (a metric without criterion is compared with every criterion).
+An Amazon MTurk batch results file (HITId, WorkerId, AssignmentStatus, Answer.* columns) is read as it is downloaded;
+its rejected assignments are left out, as MTurk pays and counts only the others.
 
 Every problem is reported as `file:line: column: message` and nothing is analysed when any is found.
 """
@@ -288,6 +290,7 @@ def read_ratings(path: Path, spec: Spec | None = None) -> tuple[pd.DataFrame, Sp
     declared = spec is not None and bool(spec.criteria)
     spec = spec or Spec(name=path.stem)
     frame, lines = read_table(path)
+    frame, lines, notes = _without_rejected_assignments(frame, lines, path)
     table = _long(frame, lines, spec, path)
     for col in ("item", "annotator", "criterion", "system", "agent", "value"):
         table[col] = table[col].astype(str)
@@ -349,7 +352,21 @@ def read_ratings(path: Path, spec: Spec | None = None) -> tuple[pd.DataFrame, Sp
     tidy = tidy[pd.notna(tidy["value"])].reset_index(drop=True)
     if tidy.empty:
         raise BadInput(f"{path}: no ratings (every value is empty or a missing code)")
-    return tidy[["project", "item", "system", "agent", "annotator", "criterion", "value", "line"]], spec
+    tidy = tidy[["project", "item", "system", "agent", "annotator", "criterion", "value", "line"]]
+    tidy.attrs["notes"] = notes
+    return tidy, spec
+
+
+def _without_rejected_assignments(frame: pd.DataFrame, lines: np.ndarray, path: Path):
+    """An MTurk batch results file (it has AssignmentId and AssignmentStatus): the rows of rejected assignments are
+    left out, with a note; any other table is returned as it is."""
+    if not {"AssignmentId", "AssignmentStatus"} <= set(frame.columns):
+        return frame, lines, []
+    rejected = (frame["AssignmentStatus"].str.strip().str.lower() == "rejected").to_numpy()
+    if not rejected.any():
+        return frame, lines, []
+    note = f"{path.name}: {int(rejected.sum())} rejected MTurk assignment(s) left out (AssignmentStatus Rejected)"
+    return frame[~rejected].reset_index(drop=True), lines[~rejected], [note]
 
 
 def read_metrics(path: Path, spec: Spec, criteria) -> pd.DataFrame:

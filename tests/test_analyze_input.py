@@ -259,3 +259,34 @@ def test_lower_is_better_negates_the_named_metrics_and_rejects_unknown_names(tmp
     assert from_spec.exit_code == 0
     c = pd.read_csv(tmp_path / "spec" / "correlations.csv").set_index(["metric", "level", "grouping", "method"])["value"]
     assert np.allclose(b, c, equal_nan=True)
+
+
+def test_rejected_mturk_assignments_are_left_out_of_the_analysis(tmp_path):
+    """The real Circa MTurk batch as downloaded: marking two assignments Rejected gives the analysis of the file
+    without those rows (built with the csv module), and the command says so. A worker whose rejected assignment was
+    redone is not a duplicate rating."""
+    import csv
+
+    root = Path(__file__).resolve().parents[1]
+    source, spec = root / "tests" / "data" / "circa_mturk_final_results.csv", root / "examples" / "analyze" / "circa_mturk.yaml"
+    with open(source, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    header = list(rows[0])
+    rejected = [rows[0]["AssignmentId"], rows[5]["AssignmentId"]]
+    redo = dict(rows[5], AssignmentId="REDO", **{"Answer.explanation-quality.label": "2"})  # same worker, same HIT
+    marked = [dict(r, AssignmentStatus="Rejected") if r["AssignmentId"] in rejected else r for r in rows] + [redo]
+    kept = [r for r in marked if r["AssignmentId"] not in rejected]
+    for name, table in (("marked.csv", marked), ("kept.csv", kept)):
+        with open(tmp_path / name, "w", newline="", encoding="utf-8") as f:
+            writer = csv.DictWriter(f, header)
+            writer.writeheader()
+            writer.writerows(table)
+    with_rejected, _ = read_ratings(tmp_path / "marked.csv", read_spec(spec))
+    without, _ = read_ratings(tmp_path / "kept.csv", read_spec(spec))
+    assert len(with_rejected) == len(rows) - 1 == len(without)
+    assert _tidy(with_rejected).equals(_tidy(without))
+    assert with_rejected.attrs["notes"] == ["marked.csv: 2 rejected MTurk assignment(s) left out (AssignmentStatus Rejected)"]
+    result = invoke(tmp_path / "marked.csv", "--spec", spec, "-o", tmp_path / "out", "--bootstrap", "20")
+    assert result.exit_code == 0, result.output
+    assert "2 rejected MTurk assignment(s) left out" in result.output
+    assert pd.read_csv(tmp_path / "out" / "agreement.csv")["ratings"].iloc[0] == len(rows) - 1

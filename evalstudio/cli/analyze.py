@@ -66,6 +66,8 @@ def analyze(
         else:
             chosen = read_spec(spec) if spec else (spec_from_protocol(_load(projects).get(protocol)) if protocol else None)
             tidy, full_spec = read_ratings(ratings, chosen)
+            for note in tidy.attrs.get("notes", []):
+                console.print(note)
             scores = read_metrics(metrics, full_spec, list(full_spec.criteria)) if metrics else None
         if tidy.empty:
             raise BadInput("no ratings to analyse")
