@@ -191,3 +191,12 @@ def test_no_secret_of_the_running_servers_is_on_a_command_line(label_studio):
     lines = all_command_lines()
     assert any("label-studio" in line or "label_studio" in line for line in lines)
     assert not any(creds.password in line or creds.api_key in line for line in lines)
+
+
+@pytest.mark.server
+def test_no_secret_of_the_running_servers_is_in_its_log(label_studio):
+    """Label Studio logs every request line: the token (sent as a header) and the password never appear there."""
+    creds = label_studio.credentials()
+    log = (label_studio.data_dir / "label-studio.log").read_text(encoding="utf-8", errors="replace")
+    assert "/api/" in log  # the log is the server's request log, not an empty file
+    assert creds.password not in log and creds.api_key not in log
