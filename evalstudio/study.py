@@ -61,7 +61,7 @@ def gold_accuracy(annotations: pd.DataFrame, gold: pd.DataFrame) -> pd.DataFrame
     def same(a, b) -> bool:
         try:
             return float(a) == float(b)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             return str(a) == str(b)
 
     joined["correct"] = [same(a, b) for a, b in zip(joined["value"], joined["gold"])]

@@ -15,6 +15,7 @@ Per criterion:
 
 from __future__ import annotations
 
+import re
 from itertools import permutations
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from ..stats import aggregation, coefficients, correlation as corr, icc as icc_m
 from ..stats.agreement import alpha_ci, krippendorff_alpha, leave_one_annotator_out, resample_counts
 from ..stats.alignment import fisher_ci
 
+_INTEGER = re.compile(r"-?[0-9]+")
 SEGMENT_METHODS = ("pearson", "spearman", "kendall_b")
 SYSTEM_METHODS = ("pearson", "spearman", "kendall_b", "kendall_c")
 
@@ -146,7 +148,7 @@ def _matrices(ratings: pd.DataFrame, metrics: pd.DataFrame, criterion: str):
 def _natural_order(labels) -> list:
     """Item ids in numeric order when they are all integers (0, 1, 2, ... 10), else as text."""
     labels = list(labels)
-    if all(str(x).lstrip("-").isdigit() for x in labels):
+    if all(_INTEGER.fullmatch(str(x)) for x in labels):  # not str.isdigit(): it takes '²', which int() refuses
         return sorted(labels, key=lambda x: int(x))
     return sorted(labels, key=str)
 

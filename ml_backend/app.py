@@ -138,7 +138,8 @@ def _project_id(value) -> int | None:
     if isinstance(value, int):
         return value
     head = str(value).split(".", 1)[0]
-    return int(head) if head.isdigit() and len(head) < 12 else None
+    # ASCII digits only: str.isdigit() also accepts '²' and other digits int() refuses (found by the long fuzz run)
+    return int(head) if head.isascii() and head.isdigit() and len(head) < 12 else None
 
 
 def _connected_path():

@@ -290,3 +290,17 @@ def test_rejected_mturk_assignments_are_left_out_of_the_analysis(tmp_path):
     assert result.exit_code == 0, result.output
     assert "2 rejected MTurk assignment(s) left out" in result.output
     assert pd.read_csv(tmp_path / "out" / "agreement.csv")["ratings"].iloc[0] == len(rows) - 1
+
+
+def test_item_ids_that_look_like_digits_but_are_not_integers(tmp_path):
+    """Items are ordered numerically only when every id is an ASCII integer: '²' passes str.isdigit() and '--3'
+    passed a stripped check, but int() refuses both; found by the long fuzz run's sibling in the ML backend."""
+    items = ["\u00b2", "--3", "10", "2"]
+    rows = [f"{item},{system},{annotator},{score}" for i, item in enumerate(items) for system in ("s1", "s2", "s3")
+            for annotator, score in (("a", (i + len(system)) % 5 + 1), ("b", (i * 2 + len(system)) % 5 + 1))]
+    ratings = write(tmp_path, "r.csv", "item,system,annotator,value\n" + "\n".join(rows) + "\n")
+    metrics = write(tmp_path, "m.csv", "item,system,metric,value\n" + "\n".join(
+        f"{item},{system},m,{i + int(system[1])}" for i, item in enumerate(items) for system in ("s1", "s2", "s3")) + "\n")
+    result = invoke(ratings, "--metrics", metrics, "-o", tmp_path / "out", "--bootstrap", "20", "--resamples", "20")
+    assert result.exit_code == 0, result.output
+    assert set(pd.read_csv(tmp_path / "out" / "correlations.csv")["metric"]) == {"m"}

@@ -273,6 +273,8 @@ def backend_app(tmp_path_factory):
 
 @pytest.mark.parametrize("route", ["/predict", "/webhook", "/setup", "/generate"])
 @given(body=bodies)
+# found by the long profile: '²'.isdigit() is True but int('²') fails, so a webhook's project id answered 500
+@example(body={"action": "ANNOTATION_CREATED", "project": {"id": "\u00b2"}})
 def test_fuzzed_backend_requests_never_fail_inside(backend_app, route, body):
     response = backend_app.post(route, data=json.dumps(body), content_type="application/json", headers=AUTH)
     text = response.get_data(as_text=True)
