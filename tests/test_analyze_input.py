@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
@@ -125,27 +125,65 @@ def test_parquet_and_protocol_spec(tmp_path):
     assert bad.exit_code == 2 and "valid names" in bad.stderr
 
 
+def _jsonl(rows) -> bytes:
+    return ("\n".join(json.dumps(r) for r in rows) + "\n").encode()
+
+
+fuzz_items = st.one_of(st.integers(0, 3), st.text(max_size=3))
+fuzz_systems = st.sampled_from(["s1", "s2", "", "=x"])
+# well-formed files whose ids are hostile ('²' and '--3' look like integers), so that the statistics themselves run;
+# drawn half of the time (one_of picks its branches evenly; the `.map` copy is a second branch)
+wellformed_items = st.sampled_from(["1", "2", "10", "\u00b2", "--3", "=x"])
+wellformed_systems = st.sampled_from(["s1", "s2", "s3"])
+wellformed_ratings = st.lists(st.fixed_dictionaries({
+    "item": wellformed_items, "system": wellformed_systems, "annotator": st.sampled_from(["a", "b", "c"]),
+    "criterion": st.just("quality"), "value": st.integers(1, 5)}),
+    min_size=2, max_size=24, unique_by=lambda r: (r["item"], r["system"], r["annotator"]))  # rows, not bytes
+wellformed_metrics = st.lists(st.fixed_dictionaries({
+    "item": wellformed_items, "system": wellformed_systems, "metric": st.sampled_from(["m1", "m2", "m3"]),
+    "value": st.one_of(st.integers(1, 5), st.floats(-10, 10))}, optional={"confidence": st.floats(0, 1)}),
+    min_size=2, max_size=40, unique_by=lambda r: (r["item"], r["system"], r["metric"])).map(_jsonl)
 ratings_files = st.one_of(
     st.binary(max_size=300),
-    st.lists(st.fixed_dictionaries({"item": st.one_of(st.integers(0, 3), st.text(max_size=3)),
+    st.lists(st.fixed_dictionaries({"item": fuzz_items,
                                     "annotator": st.sampled_from(["a", "b", "", "=cmd"]),
                                     "criterion": st.sampled_from(["quality", "fluency", "x"]),
                                     "value": st.one_of(st.integers(-2, 9), st.floats(allow_nan=True), st.text(max_size=5),
-                                                       st.none())}), max_size=8)
-    .map(lambda rows: ("\n".join(json.dumps(r) for r in rows) + "\n").encode()))
+                                                       st.none())}, optional={"system": fuzz_systems}), max_size=8)
+    .map(_jsonl),
+    wellformed_ratings, wellformed_ratings.map(list))
+# metric scores: none, junk, hostile rows, or well-formed scores on the items and systems the ratings draw from
+metrics_files = st.one_of(
+    st.none(), st.binary(max_size=200),
+    st.lists(st.fixed_dictionaries(
+        {"item": fuzz_items, "metric": st.sampled_from(["m1", "m2", ""]),
+         "value": st.one_of(st.integers(-2, 9), st.floats(allow_nan=True), st.text(max_size=4), st.none())},
+        optional={"system": fuzz_systems, "criterion": st.sampled_from(["quality", "fluency", "", "x"]),
+                  "confidence": st.one_of(st.floats(-1, 2), st.text(max_size=3))}), max_size=12).map(_jsonl),
+    wellformed_metrics, wellformed_metrics.map(bytes), wellformed_metrics.map(bytes).map(bytes))
 
 
 @settings(max_examples=CLI_FUZZ_EXAMPLES, deadline=None)
-@given(data=ratings_files, suffix=st.sampled_from([".csv", ".jsonl", ".parquet"]))
-def test_fuzzed_ratings_through_analyze_exit_0_or_2(data, suffix):
+@given(data=ratings_files, suffix=st.sampled_from([".csv", ".jsonl", ".parquet"]), metrics=metrics_files)
+def test_fuzzed_ratings_through_analyze_exit_0_or_2(data, suffix, metrics):
     folder = Path(tempfile.mkdtemp(prefix="fuzz-analyze-"))
     path = folder / f"ratings{suffix}"
-    path.write_bytes(data)
+    if isinstance(data, list):  # well-formed rows, written in the file type drawn
+        rows = pd.DataFrame(data)
+        {".csv": lambda: rows.to_csv(path, index=False), ".parquet": lambda: rows.to_parquet(path),
+         ".jsonl": lambda: path.write_bytes(_jsonl(data))}[suffix]()
+    else:
+        path.write_bytes(data)
     spec = write(folder, "spec.yaml", SPEC_1_5)
-    result = invoke(path, "--spec", spec, "-o", folder / "out", "--bootstrap", "5", "--resamples", "10")
+    extra = []
+    if metrics is not None:
+        (folder / "metrics.jsonl").write_bytes(metrics)
+        extra = ["--metrics", folder / "metrics.jsonl"]
+    result = invoke(path, "--spec", spec, *extra, "-o", folder / "out", "--bootstrap", "5", "--resamples", "10")
     assert result.exit_code in (0, 2), result.output
-    if result.exit_code == 2:
-        assert "error:" in result.stderr and str(path) in result.stderr
+    event(f"exit {result.exit_code}" + (", metrics compared" if (folder / "out" / "correlations.csv").exists() else ""))
+    if result.exit_code == 2:  # the message names the file at fault
+        assert "error:" in result.stderr and any(str(f) in result.stderr for f in [path, *extra[1:]]), result.stderr
 
 
 def test_a_label_studio_export_analyses_like_a_file(reg, tmp_path):
