@@ -353,7 +353,8 @@ def read_ratings(path: Path, spec: Spec | None = None) -> tuple[pd.DataFrame, Sp
     if tidy.empty:
         raise BadInput(f"{path}: no ratings (every value is empty or a missing code)")
     tidy = tidy[["project", "item", "system", "agent", "annotator", "criterion", "value", "line"]]
-    tidy.attrs["notes"] = notes
+    if notes:  # said by the command line; only set when there is something to say (pandas copies attrs along)
+        tidy.attrs["notes"] = notes
     return tidy, spec
 
 
