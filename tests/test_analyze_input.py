@@ -327,6 +327,7 @@ def test_rejected_mturk_assignments_are_left_out_of_the_analysis(tmp_path):
     result = invoke(tmp_path / "marked.csv", "--spec", spec, "-o", tmp_path / "out", "--bootstrap", "20")
     assert result.exit_code == 0, result.output
     assert "2 rejected MTurk assignment(s) left out" in result.output
+    assert "2 rejected MTurk assignment(s) left out" in (tmp_path / "out" / "index.html").read_text(encoding="utf-8")
     assert pd.read_csv(tmp_path / "out" / "agreement.csv")["ratings"].iloc[0] == len(rows) - 1
 
 

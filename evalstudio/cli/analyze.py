@@ -66,8 +66,6 @@ def analyze(
         else:
             chosen = read_spec(spec) if spec else (spec_from_protocol(_load(projects).get(protocol)) if protocol else None)
             tidy, full_spec = read_ratings(ratings, chosen)
-            for note in tidy.attrs.get("notes", []):
-                console.print(note)
             scores = read_metrics(metrics, full_spec, list(full_spec.criteria)) if metrics else None
         if tidy.empty:
             raise BadInput("no ratings to analyse")
@@ -76,13 +74,17 @@ def analyze(
             if scores is None:
                 raise BadInput("--lower-is-better / lower_is_better names metrics, but there are none: give --metrics")
             scores = orient_metrics(scores, flipped, str(metrics or "the model outputs"))
+        notes = tidy.attrs.get("notes", [])  # e.g. rejected MTurk assignments left out
+        for note in notes:
+            console.print(note)
         console.print(_summary(tidy, full_spec, scores))
         with console.status("computing statistics..."):
             tables = run(tidy, full_spec, scores, n_boot=bootstrap, resamples=resamples, mace=mace)
             page = write_analysis(tables, f"{full_spec.name}: analysis", output,
                                   [f"Ratings: {ratings.name if ratings else 'Label Studio'}"
                                    + (f"; metrics: {metrics.name}" if metrics else "")]
-                                  + ([f"Lower is better, scores negated: {', '.join(flipped)}"] if flipped else []))
+                                  + ([f"Lower is better, scores negated: {', '.join(flipped)}"] if flipped else [])
+                                  + notes)
     except EvalstudioError as e:
         raise _fail(e)
     console.print(f"analysis written to {page}")
