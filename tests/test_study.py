@@ -117,6 +117,12 @@ def test_time_left_is_said_in_minutes_under_an_hour(hours, said):
     assert _duration(hours) == said
 
 
+@pytest.mark.parametrize("rate, said", [(0.25, "0.2"), (9.94, "9.9"), (9.96, "10"), (10.0, "10"), (17547.5, "17,548")])
+def test_the_rate_is_said_in_whole_annotations_per_hour_from_ten_on(rate, said):
+    from evalstudio.cli.study import _rate
+    assert _rate(rate) == said
+
+
 def test_status_and_approvals_through_the_command_line(dialogue, tmp_path):
     tasks = make_tasks(dialogue)
     export = tmp_path / "export.json"

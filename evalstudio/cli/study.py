@@ -220,7 +220,7 @@ def _status_once(protocol, from_export, project_id, participants_folder, output,
     elif hours is None:
         console.print(f"{remaining} annotation(s) to go; too few so far to estimate the time left")
     else:
-        console.print(f"{remaining} annotation(s) to go at {rate:.1f}/hour: about {_duration(hours)} left")
+        console.print(f"{remaining} annotation(s) to go at {_rate(rate)}/hour: about {_duration(hours)} left")
     for warning in study.gold_rate_warnings(parts, per_part):
         err.print(f"warning: {warning}", highlight=False)
     if crowd.platform == "prolific" and not crowd.completion_code:
@@ -260,6 +260,11 @@ def write_status(folder: Path, protocol: str, crowd, table, coverage, remaining,
             f"<p>Crowd rules: {html.escape(rules)}</p><h2>Coverage</h2>"
             f"{cov.to_html(index=False, escape=True)}<h2>Participants</h2>{table.to_html(index=False, escape=True)}")
     (folder / "status.html").write_text(page, encoding="utf-8")
+
+
+def _rate(per_hour: float) -> str:
+    """Annotations per hour as people read them: whole numbers (with thousands separators) from 10 on."""
+    return f"{per_hour:,.0f}" if round(per_hour, 1) >= 10 else f"{per_hour:.1f}"
 
 
 def _duration(hours: float) -> str:
