@@ -123,6 +123,10 @@ def test_the_rate_is_said_in_whole_annotations_per_hour_from_ten_on(rate, said):
     assert _rate(rate) == said
 
 
+def written_warnings(folder) -> list[str]:
+    return pd.read_csv(folder / "status" / "participants.csv")["warnings"].dropna().tolist()
+
+
 def test_status_and_approvals_through_the_command_line(dialogue, tmp_path):
     tasks = make_tasks(dialogue)
     export = tmp_path / "export.json"
@@ -136,7 +140,10 @@ def test_status_and_approvals_through_the_command_line(dialogue, tmp_path):
     shown = run("status", "dialogue", "--from-export", str(export), "-o", str(tmp_path / "status"), env=env)
     assert shown.returncode == 0, shown.stderr
     assert "4 participant(s)" in shown.stdout and "failed gold" in shown.stdout and "speeder" in shown.stdout
-    assert "93 annotation(s) to go at 60.0/hour: about 1.6 hours left" in shown.stdout
+    assert "93 annotation(s) to go at 60/hour: about 1.6 hours left" in shown.stdout
+    narrow = run("status", "dialogue", "--from-export", str(export), env={**env, "COLUMNS": "80"})
+    words = {w for text in written_warnings(tmp_path) for w in text.split()}
+    assert words and all(w in narrow.stdout for w in words), narrow.stdout  # wrapped between words, never cut
     written = pd.read_csv(tmp_path / "status" / "participants.csv").set_index("participant")
     assert written.loc["w1", "tasks_done"] == 55 and (tmp_path / "status" / "status.html").exists()
 

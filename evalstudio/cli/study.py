@@ -205,15 +205,21 @@ def _status_once(protocol, from_export, project_id, participants_folder, output,
         for k, n in zip(cov["annotations"], cov["tasks"]):
             grid.add_row(str(k), str(n))
         console.print(grid)
-    people = Table("participant", "done", "quota", "gold", "median s", "last activity", "warnings",
-                   title=f"{len(table)} participant(s)")
+    # the warnings are sentences: a column where the terminal has room, else one line each under the table (a
+    # narrow column would cut "straight-liner")
+    as_column = console.width >= 120
+    people = Table("participant", "done", "quota", "gold", "median s", "last activity",
+                   *(["warnings"] if as_column else []), title=f"{len(table)} participant(s)")
     for _, row in table.iterrows():
         gold = f"{row['gold_accuracy']:.0%} of {int(row['gold_items'])}" if pd_notna(row.get("gold_accuracy")) else "-"
         people.add_row(str(row["participant"]), str(row["tasks_done"]), str(row["quota"] if pd_notna(row["quota"]) else "-"),
                        gold, f"{row['median_seconds']:.0f}" if pd_notna(row["median_seconds"]) else "-",
                        f"{row['last_activity']:%Y-%m-%d %H:%M}" if pd_notna(row["last_activity"]) else "-",
-                       row["warnings"] or "")
+                       *([row["warnings"] or ""] if as_column else []))
     console.print(people)
+    if not as_column:
+        for _, row in table[table["warnings"].fillna("") != ""].iterrows():
+            console.print(f"{row['participant']}: {row['warnings']}", highlight=False, soft_wrap=True)
     rate, hours = study.time_left(annotations, remaining)
     if remaining <= 0:
         console.print("every task has its annotations")
