@@ -145,7 +145,10 @@ def test_status_and_approvals_through_the_command_line(dialogue, tmp_path):
     words = {w for text in written_warnings(tmp_path) for w in text.split()}
     assert words and all(w in narrow.stdout for w in words), narrow.stdout  # wrapped between words, never cut
     written = pd.read_csv(tmp_path / "status" / "participants.csv").set_index("participant")
-    assert written.loc["w1", "tasks_done"] == 55 and (tmp_path / "status" / "status.html").exists()
+    assert written.loc["w1", "tasks_done"] == 55
+    page = (tmp_path / "status" / "status.html").read_text(encoding="utf-8")  # what the console says, readable
+    assert "93 annotation(s) to go at 60/hour: about 1.6 hours left" in page and "0% of 6" in page
+    assert "NaN" not in page and "{'" not in page and "bonus: rule all_batches, amounts 2.5" in page
 
     out = tmp_path / "prolific"
     done = run("approvals", "dialogue", "--from-export", str(export), "--platform", "prolific", "-o", str(out), env=env)

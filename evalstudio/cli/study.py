@@ -207,26 +207,17 @@ def _status_once(protocol, from_export, project_id, participants_folder, output,
         console.print(grid)
     # the warnings are sentences: a column where the terminal has room, else one line each under the table (a
     # narrow column would cut "straight-liner")
+    shown = participant_rows(table)
     as_column = console.width >= 120
-    people = Table("participant", "done", "quota", "gold", "median s", "last activity",
-                   *(["warnings"] if as_column else []), title=f"{len(table)} participant(s)")
-    for _, row in table.iterrows():
-        gold = f"{row['gold_accuracy']:.0%} of {int(row['gold_items'])}" if pd_notna(row.get("gold_accuracy")) else "-"
-        people.add_row(str(row["participant"]), str(row["tasks_done"]), str(row["quota"] if pd_notna(row["quota"]) else "-"),
-                       gold, f"{row['median_seconds']:.0f}" if pd_notna(row["median_seconds"]) else "-",
-                       f"{row['last_activity']:%Y-%m-%d %H:%M}" if pd_notna(row["last_activity"]) else "-",
-                       *([row["warnings"] or ""] if as_column else []))
+    people = Table(*(shown.columns if as_column else shown.columns[:-1]), title=f"{len(table)} participant(s)")
+    for row in shown.itertuples(index=False):
+        people.add_row(*(row if as_column else row[:-1]))
     console.print(people)
     if not as_column:
-        for _, row in table[table["warnings"].fillna("") != ""].iterrows():
-            console.print(f"{row['participant']}: {row['warnings']}", highlight=False, soft_wrap=True)
-    rate, hours = study.time_left(annotations, remaining)
-    if remaining <= 0:
-        console.print("every task has its annotations")
-    elif hours is None:
-        console.print(f"{remaining} annotation(s) to go; too few so far to estimate the time left")
-    else:
-        console.print(f"{remaining} annotation(s) to go at {_rate(rate)}/hour: about {_duration(hours)} left")
+        for who, warnings in zip(shown["participant"], shown["warnings"]):
+            if warnings:
+                console.print(f"{who}: {warnings}", highlight=False, soft_wrap=True)
+    console.print(time_left_text(annotations, remaining))
     for warning in study.gold_rate_warnings(parts, per_part):
         err.print(f"warning: {warning}", highlight=False)
     if crowd.platform == "prolific" and not crowd.completion_code:
@@ -244,28 +235,67 @@ def pd_notna(value) -> bool:
     return value is not None and bool(pd.notna(value))
 
 
+def participant_rows(table):
+    """The participant table as people read it (console and status page): participant, done, quota, gold,
+    median s, last activity, warnings, all as text."""
+    import pandas as pd
+
+    def text(value, form="{}"):
+        return form.format(value) if pd_notna(value) else "-"
+
+    return pd.DataFrame({
+        "participant": table["participant"].astype(str),
+        "done": table["tasks_done"].astype(str),
+        "quota": [text(q) for q in table["quota"]],
+        "gold": [f"{a:.0%} of {int(n)}" if pd_notna(a) else "-" for a, n in zip(table["gold_accuracy"], table["gold_items"])],
+        "median s": [text(m, "{:.0f}") for m in table["median_seconds"]],
+        "last activity": [text(t, "{:%Y-%m-%d %H:%M}") for t in table["last_activity"]],
+        "warnings": table["warnings"].fillna("").astype(str),
+    }, columns=["participant", "done", "quota", "gold", "median s", "last activity", "warnings"])
+
+
+def time_left_text(annotations, remaining: int) -> str:
+    from .. import study
+
+    rate, hours = study.time_left(annotations, remaining)
+    if remaining <= 0:
+        return "every task has its annotations"
+    if hours is None:
+        return f"{remaining} annotation(s) to go; too few so far to estimate the time left"
+    return f"{remaining} annotation(s) to go at {_rate(rate)}/hour: about {_duration(hours)} left"
+
+
 def write_status(folder: Path, protocol: str, crowd, table, coverage, remaining, annotations) -> None:
-    """participants.csv, coverage.csv and status.html (linked from the report's index.html when written there)."""
+    """participants.csv, coverage.csv and status.html (linked from the report's index.html when written there):
+    the page shows what the console shows, in the report's style."""
     import html
 
     import pandas as pd
 
-    from .. import study
     from ..exporters.files import write_csv
+    from ..exporters.report import _page, _table
 
     folder.mkdir(parents=True, exist_ok=True)
     write_csv(table, folder / "participants.csv")
     cov = pd.concat([c.assign(project=name) for name, c in coverage.items()], ignore_index=True)
     write_csv(cov, folder / "coverage.csv")
-    rate, hours = study.time_left(annotations, remaining)
-    left = "done" if remaining <= 0 else (f"{remaining} annotations to go, about {_duration(hours)} at {rate:.1f}/h"
-                                          if hours is not None else f"{remaining} annotations to go")
-    rules = ", ".join(f"{k}: {v}" for k, v in crowd.model_dump(exclude_none=True).items()) or "none in projects.yaml"
-    page = (f"<!doctype html><meta charset='utf-8'><title>{html.escape(protocol)} status</title>"
-            f"<h1>{html.escape(protocol)}: study status</h1><p>{html.escape(left)}</p>"
-            f"<p>Crowd rules: {html.escape(rules)}</p><h2>Coverage</h2>"
-            f"{cov.to_html(index=False, escape=True)}<h2>Participants</h2>{table.to_html(index=False, escape=True)}")
-    (folder / "status.html").write_text(page, encoding="utf-8")
+    rules = "; ".join(f"{k}: {_rule(v)}" for k, v in crowd.model_dump(exclude_none=True).items()) or "none in projects.yaml"
+    body = [f"<h1>{html.escape(protocol)}: study status</h1>", f"<p>{html.escape(time_left_text(annotations, remaining))}</p>",
+            f"<p>Study rules from projects.yaml: {html.escape(rules)}</p>", "<h2>Tasks by number of annotations</h2>"]
+    for name, c in coverage.items():
+        body += [f"<h3>{html.escape(name)}</h3>", _table(c)]
+    body += [f"<h2>Participants ({len(table)})</h2>", _table(participant_rows(table)),
+             "<p>Every column per participant, unrounded: participants.csv.</p>"]
+    (folder / "status.html").write_text(_page(f"{protocol} study status", "\n".join(body)), encoding="utf-8")
+
+
+def _rule(value) -> str:
+    """A crowd rule's value as text: {'rule': 'all_batches', 'currency': 'USD'} -> 'rule all_batches, currency USD'."""
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {_rule(v)}" for k, v in value.items())
+    if isinstance(value, list):
+        return "/".join(map(str, value))
+    return str(value)
 
 
 def _rate(per_hour: float) -> str:
