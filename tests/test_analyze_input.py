@@ -132,7 +132,14 @@ def _jsonl(rows) -> bytes:
 fuzz_items = st.one_of(st.integers(0, 3), st.text(max_size=3))
 fuzz_systems = st.sampled_from(["s1", "s2", "", "=x"])
 # well-formed files whose ids are hostile ('²' and '--3' look like integers), so that the statistics themselves run;
-# drawn half of the time (one_of picks its branches evenly; the `.map` copy is a second branch)
+# drawn half of the time: one_of picks its branches evenly, and `_copy` makes another branch of the same strategy
+
+
+def _copy(strategy):
+    """The same strategy as a branch of its own (one_of keeps a strategy it is given twice only once)."""
+    return strategy.map(lambda value: value)
+
+
 wellformed_items = st.sampled_from(["1", "2", "10", "\u00b2", "--3", "=x"])
 wellformed_systems = st.sampled_from(["s1", "s2", "s3"])
 wellformed_ratings = st.lists(st.fixed_dictionaries({
@@ -151,8 +158,8 @@ ratings_files = st.one_of(
                                     "value": st.one_of(st.integers(-2, 9), st.floats(allow_nan=True), st.text(max_size=5),
                                                        st.none())}, optional={"system": fuzz_systems}), max_size=8)
     .map(_jsonl),
-    wellformed_ratings, wellformed_ratings.map(list))
-# metric scores: none, junk, hostile rows, or well-formed scores on the items and systems the ratings draw from
+    wellformed_ratings, _copy(wellformed_ratings))
+# metric scores: none, junk, hostile rows, or (half of the time) well-formed scores on the ratings' items and systems
 metrics_files = st.one_of(
     st.none(), st.binary(max_size=200),
     st.lists(st.fixed_dictionaries(
@@ -160,7 +167,7 @@ metrics_files = st.one_of(
          "value": st.one_of(st.integers(-2, 9), st.floats(allow_nan=True), st.text(max_size=4), st.none())},
         optional={"system": fuzz_systems, "criterion": st.sampled_from(["quality", "fluency", "", "x"]),
                   "confidence": st.one_of(st.floats(-1, 2), st.text(max_size=3))}), max_size=12).map(_jsonl),
-    wellformed_metrics, wellformed_metrics.map(bytes), wellformed_metrics.map(bytes).map(bytes))
+    wellformed_metrics, _copy(wellformed_metrics), _copy(_copy(wellformed_metrics)))
 
 
 @settings(max_examples=CLI_FUZZ_EXAMPLES, deadline=None)
