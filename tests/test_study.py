@@ -123,10 +123,6 @@ def test_the_rate_is_said_in_whole_annotations_per_hour_from_ten_on(rate, said):
     assert _rate(rate) == said
 
 
-def written_warnings(folder) -> list[str]:
-    return pd.read_csv(folder / "status" / "participants.csv")["warnings"].dropna().tolist()
-
-
 def test_status_and_approvals_through_the_command_line(dialogue, tmp_path):
     tasks = make_tasks(dialogue)
     export = tmp_path / "export.json"
@@ -141,10 +137,10 @@ def test_status_and_approvals_through_the_command_line(dialogue, tmp_path):
     assert shown.returncode == 0, shown.stderr
     assert "4 participant(s)" in shown.stdout and "failed gold" in shown.stdout and "speeder" in shown.stdout
     assert "93 annotation(s) to go at 60/hour: about 1.6 hours left" in shown.stdout
-    narrow = run("status", "dialogue", "--from-export", str(export), env={**env, "COLUMNS": "80"})
-    words = {w for text in written_warnings(tmp_path) for w in text.split()}
-    assert words and all(w in narrow.stdout for w in words), narrow.stdout  # wrapped between words, never cut
     written = pd.read_csv(tmp_path / "status" / "participants.csv").set_index("participant")
+    narrow = run("status", "dialogue", "--from-export", str(export), env={**env, "COLUMNS": "80"})
+    words = {w for text in written["warnings"].dropna() for w in text.split()}
+    assert words and all(w in narrow.stdout for w in words), narrow.stdout  # wrapped between words, never cut
     assert written.loc["w1", "tasks_done"] == 55
     page = (tmp_path / "status" / "status.html").read_text(encoding="utf-8")  # what the console says, readable
     assert "93 annotation(s) to go at 60/hour: about 1.6 hours left" in page and "0% of 6" in page
