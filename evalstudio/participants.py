@@ -39,6 +39,9 @@ class Account:
     password: str | None  # None: the account existed before evalstudio knew it (its password is the person's)
     user_id: int | None = None
     closed: str | None = None  # when `close` took the account out of the organisation (ISO time)
+    # the participant's sign-in code for the gateway (`evalstudio gateway`): the Label Studio password never leaves
+    # this machine; participants sign in at the gateway with their personal link
+    access: str | None = None
 
 
 def email_for(participant_id: str) -> str:
@@ -112,9 +115,18 @@ def save_accounts(folder: Path, accounts: dict[str, Account], url: str) -> None:
         {"label_studio": url, "accounts": [asdict(a) for a in accounts.values()]}, indent=1, ensure_ascii=False) + "\n")
 
 
-def new_password() -> str:
+def new_password(length: int = 18) -> str:
     # letters and digits only: safe in a CSV cell (never read as a formula) and in a chat message
-    return "".join(secrets.choice(string.ascii_letters + string.digits) for _ in range(18))
+    return "".join(secrets.choice(string.ascii_letters + string.digits) for _ in range(length))
+
+
+def new_access_code() -> str:
+    return new_password(24)
+
+
+def gateway_link(gateway_url: str, account: Account) -> str:
+    """The participant's personal sign-in link at the gateway."""
+    return f"{gateway_url.rstrip('/')}/s/{account.participant_id}/{account.access}"
 
 
 @dataclass
@@ -124,9 +136,10 @@ class Added:
     foreign: list[str]  # an account with that e-mail exists but evalstudio does not know its password
 
 
-def add(client, ids: list[str], folder: Path = DEFAULT_FOLDER, on_progress: Callable[[int, int], None] | None = None
-        ) -> Added:
-    """Create the missing accounts, then write the sign-in sheet for every known participant."""
+def add(client, ids: list[str], folder: Path = DEFAULT_FOLDER, on_progress: Callable[[int, int], None] | None = None,
+        gateway_url: str | None = None) -> Added:
+    """Create the missing accounts, then write the sign-in sheet for every known participant (with their personal
+    gateway links when `gateway_url` is given)."""
     private_dir(folder)
     accounts = load_accounts(folder)
     existing = {email.lower(): uid for uid, email in with_closed_named(client.users(), client.url, folder).items()}
@@ -150,10 +163,12 @@ def add(client, ids: list[str], folder: Path = DEFAULT_FOLDER, on_progress: Call
             token = token or client.invite_token()
             account.user_id = client.sign_up(email, account.password, token)
             result.created.append(pid)
+        if accounts[pid].password is not None and accounts[pid].access is None:
+            accounts[pid].access = new_access_code()
         if on_progress:
             on_progress(done, len(ids))
     save_accounts(folder, accounts, client.url)
-    write_sheet(folder, accounts.values(), client.url)
+    write_sheet(folder, accounts.values(), client.url, gateway_url)
     return result
 
 
@@ -196,17 +211,23 @@ def close(client, ids: Iterable[str], folder: Path = DEFAULT_FOLDER) -> tuple[li
     return now, before
 
 
-def write_sheet(folder: Path, accounts: Iterable[Account], url: str) -> Path:
-    """One line per participant with a personal sign-in message (private: it holds passwords)."""
+def write_sheet(folder: Path, accounts: Iterable[Account], url: str, gateway_url: str | None = None) -> Path:
+    """One line per participant with a personal sign-in message (private: it holds passwords and sign-in codes).
+    With `gateway_url` (a crowd study behind `evalstudio gateway`) the message is the participant's personal
+    gateway link and holds no Label Studio password."""
     out = io.StringIO()
     writer = csv.writer(out)
-    writer.writerow(["participant_id", "email", "password", "sign_in_url", "message"])
+    writer.writerow(["participant_id", "email", "password", "sign_in_url", "message", "gateway_link"])
     for a in accounts:
         if a.password is None:
             continue
-        message = (f"Please sign in at {url}/user/login/ with the e-mail {a.email} and the password {a.password}, "
-                   "then open the project named in the study instructions and press 'Label All Tasks'.")
-        writer.writerow([a.participant_id, a.email, a.password, f"{url}/user/login/", message])
+        link = gateway_link(gateway_url, a) if gateway_url and a.access else ""
+        if link:
+            message = f"Please open your personal link {link} to take part (keep it to yourself; it signs you in)."
+        else:
+            message = (f"Please sign in at {url}/user/login/ with the e-mail {a.email} and the password {a.password}, "
+                       "then open the project named in the study instructions and press 'Label All Tasks'.")
+        writer.writerow([a.participant_id, a.email, a.password, f"{url}/user/login/", message, link])
     path = folder / SHEET_FILE
     write_private(path, out.getvalue())
     return path

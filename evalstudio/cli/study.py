@@ -28,6 +28,9 @@ def participants_add(
                          "(default: .evalstudio/participants).")] = None,
     public_url: Annotated[Optional[str], typer.Option(
         help="The address participants open, if not LABEL_STUDIO_URL (e.g. behind a reverse proxy).")] = None,
+    gateway_url: Annotated[Optional[str], typer.Option(
+        help="The address of `evalstudio gateway` (what participants open in a crowd study): the sign-in sheet "
+             "then gives each participant a personal gateway link instead of a Label Studio password.")] = None,
 ):
     """Create a Label Studio account per participant id, idempotently.
 
@@ -43,9 +46,11 @@ def participants_add(
         with Progress(TextColumn("creating accounts"), BarColumn(), MofNCompleteColumn(), console=err,
                       transient=True) as bar:
             task = bar.add_task("accounts", total=len(ids))
-            added = participants.add(client, ids, target, lambda done, total: bar.update(task, completed=done))
+            added = participants.add(client, ids, target, lambda done, total: bar.update(task, completed=done),
+                                     gateway_url=gateway_url)
         if public_url:
-            participants.write_sheet(target, participants.load_accounts(target).values(), public_url.rstrip("/"))
+            participants.write_sheet(target, participants.load_accounts(target).values(), public_url.rstrip("/"),
+                                     gateway_url)
     except EvalstudioError as e:
         raise _fail(e)
     console.print(f"{len(added.created)} account(s) created, {len(added.present)} already present; passwords in "

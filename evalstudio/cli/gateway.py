@@ -1,0 +1,104 @@
+"""`evalstudio gateway`: the participant gateway of a crowd study (see evalstudio.gateway)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from ..errors import BadInput, EvalstudioError
+from . import ProjectsOption, _fail, _load, app, console
+
+JOIN_FILE = "gateway.json"  # in the participants folder: the study link's key (0600)
+
+
+def join_key(folder: Path, renew: bool = False) -> str:
+    """The key in the study's sign-up link, made once per participants folder (private file)."""
+    import secrets
+
+    from ..credentials import write_private
+
+    path = folder / JOIN_FILE
+    if path.is_file() and not renew:
+        try:
+            key = json.loads(path.read_text(encoding="utf-8"))["join_key"]
+            if isinstance(key, str) and len(key) >= 16:
+                return key
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+        raise EvalstudioError(f"{path}: not a gateway file written by evalstudio; move it away to make a new one")
+    key = secrets.token_urlsafe(18).replace("-", "x").replace("_", "y")
+    write_private(path, json.dumps({"join_key": key}) + "\n")
+    return key
+
+
+@app.command()
+def gateway(
+    protocol: Annotated[str, typer.Argument(help="The study (protocol) whose projects participants label.")],
+    port: Annotated[int, typer.Option(help="Port of the gateway.")] = 8081,
+    host: Annotated[str, typer.Option(help="Address to listen on; keep 127.0.0.1 and put your reverse proxy "
+                                           "(TLS) in front for participants elsewhere.")] = "127.0.0.1",
+    public_url: Annotated[Optional[str], typer.Option(
+        help="The address participants open (your reverse proxy's https:// address); default http://HOST:PORT.")] = None,
+    folder: Annotated[Optional[Path], typer.Option(
+        "--participants", help="The participants folder of `participants add` (default: .evalstudio/participants).")] = None,
+    join: Annotated[bool, typer.Option(
+        "--join/--no-join", help="Offer the study link for self sign-up (Prolific, MTurk); --no-join: only the "
+                                 "personal links of `participants add`.")] = True,
+    new_join_link: Annotated[bool, typer.Option(help="Make a new study link (the old one stops working).")] = False,
+    projects: ProjectsOption = None,
+):
+    """Put a crowd study in front of participants without giving them Label Studio.
+
+    Participants sign in at the gateway (their personal link from `participants add --gateway-url`, or the study
+    link for self sign-up) and label the study's projects in Label Studio's own labeling view. They never get a
+    Label Studio account password, session or token: the gateway makes the labeling calls for them and passes on
+    only the data fields the labeling config shows. Every other Label Studio page and API is out of their reach
+    (gold answers, model ratings, system names, other people's annotations, exports, settings, webhooks). Keep
+    Label Studio itself on 127.0.0.1; see the README's "Running a crowd study"."""
+    import uvicorn
+
+    from .. import participants
+    from ..client import Client, check_url, settings_from_env
+    from ..credentials import private_dir
+    from ..gateway import GatewayConfig, build_app, load_parts
+    from ..gateway.app import find_frontend
+
+    try:
+        registry = _load(projects)
+        parts = registry.parts(protocol)
+        settings = settings_from_env()
+        client = Client(settings)
+        if not 1 <= port <= 65535:
+            raise BadInput(f"--port {port}: not a port number")
+        shown_public = (public_url or f"http://{host}:{port}").rstrip("/")
+        check_url(shown_public, "--public-url")
+        target = folder or participants.DEFAULT_FOLDER
+        private_dir(target)
+        loaded = load_parts(client, parts)
+        chunks, module = find_frontend(client.url)
+        key = join_key(target, renew=new_join_link) if join else None
+        crowd = next((p.crowd for p in parts if p.crowd), None)
+        config = GatewayConfig(study=registry.study(protocol).title if len(parts) == 1 else protocol,
+                               parts=loaded, label_studio_url=client.url, api_key=settings.api_key,
+                               participants_folder=target, public_url=shown_public, join_key=key,
+                               completion_code=crowd.completion_code if crowd else None, chunks=chunks, module=module)
+    except (EvalstudioError, ValueError) as e:
+        raise _fail(e)
+    console.print(f"Gateway for '{protocol}' on http://{host}:{port} (participants open {shown_public}).",
+                  highlight=False, markup=False)
+    if key:
+        platform = crowd.platform if crowd else None
+        field = {"prolific": "?PROLIFIC_PID={{%PROLIFIC_PID%}}", "mturk": "?workerId=WORKER_ID"}.get(platform or "", "")
+        console.print(f"Study link (self sign-up): {shown_public}/join/{key}{field}", highlight=False, markup=False,
+                      soft_wrap=True)
+    console.print("Personal links: `evalstudio participants add IDS --gateway-url "
+                  f"{shown_public}` writes them to sign_in.csv. Ctrl-C stops.", highlight=False, markup=False)
+    try:
+        # no access log: personal links carry the participant's sign-in code in their path
+        uvicorn.run(build_app(config), host=host, port=port, log_level="warning", access_log=False,
+                    proxy_headers=True, forwarded_allow_ips="127.0.0.1")
+    except KeyboardInterrupt:
+        pass

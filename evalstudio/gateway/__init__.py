@@ -1,0 +1,20 @@
+"""The participant gateway: what crowd participants reach instead of Label Studio.
+
+Label Studio Community has no roles: every account can read every task's `meta` (model ratings, gold answers,
+system names), every annotation and export, the webhooks (with the ML backend's secret), and can change projects,
+tasks and other people's annotations. A crowd study's participants are strangers, so they never get a Label Studio
+session or token. They sign in at the gateway (a personal link, or the study link for self sign-up); the gateway
+holds their Label Studio credentials on this machine and makes, on their behalf, the few calls labeling needs:
+
+* the next task of a study project (Label Studio's own `/api/projects/ID/next` as that participant, so its overlap,
+  locking and sampling hold), of which only the data fields the labeling config displays are passed on;
+* creating the participant's annotation on the task they were given, and updating an annotation the gateway
+  created for them (checked against the project's controls first);
+* Label Studio's front-end files (`/react-app/`, `/static/`), streamed as they are, to render the labeling view.
+
+Every other path and method is answered by the gateway itself (404 or 405) and never reaches Label Studio. Where
+Label Studio's sampling has no say (the quota per participant, Part I before Part II) the gateway decides at the
+moment a participant asks for more.
+"""
+
+from .app import GatewayConfig, Part, build_app, load_parts  # noqa: F401

@@ -1,0 +1,558 @@
+"""The gateway's ASGI app (Starlette, served by uvicorn): sign-in, the labeling stream of the study's projects and
+Label Studio's front-end files; nothing else of Label Studio is reachable through it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import re
+import secrets
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+from starlette.applications import Starlette
+from starlette.background import BackgroundTask
+from starlette.middleware import Middleware
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from .. import participants
+from ..errors import EvalstudioError, ServerError
+from ..registry import Project
+from . import pages
+from .checks import (ACCESS_CODE, ASSET_PATH, PARTICIPANT_ID, REF, Control, Refused, check_result, controls_of,
+                     lead_time, shown_data)
+
+COOKIE = "evalstudio_gateway"
+MAX_BODY = 1_000_000  # bytes in one request body (an annotation is a few kB)
+SESSION_HOURS = 24
+ASSET_HEADERS = ("content-type", "content-length", "content-encoding", "etag", "last-modified", "cache-control")
+# where Label Studio's front end is: the labeling editor's chunks and module, found in main.js (see pages.py)
+_LOADER = re.compile(r"Promise\.all\(\[((?:n\.e\(\d+\),?)+)\]\)\.then\(n\.bind\(n,(\d+)\)\)")
+
+
+@dataclass(frozen=True)
+class Part:
+    """One Label Studio project of the study, as participants meet it."""
+    name: str
+    title: str
+    project_id: int
+    config: str
+    instructions: str
+    fields: frozenset[str]
+    controls: dict[str, Control]
+    quota: int | None  # annotations per participant (None: as many as Label Studio's sampling gives)
+    after: str | None  # the part a participant finishes first
+    prefill: bool
+
+
+@dataclass
+class GatewayConfig:
+    study: str
+    parts: list[Part]
+    label_studio_url: str
+    api_key: str = field(repr=False)
+    participants_folder: Path
+    public_url: str
+    join_key: str | None = field(default=None, repr=False)  # None: no self sign-up, personal links only
+    completion_code: str | None = None
+    chunks: list[int] = field(default_factory=list)
+    module: int = 0
+    rate_per_minute: int = 20  # sign-in and join attempts per client address and minute
+    joins_per_minute: int = 60  # new accounts per minute, all addresses together
+
+
+def load_parts(client, projects: list[Project]) -> list[Part]:
+    """The study's projects as they are on Label Studio (ids by title), checked for what the gateway serves."""
+    parts = []
+    for project in projects:
+        project_id = client.require_project(project)
+        crowd = project.crowd
+        quota = crowd.per_participant if crowd and isinstance(crowd.per_participant, int) else None
+        parts.append(Part(project.name, project.title, project_id, project.label_config, project.instructions,
+                          frozenset(project.data_fields()), controls_of(project), quota,
+                          crowd.after if crowd else None, project.prefill))
+    return parts
+
+
+def find_frontend(url: str) -> tuple[list[int], int]:
+    """The chunks and module of Label Studio's labeling editor in this server's front-end build."""
+    try:
+        main = httpx.get(f"{url}/react-app/main.js", timeout=60)
+        main.raise_for_status()
+        for match in _LOADER.finditer(main.text):
+            chunks = [int(c) for c in re.findall(r"\d+", match.group(1))]
+            last = httpx.get(f"{url}/react-app/{chunks[-1]}.js", timeout=60)
+            if last.status_code == 200 and "window.LabelStudio=" in last.text:
+                return chunks, int(match.group(2))
+    except httpx.HTTPError as e:
+        raise ServerError(f"cannot read Label Studio's front end at {url}/react-app/ ({type(e).__name__})") from None
+    raise ServerError("this Label Studio's front end has no labeling editor the gateway can load "
+                      "(evalstudio supports the Label Studio version it installs)")
+
+
+class Limiter:
+    """At most `limit` events per key within `seconds` (a sliding window)."""
+
+    def __init__(self, limit: int, seconds: float = 60.0):
+        self.limit, self.seconds = limit, seconds
+        self.events: dict[str, deque] = {}
+
+    def allow(self, key: str) -> bool:
+        now = time.monotonic()
+        events = self.events.setdefault(key, deque())
+        while events and events[0] < now - self.seconds:
+            events.popleft()
+        if len(events) >= self.limit:
+            return False
+        events.append(now)
+        if len(self.events) > 100_000:  # forget idle keys
+            self.events = {k: v for k, v in self.events.items() if v and v[-1] >= now - self.seconds}
+        return True
+
+
+@dataclass
+class Ref:
+    task_id: int
+    part: str
+    number: int
+    annotation_id: int | None = None
+
+
+@dataclass
+class Session:
+    participant: str
+    email: str
+    user_id: int | None
+    token: str = field(repr=False)
+    expires: float
+    counts: dict[str, int] = field(default_factory=dict)
+    finished: set[str] = field(default_factory=set)
+    refs: dict[str, Ref] = field(default_factory=dict)
+    history: dict[str, list[str]] = field(default_factory=dict)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+def _error(message: str, status: int = 400) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status, headers={"Cache-Control": "no-store"})
+
+
+class Gateway:
+    def __init__(self, config: GatewayConfig):
+        self.config = config
+        self.parts = {p.name: p for p in config.parts}
+        self.sessions: dict[str, Session] = {}
+        self.tokens: dict[str, str] = {}  # participant -> Label Studio token (fetched once, kept in memory)
+        self.sign_ins = Limiter(config.rate_per_minute)
+        self.joins = Limiter(config.joins_per_minute)
+        self.accounts_lock = threading.Lock()
+        self.upstream = httpx.AsyncClient(base_url=config.label_studio_url, timeout=60,
+                                          limits=httpx.Limits(max_connections=200, max_keepalive_connections=100))
+
+    # ---- sessions ---------------------------------------------------------------------------------------------
+    def session(self, request: Request) -> Session | None:
+        key = request.cookies.get(COOKIE, "")
+        found = self.sessions.get(key) if key else None
+        if found is None or found.expires < time.time():
+            return None
+        return found
+
+    def _admin_client(self):
+        from ..client import Client, Settings
+
+        return Client(Settings(self.config.label_studio_url, self.config.api_key), timeout=60)
+
+    async def _open_session(self, account: participants.Account) -> tuple[str, Session]:
+        token = self.tokens.get(account.participant_id)
+        if token is None:
+            token = await run_in_threadpool(self._admin_client().log_in, account.email, account.password)
+            self.tokens[account.participant_id] = token
+        key = secrets.token_urlsafe(32)
+        session = Session(account.participant_id, account.email, account.user_id, token,
+                          time.time() + SESSION_HOURS * 3600)
+        if len(self.sessions) > 50_000:
+            now = time.time()
+            self.sessions = {k: s for k, s in self.sessions.items() if s.expires >= now}
+        self.sessions[key] = session
+        return key, session
+
+    def _with_cookie(self, response: Response, key: str) -> Response:
+        response.set_cookie(COOKIE, key, max_age=SESSION_HOURS * 3600, httponly=True, samesite="lax",
+                            secure=self.config.public_url.startswith("https://"), path="/")
+        return response
+
+    def _account(self, participant: str, code: str) -> participants.Account | None:
+        """The account `participant` when `code` is its sign-in code (compared in constant time)."""
+        if not PARTICIPANT_ID.fullmatch(participant or "") or not ACCESS_CODE.fullmatch(code or ""):
+            return None
+        accounts = participants.load_accounts(self.config.participants_folder)
+        account = next((a for pid, a in accounts.items() if pid.lower() == participant.lower()), None)
+        if account is None or account.access is None or account.password is None:
+            hmac.compare_digest(code, code)  # the same work whether or not the account exists
+            return None
+        return account if hmac.compare_digest(account.access, code) else None
+
+    def _client_key(self, request: Request) -> str:
+        return request.client.host if request.client else "unknown"
+
+    # ---- pages ------------------------------------------------------------------------------------------------
+    def _html(self, render, *args, status: int = 200) -> HTMLResponse:
+        nonce = secrets.token_urlsafe(16)
+        response = HTMLResponse(render(nonce, *args), status_code=status)
+        response.headers["Content-Security-Policy"] = (
+            f"default-src 'none'; script-src 'self' 'nonce-{nonce}'; style-src 'self' 'unsafe-inline'; "
+            "img-src 'self' data: blob:; font-src 'self' data:; connect-src 'self'; media-src 'self' blob:; "
+            "base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+        response.headers["Cache-Control"] = "no-store"
+        return response
+
+    async def home(self, request: Request) -> Response:
+        session = self.session(request)
+        if session is None:
+            return self._html(pages.sign_in, self.config.study)
+        states = []
+        for part in self.config.parts:
+            if part.name in session.finished or (part.quota is not None and session.counts.get(part.name, 0) >= part.quota):
+                state = "finished"
+            elif part.after and part.after not in session.finished:
+                state = f"after {self.parts[part.after].title}" if part.after in self.parts else "open"
+            else:
+                state = "open"
+            states.append({"name": part.name, "title": part.title, "state": state})
+        return self._html(pages.start, self.config.study, session.participant, states, self.config.completion_code)
+
+    async def personal_link(self, request: Request) -> Response:
+        if not self.sign_ins.allow(self._client_key(request)):
+            return self._html(pages.sign_in, self.config.study, "", "Too many attempts; please wait a minute.",
+                              status=429)
+        account = await run_in_threadpool(self._account, request.path_params["participant"],
+                                          request.path_params["code"])
+        if account is None:
+            return self._html(pages.sign_in, self.config.study, "", "This link is not valid.", status=404)
+        if account.closed:
+            return self._html(pages.sign_in, self.config.study, "", "Your part of this study is complete. Thank you!",
+                              status=403)
+        try:
+            key, _ = await self._open_session(account)
+        except EvalstudioError:
+            return self._html(pages.sign_in, self.config.study, "", "The study server is not reachable; please try "
+                              "again in a minute.", status=502)
+        return self._with_cookie(RedirectResponse("/", status_code=303), key)
+
+    async def label(self, request: Request) -> Response:
+        part = self.parts.get(request.path_params["part"])
+        if part is None:
+            return _error("not found", 404)
+        if self.session(request) is None:
+            return RedirectResponse("/", status_code=303)
+        return self._html(pages.labeling, self.config.study, part.title, part.name, part.config, part.instructions,
+                          self.config.chunks, self.config.module)
+
+    async def join_page(self, request: Request) -> Response:
+        key = request.path_params["key"]
+        if not self.config.join_key or not hmac.compare_digest(key, self.config.join_key):
+            return _error("not found", 404)
+        given = next((request.query_params.get(k) for k in ("PROLIFIC_PID", "workerId", "participant")
+                      if request.query_params.get(k)), "")
+        return self._html(pages.join, self.config.study, key, given if PARTICIPANT_ID.fullmatch(given) else "")
+
+    # ---- JSON API ---------------------------------------------------------------------------------------------
+    async def _body(self, request: Request) -> dict:
+        if request.headers.get("x-evalstudio") != "1":
+            raise Refused("missing the gateway's request header")
+        if int(request.headers.get("content-length") or 0) > MAX_BODY:
+            raise Refused("the request is too large")
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > MAX_BODY:
+                raise Refused("the request is too large")
+            chunks.append(chunk)
+        import json
+
+        try:
+            body = json.loads(b"".join(chunks) or b"{}")
+        except ValueError:
+            raise Refused("the request is not JSON") from None
+        if not isinstance(body, dict):
+            raise Refused("the request is not a JSON object")
+        return body
+
+    async def sign_in(self, request: Request) -> Response:
+        try:
+            body = await self._body(request)
+        except Refused as e:
+            return _error(str(e))
+        participant, code = str(body.get("participant", ""))[:100], str(body.get("code", ""))[:100]
+        if not self.sign_ins.allow(self._client_key(request)) or not self.sign_ins.allow("account:" + participant.lower()):
+            return _error("Too many attempts; please wait a minute.", 429)
+        account = await run_in_threadpool(self._account, participant, code)
+        if account is None:
+            return _error("Unknown participant id or wrong sign-in code.", 403)
+        if account.closed:
+            return _error("Your part of this study is complete. Thank you!", 403)
+        try:
+            key, _ = await self._open_session(account)
+        except EvalstudioError:
+            return _error("The study server is not reachable; please try again in a minute.", 502)
+        return self._with_cookie(JSONResponse({"ok": True}), key)
+
+    async def sign_out(self, request: Request) -> Response:
+        if request.headers.get("x-evalstudio") != "1":
+            return _error("missing the gateway's request header")
+        self.sessions.pop(request.cookies.get(COOKIE, ""), None)
+        response = JSONResponse({"ok": True})
+        response.delete_cookie(COOKIE, path="/")
+        return response
+
+    async def join(self, request: Request) -> Response:
+        try:
+            body = await self._body(request)
+        except Refused as e:
+            return _error(str(e))
+        key, participant = str(body.get("key", ""))[:100], str(body.get("participant", ""))[:100]
+        if not self.config.join_key or not hmac.compare_digest(key, self.config.join_key):
+            return _error("not found", 404)
+        if not self.sign_ins.allow(self._client_key(request)) or not self.joins.allow("all"):
+            return _error("Too many sign-ups right now; please wait a minute.", 429)
+        if not PARTICIPANT_ID.fullmatch(participant):
+            return _error("That is not a participant id (letters, digits, _ and -).")
+        try:
+            account = await run_in_threadpool(self._create, participant)
+        except Refused as e:
+            return _error(str(e), 409)
+        except EvalstudioError:
+            return _error("The study server is not reachable; please try again in a minute.", 502)
+        key, _ = await self._open_session(account)
+        link = participants.gateway_link(self.config.public_url, account)
+        return self._with_cookie(JSONResponse({"ok": True, "link": link}), key)
+
+    def _create(self, participant: str) -> participants.Account:
+        with self.accounts_lock:
+            folder = self.config.participants_folder
+            if any(pid.lower() == participant.lower() for pid in participants.load_accounts(folder)):
+                raise Refused("This participant id has signed up already: please use your personal link.")
+            added = participants.add(self._admin_client(), [participant], folder, gateway_url=self.config.public_url)
+            if not added.created:
+                raise Refused("This participant id has signed up already: please use your personal link.")
+            return participants.load_accounts(folder)[participant]
+
+    def _api_session(self, request: Request) -> Session:
+        if request.headers.get("x-evalstudio") != "1":
+            raise Refused("missing the gateway's request header")
+        session = self.session(request)
+        if session is None:
+            raise PermissionError("Please sign in again (open your personal link).")
+        return session
+
+    async def _as(self, session: Session, method: str, path: str, **kwargs) -> httpx.Response:
+        headers = {"Authorization": f"Token {session.token}"}
+        return await self.upstream.request(method, path, headers=headers, **kwargs)
+
+    async def _count(self, session: Session, part: Part) -> int:
+        """The participant's annotations in the part's project, asked of Label Studio once per session."""
+        if part.name not in session.counts:
+            import json
+
+            query = {"filters": {"conjunction": "and", "items": [
+                {"filter": "filter:tasks:annotators", "operator": "contains", "type": "List",
+                 "value": session.user_id}]}}
+            answer = await self.upstream.get("/api/tasks", params={
+                "project": part.project_id, "page_size": 1, "fields": "task_only", "query": json.dumps(query)},
+                headers={"Authorization": f"Token {self.config.api_key}"})
+            answer.raise_for_status()
+            session.counts[part.name] = int(answer.json().get("total") or 0)
+        return session.counts[part.name]
+
+    async def _finished(self, session: Session, part: Part) -> bool:
+        if part.name in session.finished:
+            return True
+        if part.quota is not None and await self._count(session, part) >= part.quota:
+            session.finished.add(part.name)
+            return True
+        return False
+
+    def _previous(self, session: Session, part: Part, before: str | None = None) -> str | None:
+        done = [r for r in session.history.get(part.name, []) if r != before]
+        if before in session.history.get(part.name, []):
+            done = session.history[part.name][:session.history[part.name].index(before)]
+        return done[-1] if done else None
+
+    def _progress(self, session: Session, part: Part) -> str:
+        count = session.counts.get(part.name)
+        if count is None:
+            return ""
+        return f"{count} of {part.quota} done" if part.quota else f"{count} done"
+
+    async def api(self, request: Request) -> Response:
+        """Every JSON route of a signed-in participant, with one error handling."""
+        try:
+            session = self._api_session(request)
+            async with session.lock:  # one request of a participant at a time: no double submission
+                return await self._route(request, session)
+        except PermissionError as e:
+            return _error(str(e), 401)
+        except Refused as e:
+            return _error(str(e), 400)
+        except httpx.HTTPError:
+            return _error("The study server is not reachable; please try again in a minute.", 502)
+
+    async def _route(self, request: Request, session: Session) -> Response:
+        action, arg = request.path_params["action"], request.path_params["arg"]
+        if request.method == "GET" and action == "next":
+            part = self.parts.get(arg)
+            if part is None:
+                return _error("not found", 404)
+            return await self._next(session, part)
+        if not REF.fullmatch(arg) or arg not in session.refs:
+            return _error("not found", 404)
+        ref = session.refs[arg]
+        part = self.parts[ref.part]
+        if request.method == "GET" and action == "task":
+            return await self._task(session, part, arg, ref)
+        if request.method == "POST" and action in ("submit", "update"):
+            body = await self._body(request)
+            return await self._save(session, part, arg, ref, body, update=action == "update")
+        return _error("not found", 404)
+
+    async def _next(self, session: Session, part: Part) -> Response:
+        previous = self._previous(session, part)
+        if part.after and part.after in self.parts:
+            first = self.parts[part.after]
+            if not await self._finished(session, first):
+                return JSONResponse({"finished": f"Please finish “{first.title}” first.", "previous": previous})
+        if await self._finished(session, part):
+            return JSONResponse({"finished": "You have done every task of this part. Thank you!", "previous": previous})
+        await self._count(session, part)
+        answer = await self._as(session, "GET", f"/api/projects/{part.project_id}/next")
+        if answer.status_code == 404:
+            session.finished.add(part.name)
+            return JSONResponse({"finished": "There are no more tasks for you in this part. Thank you!",
+                                 "previous": previous})
+        if answer.status_code in (401, 403):
+            return JSONResponse({"finished": "Your part of this study is complete. Thank you!", "previous": previous})
+        answer.raise_for_status()
+        task = answer.json()
+        ref = secrets.token_urlsafe(18)
+        session.refs[ref] = Ref(int(task["id"]), part.name, len(session.refs) + 1)
+        shown = {"ref": ref, "number": len(session.refs), "data": shown_data(task.get("data") or {}, part.fields),
+                 "previous": previous, "progress": self._progress(session, part), "update": False}
+        if part.prefill:
+            shown["predictions"] = [{"id": i + 1, "result": p.get("result") or []}
+                                    for i, p in enumerate(task.get("predictions") or [])][:1]
+        return JSONResponse(shown, headers={"Cache-Control": "no-store"})
+
+    async def _task(self, session: Session, part: Part, key: str, ref: Ref) -> Response:
+        if ref.annotation_id is None:
+            return _error("This task has no saved answer yet.", 404)
+        task = await self._as(session, "GET", f"/api/tasks/{ref.task_id}")
+        annotation = await self._as(session, "GET", f"/api/annotations/{ref.annotation_id}")
+        task.raise_for_status()
+        annotation.raise_for_status()
+        return JSONResponse({"ref": key, "number": ref.number, "update": True,
+                             "data": shown_data(task.json().get("data") or {}, part.fields),
+                             "result": check_result(annotation.json().get("result") or [], part.controls),
+                             "previous": self._previous(session, part, key),
+                             "progress": self._progress(session, part)}, headers={"Cache-Control": "no-store"})
+
+    async def _save(self, session: Session, part: Part, key: str, ref: Ref, body: dict, update: bool) -> Response:
+        result = check_result(body.get("result"), part.controls)
+        payload = {"result": result}
+        seconds = lead_time(body.get("lead_time"))
+        if seconds is not None:
+            payload["lead_time"] = seconds
+        if update:
+            if ref.annotation_id is None:
+                return _error("This task has no saved answer to update.", 409)
+            answer = await self._as(session, "PATCH", f"/api/annotations/{ref.annotation_id}", json=payload)
+            answer.raise_for_status()
+            return JSONResponse({"ok": True})
+        if ref.annotation_id is not None:
+            return _error("This task is answered already.", 409)
+        if part.quota is not None and await self._count(session, part) >= part.quota:
+            return _error("You have done every task of this part.", 409)
+        answer = await self._as(session, "POST", f"/api/tasks/{ref.task_id}/annotations",
+                                params={"project": part.project_id}, json=payload)
+        if answer.status_code >= 400 and answer.status_code < 500:
+            return _error("The study server did not accept this answer.", 409)
+        answer.raise_for_status()
+        ref.annotation_id = int(answer.json()["id"])
+        session.counts[part.name] = session.counts.get(part.name, 0) + 1
+        session.history.setdefault(part.name, []).append(key)
+        return JSONResponse({"ok": True})
+
+    # ---- Label Studio's front-end files, streamed ------------------------------------------------------------
+    async def asset(self, request: Request) -> Response:
+        path = request.path_params["path"]
+        if not ASSET_PATH.fullmatch(path) or ".." in path:
+            return _error("not found", 404)
+        prefix = request.url.path.split("/")[1]  # react-app or static
+        upstream = await self.upstream.send(self.upstream.build_request(request.method, f"/{prefix}/{path}"),
+                                            stream=True)
+        if upstream.status_code != 200:
+            await upstream.aclose()
+            return _error("not found", 404)
+        headers = {k: upstream.headers[k] for k in ASSET_HEADERS if k in upstream.headers}
+        headers["x-evalstudio-upstream"] = "label-studio"  # the only answers that come from Label Studio
+        return StreamingResponse(upstream.aiter_raw(), status_code=200, headers=headers,
+                                 background=BackgroundTask(upstream.aclose))
+
+    async def health(self, request: Request) -> Response:
+        return JSONResponse({"status": "UP"})
+
+
+class _Headers:
+    """Security headers on every answer (ASGI middleware)."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+
+        async def with_headers(message):
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                names = {k.lower() for k, _ in headers}
+                for name, value in ((b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"no-referrer"),
+                                    (b"x-frame-options", b"DENY"), (b"cache-control", b"no-store")):
+                    if name not in names:
+                        headers.append((name, value))
+                message = {**message, "headers": headers}
+            await send(message)
+        await self.app(scope, receive, with_headers)
+
+
+def build_app(config: GatewayConfig) -> Starlette:
+    gateway = Gateway(config)
+    routes = [
+        Route("/", gateway.home, methods=["GET"]),
+        Route("/health", gateway.health, methods=["GET"]),
+        Route("/s/{participant}/{code}", gateway.personal_link, methods=["GET"]),
+        Route("/join/{key}", gateway.join_page, methods=["GET"]),
+        Route("/label/{part}", gateway.label, methods=["GET"]),
+        Route("/api/sign-in", gateway.sign_in, methods=["POST"]),
+        Route("/api/sign-out", gateway.sign_out, methods=["POST"]),
+        Route("/api/join", gateway.join, methods=["POST"]),
+        Route("/api/{action:str}/{arg:str}", gateway.api, methods=["GET", "POST"]),
+        Route("/react-app/{path:path}", gateway.asset, methods=["GET"]),
+        Route("/static/{path:path}", gateway.asset, methods=["GET"]),
+    ]
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        yield
+        await gateway.upstream.aclose()
+
+    app = Starlette(routes=routes, middleware=[Middleware(_Headers)], lifespan=lifespan)
+    app.router.redirect_slashes = False  # a path is served exactly as routed, or not at all
+    app.state.gateway = gateway
+    return app

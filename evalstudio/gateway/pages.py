@@ -1,0 +1,213 @@
+"""The HTML the gateway serves participants: sign-in, join, the study's start page and the labeling page, which
+renders Label Studio's own labeling front end (the same components, controls and validation as in Label Studio)
+with only the gateway's data and answers going through the gateway's routes."""
+
+from __future__ import annotations
+
+import json
+from html import escape
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 0; color: #1f1f1f; background: #fafafa; }
+header { display: flex; gap: 1em; align-items: center; padding: .6em 1.2em; background: #fff;
+         border-bottom: 1px solid #ddd; }
+header .title { font-weight: 600; flex: 1; }
+main { max-width: 1300px; margin: 0 auto; padding: 1em 1.2em; }
+main.labeling { max-width: none; }
+.box { background: #fff; border: 1px solid #ddd; border-radius: 6px; padding: 1em 1.4em; margin: 1em 0; }
+button, .button { font: inherit; padding: .45em 1em; border-radius: 4px; border: 1px solid #888; background: #fff;
+                  cursor: pointer; text-decoration: none; color: inherit; }
+button.primary, .button.primary { background: #1f6feb; border-color: #1f6feb; color: #fff; }
+input[type=text], input[type=password] { font: inherit; padding: .4em; width: 22em; }
+.message { padding: .8em 1em; background: #fff8e1; border: 1px solid #f0d070; border-radius: 4px; }
+.error { color: #b00020; }
+details.instructions > summary { cursor: pointer; font-weight: 600; }
+"""
+
+
+def _json(value) -> str:
+    """JSON that is safe inside a <script> element."""
+    return (json.dumps(value, ensure_ascii=False).replace("<", "\\u003c").replace(">", "\\u003e")
+            .replace("&", "\\u0026").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+
+
+def page(title: str, body: str, nonce: str, head: str = "") -> str:
+    return (f"<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{escape(title)}</title>"
+            f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">{head}"
+            f"<style nonce=\"{nonce}\">{STYLE}</style></head><body>{body}</body></html>")
+
+
+_API = """
+async function api(path, body, method) {
+  const answer = await fetch(path, {method: method || (body === undefined ? 'GET' : 'POST'), credentials: 'same-origin',
+    headers: {'Content-Type': 'application/json', 'X-Evalstudio': '1'},
+    body: body === undefined ? undefined : JSON.stringify(body)});
+  let data = {};
+  try { data = await answer.json(); } catch (e) { data = {error: 'The study server did not answer (' + answer.status + ').'}; }
+  if (!answer.ok && !data.error) data.error = 'The study server refused (' + answer.status + ').';
+  return data;
+}
+function say(id, text) { const el = document.getElementById(id); el.textContent = text; el.hidden = !text; }
+"""
+
+
+def sign_in(nonce: str, study: str, participant: str = "", message: str = "") -> str:
+    script = _API + """
+document.getElementById('form').addEventListener('submit', async (event) => {
+  event.preventDefault();
+  const answer = await api('/api/sign-in', {participant: document.getElementById('participant').value.trim(),
+                                            code: document.getElementById('code').value.trim()});
+  if (answer.error) say('error', answer.error); else location.href = '/';
+});"""
+    body = f"""<header><span class="title">{escape(study)}</span></header><main><div class="box">
+<h2>Sign in</h2>
+<p>Open the personal link you were sent, or enter your participant id and sign-in code.</p>
+{f'<p class="message">{escape(message)}</p>' if message else ''}
+<form id="form"><p><label>Participant id<br><input type="text" id="participant" value="{escape(participant)}"
+ autocomplete="username"></label></p><p><label>Sign-in code<br><input type="password" id="code"
+ autocomplete="current-password"></label></p><p><button class="primary" type="submit">Sign in</button></p>
+<p id="error" class="error" hidden></p></form></div></main><script nonce="{nonce}">{script}</script>"""
+    return page(f"{study}: sign in", body, nonce)
+
+
+def join(nonce: str, study: str, key: str, participant: str) -> str:
+    script = _API + f"""
+const KEY = {_json(key)};
+document.getElementById('form').addEventListener('submit', async (event) => {{
+  event.preventDefault();
+  const answer = await api('/api/join', {{key: KEY, participant: document.getElementById('participant').value.trim()}});
+  if (answer.error) {{ say('error', answer.error); return; }}
+  document.getElementById('form').hidden = true;
+  document.getElementById('link').textContent = answer.link;
+  document.getElementById('done').hidden = false;
+}});"""
+    body = f"""<header><span class="title">{escape(study)}</span></header><main><div class="box">
+<h2>Join the study</h2>
+<form id="form"><p><label>Your participant id (Prolific ID or MTurk Worker ID)<br>
+<input type="text" id="participant" value="{escape(participant)}"></label></p>
+<p><button class="primary" type="submit">Start</button></p><p id="error" class="error" hidden></p></form>
+<div id="done" hidden><p>You are signed in. To come back later, keep this personal link (it signs you in; do not
+share it):</p><p><code id="link"></code></p><p><a class="button primary" href="/">Continue to the study</a></p></div>
+</div></main><script nonce="{nonce}">{script}</script>"""
+    return page(f"{study}: join", body, nonce)
+
+
+def start(nonce: str, study: str, participant: str, parts: list[dict], completion: str | None) -> str:
+    rows = []
+    for part in parts:
+        state = part["state"]
+        action = (f'<a class="button primary" href="/label/{escape(part["name"])}">Start</a>' if state == "open"
+                  else escape(state))
+        rows.append(f"<div class=\"box\"><h3>{escape(part['title'])}</h3><p>{action}</p></div>")
+    done = all(p["state"] == "finished" for p in parts)
+    end = ""
+    if done:
+        end = "<div class=\"box\"><h3>Thank you!</h3><p>You have finished every part of this study.</p>" + (
+            f"<p>Your completion code: <b>{escape(completion)}</b></p>" if completion else "") + "</div>"
+    body = f"""<header><span class="title">{escape(study)}</span><span>{escape(participant)}</span>
+<button id="out">Sign out</button></header><main>{end}{''.join(rows)}</main>
+<script nonce="{nonce}">{_API}
+document.getElementById('out').addEventListener('click', async () => {{ await api('/api/sign-out', {{}}); location.href = '/'; }});
+</script>"""
+    return page(study, body, nonce)
+
+
+# Label Studio's front end is one webpack build: runtime.js, vendor.js and main.js (the whole Label Studio app),
+# with the labeling editor (`window.LabelStudio`) in lazily loaded chunks. The gateway registers main.js's modules
+# without running its entry point (the Label Studio app, which would call Label Studio's API), then loads the
+# editor's chunks the way Label Studio's own config preview does and renders the editor alone.
+LABELING_SCRIPT = """
+const queue = self.webpackChunklabelstudio;
+const register = queue.push.bind(queue);
+queue.push = (chunk) => register([chunk[0], chunk[1]]);  // modules only: no entry point runs
+"""
+
+LABELING_APP = """
+queue.push = register;
+const PART = SETUP.part;
+let editor = null, current = null, startedAt = 0;
+function status(text) { say('status', text); }
+function interfaces(update) {
+  return ['panel', update ? 'update' : 'submit', 'controls', 'infobar', 'topbar', 'annotations:current'];
+}
+function serialize(annotation) { return annotation.serializeAnnotation(); }
+async function send(annotation) {
+  const seconds = (Date.now() - startedAt) / 1000;
+  const path = current.update ? '/api/update/' + current.ref : '/api/submit/' + current.ref;
+  const answer = await api(path, {result: serialize(annotation), lead_time: seconds});
+  if (answer.error) { status(answer.error); return; }
+  status('');
+  // the editor finishes its own submit after this callback: move on once it has
+  setTimeout(() => load('/api/next/' + PART), 50);
+}
+function render(task) {
+  if (editor) { editor.destroy(); editor = null; }
+  const root = document.getElementById('editor');
+  root.replaceChildren(document.createElement('div'));
+  root.firstChild.id = 'label-studio';
+  current = task; startedAt = Date.now();
+  document.getElementById('previous').disabled = !task.previous;
+  document.getElementById('progress').textContent = task.progress || '';
+  editor = new window.LabelStudio('label-studio', {
+    config: SETUP.config, interfaces: interfaces(task.update),
+    user: {id: 1, pk: 1, firstName: '', lastName: ''},
+    task: {id: task.number, data: task.data,
+           annotations: [],
+           predictions: task.predictions || []},
+    onLabelStudioLoad: (store) => {
+      const annotations = store.annotationStore;
+      if (task.update) {  // the participant's saved answer, to change (Label Studio's "Update")
+        const saved = annotations.addAnnotation({pk: '1', userGenerate: false});
+        annotations.selectAnnotation(saved.id);
+        saved.deserializeResults(task.result);
+        saved.reinitHistory();
+        return;
+      }
+      if (task.predictions && task.predictions.length) {
+        const made = annotations.addAnnotationFromPrediction(annotations.predictions[0]);
+        annotations.selectAnnotation(made.id); return;
+      }
+      const made = annotations.addAnnotation({userGenerate: true});
+      annotations.selectAnnotation(made.id);
+    },
+    onSubmitAnnotation: (store, annotation) => send(annotation),
+    onUpdateAnnotation: (store, annotation) => send(annotation),
+  });
+}
+async function load(path) {
+  const answer = await api(path);
+  if (answer.error) { status(answer.error); return; }
+  if (answer.finished) {
+    if (editor) { editor.destroy(); editor = null; }
+    document.getElementById('editor').replaceChildren();
+    status(answer.finished); document.getElementById('previous').disabled = !answer.previous;
+    current = {ref: null, previous: answer.previous};
+    return;
+  }
+  status(''); render(answer);
+}
+document.getElementById('previous').addEventListener('click', () => {
+  if (current && current.previous) load('/api/task/' + current.previous);
+});
+queue.push([['evalstudio-gateway'], {}, (require) => {
+  Promise.all(SETUP.chunks.map((id) => require.e(id))).then(() => { require(SETUP.module); load('/api/next/' + PART); });
+}]);
+"""
+
+
+def labeling(nonce: str, study: str, title: str, part: str, config: str, instructions: str, chunks: list[int],
+             module: int) -> str:
+    setup = _json({"part": part, "config": config, "chunks": chunks, "module": module})
+    # the project's instructions come from the researcher's projects.yaml (trusted HTML); scripts in them do not
+    # run (the page's Content-Security-Policy allows only the gateway's own scripts)
+    body = f"""<header><span class="title">{escape(title)}</span><span id="progress"></span>
+<button id="previous" disabled>&larr; Previous</button><a class="button" href="/">Study overview</a></header>
+<main class="labeling"><details class="instructions box" open><summary>Instructions</summary>{instructions}</details>
+<p id="status" class="message" hidden></p><div id="editor"></div></main>
+<script nonce="{nonce}" src="/react-app/runtime.js"></script>
+<script nonce="{nonce}">{LABELING_SCRIPT}</script>
+<script nonce="{nonce}" src="/react-app/vendor.js"></script>
+<script nonce="{nonce}" src="/react-app/main.js"></script>
+<script nonce="{nonce}">const SETUP = {setup};{_API}{LABELING_APP}</script>"""
+    head = '<link rel="stylesheet" href="/react-app/main.css">'
+    return page(f"{study}: {title}", body, nonce, head)

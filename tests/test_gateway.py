@@ -1,0 +1,268 @@
+"""The participant gateway (`evalstudio gateway`) as a hostile participant meets it: a real Label Studio, the real
+gateway process, participants with their gateway session and their Label Studio token."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from evalstudio import importers, participants
+from evalstudio.exporters.tidy import result_values
+from evalstudio.gateway.checks import Refused, check_result, controls_of
+from evalstudio.importing import import_files
+from evalstudio.server import wait_healthy
+
+from .conftest import ROOT, example_files, free_port
+
+pytestmark = [pytest.mark.server, pytest.mark.usefixtures("database_independent")]
+HERE = Path(__file__).resolve().parent
+ROUTES = HERE / "data" / "label_studio_routes.json"  # every Label Studio route, classified (see the sweep test)
+METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+
+
+@pytest.fixture(scope="module")
+def study(label_studio, client, reg, tmp_path_factory):
+    """The dialogue study behind a gateway process, with four participants."""
+    folder = tmp_path_factory.mktemp("gateway-participants")
+    project_id = import_files(reg.get("dialogue"), importers.get("dialogue"), example_files("dialogue"),
+                              client).project_id
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    participants.add(client, ["GW1", "GW2", "GW3", "GW4"], folder, gateway_url=url)
+    env = {**os.environ, "LABEL_STUDIO_URL": label_studio.url, "LABEL_STUDIO_API_KEY": label_studio.credentials().api_key,
+           "EVALSTUDIO_PROJECTS": str(ROOT / "projects.yaml")}
+    log = open(folder.parent / f"{folder.name}-gateway.log", "w")
+    process = subprocess.Popen([sys.executable, "-m", "evalstudio.cli", "gateway", "dialogue", "--port", str(port),
+                                "--participants", str(folder)], env=env, stdout=log, stderr=subprocess.STDOUT,
+                               stdin=subprocess.DEVNULL)
+    try:
+        wait_healthy(url, 120, process, "the gateway")
+    except Exception:
+        raise RuntimeError(Path(log.name).read_text()) from None
+    accounts = participants.load_accounts(folder)
+    key = json.loads((folder / "gateway.json").read_text())["join_key"]
+    yield {"url": url, "folder": folder, "accounts": accounts, "project_id": project_id, "join_key": key,
+           "process": process}
+    process.terminate()
+    process.wait(timeout=30)
+
+
+def signed_in(study, pid: str) -> httpx.Client:
+    """A participant's HTTP client, signed in at the gateway through their personal link."""
+    web = httpx.Client(base_url=study["url"], timeout=60)
+    account = study["accounts"][pid]
+    answer = web.get(f"/s/{pid}/{account.access}")
+    assert answer.status_code == 303 and "evalstudio_gateway" in web.cookies, answer.text
+    web.headers["X-Evalstudio"] = "1"
+    return web
+
+
+def _user(completed_by):
+    return completed_by.get("id") if isinstance(completed_by, dict) else completed_by
+
+
+def annotations(client, task_id: int) -> list[dict]:
+    return [a if isinstance(a, dict) else a.dict() for a in client.sdk.tasks.get(id=task_id).annotations or []]
+
+
+def concrete(pattern: str) -> str:
+    """A request path for one of Django's URL patterns (parameters filled with 1)."""
+    path = re.sub(r"\(\?P<\w+>[^)]*\)", "1", pattern)
+    path = re.sub(r"<(?:\w+:)?\w+>", "1", path)
+    path = path.replace("^", "").replace("$", "").replace("\\.", ".").replace("/?", "/").replace("\\", "")
+    return "/" + re.sub(r"[()?*+\[\]|]", "", path)
+
+
+def label_studio_routes(tmp_path) -> list[str]:
+    env = {**os.environ, "LABEL_STUDIO_BASE_DATA_DIR": str(tmp_path)}
+    out = subprocess.run([sys.executable, str(HERE / "label_studio_routes.py")], env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout)
+
+
+def test_every_label_studio_route_is_refused_or_classified(study, client, tmp_path):
+    """Every route of Label Studio's URL configuration, with every method, as a participant with their gateway
+    session and their own Label Studio token: only Label Studio's front-end files come from Label Studio; every
+    other request is answered by the gateway itself. A route nobody classified fails the test."""
+    classified = json.loads(ROUTES.read_text())
+    routes = label_studio_routes(tmp_path)
+    unclassified = sorted(set(routes) - set(classified))
+    assert not unclassified, f"new Label Studio routes: classify them in {ROUTES.name}: {unclassified}"
+    account = study["accounts"]["GW1"]
+    token = client.log_in(account.email, account.password)
+    web = signed_in(study, "GW1")
+    web.headers["Authorization"] = f"Token {token}"
+    reached = []
+    for pattern in routes:
+        for method in METHODS:
+            answer = web.request(method, concrete(pattern), json={"is_published": True})
+            if answer.headers.get("x-evalstudio-upstream"):
+                reached.append((classified[pattern], method, pattern))
+            else:
+                assert answer.status_code in (200, 303, 400, 401, 404, 405), (method, pattern, answer.status_code)
+                assert not any(leak in answer.text for leak in ('"meta"', "label_config", "model_ratings", "@")), \
+                    (method, pattern)
+    assert reached and all(kind == "assets" and method == "GET" for kind, method, _ in reached), reached
+    assert {p for _, _, p in reached} <= {p for p, kind in classified.items() if kind == "assets"}
+
+
+def test_a_participant_reads_only_what_the_view_shows(study, client, reg):
+    """The next task carries the displayed data fields and nothing of the task's meta (model ratings, system names,
+    model version), of its predictions or of other people's annotations."""
+    web = signed_in(study, "GW2")
+    task = web.get("/api/next/dialogue").json()
+    assert set(task) == {"ref", "number", "data", "previous", "progress", "update"}
+    assert set(task["data"]) <= reg.get("dialogue").data_fields()
+    full = {t["data"]["response"]: t for page in client.full_task_pages(study["project_id"]) for t in page}
+    original = full[task["data"]["response"]]
+    text = json.dumps(task)
+    for hidden in (original["meta"]["system"], original["meta"].get("model_version")):
+        assert hidden and hidden not in text.replace(task["ref"], ""), hidden
+    assert "id" not in task and original["id"] != task["number"] or task["number"] == 1  # a per-session counter
+    assert "model_ratings" not in text and "evalstudio_id" not in text
+
+
+def test_a_participant_changes_nothing_but_their_own_answers(study, client, reg):
+    """Results are checked against the controls before Label Studio sees them; a participant's task references are
+    theirs alone; an annotation is created once and only its author's gateway session can update it."""
+    project = reg.get("dialogue")
+    one, two = signed_in(study, "GW3"), signed_in(study, "GW4")
+    task = one.get("/api/next/dialogue").json()
+    ref = task["ref"]
+    good = [{"from_name": c.name, "to_name": c.to_names[0], "type": "rating", "value": {"rating": 4}}
+            for c in controls_of(project).values()]
+    hostile = [
+        [{**good[0], "value": {"rating": 9}}],  # out of range
+        [{**good[0], "from_name": "note"}],  # not a control
+        [{**good[0], "type": "choices", "value": {"choices": ["x"]}}],
+        good + [good[0]],  # answered twice
+        "not a list",
+    ]
+    for result in hostile:
+        answer = one.post(f"/api/submit/{ref}", json={"result": result})
+        assert answer.status_code == 400, (result, answer.text)
+    assert two.post(f"/api/submit/{ref}", json={"result": good}).status_code == 404  # someone else's task
+    assert one.post(f"/api/submit/{ref}", json={"result": good}, headers={"X-Evalstudio": ""}).status_code == 400
+    task_id = next(t["id"] for page in client.full_task_pages(study["project_id"]) for t in page
+                   if t["data"]["response"] == task["data"]["response"])
+    assert all(_user(a["completed_by"]) != study["accounts"]["GW3"].user_id for a in annotations(client, task_id))
+    assert one.post(f"/api/submit/{ref}", json={"result": good, "lead_time": 12.5}).json() == {"ok": True}
+    assert one.post(f"/api/submit/{ref}", json={"result": good}).status_code == 409  # once
+    mine = [a for a in annotations(client, task_id) if _user(a["completed_by"]) == study["accounts"]["GW3"].user_id]
+    assert len(mine) == 1 and result_values(mine[0]["result"]) == {c: 4 for c in controls_of(project)}
+    changed = [{**good[0], "value": {"rating": 2}}] + good[1:]
+    assert two.post(f"/api/update/{ref}", json={"result": changed}).status_code == 404
+    assert one.post(f"/api/update/{ref}", json={"result": changed}).json() == {"ok": True}
+    back = one.get(f"/api/task/{ref}").json()
+    assert back["update"] and result_values(back["result"])[good[0]["from_name"]] == 2
+
+
+def test_labeling_in_a_browser_through_the_gateway(study, client, reg):
+    """A participant opens their personal link, labels a task in Label Studio's own labeling view served by the
+    gateway, and the annotation is theirs in Label Studio; "Previous" reopens it with the saved answer to change."""
+    from .test_browser import CHROMIUM, CHROMIUM_ARGS, SHOTS, designed_values, empty_controls, fill, flat
+
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"{CHROMIUM} is missing: .ci/run installs Debian's chromium")
+        pytest.skip("Debian chromium is not installed (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    project = reg.get("dialogue")
+    account = participants.load_accounts(study["folder"])["GW1"]
+    upstream_paths = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+        errors = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on("request", lambda r: upstream_paths.append(r.url))
+        page.goto(f"{study['url']}/s/GW1/{account.access}")
+        page.goto(f"{study['url']}/label/dialogue")
+        page.locator("button", has_text="Submit").first.wait_for(timeout=90_000)
+        page.wait_for_timeout(800)
+        assert empty_controls(page, project) == []
+        values = designed_values(project)
+        fill(page, project, values)
+        page.locator("button", has_text="Submit").first.click()
+        for _ in range(60):  # the participant's annotation, wherever the stream put them
+            mine = [(t["id"], t["data"]["response"], a) for p_ in client.full_task_pages(study["project_id"])
+                    for t in p_ for a in t["annotations"] if _user(a["completed_by"]) == account.user_id]
+            if mine:
+                break
+            page.wait_for_timeout(500)
+        [(task_id, response, annotation)] = mine
+        assert result_values(annotation["result"]) == values
+        page.wait_for_timeout(1500)
+        page.locator("#previous").click()  # back to the answered task, its saved answer shown, to change
+        page.wait_for_timeout(2000)
+        page.locator("button", has_text="Submit").first.wait_for(timeout=60_000)
+        assert flat(response) in flat(page.inner_text("body"))
+        assert sorted(empty_controls(page, project)) == sorted(values)  # every saved answer is filled in
+        changed = {**values, "appropriateness": 5 if values["appropriateness"] != 5 else 4}
+        fill(page, project, {"appropriateness": changed["appropriateness"]})
+        page.locator("button", has_text="Submit").first.click()
+        for _ in range(60):
+            [saved] = [a for a in annotations(client, task_id) if _user(a["completed_by"]) == account.user_id]
+            if result_values(saved["result"]) == changed:
+                break
+            page.wait_for_timeout(500)
+        assert result_values(saved["result"]) == changed  # updated, still one annotation
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SHOTS / "gateway-dialogue.png"))
+        browser.close()
+    assert errors == []
+    assert all(u.startswith(study["url"]) for u in upstream_paths), "the page talks only to the gateway"
+
+
+def test_sign_in_only_by_personal_link_or_study_link_and_rate_limited(study):
+    """(Last of the live tests: it uses up this address's sign-in attempts for a minute.)"""
+    url, key = study["url"], study["join_key"]
+    with httpx.Client(base_url=url, timeout=60, headers={"X-Evalstudio": "1"}) as web:
+        assert web.get("/s/GW1/" + "A" * 24).status_code == 404  # a wrong code
+        assert web.post("/api/sign-in", json={"participant": "GW1", "code": "B" * 24}).status_code == 403
+        assert web.get("/join/" + "x" * 24).status_code == 404  # not the study link
+        assert web.post("/api/join", json={"key": "x" * 24, "participant": "NEW1"}).status_code == 404
+        assert web.get("/api/next/dialogue").status_code == 401  # not signed in
+        assert web.get("/user/signup/").status_code == 404  # Label Studio's own sign-up is out of reach
+    with httpx.Client(base_url=url, timeout=60, headers={"X-Evalstudio": "1"}) as web:
+        page = web.get(f"/join/{key}?PROLIFIC_PID=NEWJOIN1")
+        assert page.status_code == 200 and "NEWJOIN1" in page.text
+        joined = web.post("/api/join", json={"key": key, "participant": "NEWJOIN1"})
+        assert joined.status_code == 200, joined.text
+        account = participants.load_accounts(study["folder"])["NEWJOIN1"]
+        assert joined.json()["link"].endswith(f"/s/NEWJOIN1/{account.access}")
+        assert account.password not in joined.text
+        assert web.get("/api/next/dialogue").json().get("data")
+    with httpx.Client(base_url=url, timeout=60, headers={"X-Evalstudio": "1"}) as other:
+        again = other.post("/api/join", json={"key": key, "participant": "newjoin1"})
+        assert again.status_code == 409  # an id signs up once; then only its personal link signs in
+        codes = [other.post("/api/sign-in", json={"participant": "GW2", "code": "C" * 24}).status_code
+                 for _ in range(30)]
+        assert codes[0] == 403 and codes[-1] == 429
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+                    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=5),
+                    max_leaves=30))
+def test_result_check_refuses_anything_else_cleanly(reg, value):
+    """Whatever a participant sends as a result is either a clean result list or refused with a message."""
+    controls = controls_of(reg.get("sotopia"))
+    for candidate in (value, [value], [{"from_name": "believability_agent1", "to_name": "dialogue",
+                                        "type": "number", "value": value}]):
+        try:
+            clean = check_result(candidate, controls)
+        except Refused:
+            continue
+        assert isinstance(clean, list)
