@@ -5,6 +5,7 @@ EVALSTUDIO_TEST_DATABASES=sqlite (or postgresql) runs one half only."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import secrets
@@ -124,3 +125,26 @@ def ml_backend(label_studio, tmp_path_factory):
     yield url, directory / "backend.log", auth
     process.terminate()
     process.wait(timeout=20)
+
+
+@contextlib.contextmanager
+def gateway_process(label_studio, protocol: str, folder: Path, projects_file: Path = ROOT / "projects.yaml"):
+    """`evalstudio gateway PROTOCOL` as a real process in front of the test server; yields its URL."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = {**os.environ, "LABEL_STUDIO_URL": label_studio.url, "LABEL_STUDIO_API_KEY": label_studio.credentials().api_key,
+           "EVALSTUDIO_PROJECTS": str(projects_file)}
+    log_path = folder.parent / f"{folder.name}-gateway.log"
+    with open(log_path, "w") as log:
+        process = subprocess.Popen([sys.executable, "-m", "evalstudio.cli", "gateway", protocol, "--port", str(port),
+                                    "--participants", str(folder)], env=env, stdout=log, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL)
+    try:
+        try:
+            wait_healthy(url, 120, process, "the gateway")
+        except ServerError as e:
+            raise RuntimeError(f"{e}\n{log_path.read_text()}") from None
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=30)

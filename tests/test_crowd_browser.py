@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import os
 from pathlib import Path
@@ -10,6 +11,7 @@ import pytest
 
 from evalstudio.importing import import_files
 
+from .conftest import gateway_process
 from .test_browser import CHROMIUM, CHROMIUM_ARGS, SHOTS, designed_values, fill, flat
 
 # what the browser does does not depend on Label Studio's database: one run, on the first one
@@ -23,9 +25,16 @@ def _user_id(completed_by):
 
 def test_three_participants_work_through_a_crowd_study_in_parallel(client, label_studio, tmp_path):
     """Three participants (their own accounts, browsers and threads) label a small dialogue study with gold items
-    at the same time through "Label All Tasks". At the end every task has exactly N annotations, nobody annotated
+    at the same time through the participant gateway (their personal links; Label Studio's labeling stream behind
+    it). At the end every task has exactly N annotations, nobody annotated
     a task twice, the participant who failed the gold items is flagged by `status`, rejected in the approvals
     file, and left out of the report when asked."""
+    with contextlib.ExitStack() as stack:
+        _three_participants(client, label_studio, tmp_path, stack)
+
+
+def _three_participants(client, label_studio, tmp_path, stack):
+    """The body of the test above (it holds the gateway process open)."""
     import json
     import threading
 
@@ -56,6 +65,7 @@ def test_three_participants_work_through_a_crowd_study_in_parallel(client, label
     folder = tmp_path / "participants"
     participants.add(client, ["PBROWSER1", "PBROWSER2", "PBROWSER3"], folder)
     accounts = participants.load_accounts(folder)
+    gateway = stack.enter_context(gateway_process(label_studio, "dialogue", folder, projects_file))
     replies = {t["id"]: t["data"]["response"] for page in client.full_task_pages(project_id) for t in page}
     failures: list[str] = []
 
@@ -65,18 +75,11 @@ def test_three_participants_work_through_a_crowd_study_in_parallel(client, label
                 browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
                 page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
                 page.on("dialog", lambda d: d.accept())
-                page.goto(f"{label_studio.url}/user/login")
-                page.fill("input[name=email]", accounts[pid].email)
-                page.fill("input[name=password]", accounts[pid].password)
-                page.click("button[type=submit]")
-                page.wait_for_load_state("networkidle")
-                page.goto(f"{label_studio.url}/projects/{project_id}/data?labeling=1")
+                page.goto(f"{gateway}/s/{pid}/{accounts[pid].access}")
+                page.goto(f"{gateway}/label/dialogue")
                 for done in range(len(records)):
                     page.locator("button", has_text="Submit").first.wait_for(timeout=90_000)
                     page.wait_for_timeout(800)
-                    close = page.get_by_label("Close modal")  # the project instructions open first
-                    if close.count() and close.first.is_visible():
-                        close.first.click()
                     body = flat(page.inner_text("body"))
                     [task_id] = [t for t, reply in replies.items() if reply in body]
                     values = {c: v for c, v in designed_values(project).items()}

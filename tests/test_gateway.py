@@ -19,9 +19,8 @@ from evalstudio import importers, participants
 from evalstudio.exporters.tidy import result_values
 from evalstudio.gateway.checks import Refused, check_result, controls_of
 from evalstudio.importing import import_files
-from evalstudio.server import wait_healthy
 
-from .conftest import ROOT, example_files, free_port
+from .conftest import example_files, gateway_process
 
 pytestmark = [pytest.mark.server, pytest.mark.usefixtures("database_independent")]
 HERE = Path(__file__).resolve().parent
@@ -35,25 +34,12 @@ def study(label_studio, client, reg, tmp_path_factory):
     folder = tmp_path_factory.mktemp("gateway-participants")
     project_id = import_files(reg.get("dialogue"), importers.get("dialogue"), example_files("dialogue"),
                               client).project_id
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    participants.add(client, ["GW1", "GW2", "GW3", "GW4"], folder, gateway_url=url)
-    env = {**os.environ, "LABEL_STUDIO_URL": label_studio.url, "LABEL_STUDIO_API_KEY": label_studio.credentials().api_key,
-           "EVALSTUDIO_PROJECTS": str(ROOT / "projects.yaml")}
-    log = open(folder.parent / f"{folder.name}-gateway.log", "w")
-    process = subprocess.Popen([sys.executable, "-m", "evalstudio.cli", "gateway", "dialogue", "--port", str(port),
-                                "--participants", str(folder)], env=env, stdout=log, stderr=subprocess.STDOUT,
-                               stdin=subprocess.DEVNULL)
-    try:
-        wait_healthy(url, 120, process, "the gateway")
-    except Exception:
-        raise RuntimeError(Path(log.name).read_text()) from None
-    accounts = participants.load_accounts(folder)
-    key = json.loads((folder / "gateway.json").read_text())["join_key"]
-    yield {"url": url, "folder": folder, "accounts": accounts, "project_id": project_id, "join_key": key,
-           "process": process}
-    process.terminate()
-    process.wait(timeout=30)
+    participants.add(client, ["GW1", "GW2", "GW3", "GW4"], folder)
+    with gateway_process(label_studio, "dialogue", folder) as url:
+        participants.write_sheet(folder, participants.load_accounts(folder).values(), label_studio.url, url)
+        accounts = participants.load_accounts(folder)
+        key = json.loads((folder / "gateway.json").read_text())["join_key"]
+        yield {"url": url, "folder": folder, "accounts": accounts, "project_id": project_id, "join_key": key}
 
 
 def signed_in(study, pid: str) -> httpx.Client:
