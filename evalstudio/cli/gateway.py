@@ -48,6 +48,9 @@ def gateway(
         "--join/--no-join", help="Offer the study link for self sign-up (Prolific, MTurk); --no-join: only the "
                                  "personal links of `participants add`.")] = True,
     new_join_link: Annotated[bool, typer.Option(help="Make a new study link (the old one stops working).")] = False,
+    sign_ins_per_minute: Annotated[int, typer.Option(
+        help="Sign-in and sign-up attempts allowed per client address and minute (behind a reverse proxy, the "
+             "address it forwards).")] = 20,
     projects: ProjectsOption = None,
 ):
     """Put a crowd study in front of participants without giving them Label Studio.
@@ -84,7 +87,8 @@ def gateway(
         config = GatewayConfig(study=registry.study(protocol).title if len(parts) == 1 else protocol,
                                parts=loaded, label_studio_url=client.url, api_key=settings.api_key,
                                participants_folder=target, public_url=shown_public, join_key=key,
-                               completion_code=crowd.completion_code if crowd else None, chunks=chunks, module=module)
+                               completion_code=crowd.completion_code if crowd else None, chunks=chunks, module=module,
+                               rate_per_minute=max(1, sign_ins_per_minute))
     except (EvalstudioError, ValueError) as e:
         raise _fail(e)
     console.print(f"Gateway for '{protocol}' on http://{host}:{port} (participants open {shown_public}).",

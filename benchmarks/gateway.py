@@ -1,0 +1,157 @@
+"""Latency the participant gateway adds: N concurrent annotators work through the labeling stream (open the next
+task, submit an answer), once directly against Label Studio and once through `evalstudio gateway`, in one run.
+
+    python benchmarks/gateway.py [--annotators 50] [--rounds 10]
+
+One Label Studio (SQLite, temp dir) and one gateway process are started for the run. Each side has its own project
+of the same synthetic dialogue tasks (3 annotators per task) and the same participant accounts. Direct: each
+annotator calls Label Studio's `/api/projects/ID/next` and `/api/tasks/ID/annotations` with their own token (what
+Label Studio's labeling stream calls). Gateway: the same annotators, signed in with their personal links, call the
+gateway's `/api/next/dialogue` and `/api/submit/REF`. Latency per request, p50 and p99 per side and operation;
+added p99 = gateway p99 - direct p99 (target: under 10 ms). The load generator (asyncio + httpx, one process)
+shares the machine's cores with both servers. Nothing but 127.0.0.1 is contacted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from evalstudio import importers, participants, registry  # noqa: E402
+from evalstudio.client import Client  # noqa: E402
+from evalstudio.importing import import_files  # noqa: E402
+from evalstudio.server import LocalServer, wait_healthy  # noqa: E402
+from tests.conftest import free_port  # noqa: E402
+
+
+def p(values: list[float], q: float) -> float:
+    return statistics.quantiles(values, n=100, method="inclusive")[q - 1] if len(values) > 1 else values[0]
+
+
+async def direct(url: str, tokens: list[str], project_id: int, rounds: int, result: list) -> dict[str, list]:
+    times = {"next": [], "submit": []}
+
+    async def annotator(token: str):
+        async with httpx.AsyncClient(base_url=url, timeout=120, headers={"Authorization": f"Token {token}"}) as web:
+            for _ in range(rounds):
+                t0 = time.perf_counter()
+                task = (await web.get(f"/api/projects/{project_id}/next")).raise_for_status().json()
+                t1 = time.perf_counter()
+                (await web.post(f"/api/tasks/{task['id']}/annotations", params={"project": project_id},
+                                json={"result": result, "lead_time": 1.0})).raise_for_status()
+                t2 = time.perf_counter()
+                times["next"].append(t1 - t0)
+                times["submit"].append(t2 - t1)
+    await asyncio.gather(*(annotator(t) for t in tokens))
+    return times
+
+
+async def gateway(url: str, links: list[str], rounds: int, result: list) -> dict[str, list]:
+    times = {"next": [], "submit": [], "added next": [], "added submit": []}
+
+    def added(answer: httpx.Response) -> float:  # the gateway's own time: total minus its calls to Label Studio
+        parts = dict(item.strip().split(";dur=") for item in answer.headers["server-timing"].split(","))
+        return (float(parts["total"]) - float(parts["upstream"])) / 1000
+
+    async def annotator(link: str):
+        async with httpx.AsyncClient(base_url=url, timeout=120, headers={"X-Evalstudio": "1"}) as web:
+            (await web.get(link)).status_code == 303 or sys.exit(f"sign-in failed for {link.split('/')[2]}")
+            for _ in range(rounds):
+                t0 = time.perf_counter()
+                answer = (await web.get("/api/next/dialogue")).raise_for_status()
+                task = answer.json()
+                t1 = time.perf_counter()
+                submitted = (await web.post(f"/api/submit/{task['ref']}", json={"result": result, "lead_time": 1.0})
+                             ).raise_for_status()
+                t2 = time.perf_counter()
+                times["added next"].append(added(answer))
+                times["added submit"].append(added(submitted))
+                times["next"].append(t1 - t0)
+                times["submit"].append(t2 - t1)
+    await asyncio.gather(*(annotator(link) for link in links))
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--annotators", type=int, default=50)
+    parser.add_argument("--rounds", type=int, default=10)
+    args = parser.parse_args()
+    tasks = args.annotators * args.rounds // 3 + 50
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        server = LocalServer(tmp / "ls", port=free_port()).start(timeout=300)
+        gateway_process = None
+        try:
+            client = Client(server.settings())
+            raw = yaml.safe_load((ROOT / "projects.yaml").read_text())
+            raw["projects"]["dialogue"].update({"title": "gateway benchmark", "annotators_per_task": 3})
+            raw["projects"]["dialogue"]["crowd"]["per_participant"] = None
+            for entry in raw["projects"].values():
+                entry["config"] = str(ROOT / entry["config"])
+            projects_file = tmp / "projects.yaml"
+            projects_file.write_text(yaml.safe_dump(raw, allow_unicode=True))
+            project = registry.load(projects_file).get("dialogue")
+            items = tmp / "items.jsonl"
+            items.write_text("".join(json.dumps({"id": f"b{i}", "context": f"A: question number {i}?",
+                                                 "responses": [{"system": "s", "text": f"answer {i}"}]}) + "\n"
+                                     for i in range(tasks)))
+            direct_project = import_files(project.model_copy(update={"title": "gateway benchmark direct"}),
+                                          importers.get("dialogue"), [items], client).project_id
+            import_files(project, importers.get("dialogue"), [items], client)
+            folder = tmp / "participants"
+            ids = [f"BENCH{i}" for i in range(args.annotators)]
+            participants.add(client, ids, folder)
+            accounts = participants.load_accounts(folder)
+            tokens = [client.log_in(accounts[i].email, accounts[i].password) for i in ids]
+            port = free_port()
+            env = {"PATH": "/usr/bin:/bin", "LABEL_STUDIO_URL": server.url,
+                   "LABEL_STUDIO_API_KEY": server.credentials().api_key, "EVALSTUDIO_PROJECTS": str(projects_file)}
+            gateway_process = subprocess.Popen(
+                [sys.executable, "-m", "evalstudio.cli", "gateway", "dialogue", "--port", str(port),
+                 "--participants", str(folder), "--sign-ins-per-minute", "1000"], env=env, stdout=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+            gateway_url = f"http://127.0.0.1:{port}"
+            wait_healthy(gateway_url, 120, gateway_process, "the gateway")
+            result = [{"from_name": c.name, "to_name": c.to_name[0], "type": "rating", "value": {"rating": 3}}
+                      for c in project.interface.controls]
+            measured = {
+                "Label Studio": asyncio.run(direct(server.url, tokens, direct_project, args.rounds, result)),
+                "gateway": asyncio.run(gateway(gateway_url, [f"/s/{i}/{accounts[i].access}" for i in ids],
+                                               args.rounds, result)),
+            }
+        finally:
+            if gateway_process is not None:
+                gateway_process.terminate()
+                gateway_process.wait(timeout=30)
+            server.stop()
+    print(f"{args.annotators} concurrent annotators x {args.rounds} tasks each; {platform.processor() or platform.machine()}, "
+          f"Python {platform.python_version()}, {time.strftime('%Y-%m-%d')}")
+    print(f"{'path':<14}{'operation':<10}{'requests':>9}{'p50 ms':>9}{'p99 ms':>9}")
+    for side, times in measured.items():
+        for op, values in times.items():
+            if op.startswith("added"):
+                continue
+            print(f"{side:<14}{op:<10}{len(values):>9}{1000 * p(values, 50):>9.1f}{1000 * p(values, 99):>9.1f}")
+    # Label Studio's own latency under this load varies by seconds between runs, so the difference of the two
+    # sides' p99 says little; the gateway reports its own time per request (Server-Timing: total - upstream)
+    for op in ("next", "submit"):
+        print(f"gateway's own time per request ({op}): p50 {1000 * p(measured['gateway']['added ' + op], 50):.2f} ms, "
+              f"p99 {1000 * p(measured['gateway']['added ' + op], 99):.2f} ms")
+
+
+if __name__ == "__main__":
+    main()
