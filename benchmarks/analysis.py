@@ -76,7 +76,7 @@ def main() -> None:
     total = sum(t for _, t in stages)
     print(f"{n:,} ratings ({systems} systems x {items:,} items x {annotators} annotators), {n_metrics} metrics; "
           f"{platform.processor() or platform.machine()}, Python {platform.python_version()}\n")
-    print(f"| stage | seconds |\n|---|---:|")
+    print("| stage | seconds |\n|---|---:|")
     for name, seconds in stages:
         print(f"| {name} | {seconds:.1f} |")
     print(f"| **total** | **{total:.1f}** |")

@@ -1,9 +1,10 @@
 """Latency the participant gateway adds: N concurrent annotators work through the labeling stream (open the next
 task, submit an answer), once directly against Label Studio and once through `evalstudio gateway`, in one run.
 
-    python benchmarks/gateway.py [--annotators 50] [--rounds 10]
+    python benchmarks/gateway.py [--annotators 50] [--rounds 10] [--database postgresql]
 
-One Label Studio (SQLite, temp dir) and one gateway process are started for the run. Each side has its own project
+One Label Studio (SQLite in a temp dir, or a throwaway PostgreSQL cluster: Debian's `postgresql` binaries, as in
+the tests) and one gateway process are started for the run. Each side has its own project
 of the same synthetic dialogue tasks (3 annotators per task) and the same participant accounts. Direct: each
 annotator calls Label Studio's `/api/projects/ID/next` and `/api/tasks/ID/annotations` with their own token (what
 Label Studio's labeling stream calls). Gateway: the same annotators, signed in with their personal links, call the
@@ -36,6 +37,7 @@ from evalstudio.client import Client  # noqa: E402
 from evalstudio.importing import import_files  # noqa: E402
 from evalstudio.server import LocalServer, wait_healthy  # noqa: E402
 from tests.conftest import free_port  # noqa: E402
+from tests.postgres import TempPostgres  # noqa: E402
 
 
 def p(values: list[float], q: float) -> float:
@@ -69,7 +71,8 @@ async def gateway(url: str, links: list[str], rounds: int, result: list) -> dict
 
     async def annotator(link: str):
         async with httpx.AsyncClient(base_url=url, timeout=120, headers={"X-Evalstudio": "1"}) as web:
-            (await web.get(link)).status_code == 303 or sys.exit(f"sign-in failed for {link.split('/')[2]}")
+            if (await web.get(link)).status_code != 303:
+                sys.exit(f"sign-in failed for {link.split('/')[2]}")
             for _ in range(rounds):
                 t0 = time.perf_counter()
                 answer = (await web.get("/api/next/dialogue")).raise_for_status()
@@ -90,11 +93,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--annotators", type=int, default=50)
     parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--database", choices=["sqlite", "postgresql"], default="sqlite")
     args = parser.parse_args()
     tasks = args.annotators * args.rounds // 3 + 50
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        server = LocalServer(tmp / "ls", port=free_port()).start(timeout=300)
+        postgres = TempPostgres(free_port()).start() if args.database == "postgresql" else None
+        database_url = postgres.create_database("gateway_benchmark") if postgres else None
+        server = LocalServer(tmp / "ls", port=free_port(), database_url=database_url).start(timeout=300)
         gateway_process = None
         try:
             client = Client(server.settings())
@@ -138,7 +144,10 @@ def main() -> None:
                 gateway_process.terminate()
                 gateway_process.wait(timeout=30)
             server.stop()
-    print(f"{args.annotators} concurrent annotators x {args.rounds} tasks each; {platform.processor() or platform.machine()}, "
+            if postgres is not None:
+                postgres.stop()
+    print(f"{args.annotators} concurrent annotators x {args.rounds} tasks each, Label Studio on {args.database}; "
+          f"{platform.processor() or platform.machine()}, "
           f"Python {platform.python_version()}, {time.strftime('%Y-%m-%d')}")
     print(f"{'path':<14}{'operation':<10}{'requests':>9}{'p50 ms':>9}{'p99 ms':>9}")
     for side, times in measured.items():

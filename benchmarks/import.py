@@ -52,7 +52,7 @@ def worker(kind: str, url: str, key: str, path: str, batch_size: int) -> dict:
     from evalstudio import importers, registry
     from evalstudio.client import Client, Settings
     from evalstudio.exporters.tidy import write_annotations
-    from evalstudio.importing import split_task, import_files
+    from evalstudio.importing import import_files
 
     client = Client(Settings(url, key), timeout=600)
     project = registry.load(ROOT / "projects.yaml").get("dialogue")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -181,7 +182,26 @@ class Client:
         """Create the project, or bring an existing one (same title) up to date.
 
         Returns (id, status) with status "created", "updated" or "unchanged"."""
-        fields = dict(
+        fields = self.project_fields(project)
+        project_id = self.find_project(project.title)
+        if project_id is None:
+            try:
+                with self._call(f"create project '{project.title}'"):
+                    return self.sdk.projects.create(title=project.title, **fields).id, "created"
+            except Transient:  # the create may have landed before the failure: look before giving up
+                project_id = self.find_project(project.title)
+                if project_id is None:
+                    raise
+                return project_id, "created"
+        changed = self.project_drift(project, project_id)
+        if changed:  # an update sets fields to fixed values, so repeating it is safe
+            self._read(f"update project '{project.title}'", lambda: self.sdk.projects.update(id=project_id, **changed))
+        return project_id, "updated" if changed else "unchanged"
+
+    @staticmethod
+    def project_fields(project: Project) -> dict:
+        """The Label Studio project settings that evalstudio sets from projects.yaml."""
+        return dict(
             label_config=project.label_config,
             expert_instruction=project.instructions,
             show_instruction=True,
@@ -194,21 +214,12 @@ class Client:
             evaluate_predictions_automatically=False,
             sampling="Uniform sampling" if project.order == "random" else "Sequential sampling",
         )
-        project_id = self.find_project(project.title)
-        if project_id is None:
-            try:
-                with self._call(f"create project '{project.title}'"):
-                    return self.sdk.projects.create(title=project.title, **fields).id, "created"
-            except Transient:  # the create may have landed before the failure: look before giving up
-                project_id = self.find_project(project.title)
-                if project_id is None:
-                    raise
-                return project_id, "created"
+
+    def project_drift(self, project: Project, project_id: int) -> dict:
+        """The settings of Label Studio project `project_id` that differ from projects.yaml: name -> the value
+        projects.yaml gives (`setup` writes them back)."""
         current = self.project(project_id)
-        changed = {k: v for k, v in fields.items() if getattr(current, k, None) != v}
-        if changed:  # an update sets fields to fixed values, so repeating it is safe
-            self._read(f"update project '{project.title}'", lambda: self.sdk.projects.update(id=project_id, **changed))
-        return project_id, "updated" if changed else "unchanged"
+        return {k: v for k, v in self.project_fields(project).items() if getattr(current, k, None) != v}
 
     def project(self, project_id: int):
         return self._read(f"read project {project_id}", lambda: self.sdk.projects.get(id=project_id))
@@ -400,9 +411,9 @@ class Client:
             return True
         return self._read(action, lambda: self._http(call, action))
 
-    def log_in(self, email: str, password: str) -> str:
-        """The API token of the account `email` (its own, for acting as that participant)."""
-        action = f"sign in as {email}"
+    @contextmanager
+    def _signed_in(self, email: str, password: str, action: str) -> Iterator[httpx.Client]:
+        """An HTTP client holding a browser session of the account `email` (Label Studio's own sign-in form)."""
         with self._call(action), httpx.Client(base_url=self._base, timeout=self._timeout) as web:
             self._http(lambda: web.get("/user/login/").raise_for_status(), action)
             answer = web.post("/user/login/", data={"email": email, "password": password,
@@ -410,5 +421,29 @@ class Client:
                               headers={"Referer": self._base + "/user/login/"})
             if answer.status_code != 302:
                 raise ServerError(f"Label Studio refused to {action}: wrong e-mail or password")
+            yield web
+
+    def log_in(self, email: str, password: str) -> str:
+        """The API token of the account `email` (its own, for acting as that participant)."""
+        action = f"sign in as {email}"
+        with self._signed_in(email, password, action) as web:
             return self._http(lambda: web.get("/api/current-user/token").raise_for_status().json()["token"], action)
+
+    def front_end_settings(self, email: str, password: str) -> dict:
+        """What Label Studio's own pages give its front end as `window.APP_SETTINGS` and that changes how the
+        labeling editor renders and behaves: the feature flags, their default value and the edition
+        (`sentry_environment`), as the account `email` gets them. Read from a page of Label Studio's app, which
+        writes each on one line."""
+        action = f"read Label Studio's front-end settings as {email}"
+        with self._signed_in(email, password, action) as web:
+            page = self._http(lambda: web.get("/projects/").raise_for_status().text, action)
+        found = {key: re.search(rf"^\s*{key}: (.*?),?\s*$", page, re.M)
+                 for key in ("feature_flags", "feature_flags_default_value", "sentry_environment")}
+        try:
+            settings = {key: json.loads(match.group(1)) for key, match in found.items() if match}
+        except ValueError:
+            settings = {}
+        if set(settings) != set(found) or not isinstance(settings["feature_flags"], dict):
+            raise ServerError(f"cannot {action}: its page does not have them where Label Studio 1.23 writes them")
+        return settings
 

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import integrity
 from .errors import InvalidInput, Problem, ServerError, Transient
 from .registry import Project
 from .retry import RetryPolicy
@@ -259,13 +260,17 @@ def import_files(
     on_progress: Callable[[int, int], None] | None = None,
     skip_invalid: bool = False,
     checked: Scan | None = None,
+    record: bool = True,
 ) -> ImportReport:
     """Validate all files, then send only tasks whose id the project does not have yet, in batches.
 
     Memory stays flat in the size of the files: records stream from disk twice (validate, then send) and
     only the task ids are kept. If Label Studio fails for good, ImportIncomplete says what was written;
     re-running the same command then finishes the job without duplicates. `checked`: the caller's scan of the same
-    files (the command line scans every part of a study first), so they are not read a third time."""
+    files (the command line scans every part of a study first), so they are not read a third time.
+
+    `record`: write the digest of every task of the files (imported now or before) to the project's record of
+    tamper evidence (`integrity`), which `status` checks; also when the import stops part-way."""
     if checked is None:
         checked = scan(project, importer, paths)
     checked.warn_unknown(project)
@@ -289,6 +294,7 @@ def import_files(
         if batch:
             written, recovered = send_batch(client, project_id, batch, watermark, client.retry)
             written_ids.extend(written.values())
+            written_keys.update(written)
             report.created += len(written)
             report.recovered += recovered
             watermark = max([watermark, *written.values()])
@@ -302,11 +308,18 @@ def import_files(
     if problems := changed():
         raise FileChanged(problems)
     written_ids: list[int] = []
+    written_keys: set[str] = set()
 
     def rollback(problems: list[Problem]):
         """The files changed while importing: remove what this run wrote, so the project is as it was."""
         client.delete_tasks(project_id, written_ids)
         raise FileChanged(problems, f"the {len(written_ids)} task(s) this run had written were removed again")
+
+    digests: dict[str, dict] = {}
+
+    def save_record():
+        if record and digests:
+            integrity.save_record(integrity.record_path(client.url, project_id), client.url, project_id, digests)
 
     try:
         for item in iter_tasks(project, importer, paths):
@@ -319,10 +332,12 @@ def import_files(
                 rollback(changed() or [item if isinstance(item, Problem) else
                                        Problem(str(paths[0]), None, None, "more records than validated")])
             _, data = item
+            task = split_task(project, data)
+            digests[str(data[ID_FIELD])] = integrity.task_digest(task)
             if data[ID_FIELD] in seen:
                 report.already_present += 1
             else:
-                batch.append(split_task(project, data))
+                batch.append(task)
                 seen.add(data[ID_FIELD])
                 if len(batch) >= batch_size:
                     flush()
@@ -332,7 +347,11 @@ def import_files(
         if problems := changed():
             rollback(problems)
     except ServerError as e:
+        landed = set(map(str, existing)) | set(map(str, written_keys))  # not the batch in flight: the resumed import records it
+        digests = {k: v for k, v in digests.items() if k in landed}
+        save_record()
         raise ImportIncomplete(e, checked.tasks, report.created, report.already_present) from None
+    save_record()
     if on_progress:
         on_progress(checked.tasks, checked.tasks)
     return report

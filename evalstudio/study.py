@@ -149,7 +149,7 @@ def order_warnings(annotations: pd.DataFrame, parts: list[Project]) -> dict[str,
         first = part.crowd.after if part.crowd else None
         if not first:
             continue
-        done = annotations[~annotations["cancelled"]]
+        done = annotations[~annotations["cancelled"].astype(bool)]  # (an empty column is object-typed)
         later = set(done.loc[done["project"] == part.name, "annotator"])
         earlier = set(done.loc[done["project"] == first, "annotator"])
         for annotator in later - earlier:

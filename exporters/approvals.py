@@ -13,6 +13,7 @@ always    approvals.csv          every participant: decision, reason, bonus, tas
 from __future__ import annotations
 
 import csv
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -25,10 +26,25 @@ def _amount(value) -> str:
     return f"{float(value):.2f}"
 
 
+# What the platform files take as a participant id: letters, digits, "_" and "-", starting with a letter or digit
+# (Prolific ids are 24 hex digits, MTurk WorkerIds capitals and digits). Anything else (an e-mail address someone
+# signed up with, a cell starting with "=") is left out of the platform files and named, never changed: a changed
+# id would approve or pay no one, or someone else.
+PLATFORM_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+
+
+def not_platform_ids(decisions: pd.DataFrame) -> list[str]:
+    """The participants whose id the platform files cannot take as it is."""
+    return [str(p) for p in decisions["participant"] if not PLATFORM_ID.fullmatch(str(p))]
+
+
 def write_approvals(decisions: pd.DataFrame, platform: str, folder: Path, mturk_results: Path | None = None) -> list[Path]:
+    """The approval files (approvals.csv with every participant; the platform's files with those whose id is a
+    platform id, see `not_platform_ids`)."""
     folder.mkdir(parents=True, exist_ok=True)
     written = [folder / "approvals.csv"]
     write_csv(decisions, written[0])
+    decisions = decisions[[bool(PLATFORM_ID.fullmatch(str(p))) for p in decisions["participant"]]]
     approve = decisions[decisions["decision"] == "approve"]
     reject = decisions[decisions["decision"] == "reject"]
     paid = decisions[(decisions["bonus"] > 0) & decisions["bonus"].notna()]

@@ -188,6 +188,7 @@ table.t {{ border-collapse: collapse; font-size: 13px; margin: 0.5em 0 1.5em; }}
 table.t th, table.t td {{ padding: 3px 8px; border-bottom: 1px solid #ddd; text-align: right; }}
 table.t th {{ background: #f4f4f4; }}
 img {{ max-width: 100%; }}
+.warning {{ border: 2px solid #b00020; background: #fff0f0; padding: 0 1em; color: #7a0016; }}
 </style></head><body>
 {body}
 </body></html>

@@ -12,6 +12,7 @@ import secrets
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -40,6 +41,9 @@ LIVE_FUZZ_EXAMPLES = 10 if FUZZ_PROFILE == "ci" else settings().max_examples
 # targets that run the whole command line (registry load, app) per case: fewer in CI, as the same readers are fuzzed
 # in-process at the full count
 CLI_FUZZ_EXAMPLES = 25 if FUZZ_PROFILE == "ci" else settings().max_examples
+# the records of what each import made (tamper evidence, `integrity`) go to a temporary folder, not the checkout's
+# .evalstudio/ (each test server has its own address, so its own records); subprocesses inherit it
+os.environ.setdefault("EVALSTUDIO_RECORDS", tempfile.mkdtemp(prefix="evalstudio-test-records-"))
 DATABASES = [d.strip() for d in os.environ.get("EVALSTUDIO_TEST_DATABASES", "sqlite,postgresql").split(",") if d.strip()]
 
 
@@ -86,6 +90,13 @@ def database_independent(request):
     one run, on the session's first database, instead of one per database (keeps CI within its time budget)."""
     database = getattr(getattr(request.node, "callspec", None), "params", {}).get("label_studio")
     if database is not None and database != DATABASES[0]:
+        pytest.skip(f"independent of the database: runs once, on {DATABASES[0]}")
+
+
+def only_on_the_first_database(label_studio) -> None:
+    """For module fixtures of database-independent tests: set nothing up on the other database (the tests skip)."""
+    database = "postgresql" if label_studio.database_env else "sqlite"
+    if database != DATABASES[0]:
         pytest.skip(f"independent of the database: runs once, on {DATABASES[0]}")
 
 
@@ -148,3 +159,14 @@ def gateway_process(label_studio, protocol: str, folder: Path, projects_file: Pa
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+def pytest_collection_modifyitems(config, items):
+    """With pytest-xdist (`-n 2 --dist loadgroup`, as the Makefile runs the suite), every test of one database runs
+    in the same worker, so each worker starts only its own database's Label Studio (and PostgreSQL) and the two
+    databases' halves run side by side; tests without a server go to whichever worker is free."""
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        database = params.get("label_studio") or params.get("database")
+        if database in ("sqlite", "postgresql"):
+            item.add_marker(pytest.mark.xdist_group(database))

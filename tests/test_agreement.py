@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import csv
-from itertools import combinations
 
 import krippendorff  # GPL: test oracle only
 import numpy as np
 import pandas as pd
 import pytest
-from sklearn.metrics import cohen_kappa_score
 
 from evalstudio.stats import agreement as ag
 

@@ -17,7 +17,7 @@ from evalstudio.exporters.tidy import result_values
 from evalstudio.importing import import_files
 from evalstudio.registry import control_range, control_step
 
-from .conftest import PROJECTS, ROOT, example_files
+from .conftest import PROJECTS, ROOT, example_files, only_on_the_first_database
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -44,6 +44,7 @@ def browser():
 @pytest.fixture(scope="module")
 def session(browser, label_studio):
     """A logged-in page; every script dialog (alert, confirm, prompt) it raises is recorded and dismissed."""
+    only_on_the_first_database(label_studio)
     creds = label_studio.credentials()
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
@@ -195,7 +196,7 @@ CHECKLISTS = {
         ],
         "shown": lambda d: [d["post"][:50], d["comment"][:50], d["delta_reply"][:40], d["comment_beliefs"][:40],
                             d["post_tom"][:30]],
-        "hidden": lambda m: [f"tom-extractor", m.get("model_version") or "tom-extractor"],
+        "hidden": lambda m: ["tom-extractor", m.get("model_version") or "tom-extractor"],
     },
     "cmv_threads": {
         "phrases": [

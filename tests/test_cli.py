@@ -114,8 +114,9 @@ def _deep(tmp_path):
     return path
 
 
-def _malformed(tmp_path):
-    path = tmp_path / "bad.json"
+def _malformed(tmp_path, name="bad.json"):
+    path = tmp_path / name
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text('[{"id": 1, "data": {}, "annotations": [{"result": [5]}]}]')
     return path
 
@@ -129,6 +130,9 @@ BAD_CALLS = [
      "does not exist"),
     (lambda tmp: ["export", "dialogue", "--format", "xlsx", "-o", str(tmp / "o.xlsx")], "--format must be one of csv"),
     (lambda tmp: ["report", "dialogue", "--from-export", str(_malformed(tmp)), "-o", str(_malformed(tmp))], "is a file"),
+    # brackets in a path are printed as they are (rich would read "[/x]" as markup and crash)
+    (lambda tmp: ["export", "dialogue", "--from-export", str(_malformed(tmp, "[/x][bold].json")), "-o",
+                  str(tmp / "o.csv")], "/[/x][bold].json"),
 ]
 
 

@@ -77,8 +77,19 @@ def _three_participants(client, label_studio, tmp_path, stack):
                 page.on("dialog", lambda d: d.accept())
                 page.goto(f"{gateway}/s/{pid}/{accounts[pid].access}")
                 page.goto(f"{gateway}/label/dialogue")
+                on_screen = None  # the gateway's number of the task on screen: wait for the next one after a submit
                 for done in range(len(records)):
-                    page.locator("button", has_text="Submit").first.wait_for(timeout=90_000)
+                    try:
+                        page.wait_for_function("(on_screen) => { const t = document.getElementById('editor')"
+                                               ".dataset.task; return t && t !== on_screen; }", arg=on_screen,
+                                               timeout=180_000)
+                    except Exception:
+                        SHOTS.mkdir(parents=True, exist_ok=True)
+                        page.screenshot(path=str(SHOTS / f"crowd-{pid}-waiting.png"))
+                        raise AssertionError(f"{pid}: task {done + 1} did not open; the page says: "
+                                             f"{flat(page.inner_text('main'))[-300:]}") from None
+                    on_screen = page.locator("#editor").get_attribute("data-task")
+                    page.locator("button", has_text="Submit").first.wait_for(timeout=180_000)
                     page.wait_for_timeout(800)
                     body = flat(page.inner_text("body"))
                     [task_id] = [t for t, reply in replies.items() if reply in body]

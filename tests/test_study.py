@@ -191,6 +191,33 @@ def test_status_and_approvals_through_the_command_line(dialogue, tmp_path):
     assert all(p in status_page for p in BEHAVIOUR) and "failed gold" in status_page
 
 
+@pytest.mark.parametrize("hostile", ['"[/x]"@x.com', "[bold]w@x.com", "[link=javascript:x]w[/link]@x.com",
+                                     "=1+2@x.com", "w3\x1b]0;title\x07@x.com"])
+def test_participant_text_that_looks_like_markup_is_printed_as_it_is(dialogue, tmp_path, hostile):
+    """A participant can sign up with an address rich would read as markup, a spreadsheet as a formula or a terminal
+    as an escape sequence; `status` (which `--watch` repeats to keep quotas) and `approvals` print it as text
+    instead of crashing on it, and the platform files leave out what is not a platform id instead of changing it."""
+    tasks = make_tasks(dialogue)
+    for task in tasks:
+        for annotation in task["annotations"]:
+            if annotation["completed_by"]["email"] == email("w3"):
+                annotation["completed_by"]["email"] = hostile
+    export = tmp_path / "export.json"
+    export.write_text(json.dumps(tasks), encoding="utf-8")
+    shown = run("status", "dialogue", "--from-export", str(export), "-o", str(tmp_path / "status"))
+    assert shown.returncode == 0 and "Traceback" not in shown.stderr, shown.stderr
+    # shown literally, brackets included, control characters written out (ESC as \x1b)
+    assert hostile.split("@")[0].encode("unicode_escape").decode() in shown.stdout.replace("\n", "")
+    done = run("approvals", "dialogue", "--from-export", str(export), "--platform", "prolific", "-o", str(tmp_path / "a"))
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert "\x1b" not in done.stdout + done.stderr + shown.stdout  # no escape sequence reaches the terminal
+    said = " ".join(done.stderr.split())
+    assert "1 participant(s) have an id that is not a prolific id and are left out of the prolific files" in said
+    for name in ("prolific_approve.txt", "prolific_bonus.csv", "prolific_reject.csv"):
+        assert "@x.com" not in (tmp_path / "a" / name).read_text(), name  # left out, not rewritten
+    assert (tmp_path / "a" / "prolific_approve.txt").read_text().split() == ["w1", "w2", "w4"]  # (no gold rule here)
+
+
 @pytest.mark.parametrize("protocol, gold", [  # one row per protocol with JSON records (Circa's gold: Part I)
     ("sotopia", {"goal": 7}),
     ("cmv_tom", {"persuasiveness": "Yes", "beliefs": "No"}),
@@ -258,3 +285,18 @@ def test_status_checks_that_the_pool_holds_the_gold_rate(dialogue, rate, warned)
                             "least 6 more (or lower gold_rate)"]
     sequential = part.model_copy(update={"order": "sequential"})
     assert any("only with order: random" in w for w in study.gold_rate_warnings([sequential], [tasks]))
+
+
+@pytest.mark.parametrize("protocol", ["sotopia", "cmv", "circa", "dialogue", "health"])
+def test_status_right_after_import_with_no_annotation_yet(reg, protocol):
+    """Every study's status before anyone has answered (Circa's two parts once crashed on the empty frame)."""
+    from evalstudio.cli.study import study_tables
+
+    parts = reg.parts(protocol)
+    per_part = [[{"id": 10 * i + t, "data": {}, "meta": {}, "annotations": []} for t in range(3)]
+                for i, _ in enumerate(parts)]
+    frames = [annotation_frame(tasks, part, {}) for tasks, part in zip(per_part, parts)]
+    crowd, table, coverage, remaining, annotations = study_tables(parts, per_part, frames)
+    assert table.empty and annotations.empty
+    assert remaining == sum(3 * part.annotators_per_task for part in parts)
+    assert all(dict(zip(c["annotations"], c["tasks"]))[0] == 3 == c["tasks"].sum() for c in coverage.values())

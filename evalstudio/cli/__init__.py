@@ -3,11 +3,13 @@ and what the groups share."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from .. import registry
 from ..errors import BadInput
@@ -19,8 +21,30 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
-console = Console()
-err = Console(stderr=True)
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """`text` with its control characters written out (ESC as \\x1b): what is printed holds file names, cell
+    values, participant ids and e-mail addresses, and an escape sequence in them would drive the terminal (clear
+    the screen, set the window title, hide what follows)."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+class _Console(Console):
+    """Markup off: a participant can sign up as "[/x]"@x.com, and rich would read the brackets as markup and crash
+    the command; styles are given as Text, never as markup in a string. Every string it renders (printed, or a
+    table cell) has its control characters written out (`printable`); Text built here uses `printable` itself."""
+
+    def __init__(self, **options):
+        super().__init__(markup=False, highlight=False, **options)
+
+    def render_str(self, text: str, **options):
+        return super().render_str(printable(text), **options)
+
+
+console = _Console()
+err = _Console(stderr=True)
 REPO_EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 ProjectsOption = Annotated[
@@ -34,11 +58,17 @@ def _main():
     # retries and skipped tasks are logged as warnings; show them as one readable line each
     import logging
 
-    logging.basicConfig(level=logging.WARNING, format="warning: %(message)s")
+    class Printable(logging.Formatter):  # control characters written out, as on the consoles
+        def format(self, record):
+            return printable(super().format(record))
+
+    handler = logging.StreamHandler()
+    handler.setFormatter(Printable("warning: %(message)s"))
+    logging.basicConfig(level=logging.WARNING, handlers=[handler])
 
 
 def _fail(error: Exception) -> typer.Exit:
-    err.print(f"[bold red]error:[/] {error}", markup=True, highlight=False, soft_wrap=True)
+    err.print(Text.assemble(("error:", "bold red"), f" {printable(str(error))}"), soft_wrap=True)
     return typer.Exit(2 if isinstance(error, BadInput) else 1)  # 2: the input given is wrong
 
 

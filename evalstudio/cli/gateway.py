@@ -67,7 +67,7 @@ def gateway(
     from ..client import Client, check_url, settings_from_env
     from ..credentials import private_dir
     from ..gateway import GatewayConfig, build_app, load_parts
-    from ..gateway.app import find_frontend
+    from ..gateway.setup import find_frontend
 
     try:
         registry = _load(projects)

@@ -6,8 +6,8 @@ import os
 import signal
 import time
 from pathlib import Path
-from urllib.parse import urlsplit
 from typing import Annotated, Optional
+from urllib.parse import urlsplit
 
 import typer
 
@@ -92,9 +92,8 @@ def _start_ml_backend(local: LocalServer, port: int, projects: Path | None):
     import sys
     from types import SimpleNamespace
 
-    from ..server import wait_healthy
-
     from ..credentials import ML_AUTH_ENV, ML_AUTH_FILE, ml_auth
+    from ..server import wait_healthy
 
     auth = ml_auth(local.data_dir / ML_AUTH_FILE, create=True)
     env = {**os.environ, "LABEL_STUDIO_URL": local.url, "LABEL_STUDIO_API_KEY": local.credentials().api_key,
@@ -137,7 +136,7 @@ def _serve(local: LocalServer, backend=None) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.update(now=True))
     console.print(
-        f"\nLabel Studio is running at [bold]{local.url}[/]" + (f" (ML backend at {backend.url})" if backend else "") + "\n"
+        f"\nLabel Studio is running at {local.url}" + (f" (ML backend at {backend.url})" if backend else "") + "\n"
         f"  login: {creds.username}  (password in {local.data_dir / 'credentials.json'})\n"
         f"  for other commands: set -a; . {local.data_dir / 'evalstudio.env'}; set +a\n"
         "Next: open a project and click Label All Tasks (answers start empty; model outputs stay hidden);\n"

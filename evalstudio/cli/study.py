@@ -10,7 +10,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from ..client import Client, settings_from_env
 from ..errors import BadInput, EvalstudioError
-from . import ProjectsOption, _fail, app, console, err
+from . import ProjectsOption, _fail, app, console, err, printable
 
 participants_app = typer.Typer(
     help="Crowd participants as Label Studio accounts (Label Studio Community has no crowd integration).",
@@ -200,8 +200,9 @@ def _status_once(protocol, from_export, project_id, participants_folder, output,
     try:
         parts, per_part, crowd, table, coverage, remaining, annotations = _study_state(
             protocol, projects, from_export, project_id, participants_folder)
+        tampered, unchecked = _tampering(protocol, parts, per_part, from_export, project_id)
         if output is not None:
-            write_status(output, protocol, crowd, table, coverage, remaining, annotations)
+            write_status(output, protocol, crowd, table, coverage, remaining, annotations, tampered)
         closed = _close_finished(table, crowd, participants_folder) if close_finished else []
     except EvalstudioError as e:
         raise _fail(e)
@@ -232,6 +233,60 @@ def _status_once(protocol, from_export, project_id, participants_folder, output,
     if closed:
         console.print(f"closed {len(closed)} participant(s) who reached the quota of {crowd.per_participant}: "
                       f"{', '.join(closed)}", highlight=False, soft_wrap=True)
+    for note in unchecked:
+        err.print(f"note: {note}", soft_wrap=True)
+    if tampered:  # loudly, last, where it is seen
+        from rich.text import Text
+
+        err.print(Text(f"CHANGED SINCE SETUP: {len(tampered)} finding(s); the study's data may have been tampered "
+                       "with", style="bold red"), soft_wrap=True)
+        for finding in tampered:
+            err.print(Text(printable(f"  - {finding}"), style="red"), soft_wrap=True)
+
+
+RESTORE = {
+    "settings": "`evalstudio setup {study}` writes projects.yaml's settings back",
+    "tasks": "the imported values are in your input files: export the project first (the task's annotations go "
+             "with it), delete the changed task(s) in Label Studio and run the same `evalstudio import` again, "
+             "which re-creates exactly the missing tasks",
+    "annotations": "Label Studio Community keeps no earlier version of an annotation: leave these annotations out "
+                   "of the analysis, or ask their authors to answer again",
+}
+
+
+def _tampering(study_name, parts, per_part, from_export, project_id) -> tuple[list[str], list[str]]:
+    """(findings, notes): what changed since setup and import made the study (`integrity`), each finding with how
+    to restore it; notes say what could not be checked."""
+    from .. import integrity
+    from ..importing import ID_FIELD
+
+    findings, notes = [], []
+    edits = [f"{part.name}: {e}" for part, tasks in zip(parts, per_part) for e in integrity.foreign_edits(tasks)]
+    if edits:
+        findings += edits + [f"restore: {RESTORE['annotations']}"]
+    if from_export is not None:
+        notes.append("project settings and tasks are checked against setup's and import's records on the live "
+                     "server only (not in an export file)")
+        return findings, notes
+    client = Client(settings_from_env())
+    settings, tasks_changed = [], []
+    for part, tasks in zip(parts, per_part):
+        pid = client.require_protocol(part, project_id) if project_id else client.require_project(part)
+        drift = client.project_drift(part, pid)
+        if drift:
+            settings.append(f"{part.name}: Label Studio project {pid} has another {', '.join(drift)} than "
+                            "projects.yaml gives")
+        record = integrity.load_record(integrity.record_path(client.url, pid))
+        if record is None:
+            notes.append(f"{part.name}: no record of what `evalstudio import` put into project {pid} in "
+                         f"{integrity.record_folder()} (import writes it where it runs): its tasks were not checked")
+        else:
+            tasks_changed += [f"{part.name}: {c}" for c in integrity.changed_tasks(tasks, record, ID_FIELD)]
+    if settings:
+        findings += settings + [f"restore: {RESTORE['settings'].format(study=study_name)}"]
+    if tasks_changed:
+        findings += tasks_changed + [f"restore: {RESTORE['tasks']}"]
+    return findings, notes
 
 
 def pd_notna(value) -> bool:
@@ -270,7 +325,8 @@ def time_left_text(annotations, remaining: int) -> str:
     return f"{remaining} annotation(s) to go at {_rate(rate)}/hour: about {_duration(hours)} left"
 
 
-def write_status(folder: Path, protocol: str, crowd, table, coverage, remaining, annotations) -> None:
+def write_status(folder: Path, protocol: str, crowd, table, coverage, remaining, annotations,
+                 tampered: list[str] = ()) -> None:
     """participants.csv, coverage.csv and status.html (linked from the report's index.html when written there):
     the page shows what the console shows, in the report's style."""
     import html
@@ -287,6 +343,9 @@ def write_status(folder: Path, protocol: str, crowd, table, coverage, remaining,
     rules = "; ".join(f"{k}: {_rule(v)}" for k, v in crowd.model_dump(exclude_none=True).items()) or "none in projects.yaml"
     body = [f"<h1>{html.escape(protocol)}: study status</h1>", f"<p>{html.escape(time_left_text(annotations, remaining))}</p>",
             f"<p>Study rules from projects.yaml: {html.escape(rules)}</p>", "<h2>Tasks by number of annotations</h2>"]
+    if tampered:
+        body[1:1] = ["<div class='warning'><h2>Changed since setup: the study's data may have been tampered with</h2>"
+                     "<ul>" + "".join(f"<li>{html.escape(t)}</li>" for t in tampered) + "</ul></div>"]
     for name, c in coverage.items():
         body += [f"<h3>{html.escape(name)}</h3>", _table(c)]
     body += [f"<h2>Participants ({len(table)})</h2>", _table(participant_rows(table)),
@@ -330,7 +389,7 @@ def approvals(
     gold threshold, bonus rule), as files Prolific or MTurk take for bulk upload. Only failed attention checks
     reject; speeders and straight-liners are listed by `status` for you to decide."""
     from .. import study
-    from ..exporters.approvals import write_approvals
+    from ..exporters.approvals import not_platform_ids, write_approvals
 
     try:
         parts, _, crowd, table, _, _, _ = _study_state(protocol, projects, from_export, project_id, participants_folder)
@@ -351,6 +410,11 @@ def approvals(
         err.print("warning: without --mturk-results the MTurk files have no AssignmentId, which MTurk's Upload CSV "
                   "and `aws mturk send-bonus` need: download the batch's results (Manage, Results, Download CSV) and "
                   "run again with --mturk-results FILE")
+    odd = not_platform_ids(decided)
+    if odd:
+        err.print(f"warning: {len(odd)} participant(s) have an id that is not a {chosen} id and are left out of the "
+                  f"{chosen} files (their decisions are in approvals.csv; handle them by hand): "
+                  f"{', '.join(repr(p) for p in odd[:10])}", soft_wrap=True)
     if decided["bonus"].isna().any():
         err.print("warning: bonuses are owed but projects.yaml has no amount (crowd.bonus.amounts); they are left "
                   "out of the bonus file")

@@ -17,4 +17,5 @@ Label Studio's sampling has no say (the quota per participant, Part I before Par
 moment a participant asks for more.
 """
 
-from .app import GatewayConfig, Part, build_app, load_parts  # noqa: F401
+from .app import build_app  # noqa: F401
+from .setup import GatewayConfig, Part, load_parts  # noqa: F401

@@ -7,143 +7,41 @@ import asyncio
 import contextlib
 import contextvars
 import hmac
-import re
+import json
 import secrets
 import threading
 import time
-from collections import deque
-from dataclasses import dataclass, field
-from pathlib import Path
 
 import httpx
 from starlette.applications import Starlette
 from starlette.background import BackgroundTask
-from starlette.middleware import Middleware
 from starlette.concurrency import run_in_threadpool
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from .. import participants
 from ..errors import EvalstudioError, ServerError
-from ..registry import Project
 from . import pages
-from .checks import (ACCESS_CODE, ASSET_PATH, PARTICIPANT_ID, REF, Control, Refused, check_result, controls_of,
-                     lead_time, shown_data)
+from .checks import ACCESS_CODE, ASSET_PATH, PARTICIPANT_ID, REF, Refused, check_result, lead_time, shown_data
+from .sessions import SESSION_HOURS, Limiter, Ref, Session
+from .setup import GatewayConfig, Part
 
 COOKIE = "evalstudio_gateway"
 _UPSTREAM: contextvars.ContextVar[float] = contextvars.ContextVar("upstream_seconds", default=0.0)
 MAX_BODY = 1_000_000  # bytes in one request body (an annotation is a few kB)
-SESSION_HOURS = 24
 ASSET_HEADERS = ("content-type", "content-length", "content-encoding", "etag", "last-modified", "cache-control")
-# where Label Studio's front end is: the labeling editor's chunks and module, found in main.js (see pages.py)
-_LOADER = re.compile(r"Promise\.all\(\[((?:n\.e\(\d+\),?)+)\]\)\.then\(n\.bind\(n,(\d+)\)\)")
 
 
-@dataclass(frozen=True)
-class Part:
-    """One Label Studio project of the study, as participants meet it."""
-    name: str
-    title: str
-    project_id: int
-    config: str
-    instructions: str
-    fields: frozenset[str]
-    controls: dict[str, Control]
-    quota: int | None  # annotations per participant (None: as many as Label Studio's sampling gives)
-    after: str | None  # the part a participant finishes first
-    prefill: bool
-
-
-@dataclass
-class GatewayConfig:
-    study: str
-    parts: list[Part]
-    label_studio_url: str
-    api_key: str = field(repr=False)
-    participants_folder: Path
-    public_url: str
-    join_key: str | None = field(default=None, repr=False)  # None: no self sign-up, personal links only
-    completion_code: str | None = None
-    chunks: list[int] = field(default_factory=list)
-    module: int = 0
-    rate_per_minute: int = 20  # sign-in and join attempts per client address and minute
-    joins_per_minute: int = 60  # new accounts per minute, all addresses together
-
-
-def load_parts(client, projects: list[Project]) -> list[Part]:
-    """The study's projects as they are on Label Studio (ids by title), checked for what the gateway serves."""
-    parts = []
-    for project in projects:
-        project_id = client.require_project(project)
-        crowd = project.crowd
-        quota = crowd.per_participant if crowd and isinstance(crowd.per_participant, int) else None
-        parts.append(Part(project.name, project.title, project_id, project.label_config, project.instructions,
-                          frozenset(project.data_fields()), controls_of(project), quota,
-                          crowd.after if crowd else None, project.prefill))
-    return parts
-
-
-def find_frontend(url: str) -> tuple[list[int], int]:
-    """The chunks and module of Label Studio's labeling editor in this server's front-end build."""
-    try:
-        main = httpx.get(f"{url}/react-app/main.js", timeout=60)
-        main.raise_for_status()
-        for match in _LOADER.finditer(main.text):
-            chunks = [int(c) for c in re.findall(r"\d+", match.group(1))]
-            last = httpx.get(f"{url}/react-app/{chunks[-1]}.js", timeout=60)
-            if last.status_code == 200 and "window.LabelStudio=" in last.text:
-                return chunks, int(match.group(2))
-    except httpx.HTTPError as e:
-        raise ServerError(f"cannot read Label Studio's front end at {url}/react-app/ ({type(e).__name__})") from None
-    raise ServerError("this Label Studio's front end has no labeling editor the gateway can load "
-                      "(evalstudio supports the Label Studio version it installs)")
-
-
-class Limiter:
-    """At most `limit` events per key within `seconds` (a sliding window)."""
-
-    def __init__(self, limit: int, seconds: float = 60.0):
-        self.limit, self.seconds = limit, seconds
-        self.events: dict[str, deque] = {}
-
-    def allow(self, key: str) -> bool:
-        now = time.monotonic()
-        events = self.events.setdefault(key, deque())
-        while events and events[0] < now - self.seconds:
-            events.popleft()
-        if len(events) >= self.limit:
-            return False
-        events.append(now)
-        if len(self.events) > 100_000:  # forget idle keys
-            self.events = {k: v for k, v in self.events.items() if v and v[-1] >= now - self.seconds}
-        return True
-
-
-@dataclass
-class Ref:
-    task_id: int
-    part: str
-    number: int
-    annotation_id: int | None = None
-
-
-@dataclass
-class Session:
-    participant: str
-    email: str
-    user_id: int | None
-    token: str = field(repr=False)
-    expires: float
-    counts: dict[str, int] = field(default_factory=dict)
-    finished: set[str] = field(default_factory=set)
-    refs: dict[str, Ref] = field(default_factory=dict)
-    history: dict[str, list[str]] = field(default_factory=dict)
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+def _user_id(value) -> int | None:
+    """A user id as Label Studio gives it (an id, or an object with one)."""
+    value = value.get("id") if isinstance(value, dict) else value
+    return value if isinstance(value, int) else None
 
 
 def _error(message: str, status: int = 400) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status, headers={"Cache-Control": "no-store"})
+    return JSONResponse({"error": message}, status_code=status)
 
 
 class Gateway:
@@ -155,6 +53,11 @@ class Gateway:
         self.sign_ins = Limiter(config.rate_per_minute)
         self.joins = Limiter(config.joins_per_minute)
         self.accounts_lock = threading.Lock()
+        self._admin: object | None = None
+        # Label Studio's front-end settings (feature flags and edition), read once as the first participant to open
+        # a labeling page: the editor renders and behaves as in Label Studio's own app only with the same flags
+        self.front_end: dict | None = None
+        self.front_end_lock = asyncio.Lock()
         self.upstream = httpx.AsyncClient(base_url=config.label_studio_url, timeout=60,
                                           limits=httpx.Limits(max_connections=200, max_keepalive_connections=100))
 
@@ -167,9 +70,12 @@ class Gateway:
         return found
 
     def _admin_client(self):
-        from ..client import Client, Settings
+        """The researcher's client (sign-ups, reading a participant's token), made once."""
+        if self._admin is None:
+            from ..client import Client, Settings
 
-        return Client(Settings(self.config.label_studio_url, self.config.api_key), timeout=60)
+            self._admin = Client(Settings(self.config.label_studio_url, self.config.api_key), timeout=60)
+        return self._admin
 
     async def _open_session(self, account: participants.Account) -> tuple[str, Session]:
         token = self.tokens.get(account.participant_id)
@@ -177,7 +83,7 @@ class Gateway:
             token = await run_in_threadpool(self._admin_client().log_in, account.email, account.password)
             self.tokens[account.participant_id] = token
         key = secrets.token_urlsafe(32)
-        session = Session(account.participant_id, account.email, account.user_id, token,
+        session = Session(account.participant_id, account.user_id, token,
                           time.time() + SESSION_HOURS * 3600)
         if len(self.sessions) > 50_000:
             now = time.time()
@@ -201,6 +107,12 @@ class Gateway:
             return None
         return account if hmac.compare_digest(account.access, code) else None
 
+    @staticmethod
+    def _check_header(request: Request) -> None:
+        """JSON routes answer only the gateway's own pages: a cross-site form cannot set this header."""
+        if request.headers.get("x-evalstudio") != "1":
+            raise Refused("missing the gateway's request header")
+
     def _client_key(self, request: Request) -> str:
         return request.client.host if request.client else "unknown"
 
@@ -212,7 +124,6 @@ class Gateway:
             f"default-src 'none'; script-src 'self' 'nonce-{nonce}'; style-src 'self' 'unsafe-inline'; "
             "img-src 'self' data: blob:; font-src 'self' data:; connect-src 'self'; media-src 'self' blob:; "
             "base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
-        response.headers["Cache-Control"] = "no-store"
         return response
 
     async def home(self, request: Request) -> Response:
@@ -221,7 +132,7 @@ class Gateway:
             return self._html(pages.sign_in, self.config.study)
         states = []
         for part in self.config.parts:
-            if part.name in session.finished or (part.quota is not None and session.counts.get(part.name, 0) >= part.quota):
+            if self._known_finished(session, part):
                 state = "finished"
             elif part.after and part.after not in session.finished:
                 state = f"after {self.parts[part.after].title}" if part.after in self.parts else "open"
@@ -230,32 +141,58 @@ class Gateway:
             states.append({"name": part.name, "title": part.title, "state": state})
         return self._html(pages.start, self.config.study, session.participant, states, self.config.completion_code)
 
-    async def personal_link(self, request: Request) -> Response:
-        if not self.sign_ins.allow(self._client_key(request)):
-            return self._html(pages.sign_in, self.config.study, "", "Too many attempts; please wait a minute.",
-                              status=429)
-        account = await run_in_threadpool(self._account, request.path_params["participant"],
-                                          request.path_params["code"])
-        if account is None:
-            return self._html(pages.sign_in, self.config.study, "", "This link is not valid.", status=404)
+    async def _start(self, account: participants.Account) -> tuple[str | None, str, int]:
+        """A session for `account`: (key, "", 200), or (None, what to tell the participant, HTTP status)."""
         if account.closed:
-            return self._html(pages.sign_in, self.config.study, "", "Your part of this study is complete. Thank you!",
-                              status=403)
+            return None, "Your part of this study is complete. Thank you!", 403
         try:
             key, _ = await self._open_session(account)
         except EvalstudioError:
-            return self._html(pages.sign_in, self.config.study, "", "The study server is not reachable; please try "
-                              "again in a minute.", status=502)
+            return None, "The study server is not reachable; please try again in a minute.", 502
+        return key, "", 200
+
+    async def _admit(self, request: Request, participant: str, code: str,
+                     invalid: tuple[str, int]) -> tuple[str | None, str, int]:
+        """Sign in with a participant id and sign-in code (rate-limited per address and per account); `invalid` is
+        the message and status for a wrong pair."""
+        if not self.sign_ins.allow(self._client_key(request)) or not self.sign_ins.allow("account:" + participant.lower()):
+            return None, "Too many attempts; please wait a minute.", 429
+        account = await run_in_threadpool(self._account, participant, code)
+        if account is None:
+            return None, *invalid
+        return await self._start(account)
+
+    async def personal_link(self, request: Request) -> Response:
+        key, message, status = await self._admit(request, request.path_params["participant"][:100],
+                                                 request.path_params["code"][:100], ("This link is not valid.", 404))
+        if key is None:
+            return self._html(pages.sign_in, self.config.study, "", message, status=status)
         return self._with_cookie(RedirectResponse("/", status_code=303), key)
 
     async def label(self, request: Request) -> Response:
         part = self.parts.get(request.path_params["part"])
         if part is None:
             return _error("not found", 404)
-        if self.session(request) is None:
+        session = self.session(request)
+        if session is None:
             return RedirectResponse("/", status_code=303)
+        try:
+            front_end = await self._front_end(session)
+        except (ServerError, httpx.HTTPError):
+            return self._html(pages.sign_in, self.config.study, "",
+                              "The study server is not reachable; please try again in a minute.", status=502)
         return self._html(pages.labeling, self.config.study, part.title, part.name, part.config, part.instructions,
-                          self.config.chunks, self.config.module)
+                          self.config.chunks, self.config.module, front_end)
+
+    async def _front_end(self, session: Session) -> dict:
+        async with self.front_end_lock:
+            if self.front_end is None:
+                account = participants.load_accounts(self.config.participants_folder).get(session.participant)
+                if account is None or account.password is None:
+                    raise ServerError("the participant's account is gone")
+                self.front_end = await run_in_threadpool(self._admin_client().front_end_settings, account.email,
+                                                         account.password)
+            return self.front_end
 
     async def join_page(self, request: Request) -> Response:
         key = request.path_params["key"]
@@ -267,8 +204,7 @@ class Gateway:
 
     # ---- JSON API ---------------------------------------------------------------------------------------------
     async def _body(self, request: Request) -> dict:
-        if request.headers.get("x-evalstudio") != "1":
-            raise Refused("missing the gateway's request header")
+        self._check_header(request)
         if int(request.headers.get("content-length") or 0) > MAX_BODY:
             raise Refused("the request is too large")
         chunks, size = [], 0
@@ -277,8 +213,6 @@ class Gateway:
             if size > MAX_BODY:
                 raise Refused("the request is too large")
             chunks.append(chunk)
-        import json
-
         try:
             body = json.loads(b"".join(chunks) or b"{}")
         except ValueError:
@@ -293,22 +227,17 @@ class Gateway:
         except Refused as e:
             return _error(str(e))
         participant, code = str(body.get("participant", ""))[:100], str(body.get("code", ""))[:100]
-        if not self.sign_ins.allow(self._client_key(request)) or not self.sign_ins.allow("account:" + participant.lower()):
-            return _error("Too many attempts; please wait a minute.", 429)
-        account = await run_in_threadpool(self._account, participant, code)
-        if account is None:
-            return _error("Unknown participant id or wrong sign-in code.", 403)
-        if account.closed:
-            return _error("Your part of this study is complete. Thank you!", 403)
-        try:
-            key, _ = await self._open_session(account)
-        except EvalstudioError:
-            return _error("The study server is not reachable; please try again in a minute.", 502)
+        key, message, status = await self._admit(request, participant, code,
+                                                 ("Unknown participant id or wrong sign-in code.", 403))
+        if key is None:
+            return _error(message, status)
         return self._with_cookie(JSONResponse({"ok": True}), key)
 
     async def sign_out(self, request: Request) -> Response:
-        if request.headers.get("x-evalstudio") != "1":
-            return _error("missing the gateway's request header")
+        try:
+            self._check_header(request)
+        except Refused as e:
+            return _error(str(e))
         self.sessions.pop(request.cookies.get(COOKIE, ""), None)
         response = JSONResponse({"ok": True})
         response.delete_cookie(COOKIE, path="/")
@@ -332,7 +261,9 @@ class Gateway:
             return _error(str(e), 409)
         except EvalstudioError:
             return _error("The study server is not reachable; please try again in a minute.", 502)
-        key, _ = await self._open_session(account)
+        key, message, status = await self._start(account)
+        if key is None:
+            return _error(message, status)
         link = participants.gateway_link(self.config.public_url, account)
         return self._with_cookie(JSONResponse({"ok": True, "link": link}), key)
 
@@ -347,38 +278,44 @@ class Gateway:
             return participants.load_accounts(folder)[participant]
 
     def _api_session(self, request: Request) -> Session:
-        if request.headers.get("x-evalstudio") != "1":
-            raise Refused("missing the gateway's request header")
+        self._check_header(request)
         session = self.session(request)
         if session is None:
             raise PermissionError("Please sign in again (open your personal link).")
         return session
 
-    async def _as(self, session: Session, method: str, path: str, **kwargs) -> httpx.Response:
-        headers = {"Authorization": f"Token {session.token}"}
+    async def _call(self, token: str, method: str, path: str, **kwargs) -> httpx.Response:
+        """One request to Label Studio with `token`, its time added to the request's upstream time."""
         started = time.perf_counter()
         try:
-            return await self.upstream.request(method, path, headers=headers, **kwargs)
+            return await self.upstream.request(method, path, headers={"Authorization": f"Token {token}"}, **kwargs)
         finally:
             _UPSTREAM.set(_UPSTREAM.get() + time.perf_counter() - started)
+
+    async def _as(self, session: Session, method: str, path: str, **kwargs) -> httpx.Response:
+        """A request as the participant (their own token: Label Studio's checks and sampling apply to them)."""
+        return await self._call(session.token, method, path, **kwargs)
 
     async def _count(self, session: Session, part: Part) -> int:
         """The participant's annotations in the part's project, asked of Label Studio once per session."""
         if part.name not in session.counts:
-            import json
-
             query = {"filters": {"conjunction": "and", "items": [
                 {"filter": "filter:tasks:annotators", "operator": "contains", "type": "List",
                  "value": session.user_id}]}}
-            answer = await self.upstream.get("/api/tasks", params={
-                "project": part.project_id, "page_size": 1, "fields": "task_only", "query": json.dumps(query)},
-                headers={"Authorization": f"Token {self.config.api_key}"})
+            answer = await self._call(self.config.api_key, "GET", "/api/tasks", params={
+                "project": part.project_id, "page_size": 1, "fields": "task_only", "query": json.dumps(query)})
             answer.raise_for_status()
             session.counts[part.name] = int(answer.json().get("total") or 0)
         return session.counts[part.name]
 
+    @staticmethod
+    def _known_finished(session: Session, part: Part) -> bool:
+        """Finished as far as this session knows (no question to Label Studio)."""
+        return part.name in session.finished or (
+            part.quota is not None and session.counts.get(part.name, 0) >= part.quota)
+
     async def _finished(self, session: Session, part: Part) -> bool:
-        if part.name in session.finished:
+        if self._known_finished(session, part):
             return True
         if part.quota is not None and await self._count(session, part) >= part.quota:
             session.finished.add(part.name)
@@ -386,9 +323,9 @@ class Gateway:
         return False
 
     def _previous(self, session: Session, part: Part, before: str | None = None) -> str | None:
-        done = [r for r in session.history.get(part.name, []) if r != before]
-        if before in session.history.get(part.name, []):
-            done = session.history[part.name][:session.history[part.name].index(before)]
+        done = session.history.get(part.name, [])
+        if before in done:
+            done = done[:done.index(before)]
         return done[-1] if done else None
 
     def _progress(self, session: Session, part: Part) -> str:
@@ -454,12 +391,12 @@ class Gateway:
         task = answer.json()
         ref = secrets.token_urlsafe(18)
         session.refs[ref] = Ref(int(task["id"]), part.name, len(session.refs) + 1)
-        shown = {"ref": ref, "number": len(session.refs), "data": shown_data(task.get("data") or {}, part.fields),
+        shown = {"ref": ref, "number": session.refs[ref].number, "data": shown_data(task.get("data") or {}, part.fields),
                  "previous": previous, "progress": self._progress(session, part), "update": False}
         if part.prefill:
             shown["predictions"] = [{"id": i + 1, "result": p.get("result") or []}
                                     for i, p in enumerate(task.get("predictions") or [])][:1]
-        return JSONResponse(shown, headers={"Cache-Control": "no-store"})
+        return JSONResponse(shown)
 
     async def _task(self, session: Session, part: Part, key: str, ref: Ref) -> Response:
         if ref.annotation_id is None:
@@ -472,7 +409,7 @@ class Gateway:
                              "data": shown_data(task.json().get("data") or {}, part.fields),
                              "result": check_result(annotation.json().get("result") or [], part.controls),
                              "previous": self._previous(session, part, key),
-                             "progress": self._progress(session, part)}, headers={"Cache-Control": "no-store"})
+                             "progress": self._progress(session, part)})
 
     async def _save(self, session: Session, part: Part, key: str, ref: Ref, body: dict, update: bool) -> Response:
         result = check_result(body.get("result"), part.controls)
@@ -486,19 +423,35 @@ class Gateway:
             answer = await self._as(session, "PATCH", f"/api/annotations/{ref.annotation_id}", json=payload)
             answer.raise_for_status()
             return JSONResponse({"ok": True})
-        if ref.annotation_id is not None:
-            return _error("This task is answered already.", 409)
+        if ref.annotation_id is None and ref.sent:  # the page asks again after an answer that never came back
+            landed = await self._landed(session, ref)
+            if landed is not None:
+                self._saved(session, part, key, ref, landed)
+        if ref.annotation_id is not None:  # "saved": the page treats a repeated submission as done
+            return JSONResponse({"error": "This task is answered already.", "saved": True}, status_code=409)
         if part.quota is not None and await self._count(session, part) >= part.quota:
             return _error("You have done every task of this part.", 409)
+        ref.sent = True
         answer = await self._as(session, "POST", f"/api/tasks/{ref.task_id}/annotations",
                                 params={"project": part.project_id}, json=payload)
         if answer.status_code >= 400 and answer.status_code < 500:
             return _error("The study server did not accept this answer.", 409)
         answer.raise_for_status()
-        ref.annotation_id = int(answer.json()["id"])
+        self._saved(session, part, key, ref, int(answer.json()["id"]))
+        return JSONResponse({"ok": True})
+
+    @staticmethod
+    def _saved(session: Session, part: Part, key: str, ref: Ref, annotation_id: int) -> None:
+        ref.annotation_id = annotation_id
         session.counts[part.name] = session.counts.get(part.name, 0) + 1
         session.history.setdefault(part.name, []).append(key)
-        return JSONResponse({"ok": True})
+
+    async def _landed(self, session: Session, ref: Ref) -> int | None:
+        """The participant's annotation of the task, if Label Studio has one (a submission whose answer was lost)."""
+        answer = await self._as(session, "GET", f"/api/tasks/{ref.task_id}/annotations")
+        answer.raise_for_status()
+        mine = [a for a in answer.json() if isinstance(a, dict) and _user_id(a.get("completed_by")) == session.user_id]
+        return int(mine[0]["id"]) if mine else None
 
     # ---- Label Studio's front-end files, streamed ------------------------------------------------------------
     async def asset(self, request: Request) -> Response:
@@ -506,8 +459,11 @@ class Gateway:
         if not ASSET_PATH.fullmatch(path) or ".." in path:
             return _error("not found", 404)
         prefix = request.url.path.split("/")[1]  # react-app or static
-        upstream = await self.upstream.send(self.upstream.build_request(request.method, f"/{prefix}/{path}"),
-                                            stream=True)
+        try:
+            upstream = await self.upstream.send(self.upstream.build_request(request.method, f"/{prefix}/{path}"),
+                                                stream=True)
+        except httpx.HTTPError:
+            return _error("The study server is not reachable; please try again in a minute.", 502)
         if upstream.status_code != 200:
             await upstream.aclose()
             return _error("not found", 404)

@@ -22,6 +22,10 @@ input[type=text], input[type=password] { font: inherit; padding: .4em; width: 22
 .message { padding: .8em 1em; background: #fff8e1; border: 1px solid #f0d070; border-radius: 4px; }
 .error { color: #b00020; }
 details.instructions > summary { cursor: pointer; font-weight: 600; }
+/* Label Studio's bottom bar (Submit) is absolutely placed at the bottom of a full-height app; in this page, which
+   scrolls as a whole, that is one screen down from the top, over the answer controls. Sticky instead: it stays in
+   sight while the task scrolls and ends below the last control, covering none. */
+#label-studio .lsf-bottombar { position: sticky; bottom: 0; z-index: 10; }
 """
 
 
@@ -39,12 +43,18 @@ def page(title: str, body: str, nonce: str, head: str = "") -> str:
 
 _API = """
 async function api(path, body, method) {
-  const answer = await fetch(path, {method: method || (body === undefined ? 'GET' : 'POST'), credentials: 'same-origin',
-    headers: {'Content-Type': 'application/json', 'X-Evalstudio': '1'},
-    body: body === undefined ? undefined : JSON.stringify(body)});
+  let answer;
+  try {
+    answer = await fetch(path, {method: method || (body === undefined ? 'GET' : 'POST'), credentials: 'same-origin',
+      headers: {'Content-Type': 'application/json', 'X-Evalstudio': '1'},
+      body: body === undefined ? undefined : JSON.stringify(body)});
+  } catch (e) {
+    return {error: 'The study server is not reachable.', retry: true};
+  }
   let data = {};
   try { data = await answer.json(); } catch (e) { data = {error: 'The study server did not answer (' + answer.status + ').'}; }
   if (!answer.ok && !data.error) data.error = 'The study server refused (' + answer.status + ').';
+  if (answer.status >= 500) data.retry = true;  // busy or unreachable: worth asking again
   return data;
 }
 function say(id, text) { const el = document.getElementById(id); el.textContent = text; el.hidden = !text; }
@@ -130,19 +140,33 @@ function status(text) { say('status', text); }
 function interfaces(update) {
   return ['panel', update ? 'update' : 'submit', 'controls', 'infobar', 'topbar', 'annotations:current'];
 }
-function serialize(annotation) { return annotation.serializeAnnotation(); }
+// An answer the study server could not give now (busy, restarting, a dropped connection) is asked for again, a few
+// times and further apart, with a message; a submission repeated after a lost answer is saved once (the gateway
+// answers "saved" when Label Studio already has it).
+const WAITS = [2, 4, 8, 15, 30, 30];
+async function patiently(path, body) {
+  for (const wait of WAITS) {
+    const answer = await api(path, body);
+    if (!answer.retry) return answer;
+    status(answer.error + ' Trying again in ' + wait + ' s…');
+    await new Promise((resolve) => setTimeout(resolve, wait * 1000));
+  }
+  return api(path, body);
+}
 async function send(annotation) {
   const seconds = (Date.now() - startedAt) / 1000;
   const path = current.update ? '/api/update/' + current.ref : '/api/submit/' + current.ref;
-  const answer = await api(path, {result: serialize(annotation), lead_time: seconds});
-  if (answer.error) { status(answer.error); return; }
+  const answer = await patiently(path, {result: annotation.serializeAnnotation(), lead_time: seconds});
+  if (answer.error && !answer.saved) { status(answer.error); return; }
   status('');
+  delete document.getElementById('editor').dataset.task;  // saved: no task is open until the next one renders
   // the editor finishes its own submit after this callback: move on once it has
   setTimeout(() => load('/api/next/' + PART), 50);
 }
 function render(task) {
   if (editor) { editor.destroy(); editor = null; }
   const root = document.getElementById('editor');
+  root.dataset.task = task.number;  // which of this session's tasks is open (the page's tests wait on it)
   root.replaceChildren(document.createElement('div'));
   root.firstChild.id = 'label-studio';
   current = task; startedAt = Date.now();
@@ -175,7 +199,7 @@ function render(task) {
   });
 }
 async function load(path) {
-  const answer = await api(path);
+  const answer = await patiently(path);
   if (answer.error) { status(answer.error); return; }
   if (answer.finished) {
     if (editor) { editor.destroy(); editor = null; }
@@ -196,14 +220,19 @@ queue.push([['evalstudio-gateway'], {}, (require) => {
 
 
 def labeling(nonce: str, study: str, title: str, part: str, config: str, instructions: str, chunks: list[int],
-             module: int) -> str:
+             module: int, front_end: dict) -> str:
     setup = _json({"part": part, "config": config, "chunks": chunks, "module": module})
+    # Label Studio's editor reads its feature flags when main.js loads: the same as Label Studio's own app gives it
+    # (without them it would, for one, show "->" in a Text tag as "-&gt;")
+    app_settings = _json({key: front_end[key] for key in ("feature_flags", "feature_flags_default_value",
+                                                           "sentry_environment")})
     # the project's instructions come from the researcher's projects.yaml (trusted HTML); scripts in them do not
     # run (the page's Content-Security-Policy allows only the gateway's own scripts)
     body = f"""<header><span class="title">{escape(title)}</span><span id="progress"></span>
 <button id="previous" disabled>&larr; Previous</button><a class="button" href="/">Study overview</a></header>
 <main class="labeling"><details class="instructions box" open><summary>Instructions</summary>{instructions}</details>
 <p id="status" class="message" hidden></p><div id="editor"></div></main>
+<script nonce="{nonce}">window.APP_SETTINGS = {app_settings};</script>
 <script nonce="{nonce}" src="/react-app/runtime.js"></script>
 <script nonce="{nonce}">{LABELING_SCRIPT}</script>
 <script nonce="{nonce}" src="/react-app/vendor.js"></script>

@@ -1,0 +1,77 @@
+"""What a gateway serves, read when it starts: the study's projects as Label Studio has them (`Part`) and where
+Label Studio's front-end build keeps its labeling editor (`find_frontend`)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from ..errors import ServerError
+from ..registry import Project
+from .checks import Control, controls_of
+
+# where Label Studio's front end is: the labeling editor's chunks and module, found in main.js (see pages.py)
+_LOADER = re.compile(r"Promise\.all\(\[((?:n\.e\(\d+\),?)+)\]\)\.then\(n\.bind\(n,(\d+)\)\)")
+
+
+@dataclass(frozen=True)
+class Part:
+    """One Label Studio project of the study, as participants meet it."""
+    name: str
+    title: str
+    project_id: int
+    config: str
+    instructions: str
+    fields: frozenset[str]
+    controls: dict[str, Control]
+    quota: int | None  # annotations per participant (None: as many as Label Studio's sampling gives)
+    after: str | None  # the part a participant finishes first
+    prefill: bool
+
+
+@dataclass
+class GatewayConfig:
+    study: str
+    parts: list[Part]
+    label_studio_url: str
+    api_key: str = field(repr=False)
+    participants_folder: Path
+    public_url: str
+    join_key: str | None = field(default=None, repr=False)  # None: no self sign-up, personal links only
+    completion_code: str | None = None
+    chunks: list[int] = field(default_factory=list)
+    module: int = 0
+    rate_per_minute: int = 20  # sign-in and join attempts per client address and minute
+    joins_per_minute: int = 60  # new accounts per minute, all addresses together
+
+
+def load_parts(client, projects: list[Project]) -> list[Part]:
+    """The study's projects as they are on Label Studio (ids by title), checked for what the gateway serves."""
+    parts = []
+    for project in projects:
+        project_id = client.require_project(project)
+        crowd = project.crowd
+        quota = crowd.per_participant if crowd and isinstance(crowd.per_participant, int) else None
+        parts.append(Part(project.name, project.title, project_id, project.label_config, project.instructions,
+                          frozenset(project.data_fields()), controls_of(project), quota,
+                          crowd.after if crowd else None, project.prefill))
+    return parts
+
+
+def find_frontend(url: str) -> tuple[list[int], int]:
+    """The chunks and module of Label Studio's labeling editor in this server's front-end build."""
+    try:
+        main = httpx.get(f"{url}/react-app/main.js", timeout=60)
+        main.raise_for_status()
+        for match in _LOADER.finditer(main.text):
+            chunks = [int(c) for c in re.findall(r"\d+", match.group(1))]
+            last = httpx.get(f"{url}/react-app/{chunks[-1]}.js", timeout=60)
+            if last.status_code == 200 and "window.LabelStudio=" in last.text:
+                return chunks, int(match.group(2))
+    except httpx.HTTPError as e:
+        raise ServerError(f"cannot read Label Studio's front end at {url}/react-app/ ({type(e).__name__})") from None
+    raise ServerError("this Label Studio's front end has no labeling editor the gateway can load "
+                      "(evalstudio supports the Label Studio version it installs)")
