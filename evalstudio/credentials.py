@@ -10,7 +10,7 @@ import re
 import secrets
 from pathlib import Path
 
-from .errors import EvalstudioError
+from .errors import BadInput, EvalstudioError
 
 ML_AUTH_ENV = "EVALSTUDIO_ML_BASIC_AUTH"  # "user:password"
 ML_AUTH_FILE = "ml-backend.auth"  # default file name, next to the backend's model folder
@@ -18,9 +18,22 @@ _TOKEN = re.compile(r"[A-Za-z0-9._~+/=-]+")
 
 
 def private_dir(path: Path) -> Path:
-    """Create `path` (and missing parents) readable by this user only (0700), and tighten it if it exists."""
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    if path.stat().st_mode & 0o077:
+    """A folder for secrets: created readable by this user only (0700) when it does not exist. An existing one is
+    refused when it belongs to someone else or others can write to it (a shared folder such as /tmp: its mode is
+    never changed, and a secret there could be swapped or removed); one of this user's own that others can only
+    read is tightened to 0700."""
+    if not path.exists():
+        path.mkdir(parents=True, mode=0o700)
+        return path
+    info = path.stat()
+    if not path.is_dir():
+        raise BadInput(f"{path}: not a folder")
+    if hasattr(os, "geteuid") and info.st_uid != os.geteuid():
+        raise BadInput(f"{path}: belongs to another user; give a folder of your own for evalstudio's secrets")
+    if info.st_mode & 0o022:
+        raise BadInput(f"{path}: other users can write to this folder, so it cannot hold evalstudio's secrets "
+                              f"(its mode is left as it is); give a folder of your own, e.g. {path / 'evalstudio'}")
+    if info.st_mode & 0o077:
         path.chmod(0o700)
     return path
 

@@ -49,9 +49,10 @@ def record_path(url: str, project_id: int, folder: Path | None = None) -> Path:
 def save_record(path: Path, url: str, project_id: int, digests: dict[str, dict]) -> Path:
     """Add `digests` (evalstudio id -> task digest) to the record of one project; private to its owner (the
     folder 0700 if evalstudio makes it, the file 0600), written whole or not at all."""
+    from .credentials import private_dir
+
     path = Path(path)
-    if not path.parent.exists():
-        path.parent.mkdir(parents=True, mode=0o700)
+    private_dir(path.parent)
     record = load_record(path) or {"url": url.rstrip("/"), "project_id": int(project_id), "tasks": {}}
     record["tasks"].update(digests)
     temporary = path.with_name(path.name + ".tmp")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from pathlib import Path
 from typing import Literal
 
@@ -43,6 +44,17 @@ ALIASES = {
 MAX_PROBLEMS = 1000
 
 
+def _check_patterns(codes: list[str]) -> list[str]:
+    """Missing codes written `re:PATTERN` must be regular expressions."""
+    for code in codes:
+        if code.startswith("re:"):
+            try:
+                re.compile(code[3:])
+            except re.error as e:
+                raise ValueError(f"missing code {code!r} is not a regular expression: {e}") from None
+    return codes
+
+
 class CriterionSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -50,9 +62,15 @@ class CriterionSpec(BaseModel):
     min: float | None = None
     max: float | None = None
     labels: list[str] | None = None
+    step: float | None = Field(None, gt=0)  # numbers on min + k * step only (a protocol's Rating: whole stars)
     missing: list[str] = []
     column: str | None = None  # wide_criteria: the column holding this criterion
     min_votes: int | None = Field(None, ge=1)  # majority label: votes it needs (Circa: 3 of 5); default more than half
+
+    @field_validator("missing")
+    @classmethod
+    def _patterns(cls, value):
+        return _check_patterns(value)
 
     @field_validator("labels", "missing", mode="before")
     @classmethod
@@ -94,7 +112,12 @@ class Spec(BaseModel):
     columns: dict[Literal["item", "annotator", "system", "agent", "criterion", "value"], str] = {}
     metric_columns: dict[Literal["item", "system", "metric", "criterion", "value", "confidence"], str] = {}
     criteria: dict[str, CriterionSpec] = Field(default_factory=dict)
-    missing: list[str] = ["", "NA", "N/A", "NaN", "nan"]
+    missing: list[str] = ["", "NA", "N/A", "NaN", "nan"]  # `re:PATTERN` entries are regular expressions
+
+    @field_validator("missing")
+    @classmethod
+    def _patterns(cls, value):
+        return _check_patterns(value)
     lower_is_better: list[str] = []  # metrics whose lower scores are better (distances, error rates): negated
 
     @model_validator(mode="after")
@@ -122,10 +145,17 @@ def read_spec(path: Path) -> Spec:
 
 
 def spec_from_protocol(project) -> Spec:
-    """A protocol's criteria (projects.yaml) as a spec for ratings collected with it elsewhere."""
+    """A protocol's criteria (projects.yaml) as a spec for ratings collected with it elsewhere, with the step its
+    controls allow (a Rating's whole stars, a Number's step; none where any decimal is allowed)."""
+    from .registry import control_step
+
     criteria = {}
     for name, c in project.criteria.items():
-        criteria[name] = CriterionSpec(scale=c.scale, min=c.min, max=c.max, labels=c.labels, missing=c.missing)
+        steps = {control_step(project.interface.get_control(control)) for _, control in project.controls(name)
+                 if project.interface.get_control(control).tag in ("Number", "Rating")}
+        step = steps.pop() if len(steps) == 1 else None
+        criteria[name] = CriterionSpec(scale=c.scale, min=c.min, max=c.max, labels=c.labels, missing=c.missing,
+                                       step=step if c.labels is None else None)
     return Spec(name=project.name, criteria=criteria)
 
 
@@ -273,15 +303,30 @@ def _parse_numbers(text: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     return values, np.isfinite(values)
 
 
+def missing_codes(text: pd.Series, codes: list[str], matched: dict[str, int] | None = None) -> np.ndarray:
+    """Which values are "no rating": a code given as it is matches the whole (stripped) value; a code written
+    `re:PATTERN` is a regular expression the whole value must match (real files write "N/A (cannot judge)",
+    "N/A (not applicable)", ...). `matched` counts the values each pattern matched, to be reported."""
+    stripped = text.str.strip()
+    mask = stripped.isin([c for c in codes if not c.startswith("re:")]).to_numpy().copy()
+    for code in (c for c in codes if c.startswith("re:")):
+        hits = stripped.str.fullmatch(code[3:]).fillna(False).to_numpy(dtype=bool) & ~mask
+        mask |= hits
+        if matched is not None:
+            matched[code] = matched.get(code, 0) + int(hits.sum())
+    return mask
+
+
 def infer_criteria(table: pd.DataFrame, spec: Spec) -> Spec:
-    """Criteria not declared in the spec: interval when every value is a number, nominal otherwise."""
+    """Criteria not declared in the spec: interval when most values are numbers (every value that is not one is then
+    reported as `file:line`: one stray word must not turn a rating scale into categories), nominal otherwise."""
     criteria = dict(spec.criteria)
     for name, values in table.groupby("criterion", sort=True)["value"]:
         if name in criteria:
             continue
-        present = values[~values.isin(spec.missing)]
+        present = values[~missing_codes(values, spec.missing)]
         _, ok = _parse_numbers(present.astype(str))
-        criteria[str(name)] = CriterionSpec(scale="interval") if ok.all() else CriterionSpec(scale="nominal")
+        criteria[str(name)] = CriterionSpec(scale="interval" if ok.mean() > 0.5 else "nominal")
     return spec.model_copy(update={"criteria": criteria})
 
 
@@ -305,13 +350,14 @@ def read_ratings(path: Path, spec: Spec | None = None) -> tuple[pd.DataFrame, Sp
                           lambda i: f"unknown criterion '{criteria[i][:40]}'; valid: {', '.join(spec.criteria)}")
     problems.raise_if_any()
     spec = infer_criteria(table, spec)
+    matched: dict[str, int] = {}  # values each `re:` missing code matched
     values = np.full(len(table), np.nan, dtype=object)
     line = table["line"].to_numpy()
     given = table["value"].to_numpy()
     for name, crit in spec.criteria.items():
         rows = (table["criterion"] == name).to_numpy()
         text = table["value"][rows]
-        missing = text.str.strip().isin(spec.missing + crit.missing).to_numpy()
+        missing = missing_codes(text, spec.missing + crit.missing, matched)
         sub = np.zeros(len(table), dtype=bool)
         if crit.reads_numbers:
             number, ok = _parse_numbers(text)
@@ -326,6 +372,15 @@ def read_ratings(path: Path, spec: Spec | None = None) -> tuple[pd.DataFrame, Sp
             sub[rows] = out
             problems.add_rows(sub, line, "value", f"outside {name}'s range [{crit.min:g}, {crit.max:g}]"
                               if crit.min is not None and crit.max is not None else "outside the range")
+            if crit.step is not None:
+                base = crit.min if crit.min is not None else 0.0
+                with np.errstate(invalid="ignore"):
+                    units = (number - base) / crit.step
+                    off = ok & ~missing & ~out & (np.abs(units - np.round(units)) > 1e-9)
+                sub[:] = False
+                sub[rows] = off
+                problems.add_rows(sub, line, "value", lambda i: f"'{given[i][:40]}' is not on {name}'s steps "
+                                                                f"({base:g}, {base + crit.step:g}, ...)")
             chosen = np.where(missing | ~ok, np.nan, number)
             values[rows] = chosen
         else:
@@ -353,6 +408,7 @@ def read_ratings(path: Path, spec: Spec | None = None) -> tuple[pd.DataFrame, Sp
     if tidy.empty:
         raise BadInput(f"{path}: no ratings (every value is empty or a missing code)")
     tidy = tidy[["project", "item", "system", "agent", "annotator", "criterion", "value", "line"]]
+    notes = notes + [f"missing code '{code}' matched {n} value(s)" for code, n in matched.items()]
     if notes:  # said by the command line; only set when there is something to say (pandas copies attrs along)
         tidy.attrs["notes"] = notes
     return tidy, spec

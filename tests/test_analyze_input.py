@@ -64,6 +64,61 @@ def test_bad_ratings_files_are_reported_as_file_line_column_message(tmp_path, co
     assert "nothing was analysed" in result.stderr and not (tmp_path / "out").exists()
 
 
+def _ratings_1_5(rows: int = 40) -> list[str]:
+    """A long file of 1-5 ratings: 20 items, 2 annotators (no spec: the scale is inferred)."""
+    rng = np.random.default_rng(3)
+    return ["item,annotator,criterion,value"] + [f"{i // 2},{'ab'[i % 2]},quality,{rng.integers(1, 6)}"
+                                                 for i in range(rows)]
+
+
+@pytest.mark.parametrize("stray", ["three", "inf", "1_0", "\u0667", "True", "1e400", "N/A (cannot judge)"])
+def test_one_stray_value_in_a_rating_column_is_reported_not_a_new_scale(tmp_path, stray):
+    """Without a spec, one value that is not a number in a column of 1-5 ratings is a problem at its line; the
+    criterion stays a number scale (it once became nominal and the analysis went on with other numbers)."""
+    rows = _ratings_1_5()
+    rows[7] = rows[7].rsplit(",", 1)[0] + f",{stray}"
+    ratings = write(tmp_path, "ratings.csv", "\n".join(rows) + "\n")
+    result = invoke(ratings, "-o", tmp_path / "out")
+    assert result.exit_code == 2 and f"{ratings}:8: value: '{stray}' is not a number (interval criterion" in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_column_of_words_with_a_number_among_them_stays_nominal(tmp_path):
+    rows = ["item,annotator,criterion,value"] + [f"{i},a,label,{'yes' if i % 3 else 'no'}" for i in range(20)]
+    rows.append("20,a,label,5")
+    result = invoke(write(tmp_path, "ratings.csv", "\n".join(rows) + "\n"), "-o", tmp_path / "out")
+    assert result.exit_code == 0 and "label (nominal)" in result.stdout
+
+
+@pytest.mark.parametrize("value", ["2.5", "3.25", "1.0000001"])
+def test_a_protocols_steps_are_checked(tmp_path, value):
+    """`--protocol dialogue`: its Ratings are whole stars, so a value between them is a problem at its line."""
+    rows = ["item,annotator,criterion,value", "1,a,appropriateness,2", f"1,b,appropriateness,{value}"]
+    ratings = write(tmp_path, "ratings.csv", "\n".join(rows) + "\n")
+    result = invoke(ratings, "--protocol", "dialogue", "-o", tmp_path / "out")
+    assert result.exit_code == 2
+    assert f"{ratings}:3: value: '{value}' is not on appropriateness's steps (1, 2, ...)" in result.stderr
+
+
+def test_missing_codes_as_patterns_are_counted(tmp_path):
+    rows = _ratings_1_5()
+    for i, text in ((3, "N/A (not applicable)"), (9, "N/A (cannot judge)"), (15, "N/A")):
+        rows[i] = rows[i].rsplit(",", 1)[0] + f",{text}"
+    ratings = write(tmp_path, "ratings.csv", "\n".join(rows) + "\n")
+    spec = write(tmp_path, "spec.yaml", "missing: ['', 're:N/A \\(.*\\)']\n")
+    result = invoke(ratings, "--spec", spec, "-o", tmp_path / "out")
+    assert result.exit_code == 2 and f"{ratings}:16: value: 'N/A' is not a number" in result.stderr  # not a pattern
+    rows[15] = rows[15].rsplit(",", 1)[0] + ",3"
+    write(tmp_path, "ratings.csv", "\n".join(rows) + "\n")
+    result = invoke(ratings, "--spec", spec, "-o", tmp_path / "out")
+    assert result.exit_code == 0, result.output
+    assert "missing code 're:N/A \\(.*\\)' matched 2 value(s)" in result.stdout
+    assert "38 ratings" in result.stdout and "quality (interval)" in result.stdout
+    bad = write(tmp_path, "bad.yaml", "missing: ['re:N/A (']\n")
+    refused = invoke(ratings, "--spec", bad, "-o", tmp_path / "out2")
+    assert refused.exit_code == 2 and "is not a regular expression" in refused.stderr
+
+
 def test_every_problem_is_reported_not_only_the_first(tmp_path):
     rows = "".join(f"{i},a,quality,x{i}\n" for i in range(30))
     ratings = write(tmp_path, "ratings.csv", "item,annotator,criterion,value\n" + rows)

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from evalstudio import importers, participants
+from evalstudio import importers, participants, registry
 from evalstudio.exporters.tidy import result_values
 from evalstudio.gateway.checks import Refused, check_result, controls_of
 from evalstudio.importing import import_files
@@ -33,11 +33,17 @@ METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
 def study(label_studio, client, reg, tmp_path_factory):
     """The dialogue study behind a gateway process, with four participants."""
     only_on_the_first_database(label_studio)
+    from .test_cli import _projects_file
+
     folder = tmp_path_factory.mktemp("gateway-participants")
-    project_id = import_files(reg.get("dialogue"), importers.get("dialogue"), example_files("dialogue"),
-                              client).project_id
+
+    def own_title(raw):  # a project of its own: other tests on the shared server annotate the usual one
+        raw["projects"]["dialogue"]["title"] = "gateway study"
+    projects_file = _projects_file(folder.parent, own_title)
+    project_id = import_files(registry.load(projects_file).get("dialogue"), importers.get("dialogue"),
+                              example_files("dialogue"), client).project_id
     participants.add(client, ["GW1", "GW2", "GW3", "GW4"], folder)
-    with gateway_process(label_studio, "dialogue", folder) as url:
+    with gateway_process(label_studio, "dialogue", folder, projects_file) as url:
         participants.write_sheet(folder, participants.load_accounts(folder).values(), label_studio.url, url)
         accounts = participants.load_accounts(folder)
         key = json.loads((folder / "gateway.json").read_text())["join_key"]
@@ -237,7 +243,9 @@ def study_gateways(label_studio, client, reg, tmp_path_factory):
     """One gateway per study (sotopia, cmv, circa, dialogue, health), started when first asked for, after its
     projects' example files are imported, each with one participant per project of the study. Circa's Part I takes
     one task (quota 1), so that Part II, which the gateway opens only after Part I, is reached after one control
-    question. Yields study -> (gateway URL, participants folder, {project: project id})."""
+    question. The projects are the study's own (titles of their own): other tests on the shared server may have
+    given every task of the usual ones its annotations, and the stream would then have nothing left to give.
+    Yields study -> (gateway URL, participants folder, {project: project id})."""
     from .test_cli import _projects_file
 
     only_on_the_first_database(label_studio)
@@ -246,14 +254,17 @@ def study_gateways(label_studio, client, reg, tmp_path_factory):
     with contextlib.ExitStack() as stack:
         def gateway(study_name: str) -> tuple[str, Path, dict[str, int]]:
             if study_name not in started:
-                importer = importers.get(reg.parts(study_name)[0].importer)
-                ids = {part.name: import_files(part, importer, example_files(part.name), client).project_id
-                       for part in reg.parts(study_name)}
                 base = tmp_path_factory.mktemp(f"views-{study_name}")
 
-                def part_one_quota(raw):
+                def own_projects(raw):
                     raw["projects"]["circa_part1"]["crowd"]["per_participant"] = 1
-                projects_file = _projects_file(base, part_one_quota)
+                    for entry in raw["projects"].values():
+                        entry["title"] = "GV: " + entry["title"]  # (titles have at most 50 characters)
+                projects_file = _projects_file(base, own_projects)
+                own = registry.load(projects_file)
+                importer = importers.get(own.parts(study_name)[0].importer)
+                ids = {part.name: import_files(part, importer, example_files(part.name), client).project_id
+                       for part in own.parts(study_name)}
                 folder = base / "participants"
                 participants.add(client, [viewer(p.name) for p in reg.parts(study_name)], folder)
                 url = stack.enter_context(gateway_process(label_studio, study_name, folder, projects_file))
@@ -324,7 +335,10 @@ def test_every_annotator_view_through_the_gateway(reg, client, study_gateways, p
         if project.crowd and project.crowd.after:  # the part that comes first (Circa's control questions)
             finish_through_the_api(page, url, reg.get(project.crowd.after))
         page.goto(f"{url}/label/{protocol}")
-        page.wait_for_selector("#editor[data-task]", timeout=180_000)
+        try:
+            page.wait_for_selector("#editor[data-task]", timeout=180_000)
+        except Exception:
+            raise AssertionError(f"no task opened; the page says: {flat(page.inner_text('main'))[-300:]}") from None
         page.locator("button", has_text="Submit").first.wait_for(timeout=180_000)
         page.wait_for_timeout(1000)
         assert empty_controls(page, project) == []  # no anchoring: nothing answered before the participant does

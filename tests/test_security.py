@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from evalstudio.client import Client, Settings
-from evalstudio.errors import EvalstudioError
+from evalstudio.errors import BadInput, EvalstudioError
 from evalstudio.exporters.files import neutralise, spreadsheet_safe
 from evalstudio.importing import import_files
 from evalstudio.results import region
@@ -108,6 +108,29 @@ def test_an_existing_open_data_folder_is_tightened(tmp_path):
     assert mode(folder) == 0o700
     write_private(folder / "secret.txt", "x")
     assert mode(folder / "secret.txt") == 0o600
+
+
+@pytest.mark.parametrize("folder_mode", [0o1777, 0o777, 0o775, 0o757])
+def test_a_folder_others_can_write_to_is_refused_for_secrets_and_left_as_it_is(tmp_path, folder_mode):
+    """A shared folder (such as /tmp, 1777) never gets its mode changed, and holds no secret of evalstudio's: a
+    secret there could be swapped or removed by another user."""
+    from evalstudio.credentials import private_dir, write_private
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(folder_mode)
+    with pytest.raises(BadInput, match="other users can write to this folder"):
+        private_dir(shared)
+    with pytest.raises(BadInput, match="other users can write to this folder"):
+        write_private(shared / "ml-backend.auth", "x:y")
+    assert mode(shared) == folder_mode and not (shared / "ml-backend.auth").exists()
+    private_dir(shared / "mine")  # a new folder of evalstudio's own inside it is fine, and private
+    assert mode(shared / "mine") == 0o700 and mode(shared) == folder_mode
+    env = {**os.environ, "LABEL_STUDIO_URL": "http://127.0.0.1:9", "LABEL_STUDIO_API_KEY": "abc123"}
+    added = subprocess.run([sys.executable, "-m", "evalstudio.cli", "participants", "add", "P1", "--folder",
+                            str(shared)], env=env, capture_output=True, text=True, timeout=120)
+    assert added.returncode == 2 and "other users can write to this folder" in added.stderr, added.stderr
+    assert mode(shared) == folder_mode
 
 
 @pytest.mark.parametrize("key", ["abc123\r", " abc123 \r\n", "abc123\n"])

@@ -105,9 +105,24 @@ def _summary(tidy, spec, scores) -> str:
             f"{_count(len(spec.criteria), 'criterion', 'criteria')}")
     if scores is not None:
         text += f"; {_count(scores['metric'].nunique(), 'metric')}"
+    text += ". Scales: " + ", ".join(f"{name} ({_scale(c)})" for name, c in spec.criteria.items()
+                                     if name in set(tidy["criterion"]))
     per_segment = tidy.groupby(["system", "item", "criterion"]).size()
     if per_segment.max() < 2:
         text += ". One rating per item: no agreement statistics (they need two or more)"
+    return text
+
+
+def _scale(criterion) -> str:
+    """'interval 1-5, step 1', 'ordinal: bad < ok < good', 'nominal'."""
+    if criterion.labels:
+        order = " < " if criterion.scale == "ordinal" else ", "
+        return f"{criterion.scale}: {order.join(criterion.labels[:6])}" + (", ..." if len(criterion.labels) > 6 else "")
+    text = criterion.scale
+    if criterion.min is not None and criterion.max is not None:
+        text += f" {criterion.min:g}-{criterion.max:g}"
+    if criterion.step is not None:
+        text += f", step {criterion.step:g}"
     return text
 
 
