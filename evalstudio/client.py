@@ -260,6 +260,14 @@ class Client:
             found.update((t.data[ID_FIELD], t.id) for t in page if t.data.get(ID_FIELD))
         return found
 
+    def task_items(self, project_id: int) -> dict[str, str]:
+        """evalstudio id -> item id, of the project's tasks."""
+        found = {}
+        for page in self._pages(f"list tasks of project {project_id}", project=project_id, fields="task_only",
+                                include="id,data"):
+            found.update((str(t.data[ID_FIELD]), str(t.data.get("item_id"))) for t in page if t.data.get(ID_FIELD))
+        return found
+
     def full_task_pages(self, project_id: int, action: str = "export tasks", page_size: int = PAGE_SIZE) -> Iterator[list[dict]]:
         """Pages of tasks with annotations and predictions as plain dicts (the layout of a JSON export)."""
         plain = lambda items: [x if isinstance(x, dict) else x.model_dump() for x in items or []]

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import integrity
+from . import integrity, lists
 from .errors import InvalidInput, Problem, ServerError, Transient
 from .registry import Project
 from .retry import RetryPolicy
@@ -37,12 +37,14 @@ class Scan:
     files: dict[str, tuple[int, int]] = field(default_factory=dict)  # path -> (size, mtime) when validated
     design: list[Problem] = field(default_factory=list)  # study-design problems (not of one record: never skipped)
     unknown: dict[str, set[str]] = field(default_factory=dict)  # file -> record fields kept as metadata
+    items: dict[str, tuple[str, str]] = field(default_factory=dict)  # evalstudio id -> (item id, file:line)
+    versions: dict[str, list[str]] | None = None  # counterbalanced lists: item id -> its versions (all lists)
 
     def warn_unknown(self, project: Project) -> None:
         """One warning per file naming the fields the protocol does not use (they are kept as metadata)."""
         for path, names in self.unknown.items():
             log.warning("%s: field(s) %s are not used by the %s protocol; kept with each task as metadata (its meta)",
-                        path, ", ".join(sorted(names)), project.name)
+                        path, ", ".join(sorted(names)), project.entry)
 
     def rejected(self) -> set[tuple[str, int | None]]:
         """(file, line) of every record with a problem."""
@@ -83,9 +85,12 @@ class ImportIncomplete(ServerError):
             f"{self.not_written} not written by this run. Fix the cause and re-run the same command: tasks already in the project are skipped.")
 
 
-def iter_tasks(project: Project, importer, paths: Sequence[Path],
-               unknown: dict[str, set[str]] | None = None) -> Iterator[tuple[str, dict] | Problem]:
+def iter_tasks(project: Project, importer, paths: Sequence[Path], unknown: dict[str, set[str]] | None = None,
+               versions: dict[str, list[str]] | None = None) -> Iterator[tuple[str, dict] | Problem]:
     """(where, task data) for every task in the files, or a Problem per bad record.
+
+    A list's project (counterbalanced lists) with `versions` (item id -> its versions, `lists.collect`): only the
+    tasks that go to this list; without `versions`: the tasks of every list.
 
     Record fields the importer does not read (its FIELDS) are the researcher's metadata: they are kept with each
     of the record's tasks (in its meta; a name the task already uses gets the prefix `input_`), and their names
@@ -109,7 +114,9 @@ def iter_tasks(project: Project, importer, paths: Sequence[Path],
                 yield from problems
                 continue
             extra = {k: v for k, v in record.items() if k not in known and k != GOLD_FIELD} if known is not None else {}
-            datas = [d for d in datas if d.get(PART_FIELD, project.name) == project.name]  # not another part's tasks
+            datas = [d for d in datas if d.get(PART_FIELD, project.entry) == project.entry]  # not another part's tasks
+            if versions is not None and project.lists:
+                datas = [d for d in datas if _in_list(project, d, versions)]
             gold = None
             if datas and GOLD_FIELD in record and GOLD_FIELD not in (known or ()):
                 gold = check_gold(record[GOLD_FIELD], project, path, line)  # once per record, for all its tasks
@@ -133,6 +140,14 @@ def iter_tasks(project: Project, importer, paths: Sequence[Path],
                         yield Problem(str(path), line, field_ or None, message)
                     continue
                 yield f"{path}:{line}", data
+
+
+def _in_list(project: Project, data: dict, versions: dict[str, list[str]]) -> bool:
+    item = str(data.get("item_id"))
+    if item not in versions or data.get(project.lists.version) is None:
+        return False  # a task the collecting pass reported
+    return project.list_number in lists.lists_of_task(item, lists.version_key(data[project.lists.version]),
+                                                      versions[item], project.lists)
 
 
 GOLD_FIELD = "gold"  # a record's known answers {criterion: answer}: attention checks (kept in meta, never shown)
@@ -176,11 +191,16 @@ def scan(project: Project, importer, paths: Sequence[Path]) -> Scan:
     result = Scan(files=fingerprints(paths))
     first_seen: dict[str, str] = {}
     versions: dict[str, dict[str, str]] = {}  # item -> system -> where (for the design check)
-    for item in iter_tasks(project, importer, paths, result.unknown):
+    if project.lists:  # which task goes to which list needs every version of every item: one pass first
+        result.versions, design = lists.collect(
+            (item for item in iter_tasks(project, importer, paths) if not isinstance(item, Problem)), project.lists)
+        result.design += design
+    for item in iter_tasks(project, importer, paths, result.unknown, result.versions):
         if isinstance(item, Problem):
             result.problems.append(item)
             continue
         where, data = item
+        result.items[str(data[ID_FIELD])] = (str(data.get("item_id")), where)
         if project.design:
             versions.setdefault(str(data.get("item_id")), {}).setdefault(str(data.get("system")), where)
         key = data[ID_FIELD]
@@ -191,8 +211,8 @@ def scan(project: Project, importer, paths: Sequence[Path]) -> Scan:
         first_seen[key] = where
         result.tasks += 1
     if project.design:
-        result.design = design_problems(project, versions)
-        result.problems += result.design
+        result.design += design_problems(project, versions)
+    result.problems += result.design
     return result
 
 
@@ -222,6 +242,45 @@ def design_problems(project: Project, versions: dict[str, dict[str, str]]) -> li
         problems.append(Problem(path or "input", int(line) or None, "item_id",
                                 f"{len(versions)} item(s) found; the design needs exactly {items}"))
     return problems
+
+
+def placement_problems(client, parts: Sequence[Project], scans: Sequence[Scan],
+                       study: Sequence[Project]) -> list[Problem]:
+    """What importing `parts` (with their `scans`) would do wrong to the study's projects on the server (`study`:
+    every project of the parts' studies): an item that is already in another project of the study (an item belongs
+    to exactly one project of a study: cmv_tom or cmv_threads, never both), or, in a list's project, a second version
+    of an item the list already holds (its participants would see both)."""
+    on_server: dict[str, dict[str, str]] = {}  # project name -> evalstudio id -> item id
+    for project in study:
+        project_id = client.find_project(project.title)
+        if project_id is not None and client.task_count(project_id):
+            on_server[project.name] = client.task_items(project_id)
+    problems = []
+    for part, checked in zip(parts, scans):
+        incoming: dict[str, tuple[str, str]] = {}  # item id -> (evalstudio id, where) of its first incoming task
+        for key, (item, where) in checked.items.items():
+            incoming.setdefault(item, (key, where))
+        for other, tasks in on_server.items():
+            if other == part.name or next(p for p in study if p.name == other).entry == part.entry:
+                continue  # the part itself, or another list of the same entry (every list holds every item)
+            for item in sorted(set(tasks.values()) & incoming.keys()):
+                path, line = _where(incoming[item][1])
+                problems.append(Problem(path, line, "item_id", f"item {item!r} is already in {other}, another "
+                                        f"project of the study '{part.study_name}': an item belongs to one project "
+                                        f"of a study. To move it, delete its task(s) from {other} in Label Studio "
+                                        "first (their annotations go with them), then import again"))
+        if part.lists and part.name in on_server:
+            held: dict[str, set[str]] = {}
+            for key, item in on_server[part.name].items():
+                held.setdefault(item, set()).add(key)
+            for key, (item, where) in checked.items.items():
+                if item in held and key not in held[item]:
+                    path, line = _where(where)
+                    problems.append(Problem(path, line, "item_id", f"{part.name} already holds another version of "
+                                            f"item {item!r} ({', '.join(sorted(held[item]))}); importing this one "
+                                            "would show both to the participants of that list (did the item's "
+                                            "versions change since the first import?)"))
+    return list(dict.fromkeys(problems))
 
 
 def send_batch(client, project_id: int, batch: list[dict], watermark: int, retry: RetryPolicy) -> tuple[dict[str, int], bool]:
@@ -322,7 +381,7 @@ def import_files(
             integrity.save_record(integrity.record_path(client.url, project_id), client.url, project_id, digests)
 
     try:
-        for item in iter_tasks(project, importer, paths):
+        for item in iter_tasks(project, importer, paths, versions=checked.versions):
             if isinstance(item, Problem) and (item.path, item.line) in skip:
                 continue
             if skip and not isinstance(item, Problem) and _where(item[0]) in skip:

@@ -109,6 +109,19 @@ class Crowd(BaseModel):
         return self
 
 
+class Lists(BaseModel):
+    """Counterbalanced lists (a between-participants design): the project becomes `count` Label Studio projects, one
+    per list; every list holds one version of every item (versions: the tasks of one item_id that differ in the
+    task field `version`), an item's versions are rotated over the lists (Latin square, rotation from the item id),
+    and each participant works in one list only (the gateway assigns them, evenly). Items with a single version
+    (fillers) go to every list, or with `fillers: spread` to one list each, evenly."""
+
+    model_config = ConfigDict(extra="forbid")
+    count: int = Field(ge=2, le=20)
+    version: str = Field(default="system", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    fillers: Literal["every_list", "spread"] = "every_list"
+
+
 class Project(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -138,6 +151,10 @@ class Project(BaseModel):
     generate: Literal["tom", "explanation"] | None = None
     # Circa: leave out of the analysis annotators whose Part I control accuracy is below this.
     min_control_accuracy: float | None = Field(default=None, ge=0, le=1)
+    # Counterbalanced lists: the entry becomes one project per list, NAME_list1 ... (see Lists)
+    lists: Lists | None = None
+    list_of: str | None = None  # set by the registry on a list's project: the entry it comes from
+    list_number: int | None = None  # 1 ... lists.count
     # The crowd study's structure from the protocol document: platform, quota, batches, bonus, completion code.
     crowd: Crowd | None = None
     criteria: dict[str, Criterion] = Field(min_length=1)
@@ -186,7 +203,12 @@ class Project(BaseModel):
 
     @property
     def study_name(self) -> str:
-        return self.study or self.name
+        return self.study or self.entry
+
+    @property
+    def entry(self) -> str:
+        """The projects.yaml entry this project comes from (a list's project: its entry; otherwise its own name)."""
+        return self.list_of or self.name
 
     def data_fields(self) -> set[str]:
         """Task data keys the labeling config reads: object tags' $variables and any $x in a value (e.g. Headers)."""
@@ -206,9 +228,11 @@ class Registry:
         self.path = path
 
     def names(self) -> list[str]:
-        """Protocol names: a study of several projects (circa) by its study name, then each of its parts."""
+        """Protocol names: a study of several projects (circa) by its study name, then each of its parts (an entry
+        with counterbalanced lists by its name, then each list's project)."""
         studies = [p.study for p in self.projects.values() if p.study]
-        return list(dict.fromkeys(studies + list(self.projects)))
+        entries = [p.entry for p in self.projects.values()]
+        return list(dict.fromkeys(studies + entries + list(self.projects)))
 
     def get(self, name: str) -> Project:
         try:
@@ -216,11 +240,21 @@ class Registry:
         except KeyError:
             raise UnknownName("protocol", name, self.names()) from None
 
+    def entry(self, name: str) -> Project:
+        """The project of a projects.yaml entry; for an entry with counterbalanced lists, its list 1's project (the
+        lists share config, criteria and every setting but title)."""
+        if name in self.projects:
+            return self.projects[name]
+        found = [p for p in self.projects.values() if p.list_of == name]
+        if not found:
+            raise UnknownName("protocol", name, self.names())
+        return found[0]
+
     def parts(self, name: str) -> list[Project]:
         """The projects of a protocol: the project itself, or every part of a study (Circa: Part I and Part II)."""
         if name in self.projects:
             return [self.projects[name]]
-        found = [p for p in self.projects.values() if p.study == name]
+        found = [p for p in self.projects.values() if p.study == name or p.list_of == name]
         if not found:
             raise UnknownName("protocol", name, self.names())
         return found
@@ -234,7 +268,9 @@ class Registry:
         metadata = list(dict.fromkeys(m for p in parts for m in p.metadata_controls))
         # the part with the most criteria stands for the study (cmv: cmv_tom), on a tie the last (circa: Part II)
         base = max(reversed(parts), key=lambda p: len(p.criteria))
-        return base.model_copy(update={"name": name, "criteria": criteria, "metadata_controls": metadata})
+        title = base.title.rsplit(" (list ", 1)[0] if base.list_of else base.title
+        return base.model_copy(update={"name": name, "title": title, "criteria": criteria,
+                                       "metadata_controls": metadata})
 
     def __iter__(self):
         return iter(self.projects.values())
@@ -288,6 +324,9 @@ def load(path: Path | str | None = None) -> Registry:
             project = Project.model_validate({**(entry or {}), "name": name, "base_dir": base})
         except ValidationError as e:
             raise RegistryError(_describe(e, path, text, ("projects", name))) from None
+        if entry and ({"list_of", "list_number"} & set(entry)):
+            raise RegistryError(f"{where}: list_of and list_number are set by the registry for each list of an "
+                                "entry with `lists:`; leave them out")
         if project.importer not in IMPORTERS:
             raise RegistryError(f"{where}.importer: unknown importer '{project.importer}'; valid names: "
                                 f"{', '.join(sorted(IMPORTERS))}")
@@ -303,13 +342,35 @@ def load(path: Path | str | None = None) -> Registry:
         problems = check_against_config(project)
         if problems:
             raise RegistryError(f"{path}: projects.{name}:\n  " + "\n  ".join(problems))
-        projects[name] = project
+        for listed in _lists_of(project, where):
+            if listed is not project and (listed.name in raw["projects"] or listed.name in projects):
+                raise RegistryError(f"{where}.lists: the name of its list project '{listed.name}' is taken")
+            projects[listed.name] = listed
+    entries = {p.entry: p for p in projects.values()}
     for name, project in projects.items():
         first = project.crowd.after if project.crowd else None
-        if first and (first not in projects or not project.study or projects[first].study != project.study):
-            raise RegistryError(f"{_Where(path, text, name)}.crowd.after: '{first}' is not another project of the "
-                                f"study '{project.study or name}'")
+        if first and (first not in entries or not project.study or entries[first].study != project.study):
+            raise RegistryError(f"{_Where(path, text, project.entry)}.crowd.after: '{first}' is not another project "
+                                f"of the study '{project.study or name}'")
+        if first and entries[first].lists:
+            raise RegistryError(f"{_Where(path, text, project.entry)}.crowd.after: '{first}' has counterbalanced "
+                                "lists; a part done first cannot have lists")
     return Registry(projects, path)
+
+
+def _lists_of(project: Project, where) -> list[Project]:
+    """The project itself, or one project per counterbalanced list (NAME_list1 ..., titled "TITLE (list 1)")."""
+    if project.lists is None:
+        return [project]
+    out = []
+    for number in range(1, project.lists.count + 1):
+        title = f"{project.title} (list {number})"
+        if len(title) > 50:
+            raise RegistryError(f"{where}.title: with lists the title becomes '{title}', longer than Label Studio's "
+                                "50 characters; shorten it")
+        out.append(project.model_copy(update={"name": f"{project.name}_list{number}", "title": title,
+                                              "list_of": project.name, "list_number": number}))
+    return out
 
 
 class _Where:

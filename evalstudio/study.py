@@ -157,6 +157,23 @@ def order_warnings(annotations: pd.DataFrame, parts: list[Project]) -> dict[str,
     return out
 
 
+def list_warnings(annotations: pd.DataFrame, parts: list[Project]) -> dict[str, str]:
+    """annotator -> warning for participants who worked in more than one counterbalanced list of an entry: they may
+    have seen two versions of an item (possible only outside the gateway, e.g. in Label Studio itself)."""
+    out: dict[str, list[str]] = {}
+    done = annotations[~annotations["cancelled"].astype(bool)]
+    for entry in dict.fromkeys(p.list_of for p in parts if p.list_of):
+        names = [p.name for p in parts if p.list_of == entry]
+        worked = done[done["project"].isin(names)].groupby("annotator")["project"].unique()
+        for annotator, projects in worked.items():
+            if len(projects) > 1:
+                numbers = sorted(int(name.rsplit("_list", 1)[1]) for name in projects)
+                out.setdefault(annotator, []).append(
+                    f"worked in lists {', '.join(map(str, numbers))} of {entry} (may have seen two versions of an "
+                    "item: the gateway keeps each participant in one list)")
+    return {annotator: "; ".join(found) for annotator, found in out.items()}
+
+
 def gold_rate_warnings(parts: list[Project], per_part: list[list[dict]]) -> list[str]:
     """Parts whose task pool cannot give each participant crowd.gold_rate gold items: Label Studio's uniform
     sampling draws every participant's stream from the pool, so the pool's gold share is the rate they see."""

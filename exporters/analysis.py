@@ -286,3 +286,25 @@ def _values(tom: dict, side: str, category: str) -> set[str] | None:
     if not isinstance(entry, dict) or not isinstance(entry.get("values"), list):
         return None
     return {str(v).strip().lower() for v in entry["values"] if str(v).strip()}
+
+
+def lists_table(annotations: pd.DataFrame) -> pd.DataFrame:
+    """Counterbalanced lists (a between-participants design): per list of each entry, its participants, the tasks
+    they rated and their annotations, and how many of its participants also rated in another list (0 when every
+    participant came through the gateway, which keeps each in one list)."""
+    columns = ["project", "list", "participants", "tasks_rated", "annotations", "participants_in_other_lists"]
+    if "list" not in annotations or annotations["list"].isna().all():
+        return pd.DataFrame(columns=columns)
+    done = annotations[annotations["list"].notna() & ~annotations["cancelled"].astype(bool)]
+    entry = done["project"].str.replace(r"_list\d+$", "", regex=True)
+    lists_of = done.assign(entry=entry).groupby(["entry", "annotator"])["list"].nunique()
+    crossing = set(lists_of[lists_of > 1].index)
+    rows = []
+    for (project, number), group in done.assign(entry=entry).groupby(["project", "list"], sort=True):
+        annotators = set(group["annotator"])
+        rows.append({"project": project, "list": int(number), "participants": len(annotators),
+                     "tasks_rated": group["task_id"].nunique(), "annotations": group["annotation_id"].nunique(),
+                     "participants_in_other_lists": sum((e, a) in crossing for e, a in
+                                                        {(e, a) for e, a in zip(group["entry"], group["annotator"])})})
+    return pd.DataFrame(rows, columns=columns)
+

@@ -62,6 +62,8 @@ def build_report(project: Project, tasks: list[dict], out_dir: Path, users: dict
     tables["agreement"] = analysis.agreement_table(ann, project, n_boot=n_boot)
     tables["alignment"] = analysis.alignment_table(ann, model, project, n_boot=n_boot)
     tables["annotator_qc"] = analysis.annotator_qc(ann, project) if not ann.empty else pd.DataFrame()
+    if "list" in ann and ann["list"].notna().any():
+        tables["lists"] = analysis.lists_table(ann)
     if project.importer == "circa" and "shown_label_is" in tinfo:
         tables["explanation_roles"] = analysis.circa_explanation_roles(ann, tinfo, n_boot=n_boot)
 
@@ -97,6 +99,15 @@ def build_report(project: Project, tasks: list[dict], out_dir: Path, users: dict
                  "<p>Per ToM category: the extracted values of the post and of the persuasive comment, their overlap "
                  "(Jaccard), the values the comment adds and drops, next to the human judgement of the comment's values "
                  "(share of Yes).</p>", _table(tables["value_shift"].drop(columns=["added", "dropped"], errors="ignore"))]
+    if "lists" in tables:
+        crossing = int(tables["lists"]["participants_in_other_lists"].sum())
+        body += ["<h2>Counterbalanced lists</h2>",
+                 "<p>Each list holds one version of every item; each participant should rate in one list only.</p>",
+                 _table(tables["lists"])]
+        if crossing:
+            body.append(f"<p class='warning'><b>{crossing} participant(s) rated in more than one list</b> and may have "
+                        "seen two versions of an item (only possible outside the gateway); `evalstudio status` names "
+                        "them.</p>")
     if "control_accuracy" in tables:
         body += ["<h2>Control questions</h2>", _table(tables["control_accuracy"])]
     body += ["<h2>Annotators</h2>", _table(tables["annotator_qc"])]

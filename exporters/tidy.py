@@ -3,7 +3,8 @@
 annotations: one row per (annotation, criterion[, agent])
   project, task_id, item_id, system, annotator, criterion, value, annotation_id, created_at, lead_time,
   cancelled, agent, rationale, from_prediction, prefilled_unchanged, surplus, plus one column per metadata control (e.g.
-  note, bad_instance) and the participant id where the protocol has one (prolific_id)
+  note, bad_instance), the participant id where the protocol has one (prolific_id) and, for a project of
+  counterbalanced lists, its list number (list)
   from_prediction: the annotation started from a model prediction (model-assisted labelling, prefill opt-in);
   prefilled_unchanged: this value is the prediction's, accepted without change (Label Studio's result `origin`
   "prediction", or the same value as the parent prediction)
@@ -133,6 +134,7 @@ def annotation_frame(tasks: Iterable[dict], project: Project, users: Mapping[int
     users = users or {}
     rows = []
     extra = list(project.metadata_controls) + (["prolific_id"] if project.participant_id == "prolific" else [])
+    extra += ["list"] if project.list_number else []  # counterbalanced lists: the list this project is
     for task in tasks:
         data = task_fields(task)
         predictions = {p.get("id"): result_values(p.get("result")) for p in task.get("predictions") or []
@@ -153,6 +155,8 @@ def annotation_frame(tasks: Iterable[dict], project: Project, users: Mapping[int
                 "surplus": id(ann) in surplus,
                 **{name: values.get(name) for name in project.metadata_controls},
             }
+            if project.list_number:
+                base["list"] = project.list_number
             if project.participant_id:
                 base["prolific_id"] = participant_id(annotator, project.participant_id)
             for slot in project.slots():
@@ -166,6 +170,7 @@ def annotation_frame(tasks: Iterable[dict], project: Project, users: Mapping[int
     frame["from_prediction"] = frame["from_prediction"].astype(bool)
     frame["prefilled_unchanged"] = frame["prefilled_unchanged"].astype(bool)
     frame["surplus"] = frame["surplus"].astype(bool)
+    frame["cancelled"] = frame["cancelled"].astype(bool)
     frame["created_at"] = pd.to_datetime(frame["created_at"], utc=True, errors="coerce")
     frame["lead_time"] = pd.to_numeric(frame["lead_time"], errors="coerce")
     # answers of several types share the column: object, never pandas' string dtype (which refuses numbers)
@@ -199,17 +204,20 @@ def surplus_annotations(annotations: list[dict], per_task: int, users: Mapping[i
 
 
 def write_annotations(pages: Iterable[list[dict]], project: Project, users: Mapping[int, str], path: Path,
-                      on_page=None, append: bool = False, fmt: str = "csv") -> tuple[int, int]:
+                      on_page=None, append: bool = False, fmt: str = "csv",
+                      columns: list[str] | None = None) -> tuple[int, int]:
     """Stream pages of tasks to one tidy file (memory: one page; Parquet: the whole frame). Returns (rows,
     annotations). CSV is spreadsheet-safe (exporters/files.py); JSONL and Parquet keep the raw values.
 
-    append: add to a file that already has the first project's rows (the next project of a study)."""
+    append: add to a file that already has the first project's rows (the next project of a study); columns: the
+    columns of the whole file (a study's parts can differ, e.g. only a part with lists has `list`)."""
+    shape = (lambda frame: frame.reindex(columns=columns)) if columns else (lambda frame: frame)
     from .files import write_csv, write_jsonl, write_parquet
 
     if fmt == "parquet":
-        frames = [annotation_frame([], project, users)]
+        frames = [shape(annotation_frame([], project, users))]
         for page in pages:
-            frames.append(annotation_frame(page, project, users))
+            frames.append(shape(annotation_frame(page, project, users)))
             if on_page:
                 on_page(len(page))
         frame = pd.concat(frames, ignore_index=True)
@@ -220,7 +228,7 @@ def write_annotations(pages: Iterable[list[dict]], project: Project, users: Mapp
     rows = annotations = 0
     with open(path, "a" if append else "w", encoding="utf-8", newline="") as f:
         for number, page in enumerate(pages):
-            frame = annotation_frame(page, project, users)
+            frame = shape(annotation_frame(page, project, users))
             if fmt == "jsonl":
                 write_jsonl(frame, f)
             else:

@@ -101,9 +101,15 @@ def predict_tasks(project: registry.Project, tasks: list[dict], chosen=None) -> 
 
 
 def fetch_annotated_tasks(project: registry.Project, settings: Settings, project_id: int | None = None) -> list[dict]:
-    """Tasks with annotations of the Label Studio project `project_id` (default: the one titled like `project`)."""
+    """Tasks with annotations of the Label Studio project `project_id` (default: the one titled like `project`);
+    for a project of counterbalanced lists, of every list's project (the lists share one learner)."""
     client = Client(settings)
-    return [t for t in client.export_tasks(project_id or client.require_project(project)) if t["annotations"]]
+    if project.list_of and project_id is None:
+        found = [client.find_project(p.title) for p in _registry().parts(project.entry)]
+        ids = [pid for pid in found if pid is not None] or [client.require_project(project)]
+    else:
+        ids = [project_id or client.require_project(project)]
+    return [t for pid in ids for t in client.export_tasks(pid) if t["annotations"]]
 
 
 class EvalstudioModel(LabelStudioMLBase):
@@ -126,7 +132,8 @@ def retrain(label_config: str | None, project_id: int) -> dict:
         project = identify(label_config)
         if project.predictor != "learner":
             return {}
-        tasks = fetch_annotated_tasks(project, settings_from_env(), project_id)
+        # a list's project: the entry's learner is trained on the annotations of all its lists
+        tasks = fetch_annotated_tasks(project, settings_from_env(), None if project.list_of else project_id)
         summary = LearnerPredictor(model_dir()).train(project, tasks)
         log.info("retrained %s from project %s: %s", project.name, project_id, summary)
         return summary

@@ -95,7 +95,7 @@ class LearnerPredictor:
         self._cache: dict[str, tuple[float, dict]] = {}
 
     def path(self, project: Project) -> Path:
-        return self.model_dir / project.name / "learner.joblib"
+        return self.model_dir / project.entry / "learner.joblib"  # the lists of an entry share one learner
 
     def train(self, project: Project, tasks: list[dict]) -> dict:
         """Fit from tasks with annotations (Label Studio task dicts); saves the model and returns a summary."""
@@ -151,12 +151,12 @@ class LearnerPredictor:
 
         path = self.path(project)
         if not path.is_file():
-            raise NoPrediction(f"no trained learner for {project.name} yet (train with `evalstudio train {project.name}` "
+            raise NoPrediction(f"no trained learner for {project.entry} yet (train with `evalstudio train {project.entry}` "
                                "or submit annotations)")
         mtime = path.stat().st_mtime
-        cached = self._cache.get(project.name)
+        cached = self._cache.get(project.entry)
         if not cached or cached[0] != mtime:
-            self._cache[project.name] = cached = (mtime, joblib.load(path))
+            self._cache[project.entry] = cached = (mtime, joblib.load(path))
         return cached[1]
 
     def predict(self, project: Project, task: dict) -> Output:

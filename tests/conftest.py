@@ -56,7 +56,7 @@ def free_port() -> int:
 def example_files(protocol: str) -> list[Path]:
     """The sample files of a protocol, or of the study a project belongs to (circa_part1 -> examples/circa,
     cmv_threads -> examples/cmv)."""
-    folder = re.sub(r"_(part\d+|tom|threads)$", "", protocol)
+    folder = re.sub(r"_(part\d+|tom|threads)$", "", re.sub(r"_list\d+$", "", protocol))
     return sorted(p for p in (EXAMPLES / folder).iterdir() if p.suffix in {".jsonl", ".csv", ".tsv", ".xml"})
 
 

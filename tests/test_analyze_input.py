@@ -257,7 +257,7 @@ def test_a_label_studio_export_analyses_like_a_file(reg, tmp_path):
 
     from .test_study import make_tasks
 
-    dialogue = reg.get("dialogue")
+    dialogue = reg.entry("dialogue")
     tasks = make_tasks(dialogue)
     rng = np.random.default_rng(1)
     for task in tasks:

@@ -311,7 +311,7 @@ def test_annotator_view_follows_the_protocol_document(reg, importer_for, client,
     are judged are shown, model ratings and gold labels are not; then every control is filled, submitted and read
     back through the API exactly as entered."""
     page, dialogs = session
-    project = reg.get(protocol)
+    project = reg.entry(protocol)
     report = import_files(project, importer_for(project.study_name), example_files(protocol), client)
     task = full_task(client, report.project_id)
     open_task(page, label_studio.url, report.project_id, task["id"])
@@ -363,14 +363,14 @@ def full_task(client, project_id: int) -> dict:
 
 def test_health_accepts_decimals_and_sotopia_negative_ranges(reg):
     """The designed values used above exercise what the protocols demand."""
-    health, sotopia = designed_values(reg.get("health")), designed_values(reg.get("sotopia"))
+    health, sotopia = designed_values(reg.entry("health")), designed_values(reg.entry("sotopia"))
     assert any(v != int(v) for k, v in health.items() if k in {"explainability", "controllability"})
     assert min(v for k, v in sotopia.items() if k.endswith("_secret")) < 0
 
 
 def test_untrusted_html_renders_as_text_and_runs_nothing(reg, importer_for, client, label_studio, session):
     page, dialogs = session
-    project = reg.get("cmv_tom").model_copy(update={"title": "cmv untrusted html"})  # its own, unannotated tasks
+    project = reg.entry("cmv_tom").model_copy(update={"title": "cmv untrusted html"})  # its own, unannotated tasks
     report = import_files(project, importer_for("cmv"), example_files("cmv"), client)
     [task] = [t for t in client.tasks(report.project_id) if t.data["item_id"] == "es-demo-3"]
     open_task(page, label_studio.url, report.project_id, task.id)
@@ -394,7 +394,7 @@ def test_prefill_opt_in_shows_predictions_and_the_export_flags_accepted_ones(reg
 
     page, dialogs = session
     url, _, auth = ml_backend
-    project = reg.get("health").model_copy(update={"title": "health prefill opt-in", "prefill": True})
+    project = reg.entry("health").model_copy(update={"title": "health prefill opt-in", "prefill": True})
     report = import_files(project, importer_for("health"), example_files("health"), client)
     client.ensure_project(project)
     assert client.project(report.project_id).show_collab_predictions is True
@@ -447,7 +447,7 @@ def test_cmv_navigation_resumes_at_the_first_unfinished_sample_and_goes_back(reg
     to the first unfinished sample, also when you come back, and you can go back to earlier samples and change
     their answers (Save & Previous)."""
     page, dialogs = session
-    project = reg.get("cmv_tom").model_copy(update={"title": "cmv navigation"})
+    project = reg.entry("cmv_tom").model_copy(update={"title": "cmv navigation"})
     report = import_files(project, importer_for("cmv"), example_files("cmv"), client)
     tasks = sorted((t for p in client.full_task_pages(report.project_id) for t in p), key=lambda t: t["id"])
 
@@ -502,7 +502,7 @@ def test_a_dialogue_with_a_persona_shows_it_and_one_without_shows_nothing_there(
     import json
 
     page, _ = session
-    project = reg.get("dialogue").model_copy(update={"title": "dialogue with persona"})
+    project = reg.entry("dialogue").model_copy(update={"title": "dialogue with persona"})
     path = tmp_path / "persona.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in [
         {"id": "p1", "context": ["A: hi, what do you do?"], "persona": ["I am a beekeeper.", "I live in Lyon."],

@@ -26,7 +26,7 @@ MODEL_OUTPUTS = EXAMPLES / "circa" / "model_explanations.csv"
 def pipeline(reg):
     from evalstudio import importers
 
-    project = reg.get("circa_part2")  # the explanation ratings (Part II); gold and roles go to the task's meta
+    project = reg.entry("circa_part2")  # the explanation ratings (Part II); gold and roles go to the task's meta
     tasks = [{"id": i, **split_task(project, d)}
              for i, (_, d) in enumerate(iter_tasks(project, importers.get("circa"), [MODEL_OUTPUTS]))]
     assert all("gold_label" in t["meta"] and "gold_label" not in t["data"] for t in tasks)

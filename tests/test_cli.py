@@ -36,7 +36,7 @@ def test_validate_reports_file_line_field(tmp_path):
 
 def test_unknown_protocol_lists_valid_names():
     result = run("validate", "sotopya", str(EXAMPLES / "sotopia" / "episodes.jsonl"))
-    assert result.returncode == 2 and "valid names: circa, circa_part1, circa_part2, cmv, cmv_threads, cmv_tom, dialogue, health, sotopia" in result.stderr
+    assert result.returncode == 2 and "valid names: circa, circa_part1, circa_part2, circa_part2_list1, circa_part2_list2, cmv, cmv_threads, cmv_tom, dialogue, health, sotopia" in result.stderr
 
 
 def test_missing_connection_settings_are_named(tmp_path):
@@ -148,7 +148,7 @@ def test_bad_cli_arguments_get_a_message_not_a_traceback(tmp_path, make_args, me
 def test_exporting_a_project_of_another_protocol_is_an_error(reg, importer_for, client, label_studio, tmp_path):
     from evalstudio.importing import import_files
 
-    report = import_files(reg.get("sotopia"), importer_for("sotopia"), [EXAMPLES / "sotopia" / "episodes.jsonl"], client)
+    report = import_files(reg.entry("sotopia"), importer_for("sotopia"), [EXAMPLES / "sotopia" / "episodes.jsonl"], client)
     env = {"LABEL_STUDIO_URL": label_studio.url, "LABEL_STUDIO_API_KEY": label_studio.credentials().api_key}
     for command in (["export", "dialogue", "-o", str(tmp_path / "x.csv")], ["report", "dialogue", "-o", str(tmp_path / "r")]):
         result = run(*command, "--project-id", str(report.project_id), env=env)

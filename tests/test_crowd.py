@@ -95,7 +95,7 @@ def test_concurrent_participants_and_what_the_stream_guarantees(reg, client, lab
     overlap. It does not guarantee at most N per task (SQLite runs the stream without a transaction, and a lock
     can expire), nor anything for annotations submitted outside the stream. evalstudio counts the first N
     participants' first annotations of each task and flags the rest as surplus."""
-    project = reg.get("dialogue").model_copy(update={"title": "crowd distribution", "annotators_per_task": PER_TASK,
+    project = reg.entry("dialogue").model_copy(update={"title": "crowd distribution", "annotators_per_task": PER_TASK,
                                                      "order": "random"})
     items = tmp_path / "items.jsonl"
     items.write_text("".join(json.dumps({"id": f"c{i}", "context": f"A: question {i}?",

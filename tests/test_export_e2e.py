@@ -70,7 +70,7 @@ def annotate(client, project, project_id, annotators, rng):
 
 @pytest.mark.parametrize("protocol", PROJECTS)
 def test_annotate_export_and_agree(reg, importer_for, client, annotators, tmp_path, protocol):
-    project = reg.get(protocol)
+    project = reg.entry(protocol)
     report = import_files(project, importer_for(protocol), example_files(protocol), client)
     tasks, entered = annotate(client, project, report.project_id, annotators, np.random.default_rng(PROJECTS.index(protocol)))
     skipped_task = tasks[0].id
@@ -146,7 +146,7 @@ def test_cli_export_and_report(reg, importer_for, client, annotators, label_stud
     """`evalstudio export` and `evalstudio report` as a user runs them, live and from an export file."""
     from .test_cli import run
 
-    project = reg.get("dialogue").model_copy(update={"title": "dialogue for the CLI"})
+    project = reg.entry("dialogue").model_copy(update={"title": "dialogue for the CLI"})
     report = import_files(project, importer_for("dialogue"), example_files("dialogue"), client)
     if not any(t["annotations"] for t in client.export_tasks(report.project_id)):
         annotate(client, project, report.project_id, annotators, np.random.default_rng(11))
@@ -182,7 +182,7 @@ def test_live_export_pages_through_a_large_project(reg, client, annotators, labe
     from .largefile import write_dialogue_file
     from .test_cli import run
 
-    project = reg.get("dialogue").model_copy(update={"title": "dialogue paged export"})
+    project = reg.entry("dialogue").model_copy(update={"title": "dialogue paged export"})
     project_id, _ = client.ensure_project(project)
     write_dialogue_file(tmp_path / "tasks.jsonl", 2500)
     rng = np.random.default_rng(7)
@@ -231,8 +231,9 @@ def test_circa_study_report_gates_part2_annotators_on_part1_control_accuracy(reg
            "EVALSTUDIO_PROJECTS": str(own)}
     imported = run("import", "circa", *map(str, example_files("circa")), env=env)
     assert imported.returncode == 0, imported.stderr
-    assert "circa_part1: " in imported.stdout and "circa_part2: " in imported.stdout
-    part1, part2 = reg.get("circa_part1"), reg.get("circa_part2")
+    assert "circa_part1: " in imported.stdout and "circa_part2_list1: " in imported.stdout
+    assert "list 1 of 2: " in imported.stdout and "list 2 of 2: " in imported.stdout  # each list's versions
+    part1, part2 = reg.entry("circa_part1"), reg.entry("circa_part2")  # Part II: everyone works in list 1
     labels = part1.criteria["interpretation"].labels
     bad = ANNOTATORS[2]
     for project in (part1, part2):
@@ -259,6 +260,9 @@ def test_circa_study_report_gates_part2_annotators_on_part1_control_accuracy(reg
     agreement = pd.read_csv(out / "agreement.csv").set_index("criterion")
     assert agreement.loc["explanation_quality", "annotators"] == len(ANNOTATORS) - 1
     assert "faithfulness (shown = prediction)" in pd.read_csv(out / "explanation_roles.csv")["group"].tolist()
+    lists = pd.read_csv(out / "lists.csv")  # the counterbalanced lists of Part II: everyone in list 1
+    assert lists[["project", "list", "participants", "participants_in_other_lists"]].values.tolist() == [
+        ["circa_part2_list1", 1, len(ANNOTATORS) - 1, 0]]
 
     everyone = run("report", "circa", "-o", str(tmp_path / "all"), "--bootstrap", "20",
                    "--min-control-accuracy", "0", env=env)

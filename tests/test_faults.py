@@ -35,7 +35,7 @@ RECOVERABLE = [
 
 
 def fresh_project(reg):
-    return reg.get("dialogue").model_copy(update={"title": f"faults {secrets.token_hex(3)}"})
+    return reg.entry("dialogue").model_copy(update={"title": f"faults {secrets.token_hex(3)}"})
 
 
 def server_ids(client, project_id) -> list[str]:

@@ -33,7 +33,7 @@ def test_prolific_id_comes_from_the_account_email(account, expected):
 
 
 def _tasks(reg, importer_for, protocol, n=2):
-    project = reg.get(protocol)
+    project = reg.entry(protocol)
     return project, [{"id": i, **split_task(project, d), "annotations": [], "predictions": []}
                      for i, (_, d) in enumerate(iter_tasks(project, importer_for(protocol), example_files(protocol)))][:n]
 
@@ -118,5 +118,5 @@ def test_cmv_value_shift_matches_a_hand_computation():
 
 def test_circa_study_joins_both_parts_for_the_analysis(reg):
     study = reg.study("circa")
-    assert [p.name for p in reg.parts("circa")] == ["circa_part1", "circa_part2"]
+    assert [p.name for p in reg.parts("circa")] == ["circa_part1", "circa_part2_list1", "circa_part2_list2"]
     assert set(study.criteria) == {"interpretation", "explanation_quality"} and study.min_control_accuracy == 0.5

@@ -116,7 +116,7 @@ def test_a_participant_reads_only_what_the_view_shows(study, client, reg):
     web = signed_in(study, "GW2")
     task = web.get("/api/next/dialogue").json()
     assert set(task) == {"ref", "number", "data", "previous", "progress", "update"}
-    assert set(task["data"]) <= reg.get("dialogue").data_fields()
+    assert set(task["data"]) <= reg.entry("dialogue").data_fields()
     # every task showing the same data (the example repeats some responses across systems)
     originals = [t for page in client.full_task_pages(study["project_id"]) for t in page
                  if all(t["data"].get(k) == v for k, v in task["data"].items())]
@@ -132,7 +132,7 @@ def test_a_participant_reads_only_what_the_view_shows(study, client, reg):
 def test_a_participant_changes_nothing_but_their_own_answers(study, client, reg):
     """Results are checked against the controls before Label Studio sees them; a participant's task references are
     theirs alone; an annotation is created once and only its author's gateway session can update it."""
-    project = reg.get("dialogue")
+    project = reg.entry("dialogue")
     one, two = signed_in(study, "GW3"), signed_in(study, "GW4")
     task = one.get("/api/next/dialogue").json()
     ref = task["ref"]
@@ -188,7 +188,7 @@ def test_labeling_in_a_browser_through_the_gateway(study, client, reg):
         pytest.skip("Debian chromium is not installed (apt-get install chromium)")
     from playwright.sync_api import sync_playwright
 
-    project = reg.get("dialogue")
+    project = reg.entry("dialogue")
     account = participants.load_accounts(study["folder"])["GW1"]
     upstream_paths = []
     with sync_playwright() as p:
@@ -259,14 +259,14 @@ def study_gateways(label_studio, client, reg, tmp_path_factory):
                 def own_projects(raw):
                     raw["projects"]["circa_part1"]["crowd"]["per_participant"] = 1
                     for entry in raw["projects"].values():
-                        entry["title"] = "GV: " + entry["title"]  # (titles have at most 50 characters)
+                        entry["title"] = "GV: " + entry["title"][:34]  # (at most 50 characters, " (list 1)" too)
                 projects_file = _projects_file(base, own_projects)
                 own = registry.load(projects_file)
                 importer = importers.get(own.parts(study_name)[0].importer)
                 ids = {part.name: import_files(part, importer, example_files(part.name), client).project_id
                        for part in own.parts(study_name)}
                 folder = base / "participants"
-                participants.add(client, [viewer(p.name) for p in reg.parts(study_name)], folder)
+                participants.add(client, list(dict.fromkeys(viewer(p.entry) for p in reg.parts(study_name))), folder)
                 url = stack.enter_context(gateway_process(label_studio, study_name, folder, projects_file))
                 started[study_name] = (url, folder, ids)
             return started[study_name]
@@ -287,7 +287,7 @@ def finish_through_the_api(page, url: str, project) -> None:
 
     headers = {"X-Evalstudio": "1", "Content-Type": "application/json"}
     for _ in range(50):
-        task = page.request.get(f"{url}/api/next/{project.name}", headers=headers).json()
+        task = page.request.get(f"{url}/api/next/{project.entry}", headers=headers).json()
         if "finished" in task:
             return
         result = [region(project.interface, name, value) for name, value in designed_values(project).items()]
@@ -320,9 +320,9 @@ def test_every_annotator_view_through_the_gateway(reg, client, study_gateways, p
         pytest.skip("Debian chromium is not installed (apt-get install chromium)")
     from playwright.sync_api import sync_playwright
 
-    project = reg.get(protocol)
+    project = reg.entry(protocol)
     url, folder, ids = study_gateways(project.study_name)
-    project_id = ids[protocol]
+    project_ids = [ids[p.name] for p in reg.parts(protocol)]  # Circa Part II: the list the gateway puts them in
     pid = viewer(protocol)
     account = participants.load_accounts(folder)[pid]
     with sync_playwright() as p:
@@ -333,7 +333,7 @@ def test_every_annotator_view_through_the_gateway(reg, client, study_gateways, p
         page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
         page.goto(f"{url}/s/{pid}/{account.access}")
         if project.crowd and project.crowd.after:  # the part that comes first (Circa's control questions)
-            finish_through_the_api(page, url, reg.get(project.crowd.after))
+            finish_through_the_api(page, url, reg.entry(project.crowd.after))
         page.goto(f"{url}/label/{protocol}")
         try:
             page.wait_for_selector("#editor[data-task]", timeout=180_000)
@@ -354,8 +354,8 @@ def test_every_annotator_view_through_the_gateway(reg, client, study_gateways, p
         fill(page, project, values)
         page.locator("button", has_text="Submit").first.click()
         for _ in range(120):  # the participant's annotation, on whichever task Label Studio's stream gave them
-            mine = [(t, a) for page_ in client.full_task_pages(project_id) for t in page_ for a in t["annotations"]
-                    if _user(a["completed_by"]) == account.user_id]
+            mine = [(t, a) for project_id in project_ids for page_ in client.full_task_pages(project_id)
+                    for t in page_ for a in t["annotations"] if _user(a["completed_by"]) == account.user_id]
             if mine:
                 break
             page.wait_for_timeout(500)
@@ -402,7 +402,7 @@ def test_sign_in_only_by_personal_link_or_study_link_and_rate_limited(study):
                     max_leaves=30))
 def test_result_check_refuses_anything_else_cleanly(reg, value):
     """Whatever a participant sends as a result is either a clean result list or refused with a message."""
-    controls = controls_of(reg.get("sotopia"))
+    controls = controls_of(reg.entry("sotopia"))
     for candidate in (value, [value], [{"from_name": "believability_agent1", "to_name": "dialogue",
                                         "type": "number", "value": value}]):
         try:

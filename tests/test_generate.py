@@ -83,7 +83,7 @@ def test_cmv_tom_values_are_generated_into_the_shown_item(generating_backend, re
     assert any("Do not add" in p or "do not add" in p for p in prompts)
 
     # imported into a real Label Studio: shown in the item (task data), model named in meta, no answer prefilled
-    project = reg.get("cmv_tom").model_copy(update={"title": "cmv generated ToM (test)"})
+    project = reg.entry("cmv_tom").model_copy(update={"title": "cmv generated ToM (test)"})
     report = import_files(project, importers.get("cmv"), [out], client)
     [task] = client.export_tasks(report.project_id)
     shown = task["data"]
@@ -110,7 +110,7 @@ def test_circa_explanations_are_generated_for_empty_cells_only(generating_backen
     done = run("generate", "circa", str(source), "--ml-url", url, "-o", str(out), "--basic-auth-file", str(auth))
     assert done.returncode == 0, done.stderr
     assert "1 of 2 record(s) completed" in done.stdout
-    project = reg.get("circa_part2")
+    project = reg.entry("circa_part2")
     tasks = [split_task(project, data) for _, data in iter_tasks(project, importers.get("circa"), [out])]
     by_question = {}
     for task in tasks:

@@ -37,7 +37,7 @@ def fresh_dir(tmp_path_factory):
 def problems_of(project_name, reg, tmp_path, name, content) -> list[str]:
     path = tmp_path / name
     path.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8"))
-    project = reg.get(project_name)
+    project = reg.entry(project_name)
     return [str(p) for p in scan(project, importers.get(project.importer), [path]).problems]
 
 
@@ -103,7 +103,7 @@ def test_double_escaped_delta_entities_count_as_deltas(reg, tmp_path):
               '<reply id="r2" author="op">Good point &amp;#8710; and &amp;amp; more</reply>\n</thread>\n')
     path = tmp_path / "t.xml"
     path.write_text(thread)
-    project = reg.get("cmv_threads")  # a delta thread without ToM values: Q1 only
+    project = reg.entry("cmv_threads")  # a delta thread without ToM values: Q1 only
     [record] = [r for _, r in importers.get("cmv").read(path)]
     assert record["delta_reply"]["text"] == "Good point ∆ and & more"  # shown as the author wrote it
     assert record.get("delta", True) is True
@@ -122,12 +122,12 @@ def test_non_delta_threads_are_imported_for_q1_without_saying_so(reg, tmp_path):
                '<reply id="c3" author="someone">Have you considered z?</reply>\n</thread>\n</threads>\n')
     path = tmp_path / "negative.xml"
     path.write_text(threads)
-    project = reg.get("cmv_threads")
+    project = reg.entry("cmv_threads")
     tasks = [split_task(project, d) for _, d in iter_tasks(project, importers.get("cmv"), [path])]
     assert [(t["data"]["comment"], t["data"]["op_reply"], t["meta"]["delta"]) for t in tasks] == [
         ("A weak reason.", "Not convinced.", False),
         ("Have you considered z?", "(The OP did not reply to this comment.)", False)]
-    assert scan(reg.get("cmv_tom"), importers.get("cmv"), [path]).tasks == 0  # no Q2-Q7 about values that do not exist
+    assert scan(reg.entry("cmv_tom"), importers.get("cmv"), [path]).tasks == 0  # no Q2-Q7 about values that do not exist
     shown_headers = [h for h in project.label_config.split('<Header') if "Q1" not in h][1:]
     assert not any("delta" in h.split("/>")[0].lower() for h in shown_headers)  # no header says "delta"
 
@@ -145,7 +145,7 @@ records = st.dictionaries(st.sampled_from(FIELDS), json_values, max_size=8)
 
 
 def _clean(project_name, reg, path) -> list[Problem]:
-    project = reg.get(project_name)
+    project = reg.entry(project_name)
     result = scan(project, importers.get(project.importer), [path])
     for problem in result.problems:
         assert isinstance(problem, Problem) and str(problem).startswith(str(path))
@@ -186,7 +186,7 @@ def test_truncated_or_altered_examples_never_crash(reg, tmp_path_factory, projec
 
 @pytest.mark.server
 def test_a_file_appended_during_the_import_leaves_the_project_as_it_was(reg, importer_for, client, tmp_path):
-    project = reg.get("dialogue").model_copy(update={"title": "dialogue appended mid-import"})
+    project = reg.entry("dialogue").model_copy(update={"title": "dialogue appended mid-import"})
     source = example_files("dialogue")[0]
     path = tmp_path / f"items{source.suffix}"
     path.write_bytes(source.read_bytes())
@@ -308,7 +308,7 @@ def test_fuzzed_export_files_give_a_report_or_a_clear_error(reg, tmp_path_factor
         tasks = read_export(path)
     except EvalstudioError:
         return
-    build_report(reg.get("dialogue"), tasks, folder / "report", {}, n_boot=5)
+    build_report(reg.entry("dialogue"), tasks, folder / "report", {}, n_boot=5)
 
 
 # --- the command line: any input file -> exit 0, or exit 2 with a message; never a traceback -----------------

@@ -17,8 +17,11 @@ from .conftest import DATA, EXAMPLES, PROTOCOLS, example_files
 
 def tasks_of(reg, importer_for, protocol, files, part=None):
     """Task data of every project of the protocol (Circa: both parts), or of one part."""
-    items = [item for project in reg.parts(protocol) if part in (None, project.name)
-             for item in iter_tasks(project, importer_for(protocol), files)]
+    entries = {}  # one project per entry: without versions, a list's project yields the tasks of every list
+    for project in reg.parts(protocol):
+        if part in (None, project.name, project.entry):
+            entries.setdefault(project.entry, project)
+    items = [item for project in entries.values() for item in iter_tasks(project, importer_for(protocol), files)]
     problems = [i for i in items if isinstance(i, Problem)]
     assert not problems, problems
     return [data for _, data in items]
@@ -50,7 +53,7 @@ def test_sotopia_keeps_evaluator_ratings_and_reasoning(reg, importer_for):
     tasks = tasks_of(reg, importer_for, "sotopia", [path])
     episodes = [json.loads(line) for line in path.read_text().splitlines()]
     assert len(tasks) == len(episodes) == 20
-    dims = list(reg.get("sotopia").criteria)
+    dims = list(reg.entry("sotopia").criteria)
     for data, episode in zip(tasks, episodes):
         assert data["item_id"] == episode["episode_id"]
         for i, agent in enumerate(("agent1", "agent2")):
@@ -216,19 +219,19 @@ def test_all_problems_are_reported_not_just_the_first(reg, importer_for, tmp_pat
     bad = _mutate("dialogue", lambda r: r.pop("context"))
     path = tmp_path / "many.jsonl"
     path.write_bytes(_jsonl(bad, _first_record("dialogue"), bad, bad))
-    result = scan(reg.get("dialogue"), importer_for("dialogue"), [path])
+    result = scan(reg.entry("dialogue"), importer_for("dialogue"), [path])
     assert [p.line for p in result.problems] == [1, 3, 4]
 
 
 def test_duplicate_ids_are_reported(reg, importer_for, tmp_path):
     path = tmp_path / "dup.jsonl"
     path.write_bytes(_jsonl(_first_record("health"), _first_record("health")))
-    [problem] = [p for p in scan(reg.get("health"), importer_for("health"), [path]).problems if p.field == "evalstudio_id"]
+    [problem] = [p for p in scan(reg.entry("health"), importer_for("health"), [path]).problems if p.field == "evalstudio_id"]
     assert problem.line == 2 and problem.field == "evalstudio_id" and re.search(r"first seen at .*dup.jsonl:1", problem.message)
 
 
 def test_missing_file_is_reported(reg, importer_for, tmp_path):
-    [problem] = scan(reg.get("health"), importer_for("health"), [tmp_path / "nope.jsonl"]).problems
+    [problem] = scan(reg.entry("health"), importer_for("health"), [tmp_path / "nope.jsonl"]).problems
     assert problem.message == "no such file"
 
 
@@ -240,10 +243,10 @@ def test_missing_file_is_reported(reg, importer_for, tmp_path):
 def test_health_design_four_versions_of_every_scenario(reg, importer_for, tmp_path, change, message):
     """Document 004: every scenario in 4 versions; a missing or extra version is an error naming file and line."""
     records = [json.loads(line) for line in (EXAMPLES / "health" / "assistant_versions.jsonl").read_text().splitlines()]
-    assert not scan(reg.get("health"), importer_for("health"), [EXAMPLES / "health" / "assistant_versions.jsonl"]).problems
+    assert not scan(reg.entry("health"), importer_for("health"), [EXAMPLES / "health" / "assistant_versions.jsonl"]).problems
     path = tmp_path / "h.jsonl"
     path.write_bytes(_jsonl(*change(records)))
-    problems = [p for p in scan(reg.get("health"), importer_for("health"), [path]).problems if p.field == "system"]
+    problems = [p for p in scan(reg.entry("health"), importer_for("health"), [path]).problems if p.field == "system"]
     assert problems and message in problems[0].message and problems[0].line == 1, problems
 
 
@@ -276,7 +279,7 @@ def test_circa_part1_questions_are_control_items_left_out_of_part2(reg, importer
     # a Part I file is checked like any other: the gold label must be one of the five options
     bad = tmp_path / "bad_part1.csv"
     bad.write_text("context,question,answer,gold_label\nX asks.,Q?,A.,Maybe\n", encoding="utf-8")
-    [problem] = scan(reg.get("circa_part1"), importer_for("circa"), [bad]).problems
+    [problem] = scan(reg.entry("circa_part1"), importer_for("circa"), [bad]).problems
     assert (problem.line, problem.field) == (2, "gold_label") and "not one of" in problem.message
 
 
@@ -297,7 +300,7 @@ def test_unknown_fields_are_kept_as_metadata_and_reported_once_per_file(reg, cap
         body = "".join(_json.dumps({**r, "topic": "t1", "split": "test"}) + "\n" for r in lines)
     path = tmp_path / f"items{suffix}"
     path.write_text(body)
-    project = reg.get(protocol)
+    project = reg.entry(protocol)
     with caplog.at_level(logging.WARNING):
         result = scan(project, importers.get(project.importer), [path])
         result.warn_unknown(project)

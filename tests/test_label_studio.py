@@ -21,7 +21,7 @@ def task_count(client, project_id):
 
 @pytest.mark.parametrize("protocol", PROJECTS)
 def test_project_is_created_from_projects_yaml_and_setup_is_idempotent(reg, client, protocol):
-    project = reg.get(protocol)
+    project = reg.entry(protocol)
     project_id, _ = client.ensure_project(project)
     assert client.ensure_project(project) == (project_id, "unchanged")
     remote = client.project(project_id)
@@ -41,14 +41,14 @@ def test_project_is_created_from_projects_yaml_and_setup_is_idempotent(reg, clie
 def test_projects_are_found_by_exact_title(reg, client):
     # Label Studio's title filter is a case-insensitive "contains": "title lookup" also matches the other two
     titles = ["title lookup", "Title Lookup", "title lookup 2"]
-    ids = [client.ensure_project(reg.get("dialogue").model_copy(update={"title": t}))[0] for t in titles]
+    ids = [client.ensure_project(reg.entry("dialogue").model_copy(update={"title": t}))[0] for t in titles]
     assert len(set(ids)) == 3
     assert [client.find_project(t) for t in titles] == ids
     assert client.find_project("title look") is None
 
 
 def test_server_rejects_an_invalid_config(reg, client):
-    broken = reg.get("dialogue").model_copy(update={"title": "broken config"})
+    broken = reg.entry("dialogue").model_copy(update={"title": "broken config"})
     broken.__dict__["label_config"] = broken.label_config.replace('toName="response"', 'toName="nowhere"', 1)
     with pytest.raises(ServerError, match="HTTP 400.*nowhere"):
         client.ensure_project(broken)
@@ -56,17 +56,29 @@ def test_server_rejects_an_invalid_config(reg, client):
 
 @pytest.mark.parametrize("protocol", PROJECTS)
 def test_real_samples_are_imported_once(reg, importer_for, client, protocol):
-    project, importer, files = reg.get(protocol), importer_for(protocol), example_files(protocol)
-    expected = {data["evalstudio_id"]: data for _, data in iter_tasks(project, importer, files)}
-    first = import_files(project, importer, files, client, batch_size=7)
-    assert first.created + first.already_present == len(expected)
-    remote = {t["data"]["evalstudio_id"]: t for page in client.full_task_pages(first.project_id) for t in page}
-    assert {k: task_fields(t) for k, t in remote.items()} == expected  # exactly the converted records
-    for key, task in remote.items():  # annotators see the view's fields only; the rest is in meta
-        assert task["data"].keys() == project.data_fields() | {"evalstudio_id", "item_id"}
-    again = import_files(project, importer, files, client)
-    assert (again.created, again.already_present) == (0, len(expected))
-    assert task_count(client, first.project_id) == len(expected)
+    """Each project gets exactly the converted records, once; an entry with counterbalanced lists (Circa Part II)
+    gets one project per list, each holding exactly one version of every item, every version in some list."""
+    parts, importer, files = reg.parts(protocol), importer_for(protocol), example_files(protocol)
+    expected = {data["evalstudio_id"]: data for _, data in iter_tasks(parts[0], importer, files)}  # every list's
+    held = {}
+    for project in parts:
+        first = import_files(project, importer, files, client, batch_size=7)
+        remote = {t["data"]["evalstudio_id"]: t for page in client.full_task_pages(first.project_id) for t in page}
+        assert {k: task_fields(t) for k, t in remote.items()} == {k: expected[k] for k in remote}
+        assert first.created + first.already_present == len(remote)
+        for key, task in remote.items():  # annotators see the view's fields only; the rest is in meta
+            assert task["data"].keys() == project.data_fields() | {"evalstudio_id", "item_id"}
+        again = import_files(project, importer, files, client)
+        assert (again.created, again.already_present) == (0, len(remote))
+        assert task_count(client, first.project_id) == len(remote)
+        held[project.name] = remote
+    assert set().union(*held.values()) == set(expected)
+    assert (len(parts) > 1) == (protocol == "circa_part2")
+    if len(parts) > 1:
+        items = {data["item_id"] for data in expected.values()}
+        for remote in held.values():
+            shown = [t["data"]["item_id"] for t in remote.values()]
+            assert sorted(shown) == sorted(items)  # one version of every item in each list
 
 
 @pytest.mark.parametrize("protocol, defect, name, content, line, field, message", BAD_INPUTS,
@@ -85,9 +97,10 @@ def test_bad_input_creates_no_task(reg, importer_for, client, tmp_path, protocol
 
 
 def test_scan_count_matches_import_for_large_batches(reg, importer_for, client):
-    """Batches smaller than the file exercise the batching path with real data (Circa: 90 tasks, batch 8)."""
-    project, importer = reg.get("circa_part2"), importer_for("circa")
+    """Batches smaller than the file exercise the batching path with real data (Circa Part II's list 1: 60 tasks,
+    the 30 conversations the model got right and one of the two versions of the 30 it got wrong; batch 8)."""
+    project, importer = reg.entry("circa_part2"), importer_for("circa")
     files = example_files("circa")
-    assert scan(project, importer, files).tasks == 90
+    assert scan(project, importer, files).tasks == 60
     report = import_files(project, importer, files, client, batch_size=8)
-    assert task_count(client, report.project_id) == 90
+    assert task_count(client, report.project_id) == 60

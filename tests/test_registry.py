@@ -34,7 +34,7 @@ SPEC = {
 
 @pytest.mark.parametrize("protocol", PROJECTS)
 def test_config_matches_published_protocol(reg, protocol):
-    project = reg.get(protocol)
+    project = reg.entry(protocol)
     li = project.interface  # parsed and validated by label_studio_sdk's LabelInterface
     for name, expected in SPEC[protocol].items():
         control = li.get_control(name)
@@ -53,7 +53,7 @@ def test_config_matches_published_protocol(reg, protocol):
     ("cmv_threads", ["note", "bad_instance"]),
 ])
 def test_text_controls(reg, protocol, controls):
-    li = reg.get(protocol).interface
+    li = reg.entry(protocol).interface
     for name in controls:
         assert li.get_control(name).tag in {"TextArea", "Choices"}
     if protocol.startswith("cmv"):  # optional fields stay optional
@@ -65,14 +65,14 @@ def test_text_controls(reg, protocol, controls):
 
 def test_health_accepts_any_decimal_for_all_nine_ratings(reg):
     """Document 004: "Scores can be any decimal values from 1 to 10 (e.g., 5.5, 7.8, 10)" - all nine ratings."""
-    li = reg.get("health").interface
+    li = reg.entry("health").interface
     assert len(li.controls) == 9
     for control in li.controls:
         assert control.attr["step"] == "any" and registry.control_step(control) is None, control.name
 
 
 def test_sotopia_rates_with_sliders_without_a_default(reg):
-    li = reg.get("sotopia").interface
+    li = reg.entry("sotopia").interface
     numbers = [c for c in li.controls if c.tag == "Number"]
     assert len(numbers) == 14
     assert all(c.attr.get("slider") == "true" and "defaultValue" not in c.attr and "defaultvalue" not in c.attr
@@ -82,7 +82,7 @@ def test_sotopia_rates_with_sliders_without_a_default(reg):
 @pytest.mark.parametrize("protocol", PROJECTS)
 def test_dialogues_render_as_plain_turns(reg, protocol):
     """No Paragraphs (its dialogue layout shows audio-sync timestamps and region icons): turns are plain text."""
-    li = reg.get(protocol).interface
+    li = reg.entry(protocol).interface
     assert not [o for o in li.objects if o.tag == "Paragraphs"]
     # untrusted text is shown by Text (escaped), never as HyperText
     assert not [o for o in li.objects if o.tag == "HyperText"]
@@ -92,7 +92,7 @@ def test_rubric_reaches_annotators(reg):
     for project in reg:
         assert len(project.instructions) > 200
         assert "<Collapse accordion=\"false\">" in project.label_config  # panels inside the task, opened independently
-    sotopia = reg.get("sotopia").label_config
+    sotopia = reg.entry("sotopia").label_config
     assert sotopia.count("This is a good annotation example") == 8 and sotopia.count("This is a bad annotation example") == 12
 
 
@@ -103,8 +103,8 @@ def test_no_shipped_protocol_prefills_answers(reg):
 
 def test_unknown_protocol_lists_valid_names(reg):
     with pytest.raises(UnknownName) as e:
-        reg.get("sotopya")
-    assert "valid names: circa, circa_part1, circa_part2, cmv, cmv_threads, cmv_tom, dialogue, health, sotopia" in str(e.value)
+        reg.entry("sotopya")
+    assert "valid names: circa, circa_part1, circa_part2, circa_part2_list1, circa_part2_list2, cmv, cmv_threads, cmv_tom, dialogue, health, sotopia" in str(e.value)
 
 
 def _copy_registry(tmp_path, edit):

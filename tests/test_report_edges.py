@@ -16,7 +16,7 @@ from .conftest import example_files
 
 
 def tasks_for(reg, name, base):
-    project = reg.get(name)
+    project = reg.entry(name)
     files = example_files(name)
     return [{"id": base + i, **split_task(project, data), "annotations": []}
             for i, (_, data) in enumerate(iter_tasks(project, importers.get(project.importer), files))]
@@ -30,7 +30,7 @@ def annotate(task, li, annotator, control, value):
 
 def circa(reg, state):
     part1, part2 = tasks_for(reg, "circa_part1", 1000), tasks_for(reg, "circa_part2", 2000)
-    li1, li2 = reg.get("circa_part1").interface, reg.get("circa_part2").interface
+    li1, li2 = reg.entry("circa_part1").interface, reg.entry("circa_part2").interface
     if state in ("gated out", "no rating"):
         for task in part1[:6]:  # both annotators always wrong on the control questions
             wrong = "Other" if task["meta"]["gold_label"] != "Other" else "No"
@@ -56,8 +56,8 @@ CASES = [("circa", circa, "nothing annotated", {}), ("circa", circa, "gated out"
 def test_report_handles_a_study_in_any_state(reg, tmp_path, study, build, state, options):
     parts = build(reg, state)
     tasks = [t for _, ts in parts for t in ts]
-    frames = [annotation_frame(ts, reg.get(name), {}) for name, ts in parts]
-    models = [model_frame(ts, reg.get(name)) for name, ts in parts]
+    frames = [annotation_frame(ts, reg.entry(name), {}) for name, ts in parts]
+    models = [model_frame(ts, reg.entry(name)) for name, ts in parts]
     page = build_report(reg.study(study), tasks, tmp_path, {}, n_boot=10, annotations=pd.concat(frames, ignore_index=True),
                         model=pd.concat(models, ignore_index=True), **options)
     html = page.read_text()

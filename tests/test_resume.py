@@ -40,7 +40,7 @@ def test_import_resumes_after_the_server_is_killed(request, tmp_path_factory, tm
         while count < KILL_AFTER:  # wait until the import is well under way
             if importing.poll() is not None:
                 pytest.fail(f"import ended before the kill:\n{importing.stdout.read()}{importing.stderr.read()}")
-            project_id = project_id or client.find_project(reg.get("dialogue").title)
+            project_id = project_id or client.find_project(reg.entry("dialogue").title)
             count = client.task_count(project_id) if project_id else 0
             time.sleep(0.1)
         os.killpg(server.process.pid, signal.SIGKILL)

@@ -54,7 +54,7 @@ def test_no_csv_cell_starts_a_formula(texts):
 def test_export_and_report_csv_are_safe_and_raw_formats_keep_the_text(reg, importer_for, client, label_studio, tmp_path):
     from .test_cli import run
 
-    project = reg.get("cmv_tom").model_copy(update={"title": "cmv formula injection"})
+    project = reg.entry("cmv_tom").model_copy(update={"title": "cmv formula injection"})
     report = import_files(project, importer_for("cmv"), example_files("cmv"), client)
     task = min(client.export_tasks(report.project_id), key=lambda t: t["id"])
     admin = next(uid for uid, email in client.users().items() if email == label_studio.credentials().username)

@@ -61,7 +61,7 @@ def make_tasks(project) -> list[dict]:
 
 @pytest.fixture
 def dialogue(reg):
-    project = reg.get("dialogue")
+    project = reg.entry("dialogue")
     crowd = project.crowd.model_copy(update={"min_gold_accuracy": 0.5, "bonus": Bonus(rule="all_batches", amounts=[2.5])})
     return project.model_copy(update={"crowd": crowd})
 
@@ -231,7 +231,7 @@ def test_gold_answers_are_checked_and_kept_out_of_sight(reg, tmp_path, protocol,
 
     from .conftest import example_files
 
-    project = reg.get(protocol)
+    project = reg.entry(protocol)
     source = next(p for p in example_files(protocol) if p.suffix == ".jsonl")
     first = json.loads(source.read_text(encoding="utf-8").splitlines()[0])
     path = tmp_path / "gold.jsonl"

@@ -9,10 +9,10 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from .. import importers
+from .. import importers, lists
 from ..client import Client, settings_from_env
 from ..errors import BadInput, EvalstudioError, InvalidInput
-from ..importing import import_files, scan
+from ..importing import import_files, placement_problems, scan
 from . import ProjectsOption, _fail, _load, app, console, err
 
 
@@ -108,13 +108,21 @@ def import_(
         elif problems:
             raise InvalidInput(problems)
         client = Client(settings_from_env())
+        study = list({p.name: p for part in parts for p in reg.parts(part.study_name)}.values())
+        misplaced = placement_problems(client, parts, scans, study)
+        if misplaced:  # nothing is imported: the study's projects stay as they are
+            raise InvalidInput(misplaced)
         reports = [(project, _import(project, files, client, batch_size, skip_invalid, checked))
                    for project, checked in zip(parts, scans)]
     except EvalstudioError as e:
         raise _fail(e)
-    for project, report in reports:
+    for (project, report), checked in zip(reports, scans):
         console.print(f"{project.name}: {report.created} task(s) created, {report.already_present} already present "
-                      f"(project id {report.project_id}).")
+                      f"(project id {report.project_id}).", highlight=False)
+        if project.lists and checked.versions is not None:
+            held = lists.balance(checked.versions, project.lists)[project.list_number]
+            console.print(f"  list {project.list_number} of {project.lists.count}: "
+                          + ", ".join(f"{n} {version}" for version, n in sorted(held.items())), highlight=False)
 
 
 def write_rejected(problems, path: Path) -> int:
@@ -237,13 +245,15 @@ def export(
             client = Client(settings_from_env())
             users = _users(client)
             rows = annotations = 0
+            columns = list(dict.fromkeys(c for part in parts for c in annotation_frame([], part, users).columns))
             for number, project in enumerate(parts):  # a study's parts go to one CSV (column `project`)
                 pid = client.require_protocol(project, project_id) if project_id else client.require_project(project)
                 with Progress(TextColumn(f"exporting {project.name}"), BarColumn(), MofNCompleteColumn(),
                               TimeRemainingColumn(), console=err, transient=True) as progress:
                     bar = progress.add_task(project.name, total=client.task_count(pid))
                     r, a = write_annotations(client.full_task_pages(pid), project, users, output,
-                                             on_page=lambda n: progress.advance(bar, n), append=number > 0, fmt=format)
+                                             on_page=lambda n: progress.advance(bar, n), append=number > 0, fmt=format,
+                                             columns=columns)
                 rows, annotations = rows + r, annotations + a
     except EvalstudioError as e:
         raise _fail(e)

@@ -84,7 +84,8 @@ def gateway(
         chunks, module = find_frontend(client.url)
         key = join_key(target, renew=new_join_link) if join else None
         crowd = next((p.crowd for p in parts if p.crowd), None)
-        config = GatewayConfig(study=registry.study(protocol).title if len(parts) == 1 else protocol,
+        one_entry = len({p.entry for p in parts}) == 1  # one protocol (with its lists, if it has them)
+        config = GatewayConfig(study=registry.study(protocol).title if one_entry else protocol,
                                parts=loaded, label_studio_url=client.url, api_key=settings.api_key,
                                participants_folder=target, public_url=shown_public, join_key=key,
                                completion_code=crowd.completion_code if crowd else None, chunks=chunks, module=module,

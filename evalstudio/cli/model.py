@@ -146,7 +146,7 @@ def train(
     from ..ml_backend.predictors import LearnerPredictor, NoPrediction
 
     try:
-        project = _load(projects).get(protocol)
+        project = _load(projects).entry(protocol)  # an entry with lists: one learner, trained on every list
         summary = LearnerPredictor(model_dir).train(project, fetch_annotated_tasks(project, settings_from_env()))
     except (EvalstudioError, NoPrediction) as e:
         raise _fail(e)

@@ -48,6 +48,11 @@ class Gateway:
     def __init__(self, config: GatewayConfig):
         self.config = config
         self.parts = {p.name: p for p in config.parts}
+        # what participants name: each entry, with its lists' projects where it has counterbalanced lists
+        self.entries: dict[str, list[Part]] = {}
+        for part in config.parts:
+            self.entries.setdefault(part.entry or part.name, []).append(part)
+        self.lists = ListAssignments(config.participants_folder)
         self.sessions: dict[str, Session] = {}
         self.tokens: dict[str, str] = {}  # participant -> Label Studio token (fetched once, kept in memory)
         self.sign_ins = Limiter(config.rate_per_minute)
@@ -131,14 +136,18 @@ class Gateway:
         if session is None:
             return self._html(pages.sign_in, self.config.study)
         states = []
-        for part in self.config.parts:
+        for entry, choices in self.entries.items():
+            part = choices[0] if len(choices) == 1 else self._assigned(session, entry)
+            if part is None:  # a list not chosen yet: open to the participant
+                states.append({"name": entry, "title": choices[0].title, "state": "open"})
+                continue
             if self._known_finished(session, part):
                 state = "finished"
             elif part.after and part.after not in session.finished:
                 state = f"after {self.parts[part.after].title}" if part.after in self.parts else "open"
             else:
                 state = "open"
-            states.append({"name": part.name, "title": part.title, "state": state})
+            states.append({"name": entry, "title": part.title, "state": state})
         return self._html(pages.start, self.config.study, session.participant, states, self.config.completion_code)
 
     async def _start(self, account: participants.Account) -> tuple[str | None, str, int]:
@@ -170,9 +179,10 @@ class Gateway:
         return self._with_cookie(RedirectResponse("/", status_code=303), key)
 
     async def label(self, request: Request) -> Response:
-        part = self.parts.get(request.path_params["part"])
-        if part is None:
+        entry = request.path_params["part"]
+        if entry not in self.entries:
             return _error("not found", 404)
+        part = self.entries[entry][0]  # the lists of an entry share config, instructions and title
         session = self.session(request)
         if session is None:
             return RedirectResponse("/", status_code=303)
@@ -181,8 +191,31 @@ class Gateway:
         except (ServerError, httpx.HTTPError):
             return self._html(pages.sign_in, self.config.study, "",
                               "The study server is not reachable; please try again in a minute.", status=502)
-        return self._html(pages.labeling, self.config.study, part.title, part.name, part.config, part.instructions,
+        return self._html(pages.labeling, self.config.study, part.title, entry, part.config, part.instructions,
                           self.config.chunks, self.config.module, front_end)
+
+    # ---- counterbalanced lists --------------------------------------------------------------------------------
+    def _assigned(self, session: Session, entry: str) -> Part | None:
+        number = self.lists.get(entry, session.participant)
+        return next((p for p in self.entries[entry] if p.list_number == number), None)
+
+    async def _part_for(self, session: Session, entry: str) -> Part | None:
+        """The project of `entry` the participant works in: the entry's own, or the list they are in. A participant
+        is put into a list the first time they ask for a task of the entry: the list they already annotated in (if
+        Label Studio has annotations of theirs in one), else the list with the fewest participants so far."""
+        choices = self.entries.get(entry)
+        if not choices:
+            return None
+        if len(choices) == 1 and choices[0].list_number is None:
+            return choices[0]
+        part = self._assigned(session, entry)
+        if part is not None:
+            return part
+        counts = {p.list_number: await self._count(session, p) for p in choices}
+        worked = [number for number, n in counts.items() if n]
+        self.lists.assign(entry, session.participant, [p.list_number for p in choices],
+                          max(worked, key=counts.get) if worked else None)
+        return self._assigned(session, entry)
 
     async def _front_end(self, session: Session) -> dict:
         async with self.front_end_lock:
@@ -356,7 +389,7 @@ class Gateway:
     async def _route(self, request: Request, session: Session) -> Response:
         action, arg = request.path_params["action"], request.path_params["arg"]
         if request.method == "GET" and action == "next":
-            part = self.parts.get(arg)
+            part = await self._part_for(session, arg)
             if part is None:
                 return _error("not found", 404)
             return await self._next(session, part)
@@ -474,6 +507,45 @@ class Gateway:
 
     async def health(self, request: Request) -> Response:
         return JSONResponse({"status": "UP"})
+
+
+class ListAssignments:
+    """Which counterbalanced list each participant works in, per entry: kept in the participants folder
+    (lists.json, private), so that a participant stays in their list across sessions and gateway restarts."""
+
+    FILE = "lists.json"
+
+    def __init__(self, folder):
+        self.path = folder / self.FILE
+        self.lock = threading.Lock()
+        self.assigned: dict[str, dict[str, int]] = {}
+        try:
+            loaded = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            loaded = {}
+        if isinstance(loaded, dict):
+            self.assigned = {str(entry): {str(p): int(n) for p, n in people.items() if isinstance(n, int)}
+                             for entry, people in loaded.items() if isinstance(people, dict)}
+
+    def get(self, entry: str, participant: str) -> int | None:
+        return self.assigned.get(entry, {}).get(participant)
+
+    def assign(self, entry: str, participant: str, numbers: list[int], worked: int | None) -> int:
+        """The participant's list: `worked` (the list with their annotations) if given, else the list with the
+        fewest participants (the lowest number on a tie); written to the file before it is used."""
+        from ..credentials import write_private
+
+        with self.lock:
+            people = self.assigned.setdefault(entry, {})
+            if participant in people:
+                return people[participant]
+            sizes = {n: 0 for n in numbers}
+            for n in people.values():
+                if n in sizes:
+                    sizes[n] += 1
+            people[participant] = worked if worked in sizes else min(numbers, key=lambda n: (sizes[n], n))
+            write_private(self.path, json.dumps(self.assigned, indent=1, sort_keys=True))
+            return people[participant]
 
 
 class _Headers:

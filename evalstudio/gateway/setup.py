@@ -30,6 +30,8 @@ class Part:
     quota: int | None  # annotations per participant (None: as many as Label Studio's sampling gives)
     after: str | None  # the part a participant finishes first
     prefill: bool
+    entry: str = ""  # the projects.yaml entry (a list's project: the entry it is a list of); participants see this
+    list_number: int | None = None  # counterbalanced lists: which list this project is
 
 
 @dataclass
@@ -55,9 +57,11 @@ def load_parts(client, projects: list[Project]) -> list[Part]:
         project_id = client.require_project(project)
         crowd = project.crowd
         quota = crowd.per_participant if crowd and isinstance(crowd.per_participant, int) else None
-        parts.append(Part(project.name, project.title, project_id, project.label_config, project.instructions,
+        # a list's project is titled "TITLE (list N)" in Label Studio; participants see TITLE only
+        title = project.title.rsplit(" (list ", 1)[0] if project.list_of else project.title
+        parts.append(Part(project.name, title, project_id, project.label_config, project.instructions,
                           frozenset(project.data_fields()), controls_of(project), quota,
-                          crowd.after if crowd else None, project.prefill))
+                          crowd.after if crowd else None, project.prefill, project.entry, project.list_number))
     return parts
 
 

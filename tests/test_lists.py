@@ -1,0 +1,240 @@
+"""Counterbalanced lists (projects.yaml `lists:`; Circa Part II uses two): each list holds one version of every
+item, the versions of an item are spread over the lists, and through the gateway each participant works in one
+list only, so that no participant sees two versions of one item (Circa: the model's interpretation and the gold
+label of one conversation). Checked offline for the assignment, and live with several participants at the same
+time through a real gateway in front of a real Label Studio, read back through Label Studio's API."""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+from collections import Counter
+
+import httpx
+import pandas as pd
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from evalstudio import importers, lists, participants, registry
+from evalstudio.importing import import_files, iter_tasks, placement_problems, scan
+from evalstudio.registry import Lists
+
+from .conftest import example_files, gateway_process
+
+
+def _tasks(design: dict[str, list[str]]):
+    return [(f"f.csv:{n}", {"item_id": item, "system": version})
+            for n, (item, version) in enumerate(((i, v) for i, vs in design.items() for v in vs), start=1)]
+
+
+@given(st.integers(2, 5), st.dictionaries(st.text("abcdef", min_size=1, max_size=6),
+                                         st.sets(st.sampled_from("vwxyz"), min_size=1, max_size=5), max_size=30),
+       st.sampled_from(["every_list", "spread"]), st.randoms())
+def test_each_list_holds_one_version_of_every_item(count, design, fillers, rnd):
+    spec = Lists(count=count, fillers=fillers)
+    design = {item: sorted(versions) for item, versions in design.items()}
+    records = _tasks(design)
+    rnd.shuffle(records)  # the order of the files changes nothing: an item's rotation comes from its id
+    versions, problems = lists.collect(records, spec)
+    too_many = {item for item, vs in design.items() if len(vs) > count}
+    assert {p.message.split("'")[1] for p in problems} == too_many
+    if too_many:
+        return
+    held = {number: Counter() for number in range(1, count + 1)}
+    for item, item_versions in versions.items():
+        placed = {v: lists.lists_of_task(item, v, item_versions, spec) for v in item_versions}
+        if len(item_versions) > 1:
+            assert all(len(numbers) == 1 for numbers in placed.values())  # each version in exactly one list
+            assert len({numbers[0] for numbers in placed.values()}) == len(item_versions)  # in different lists
+        else:
+            assert len(placed[item_versions[0]]) == (count if fillers == "every_list" else 1)
+        for numbers in placed.values():
+            for number in numbers:
+                held[number][item] += 1
+    assert all(n == 1 for counter in held.values() for n in counter.values())  # never two versions in one list
+    if fillers == "every_list":  # every item with as many versions as lists is in every list
+        full = {item for item, vs in design.items() if len(vs) in (1, count)}
+        assert all(full <= set(counter) for counter in held.values())
+
+
+def test_the_two_versions_of_circa_part2_go_to_different_lists(reg, importer_for):
+    """The shipped Circa Part II: the 30 conversations the model got wrong have two versions (its interpretation,
+    the gold label): one in each list; the 30 it got right are in both lists."""
+    parts = reg.parts("circa_part2")
+    assert [p.name for p in parts] == ["circa_part2_list1", "circa_part2_list2"]
+    scans = [scan(p, importer_for("circa"), example_files("circa")) for p in parts]
+    per_list = [[item[1] for item in iter_tasks(p, importer_for("circa"), example_files("circa"), versions=s.versions)]
+                for p, s in zip(parts, scans)]
+    for tasks in per_list:
+        items = [t["item_id"] for t in tasks]
+        assert len(items) == len(set(items)) == 60  # one version of each of the 60 conversations
+    roles = [Counter(tuple(t["shown_label_is"]) for t in tasks) for tasks in per_list]
+    assert [r[("prediction", "gold")] for r in roles] == [30, 30]
+    assert roles[0][("prediction",)] + roles[1][("prediction",)] == 30  # every version in exactly one list
+    assert roles[0][("prediction",)] == roles[1][("gold",)]
+    assert {t["evalstudio_id"] for t in per_list[0]} & {t["evalstudio_id"] for t in per_list[1]} == {
+        t["evalstudio_id"] for t in per_list[0] if tuple(t["shown_label_is"]) == ("prediction", "gold")}
+
+
+def test_an_item_with_more_versions_than_lists_is_refused(reg, importer_for, tmp_path):
+    project = reg.entry("health").model_copy(update={"lists": Lists(count=2), "list_of": "health", "list_number": 1,
+                                                     "name": "health_list1", "design": {}})
+    result = scan(project, importer_for("health"), example_files("health"))
+    assert result.design and all("with 2 lists one list would hold two of them" in p.message for p in result.design)
+
+
+def test_registry_expands_lists_and_refuses_what_cannot_work(tmp_path):
+    from .test_cli import _projects_file
+
+    def long_title(raw):
+        raw["projects"]["circa_part2"]["title"] = "x" * 45
+    with pytest.raises(registry.RegistryError, match="longer than Label Studio's 50 characters"):
+        registry.load(_projects_file(tmp_path, long_title))
+
+    def set_by_hand(raw):
+        raw["projects"]["dialogue"]["list_number"] = 2
+    with pytest.raises(registry.RegistryError, match="list_of and list_number are set by the registry"):
+        registry.load(_projects_file(tmp_path, set_by_hand))
+
+    def first_has_lists(raw):
+        raw["projects"]["circa_part1"]["lists"] = {"count": 2}
+    with pytest.raises(registry.RegistryError, match="a part done first cannot have lists"):
+        registry.load(_projects_file(tmp_path, first_has_lists))
+    reg = registry.load(_projects_file(tmp_path, lambda raw: None))
+    assert reg.study("circa").title == "Circa Part II: explain indirect answers"  # no list in the study's title
+    assert [p.entry for p in reg.parts("circa")] == ["circa_part1", "circa_part2", "circa_part2"]
+
+
+# ---- live: a real Label Studio, the real gateway process, several participants at the same time --------------
+PARTICIPANTS = ["LIST1", "LIST2", "LIST3", "LIST4", "LIST5"]
+TASKS_EACH = 14
+
+
+def _work(url: str, account, found: dict, failures: list) -> None:
+    """One participant through the gateway's API, as the labeling page calls it: next task, submit, repeated."""
+    try:
+        with httpx.Client(base_url=url, timeout=120, headers={"X-Evalstudio": "1"}) as web:
+            assert web.get(f"/s/{account.participant_id}/{account.access}").status_code == 303
+            seen = []
+            for _ in range(TASKS_EACH):
+                task = web.get("/api/next/circa_part2").json()
+                if "finished" in task:
+                    break
+                seen.append(task["data"])
+                result = [{"from_name": "explanation_rating", "to_name": "explanation", "type": "rating",
+                           "value": {"rating": random.randint(1, 5)}}]
+                answer = web.post(f"/api/submit/{task['ref']}", json={"result": result})
+                assert answer.status_code == 200, answer.text
+            # the participant cannot pick a list (nor name a list's project)
+            assert web.get("/api/next/circa_part2_list1").status_code == 404
+            assert web.get("/api/next/circa_part2_list2").status_code == 404
+            found[account.participant_id] = seen
+    except Exception as e:  # noqa: BLE001 - reported by the test thread
+        failures.append(f"{account.participant_id}: {type(e).__name__}: {e}")
+
+
+def test_participants_work_in_one_list_each_and_never_see_two_versions(label_studio, client, tmp_path):
+    """Five participants at the same time through the gateway of Circa Part II (two lists): the gateway spreads them
+    evenly (3 and 2), each participant's annotations are all in their list's project, no participant annotated two
+    versions of one conversation, a second sign-in keeps the list, the export names every rating's list, and a
+    participant who annotates in the other list anyway (possible only in Label Studio itself) is named by `status`."""
+    from .test_cli import _projects_file, run
+
+    def own(raw):  # projects of its own; Part II without Part I first
+        raw["projects"]["circa_part2"]["title"] = "Lists test: explanations"
+        raw["projects"]["circa_part2"]["crowd"].pop("after")
+    projects_file = _projects_file(tmp_path, own)
+    reg = registry.load(projects_file)
+    env = {"LABEL_STUDIO_URL": label_studio.url, "LABEL_STUDIO_API_KEY": label_studio.credentials().api_key,
+           "EVALSTUDIO_PROJECTS": str(projects_file), "EVALSTUDIO_RECORDS": str(tmp_path / "records")}
+    files = [str(f) for f in example_files("circa") if "model_explanations" in f.name]
+    imported = run("import", "circa_part2", *files, env=env)
+    assert imported.returncode == 0, imported.stderr
+    assert "list 1 of 2: " in imported.stdout and "list 2 of 2: " in imported.stdout
+    ids = {p.list_number: client.require_project(p) for p in reg.parts("circa_part2")}
+    folder = tmp_path / "participants"
+    participants.add(client, PARTICIPANTS, folder)
+    accounts = participants.load_accounts(folder)
+    with gateway_process(label_studio, "circa_part2", folder, projects_file) as url:
+        found, failures = {}, []
+        threads = [threading.Thread(target=_work, args=(url, accounts[pid], found, failures)) for pid in PARTICIPANTS]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=600)
+        assert not failures, failures
+        assigned = json.loads((folder / "lists.json").read_text())["circa_part2"]
+        assert sorted(Counter(assigned.values()).values()) == [2, 3]  # evenly, as far as five allow
+        # a new session (signing in again) stays in the list: its next answer lands there (checked below)
+        with httpx.Client(base_url=url, timeout=120, headers={"X-Evalstudio": "1"}) as web:
+            assert web.get(f"/s/LIST1/{accounts['LIST1'].access}").status_code == 303
+            task = web.get("/api/next/circa_part2").json()
+            assert "finished" not in task, task
+            result = [{"from_name": "explanation_rating", "to_name": "explanation", "type": "rating",
+                       "value": {"rating": 2}}]
+            assert web.post(f"/api/submit/{task['ref']}", json={"result": result}).status_code == 200
+            found["LIST1"].append(task["data"])
+
+    by_user = {a.user_id: pid for pid, a in accounts.items()}
+    annotated: dict[str, list[tuple[int, str]]] = {pid: [] for pid in PARTICIPANTS}
+    for number, project_id in ids.items():  # read back through Label Studio's API
+        for page in client.full_task_pages(project_id):
+            for task in page:
+                for annotation in task["annotations"]:
+                    user = annotation["completed_by"]
+                    pid = by_user.get(user.get("id") if isinstance(user, dict) else user)
+                    if pid:
+                        annotated[pid].append((number, task["data"]["item_id"]))
+    for pid, done in annotated.items():
+        assert len(done) == len(found[pid]) > 0
+        assert {number for number, _ in done} == {assigned[pid]}  # one list only
+        items = [item for _, item in done]
+        assert len(items) == len(set(items))  # never two versions of one conversation
+
+    out = tmp_path / "annotations.csv"
+    exported = run("export", "circa_part2", "-o", str(out), env=env)
+    assert exported.returncode == 0, exported.stderr
+    frame = pd.read_csv(out)
+    assert (frame["project"].str.rsplit("_list", n=1).str[1].astype(int) == frame["list"]).all()
+    assert set(frame["list"]) == {1, 2}
+
+    # a participant who rates in the other list too (through Label Studio itself, not the gateway) is named
+    crossing = "LIST2"
+    other = 3 - assigned[crossing]
+    task = next(t for page in client.full_task_pages(ids[other]) for t in page if not t["annotations"])
+    client.sdk.annotations.create(id=task["id"], completed_by=accounts[crossing].user_id, result=[
+        {"from_name": "explanation_rating", "to_name": "explanation", "type": "rating", "value": {"rating": 3}}])
+    status = run("status", "circa_part2", "--participants", str(folder), env={**env, "COLUMNS": "250"})
+    assert status.returncode == 0, status.stderr
+    assert "worked in lists 1, 2 of circa_part2" in " ".join(status.stdout.split())
+
+
+def test_an_item_belongs_to_one_project_of_a_study(label_studio, client, tmp_path):
+    """CMV: a thread imported into cmv_threads, then the same item with ToM values (which would go to cmv_tom) is
+    refused with file:line, and nothing of that import is written; the lists of one entry are not "other projects"."""
+    from .test_cli import _projects_file, run
+
+    def own(raw):
+        raw["projects"]["cmv_tom"]["title"] = "Placement test: tom"
+        raw["projects"]["cmv_threads"]["title"] = "Placement test: threads"
+    projects_file = _projects_file(tmp_path, own)
+    reg = registry.load(projects_file)
+    env = {"LABEL_STUDIO_URL": label_studio.url, "LABEL_STUDIO_API_KEY": label_studio.credentials().api_key,
+           "EVALSTUDIO_PROJECTS": str(projects_file), "EVALSTUDIO_RECORDS": str(tmp_path / "records")}
+    record = json.loads((example_files("cmv")[-1]).read_text(encoding="utf-8").splitlines()[0])
+    threads = tmp_path / "threads.jsonl"
+    threads.write_text(json.dumps({k: v for k, v in record.items() if k not in ("tom", "model_answers")}) + "\n")
+    toms = tmp_path / "tom.jsonl"
+    toms.write_text(json.dumps({**record, "id": "another-item"}) + "\n" + json.dumps(record) + "\n")
+    first = run("import", "cmv", str(threads), env=env)
+    assert first.returncode == 0 and "cmv_threads: 1 task(s) created" in first.stdout, first.stderr
+    second = run("import", "cmv", str(toms), env=env)
+    assert second.returncode == 2  # invalid input
+    assert f"{toms}:2: item_id: item '{record['id']}' is already in cmv_threads" in second.stderr
+    assert client.find_project("Placement test: tom") is None or \
+        client.task_count(client.find_project("Placement test: tom")) == 0  # nothing half-imported
+    parts, scans = reg.parts("cmv"), [scan(p, importers.get("cmv"), [toms]) for p in reg.parts("cmv")]
+    [problem] = placement_problems(client, parts, scans, parts)  # the other item may go in
+    assert (problem.line, problem.field) == (2, "item_id")
