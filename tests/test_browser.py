@@ -200,15 +200,16 @@ CHECKLISTS = {
     },
     "cmv_threads": {
         "phrases": [
-            "In your view, is the designated “persuasive” comment actually persuasive — i.e., does it provide a clear, substantive reason why the OP might change their view?",
-            "We are not asking whether you would be persuaded. We are asking whether this comment, in context, offers a clear reason for the OP's stated change of view.",
+            "In your view, is the comment persuasive — i.e., does it provide a clear, substantive reason why the OP might change their view?",
+            "We are not asking whether you would be persuaded. We are asking whether this comment, in context, offers a clear reason for the OP to change their view.",
             "For each sample you answer 1 binary (Yes/No) question about persuasiveness",
             "Comment — this is what you judge",
-            "OP's reply (for context)",
         ],
-        "shown": lambda d: [d["post"][:50], d["comment"][:50], d["op_reply"][:40]],
-        # delta and non-delta threads look the same; no ToM question is asked about values that do not exist
-        "hidden": lambda m: ["Delta reply", "received a delta", "TOM values", "Q2"],
+        "shown": lambda d: [d["post"][:50], d["comment"][:50]],
+        # delta and non-delta threads look the same: no delta marker, no OP reply (it awards the ∆), no word of a
+        # designated persuasive comment; no ToM question is asked about values that do not exist
+        "hidden": lambda m: ["Delta reply", "received a delta", "delta", "Delta", "∆", "Δ", "designated",
+                             "OP's reply", "did not reply", (m.get("op_reply") or "")[:40], "TOM values", "Q2"],
     },
     "circa_part1": {
         "phrases": [
