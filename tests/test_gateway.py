@@ -410,3 +410,61 @@ def test_result_check_refuses_anything_else_cleanly(reg, value):
         except Refused:
             continue
         assert isinstance(clean, list)
+
+
+@pytest.mark.parametrize("locale", ["en-US", "de-DE"])
+def test_a_decimal_comma_is_the_decimal_it_means(label_studio, client, tmp_path, locale):
+    """Health's ratings take decimals. Label Studio's number field drops a typed comma (in any browser language), so
+    "1,0" would be stored as 10 and "5,5" as 55: through the gateway, "1,0" is stored as 1.0 and "5,5" as 5.5, and
+    "0,9" becomes 0.9 (below the scale's 1, which Label Studio's check then refuses), never 9; in an English and in a
+    German browser."""
+    from .test_browser import CHROMIUM, CHROMIUM_ARGS, designed_values, fill
+    from .test_cli import _projects_file
+
+    only_on_the_first_database(label_studio)
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian chromium is not installed (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    def own(raw):
+        raw["projects"]["health"]["title"] = f"decimal comma {locale}"
+    projects_file = _projects_file(tmp_path, own)
+    project = registry.load(projects_file).entry("health")
+    project_id = import_files(project, importers.get("health"), example_files("health"), client).project_id
+    folder = tmp_path / "participants"
+    pid = "COMMA" + locale.replace("-", "")
+    participants.add(client, [pid], folder)
+    account = participants.load_accounts(folder)[pid]
+    with gateway_process(label_studio, "health", folder, projects_file) as url, sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_context(locale=locale, viewport={"width": 1400, "height": 1000}).new_page()
+        page.goto(f"{url}/s/{pid}/{account.access}")
+        page.goto(f"{url}/label/health")
+        page.wait_for_selector("#editor[data-task]", timeout=180_000)
+        values = designed_values(project)
+        fill(page, project, values)
+        typed = {"explainability": ("1,0", "1"), "controllability": ("5,5", "5.5"), "machine_intelligence": ("0,9", "0.9")}
+        for name, (text, shown) in typed.items():
+            box = page.locator(f'input[name="{name}"]')
+            box.fill("")
+            box.click()
+            page.keyboard.type(text)
+            page.keyboard.press("Tab")
+            assert box.input_value() == shown, (name, box.input_value())
+        assert "read as a decimal point" in page.inner_text("#status")
+        box = page.locator('input[name="machine_intelligence"]')  # 0.9 is off the scale: the designed value instead
+        box.fill("")
+        box.click()
+        page.keyboard.type(str(values["machine_intelligence"]).replace(".", ","))
+        page.locator("button", has_text="Submit").first.click()
+        for _ in range(120):
+            mine = [a for page_ in client.full_task_pages(project_id) for t in page_ for a in t["annotations"]
+                    if _user(a["completed_by"]) == account.user_id]
+            if mine:
+                break
+            page.wait_for_timeout(500)
+        browser.close()
+    [annotation] = mine
+    stored = result_values(annotation["result"])
+    assert stored == {**values, "explainability": 1.0, "controllability": 5.5,
+                      "machine_intelligence": values["machine_intelligence"]}

@@ -213,6 +213,19 @@ async function load(path) {
 document.getElementById('previous').addEventListener('click', () => {
   if (current && current.previous) load('/api/task/' + current.previous);
 });
+// A decimal comma is read as the decimal it means. Label Studio's Number control (an <input type=number> whose value
+// the editor keeps) drops a typed comma whatever the browser's language, so "1,0" would be stored as 10 and "5,5" as
+// 55; here a comma typed or pasted into a number field becomes a point before the field sees it ("1,0" -> 1.0,
+// "0,9" -> 0.9, which the range check then refuses), and a note above the editor says so.
+document.addEventListener('beforeinput', (event) => {
+  const field = event.target;
+  if (!(field instanceof HTMLInputElement) || field.type !== 'number' || !field.closest('#editor')) return;
+  const text = event.data ?? (event.dataTransfer ? event.dataTransfer.getData('text/plain') : null);
+  if (!text || !text.includes(',')) return;
+  event.preventDefault();
+  document.execCommand('insertText', false, text.replaceAll(',', '.'));
+  status('A decimal comma is read as a decimal point: ' + text + ' was entered as ' + text.replaceAll(',', '.') + '.');
+}, true);
 queue.push([['evalstudio-gateway'], {}, (require) => {
   Promise.all(SETUP.chunks.map((id) => require.e(id))).then(() => { require(SETUP.module); load('/api/next/' + PART); });
 }]);
