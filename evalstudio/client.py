@@ -73,13 +73,22 @@ def check_url(url: str, name: str = "LABEL_STUDIO_URL") -> str:
     from urllib.parse import urlsplit
 
     url = url.strip().rstrip("/")
+    if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in url):
+        raise ServerError(f"{name} contains a space or a control character; give the URL alone, e.g. "
+                          "http://127.0.0.1:8080")
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - raises ValueError for a bad port
     except ValueError:
-        raise ServerError(f"{name} is not a valid URL: {shown_url(url)}") from None
+        raise ServerError(f"{name} is not a valid URL: {shown_url(url)!r}") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ServerError(f"{name} must be an http:// or https:// URL with a host, got {shown_url(url)!r}")
+    host = parts.hostname
+    if not (host.startswith("[") or ":" in host):  # an IPv6 address is checked by urlsplit
+        try:
+            host.encode("idna").decode("idna")  # what the HTTP client does with it (empty or bad labels fail)
+        except UnicodeError:
+            raise ServerError(f"{name}: {host!r} is not a valid host name") from None
     return url
 
 
@@ -87,7 +96,7 @@ def shown_url(url: str) -> str:
     """The URL with any user:password@ replaced by ***@."""
     import re
 
-    return re.sub(r"(?<=//)[^/@]*@", "***@", url)
+    return re.sub(r"(?<=//)[^/?#]*@", "***@", url)  # up to the last @ of the authority: a password may hold @
 
 
 RETRY_STATUS = {408, 429, 500, 502, 503, 504}

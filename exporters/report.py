@@ -11,6 +11,9 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
+# names in plots come from the data (systems, metrics, annotators): "$x$" is text, never mathtext to parse (a stray
+# "$" would otherwise fail the whole report)
+matplotlib.rcParams["text.parse_math"] = False
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402

@@ -405,3 +405,26 @@ def test_item_ids_that_look_like_digits_but_are_not_integers(tmp_path):
     result = invoke(ratings, "--metrics", metrics, "-o", tmp_path / "out", "--bootstrap", "20", "--resamples", "20")
     assert result.exit_code == 0, result.output
     assert set(pd.read_csv(tmp_path / "out" / "correlations.csv")["metric"]) == {"m"}
+
+
+def test_dollar_signs_in_system_and_metric_names_are_text(tmp_path):
+    """matplotlib reads "$...$" as mathtext: names from the data with dollar signs once crashed the plots and left
+    no index.html. They are plain text in every plot and table."""
+    rng = np.random.default_rng(1)
+    systems = ["$\\alpha$", "sys$", "$x^$"]
+    ratings, scores = [], []
+    for item in range(12):
+        for system in systems:
+            base = int(rng.integers(1, 6))
+            ratings += [{"item": item, "system": system, "annotator": a, "value": int(np.clip(base + d, 1, 5))}
+                        for a, d in zip("abc", rng.integers(-1, 2, 3))]
+            scores += [{"item": item, "system": system, "metric": m, "value": float(base + rng.random())}
+                       for m in ("$BLEU$", "$\\undefinedcommand$")]
+    pd.DataFrame(ratings).to_csv(tmp_path / "r.csv", index=False)
+    pd.DataFrame(scores).to_csv(tmp_path / "m.csv", index=False)
+    spec = write(tmp_path, "spec.yaml", "criteria:\n  q: {scale: interval, min: 1, max: 5}\n")
+    result = invoke(tmp_path / "r.csv", "--metrics", tmp_path / "m.csv", "--spec", spec, "-o", tmp_path / "out",
+                    "--bootstrap", "10")
+    assert result.exit_code == 0, result.output
+    page = (tmp_path / "out" / "index.html").read_text(encoding="utf-8")
+    assert "$BLEU$" in page and "<img" in page

@@ -157,13 +157,22 @@ def test_a_malformed_key_is_refused_without_repeating_it(key):
 
 
 @pytest.mark.parametrize("url", ["http://admin:hunter2-secret@127.0.0.1:9", "ftp://admin:hunter2-secret@127.0.0.1:9",
-                                 "127.0.0.1:9", "http://admin:hunter2-secret@127.0.0.1:notaport"])
-def test_credentials_in_a_url_are_never_echoed(url):
+                                 "127.0.0.1:9", "http://admin:hunter2-secret@127.0.0.1:notaport",
+                                 "http://admin:hunter2-secret@W0RD@127.0.0.1:9/x",  # a password with @ in it
+                                 "http://admin:hunter2-secret@127.0.0.1\x7f:9", "http://admin:hunter2-secret@xn--.invalid",
+                                 "http://admin:hunter2-secret@a..b:9", "http://127.0.0.1:9\n", "http://127.0.0.1\t:9"])
+def test_credentials_in_a_url_are_never_echoed(url, tmp_path):
     from .test_cli import run
 
-    done = run("setup", "dialogue", env={"LABEL_STUDIO_URL": url, "LABEL_STUDIO_API_KEY": "abc123"})
-    assert done.returncode == 1
-    assert "hunter2-secret" not in done.stderr + done.stdout and "Traceback" not in done.stderr, done.stderr
+    rows = tmp_path / "explain.csv"  # a Circa row whose explanation the backend at --ml-url would write
+    rows.write_text("context,question,answer,explanation,interpretation\nX asks.,Q?,A.,,Yes\n", encoding="utf-8")
+    url = url.replace("\\x7f", "\x7f").replace("\\n", "\n").replace("\\t", "\t")
+    for command in (["setup", "dialogue"], ["generate", "circa", rows, "-o", tmp_path / "out.csv", "--ml-url", url]):
+        done = run(*map(str, command), env={"LABEL_STUDIO_URL": url, "LABEL_STUDIO_API_KEY": "abc123",
+                                            "EVALSTUDIO_ML_BASIC_AUTH": "user:pass"})
+        assert done.returncode in (1, 2), done.stderr
+        assert "hunter2-secret" not in done.stderr + done.stdout and "Traceback" not in done.stderr, done.stderr
+        assert "W0RD" not in done.stderr  # the whole user:password is hidden, also when it holds an @
 
 
 def test_a_database_password_on_the_command_line_is_refused(tmp_path):
