@@ -81,12 +81,20 @@ def read_ids(sources: Iterable[str]) -> list[str]:
             problems.append(Problem(str(path), None, None, f"cannot read it as UTF-8 text ({type(e).__name__})"))
             continue
         lines = text.splitlines()
-        header = [h.strip().lower() for h in next(csv.reader([lines[0]]), [])] if lines else []
+        try:
+            header = [h.strip().lower() for h in next(csv.reader([lines[0]]), [])] if lines else []
+        except csv.Error:  # a first line that is no CSV header (e.g. one huge cell): read as one id per line
+            header = []
         column = next((header.index(c) for c in ID_COLUMNS if c in header), None)
         if column is not None:
-            for line, row in enumerate(csv.reader(io.StringIO(text)), 1):
-                if line > 1 and any(cell.strip() for cell in row):
-                    take(row[column] if column < len(row) else "", str(path), line)
+            reader = csv.reader(io.StringIO(text))
+            try:
+                for line, row in enumerate(reader, 1):
+                    if line > 1 and any(cell.strip() for cell in row):
+                        take(row[column] if column < len(row) else "", str(path), line)
+            except csv.Error as e:  # e.g. a cell over 131,072 characters: no participant export has one
+                problems.append(Problem(str(path), reader.line_num, None, "a cell is longer than 131,072 characters"
+                                        if "field larger" in str(e) else f"not readable as CSV ({e})"))
         else:
             for line, value in enumerate(lines, 1):
                 if value.strip() and not value.lstrip().startswith("#"):

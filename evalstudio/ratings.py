@@ -172,6 +172,7 @@ def read_table(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
     fmt = _format(path)
     try:
         if fmt == "csv":
+            _check_cells(path)
             frame = pd.read_csv(path, dtype=str, keep_default_na=False, sep="\t" if path.suffix.lower() == ".tsv" else ",",
                                 encoding="utf-8")
             return frame, _csv_lines(path, len(frame))
@@ -183,6 +184,20 @@ def read_table(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
         raise
     except (OSError, UnicodeDecodeError, ValueError, pd.errors.ParserError, RecursionError, ImportError) as e:
         raise BadInput(f"{path}: cannot read it as {fmt}: {str(e).splitlines()[0][:200] if str(e) else type(e).__name__}") from None
+
+
+def _check_cells(path: Path) -> None:
+    """Refuse, at its line, a cell longer than Python's csv limit (131,072 characters): no rating file has one, and
+    reading it whole (a 50 MB cell took 1.6 GB) is what a hostile or broken file would make us do."""
+    with open(path, encoding="utf-8", newline="") as f:
+        reader = csv.reader(f, delimiter="\t" if path.suffix.lower() == ".tsv" else ",")
+        try:
+            for _ in reader:
+                pass
+        except csv.Error as e:
+            message = ("a cell is longer than 131,072 characters (is this a ratings file?)"
+                       if "field larger than field limit" in str(e) else f"not readable as CSV: {e}")
+            raise BadInput(f"{path}:{reader.line_num}: {message}") from None
 
 
 def _csv_lines(path: Path, rows: int) -> np.ndarray:

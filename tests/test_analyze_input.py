@@ -428,3 +428,11 @@ def test_dollar_signs_in_system_and_metric_names_are_text(tmp_path):
     assert result.exit_code == 0, result.output
     page = (tmp_path / "out" / "index.html").read_text(encoding="utf-8")
     assert "$BLEU$" in page and "<img" in page
+
+
+def test_a_cell_longer_than_the_csv_limit_is_reported_at_its_line(tmp_path):
+    """Python's csv module stops at 131,072 characters per cell: once a traceback (`_csv.Error`); now the line."""
+    big = "x" * 200_000
+    ratings = write(tmp_path, "ratings.csv", f'item,annotator,criterion,value\n1,a,quality,4\n2,a,quality,"{big}\n"\n')
+    result = invoke(ratings, "-o", tmp_path / "out")
+    assert result.exit_code == 2 and f"{ratings}:3: a cell is longer than 131,072 characters" in result.stderr

@@ -300,3 +300,15 @@ def test_status_right_after_import_with_no_annotation_yet(reg, protocol):
     assert table.empty and annotations.empty
     assert remaining == sum(3 * part.annotators_per_task for part in parts)
     assert all(dict(zip(c["annotations"], c["tasks"]))[0] == 3 == c["tasks"].sum() for c in coverage.values())
+
+
+def test_participants_add_reports_a_cell_over_the_csv_limit(tmp_path):
+    from evalstudio import participants
+    from evalstudio.errors import InvalidInput
+
+    export = tmp_path / "prolific_export.csv"
+    export.write_text("participant_id,status\n" + "5f" * 12 + ",APPROVED\n" + '"' + "y" * 200_000 + '\n",x\n',
+                      encoding="utf-8")
+    with pytest.raises(InvalidInput) as error:
+        participants.read_ids([str(export)])
+    assert f"{export}:3: a cell is longer than 131,072 characters" in str(error.value)  # where the cell starts
