@@ -212,7 +212,7 @@ class Client:
         """The Label Studio project settings that evalstudio sets from projects.yaml."""
         return dict(
             label_config=project.label_config,
-            expert_instruction=project.instructions,
+            expert_instruction=project.shown_instructions,
             show_instruction=True,
             maximum_annotations=project.annotators_per_task,
             description=f"evalstudio protocol: {project.name}",

@@ -206,6 +206,16 @@ class Project(BaseModel):
         return self.study or self.entry
 
     @property
+    def shown_instructions(self) -> str:
+        """The instructions as annotators see them: `{bonus}` becomes the crowd bonus's amounts and currency (Circa:
+        "25, 15, 10 EUR"), so the promise shown and the bonus `approvals` pays come from one place."""
+        if "{bonus}" not in self.instructions:
+            return self.instructions
+        bonus = self.crowd.bonus if self.crowd else None
+        amounts = ", ".join(f"{a:g}" for a in bonus.amounts) if bonus and bonus.amounts else "to be announced"
+        return self.instructions.replace("{bonus}", f"{amounts} {bonus.currency}" if bonus and bonus.amounts else amounts)
+
+    @property
     def entry(self) -> str:
         """The projects.yaml entry this project comes from (a list's project: its entry; otherwise its own name)."""
         return self.list_of or self.name

@@ -122,9 +122,8 @@ def fill(page, project, values: dict[str, object]):
         elif tag == "Choices":
             page.locator(".lsf-choices").nth(choices.index(name)).locator(f'input[name="{value}"]').check()
         elif tag == "TextArea":
-            box = text_box(page, name)
-            box.fill(str(value))
-            box.press("Shift+Enter")
+            # typed and left as it is: the form's Submit saves it (the configs hide Label Studio's "Add" step)
+            text_box(page, name).fill(str(value))
 
 
 def move_slider(page, name: str, value) -> None:
@@ -178,6 +177,7 @@ CHECKLISTS = {
             "Miles bought the BMW at his target price. | 1 | This is a bad annotation example",
             "Donovan did not hint or reveal his secret about releasing classified government information online. | 0",
             "Financial and Material Benefits (-5 to 5)", "Social Rules (-10 to 0)", "Goal (0 to 10)",
+            "Dimensions and scales for evaluating social interactions:",
         ],
         "shown": lambda d: [d["scenario"][:60], d["dialogue"][:60], d["agent1_name"], d["agent2_goal"][:40]],
         "hidden": lambda m: [m["model_reasoning"]["agent1"]["goal"][:50], m["model_reasoning"]["agent2"]["believability"][:50]],
@@ -193,6 +193,12 @@ CHECKLISTS = {
             "Consistency: Apply the same criteria across all 30 samples.",
             "No discussion: Annotate independently; don’t coordinate answers with others.",
             "Q7 — Perspective Taking — Do the TOM Perspective Taking values make sense given the text? — Yes / No",
+            "Answer Q1–Q7 with Yes or No, using the criteria above.",
+            "Sign up or log in using your email and password.",
+            "How to Annotate in This Website",
+            "Output & Next Steps",
+            "We will compute inter-annotator agreement (e.g., majority vote or Cohen's Kappa) and use your labels as ground truth for meta-evaluation against our automated persuasiveness and TOM metrics.",
+            "Thank you for your careful annotation.",
         ],
         "shown": lambda d: [d["post"][:50], d["comment"][:50], d["delta_reply"][:40], d["comment_beliefs"][:40],
                             d["post_tom"][:30]],
@@ -231,6 +237,9 @@ CHECKLISTS = {
             "EXPLANATION: A basement is not above ground.",
             "EXPLANATION: Katie is a friend.",
         ],
+        # the project's instructions (projects.yaml), shown above the view by the gateway: the incentive of document
+        # 002, its amounts from crowd.bonus
+        "instructions": ["To incentivize annotators, we provide Amazon coupons (25, 15, 10 EUR) for those that annotated the most examples."],
         "shown": lambda d: [d["context"], d["question"], d["answer"], d["interpretation"], d["explanation"][:50]],
         "hidden": lambda m: ["gold", "prediction", "model's", "Model's"],
     },
@@ -242,6 +251,8 @@ CHECKLISTS = {
             "Hard to infer anything about the conversation. Very generic. — Example: “okay”.",
             "literally me or my circle would legitimately say this “Yeah i get you”",
             "Each criteria is annotated on a 5-point scale where 1 is worst and 5 is best.",
+            "NOTE: THERE ARE A MAXIMUM OF 5 HITs YOU CAN COMPLETE. COMPLETING ALL 5 HITs WILL GIVE YOU A BONUS! WE ENCOURAGE YOU TO DO ALL 5 HITs",
+            "Specific Definitions",
         ],
         "shown": lambda d: [d["context"][:50], d["response"][:50]],
         "hidden": lambda m: [m["system"], m.get("model_version", "")],
@@ -255,6 +266,7 @@ CHECKLISTS = {
             "10: I will definitely use the system for most daily healthcare-related tasks.",
             "Scores can be any decimal values from 1 to 10 (e.g., 5.5, 7.8, 10), it is not limited to 1, 5, and 10 only.",
             "Each of the 20 dialogues should have one integrated rating based on the full conversations, for all six aspects, two trusts, and one evaluation of your perceived willingness.",
+            "Scoring Rules: 1: No explanation provided;",
         ],
         "shown": lambda d: [d["scenario"][:60], d["dialogue"][:60], d["dialogue"][-50:]],
         "hidden": lambda m: [m["system"], m.get("model_version", "")],

@@ -347,7 +347,8 @@ def test_every_annotator_view_through_the_gateway(reg, client, study_gateways, p
         page.screenshot(path=str(SHOTS / f"gateway-{protocol}.png"), full_page=True)
         body = flat(page.inner_text("body"))
         checklist = CHECKLISTS[protocol]
-        missing = [phrase for phrase in checklist["phrases"] if flat(phrase) not in body]
+        missing = [phrase for phrase in checklist["phrases"] + checklist.get("instructions", [])
+                   if flat(phrase) not in body]
         assert not missing, missing
         assert "undefined" not in body and "<p viewer" not in body
         values = designed_values(project)
@@ -468,3 +469,62 @@ def test_a_decimal_comma_is_the_decimal_it_means(label_studio, client, tmp_path,
     stored = result_values(annotation["result"])
     assert stored == {**values, "explainability": 1.0, "controllability": 5.5,
                       "machine_intelligence": values["machine_intelligence"]}
+
+
+def test_an_unrated_slider_looks_unrated_and_its_midpoint_is_one_click(label_studio, client, tmp_path):
+    """Sotopia's sliders: before any rating no handle is drawn and "not rated yet" shows beside the scale's ends
+    (a browser would draw the handle at mid-range, where it looks rated); each slider is wide, with a tick per whole
+    number; one click on the middle rates the midpoint (the browser gives no event for it: the gateway's page does);
+    the stored annotation holds it."""
+    from .test_browser import CHROMIUM, CHROMIUM_ARGS, designed_values, fill
+    from .test_cli import _projects_file
+
+    only_on_the_first_database(label_studio)
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian chromium is not installed (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    projects_file = _projects_file(tmp_path, lambda raw: raw["projects"]["sotopia"].update(title="slider study"))
+    project = registry.load(projects_file).entry("sotopia")
+    project_id = import_files(project, importers.get("sotopia"), example_files("sotopia"), client).project_id
+    folder = tmp_path / "participants"
+    participants.add(client, ["SLIDER1"], folder)
+    account = participants.load_accounts(folder)["SLIDER1"]
+    with gateway_process(label_studio, "sotopia", folder, projects_file) as url, sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+        page.goto(f"{url}/s/SLIDER1/{account.access}")
+        page.goto(f"{url}/label/sotopia")
+        page.wait_for_selector("#editor[data-task]", timeout=180_000)
+        page.locator("button", has_text="Submit").first.wait_for(timeout=180_000)
+        sliders = [c.name for c in project.interface.controls if c.attr.get("slider") == "true"]
+        looks = page.evaluate("""(names) => names.map((name) => {
+            const input = document.querySelector(`input[name="${name}"]`), box = input.parentElement;
+            return {unrated: getComputedStyle(box.querySelector('output'), '::before').content,
+                    low: getComputedStyle(box, '::before').content, high: getComputedStyle(box, '::after').content,
+                    width: input.getBoundingClientRect().width, min: input.min, max: input.max};
+        })""", sliders)
+        for name, look in zip(sliders, looks):
+            assert look["unrated"] == '"not rated yet"', (name, look)
+            assert (look["low"], look["high"]) == (f'"{look["min"]}"', f'"{look["max"]}"'), (name, look)
+            assert look["width"] / (float(look["max"]) - float(look["min"])) >= 30, (name, look)  # 30 px a step
+        values = designed_values(project)
+        fill(page, project, {k: v for k, v in values.items() if k != "agent1_goal"})
+        goal = page.locator('input[name="agent1_goal"]')
+        goal.scroll_into_view_if_needed()
+        box = goal.bounding_box()
+        page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)  # the midpoint, 5, in one click
+        assert goal.get_attribute("value") == "5"
+        assert page.locator('input[name="agent1_goal"] + output').inner_text().strip() == "5"
+        assert page.evaluate("""() => getComputedStyle(document.querySelector('input[name="agent1_goal"] + output'),
+                                '::before').content""") in ("none", "normal")
+        page.locator("button", has_text="Submit").first.click()
+        for _ in range(120):
+            mine = [a for page_ in client.full_task_pages(project_id) for t in page_ for a in t["annotations"]
+                    if _user(a["completed_by"]) == account.user_id]
+            if mine:
+                break
+            page.wait_for_timeout(500)
+        browser.close()
+    [annotation] = mine
+    assert result_values(annotation["result"]) == {**values, "agent1_goal": 5}

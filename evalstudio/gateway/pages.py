@@ -226,6 +226,21 @@ document.addEventListener('beforeinput', (event) => {
   document.execCommand('insertText', false, text.replaceAll(',', '.'));
   status('A decimal comma is read as a decimal point: ' + text + ' was entered as ' + text.replaceAll(',', '.') + '.');
 }, true);
+// An unrated slider (Label Studio's Number slider: a range input with no value, which a browser draws at mid-range)
+// gives no input event when the participant clicks or taps the very value it rests on, so its midpoint could only be
+// chosen by moving away and back. A click that leaves a slider unrated chooses the value under the pointer.
+document.addEventListener('pointerup', (event) => {
+  const field = event.target;
+  if (!(field instanceof HTMLInputElement) || field.type !== 'range' || !field.closest('#editor')) return;
+  if (field.getAttribute('value') !== '') return;  // rated already: the browser's own events do the rest
+  setTimeout(() => {
+    if (field.getAttribute('value') !== '') return;
+    const set = Object.getOwnPropertyDescriptor(HTMLInputElement.prototype, 'value').set;
+    set.call(field, field.value);
+    field.dispatchEvent(new Event('input', {bubbles: true}));
+    field.dispatchEvent(new Event('change', {bubbles: true}));
+  }, 0);
+}, true);
 queue.push([['evalstudio-gateway'], {}, (require) => {
   Promise.all(SETUP.chunks.map((id) => require.e(id))).then(() => { require(SETUP.module); load('/api/next/' + PART); });
 }]);
