@@ -318,6 +318,19 @@ def flat(text: str) -> str:
     return " ".join(text.split())
 
 
+def assert_usable(page, project, body: str) -> None:
+    """What the configs fix in Label Studio's view: no "(click to open)" in panel titles, no keyboard-shortcut hints
+    after choices, every star of a rating shows its number, written answers have no "submissions"/"Add" step."""
+    assert "click to open" not in body
+    assert page.locator(".lsf-choice .lsf-hint").evaluate_all(
+        "els => els.filter((e) => e.offsetParent !== null).length") == 0
+    assert "submissions" not in body and "Press Shift + Enter to Add" not in body
+    for stars in page.locator("ul.ant-rate").all():
+        numbers = stars.evaluate("ul => [...ul.querySelectorAll('li.ant-rate-star')].map("
+                                 "(li) => getComputedStyle(li, '::after').content)")
+        assert numbers == [f'"{n}"' for n in range(1, len(numbers) + 1)] and numbers, numbers
+
+
 @pytest.mark.parametrize("protocol", PROJECTS)
 def test_annotator_view_follows_the_protocol_document(reg, importer_for, client, label_studio, session, protocol):
     """The rendered task against its document's checklist; every answer control starts empty; model outputs that
@@ -344,6 +357,7 @@ def test_annotator_view_follows_the_protocol_document(reg, importer_for, client,
         assert not secret or flat(secret) not in body, secret
     assert "00:00:00" not in body and "<p viewer" not in body  # no audio-sync timestamps, no markup
     assert "undefined" not in body  # every $field of the config resolved
+    assert_usable(page, project, body)
 
     li = project.interface
     for control in li.controls:  # every control, with its range

@@ -304,6 +304,7 @@ def test_every_annotator_view_through_the_gateway(reg, client, study_gateways, p
     submitted, and Label Studio holds exactly those values as the participant's annotation."""
     from .test_browser import (
         CHECKLISTS,
+        assert_usable,
         CHROMIUM,
         CHROMIUM_ARGS,
         SHOTS,
@@ -351,6 +352,7 @@ def test_every_annotator_view_through_the_gateway(reg, client, study_gateways, p
                    if flat(phrase) not in body]
         assert not missing, missing
         assert "undefined" not in body and "<p viewer" not in body
+        assert_usable(page, project, body)
         values = designed_values(project)
         fill(page, project, values)
         page.locator("button", has_text="Submit").first.click()
