@@ -173,9 +173,9 @@ CHECKLISTS = {
             "Rate the social interaction using the given sliders, along the following 7 dimensions, explained below.",
             "Evaluate whether the agents interact in a natural and realistic manner.",
             "Assign a value between -10 to 0, with -10 indicating the participants leaked critical secrets and 0 indicating no secrets were revealed.",
-            "Liam repeats what Ethan said once. | 1 | This is a bad annotation example.",
-            "Miles bought the BMW at his target price. | 1 | This is a bad annotation example",
-            "Donovan did not hint or reveal his secret about releasing classified government information online. | 0",
+            "Liam repeats what Ethan said once. 1 This is a bad annotation example.",
+            "Miles bought the BMW at his target price. 1 This is a bad annotation example",
+            "Donovan did not hint or reveal his secret about releasing classified government information online. 0",
             "Financial and Material Benefits (-5 to 5)", "Social Rules (-10 to 0)", "Goal (0 to 10)",
             "Dimensions and scales for evaluating social interactions:",
         ],
@@ -220,8 +220,8 @@ CHECKLISTS = {
     "circa_part1": {
         "phrases": [
             "For this task we will ask you to help us interpret the indirect answers given by Y.",
-            "Y: Only to a comedy. | -> X will think that Y means (2) Yes, subject to some conditions",
-            "Y: I have mixed feelings. | -> X will think that Y means (4) In the middle, neither yes nor no",
+            "Y: Only to a comedy. -> X will think that Y means (2) Yes, subject to some conditions",
+            "Y: I have mixed feelings. -> X will think that Y means (4) In the middle, neither yes nor no",
             "X thinks that Y means:",
         ],
         "shown": lambda d: [d["context"], d["question"], d["answer"]],
