@@ -164,7 +164,8 @@ def convert(row: dict, project, context) -> list[dict]:
     for label in shown:
         roles = [role for role, value in (("prediction", prediction), ("gold", gold)) if value == label]
         tasks.append({
-            "evalstudio_id": f"{item_id}:part2:{stable_id(label)}",  # the id does not show the interpretation
+            # the id does not show the interpretation, nor a code that repeats for one interpretation across items
+            "evalstudio_id": f"{item_id}:part2:{stable_id(item_id, label)}",
             "part": PART2,
             **common,
             "explanation": explanation,

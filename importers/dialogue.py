@@ -120,7 +120,8 @@ def _response_task(response, where: str, item_id: str, turns: list[dict], record
     if errors:
         raise RecordInvalid(errors)
     task = {
-        "evalstudio_id": f"dialogue-{item_id}:{stable_id(data['system'])}",  # the id shows no system name
+        # the id shows no system name, and no code that repeats for one system across items (one hash of both)
+        "evalstudio_id": f"dialogue-{item_id}:{stable_id(item_id, data['system'])}",
         "item_id": item_id,
         "system": data["system"],
         "context": turns_text(as_a_and_b(turns)),

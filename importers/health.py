@@ -51,7 +51,8 @@ def convert(record: dict, project, context) -> list[dict]:
         dialogue.append({"speaker": "User", "text": require(exchange, "user", str).strip()})
         dialogue.append({"speaker": "Assistant", "text": require(exchange, "assistant", str).strip()})
     data = {
-        "evalstudio_id": f"health-{scenario_id}:{stable_id(system)}",  # the id shows no version name
+        # the id shows no version name, and no code that repeats for one version across scenarios (one hash of both)
+        "evalstudio_id": f"health-{scenario_id}:{stable_id(scenario_id, system)}",
         "item_id": scenario_id,
         "system": system,
         "scenario": require(record, "scenario").strip(),

@@ -22,5 +22,5 @@ def write_dialogue_file(path: Path, tasks: int) -> list[str]:
             record = {"id": f"scale-{k:07d}", "context": sample["context"], "model_version": sample["model_version"],
                       "responses": [response]}
             f.write(json.dumps(record) + "\n")
-            ids.append(f"dialogue-scale-{k:07d}:{stable_id(response['system'])}")
+            ids.append(f"dialogue-scale-{k:07d}:{stable_id(f'scale-{k:07d}', response['system'])}")
     return ids

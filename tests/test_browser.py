@@ -178,6 +178,7 @@ CHECKLISTS = {
             "Donovan did not hint or reveal his secret about releasing classified government information online. 0",
             "Financial and Material Benefits (-5 to 5)", "Social Rules (-10 to 0)", "Goal (0 to 10)",
             "Dimensions and scales for evaluating social interactions:",
+            "[We provide some annotation examples below] Annotator's Rationale Rating Assessment",
         ],
         "shown": lambda d: [d["scenario"][:60], d["dialogue"][:60], d["agent1_name"], d["agent2_goal"][:40]],
         "hidden": lambda m: [m["model_reasoning"]["agent1"]["goal"][:50], m["model_reasoning"]["agent2"]["believability"][:50]],

@@ -321,3 +321,16 @@ def test_cmv_asks_for_tom_values_only_where_they_would_be_shown():
                                                                              "comment": "reason"}
     assert cmv.generation_input({**thread, "delta": False}) is None
     assert cmv.generation_input({**thread, "delta_reply": {"text": "∆"}, "tom": {"post": {}}}) is None
+
+
+@pytest.mark.parametrize("protocol, part", [("dialogue", "dialogue"), ("health", "health"), ("circa", "circa_part2")])
+def test_no_id_carries_a_code_of_the_system_across_items(reg, importer_for, protocol, part):
+    """The ids Label Studio shows in its task list (evalstudio_id, item_id) hold no code that is the same for one
+    system (version, shown interpretation) in every item: the suffix is one hash of item and system together."""
+    tasks = tasks_of(reg, importer_for, protocol, example_files(protocol), part=part)
+    version = "shown_label_is" if protocol == "circa" else "system"
+    suffixes: dict[str, set[str]] = {}
+    for task in tasks:
+        suffixes.setdefault(task["evalstudio_id"].rsplit(":", 1)[1], set()).add(task["item_id"])
+        assert str(task[version]).lower() not in task["evalstudio_id"].lower()
+    assert all(len(items) == 1 for items in suffixes.values())  # no suffix is shared by two items
