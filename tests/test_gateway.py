@@ -513,9 +513,12 @@ def test_an_unrated_slider_looks_unrated_and_its_midpoint_is_one_click(label_stu
         values = designed_values(project)
         fill(page, project, {k: v for k, v in values.items() if k != "agent1_goal"})
         goal = page.locator('input[name="agent1_goal"]')
-        goal.scroll_into_view_if_needed()
+        goal.evaluate("(el) => el.scrollIntoView({block: 'center'})")  # clear of the sticky bar of buttons
+        page.wait_for_timeout(300)
         box = goal.bounding_box()
         page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)  # the midpoint, 5, in one click
+        page.wait_for_function("() => document.querySelector('input[name=\"agent1_goal\"]').getAttribute('value')"
+                               " !== ''", timeout=5000)
         assert goal.get_attribute("value") == "5"
         assert page.locator('input[name="agent1_goal"] + output').inner_text().strip() == "5"
         assert page.evaluate("""() => getComputedStyle(document.querySelector('input[name="agent1_goal"] + output'),

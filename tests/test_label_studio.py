@@ -27,7 +27,7 @@ def test_project_is_created_from_projects_yaml_and_setup_is_idempotent(reg, clie
     remote = client.project(project_id)
     assert remote.title == project.title
     assert remote.label_config == project.label_config
-    assert remote.expert_instruction == project.instructions and remote.show_instruction
+    assert remote.expert_instruction == project.shown_instructions and remote.show_instruction
     assert remote.maximum_annotations == project.annotators_per_task
     # no anchoring: Label Studio neither prefills nor fetches predictions for the shipped protocols
     assert remote.show_collab_predictions is False and remote.evaluate_predictions_automatically is False

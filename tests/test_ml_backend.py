@@ -230,7 +230,7 @@ def test_malformed_llm_answers_are_reported_not_crashed_on(reg, importer_for, ca
 def test_learner_beats_a_constant_baseline_on_held_out_tasks(reg, importer_for, client, label_studio, tmp_path,
                                                             database_independent):
     """Circa Part II: three annotators rate explanations of a "Yes" interpretation 5 and others 2; the
-    learner, trained through `evalstudio train` on 40 tasks of list 1, rates its 20 other tasks better than the mean
+    learner, trained through `evalstudio train` on up to 40 tasks of list 1, rates 20 others better than the mean
     rating.
 
     (Part I is not used here: its 60 items show only context, question and answer - no model output - and 40
@@ -256,8 +256,9 @@ def _learner_round(reg, importer_for, client, label_studio, tmp_path, part, n_tr
     fresh = [t for t in sorted(every, key=lambda t: t["id"]) if t["id"] not in annotated]
     rng = np.random.default_rng(0)
     order = rng.permutation(len(fresh))  # a random held-out split (ids follow the input file's order)
+    n_train = min(n_train, len(fresh) - 20)  # other tests on the shared server may have annotated a few tasks
+    assert n_train >= 30, len(fresh)
     train, held_out = [fresh[i] for i in order[:n_train]], [fresh[i] for i in order[n_train:]]
-    assert len(held_out) >= 20
     fields = lambda task: task_fields(task)  # gold labels are in the task's meta
     labels = reg.entry("circa_part1").criteria["interpretation"].labels
     for task in train:
