@@ -369,10 +369,31 @@ class Client:
         return {u.id: (f"removed user {u.id}" if u.email == "Deleted" else u.email or u.username) for u in users}
 
     def import_tasks(self, project_id: int, tasks: list[dict]) -> list[int]:
-        """Send one batch, once: a failed import may still have landed (see importing.send_batch)."""
-        with self._call(f"import {len(tasks)} tasks into project {project_id}"):
-            response = self.sdk.projects.import_tasks(id=project_id, request=tasks, return_task_ids=True)
-        return list(response.task_ids or [])
+        """Send one batch, once: a failed import may still have landed (see importing.send_batch).
+
+        The same request as the SDK's `projects.import_tasks`, with the body serialised by the json module: the
+        SDK's encoder walks every value of every task in Python, which cost more than a second per 10,000 tasks."""
+        action = f"import {len(tasks)} tasks into project {project_id}"
+        body = json.dumps(tasks, ensure_ascii=False, allow_nan=False).encode("utf-8")
+        with self._call(action):
+            response = self._web().post(f"/api/projects/{project_id}/import", params={"return_task_ids": "true"},
+                                        content=body, headers={"Content-Type": "application/json"})
+            if response.status_code >= 400:
+                try:
+                    detail = response.json()
+                except ValueError:
+                    detail = response.text[:300]
+                raise ApiError(status_code=response.status_code, body=detail)
+        try:
+            return [int(i) for i in response.json().get("task_ids") or []]
+        except (ValueError, TypeError, AttributeError):
+            raise ServerError(f"Label Studio answered something unexpected while trying to {action}") from None
+
+    def _web(self) -> httpx.Client:
+        """A plain HTTP client for the requests the SDK makes slowly (one per Client, kept alive)."""
+        if getattr(self, "_plain", None) is None:
+            self._plain = httpx.Client(base_url=self._base, timeout=self._timeout, headers=self._auth)
+        return self._plain
 
     # --- accounts (Label Studio Community: sign-up through the organisation's invite link) ---------------------
 

@@ -12,7 +12,7 @@ from . import integrity, lists
 from .errors import InvalidInput, Problem, ServerError, Transient
 from .registry import Project
 from .retry import RetryPolicy
-from .sources import FieldError, RecordInvalid, control_value, storable_problems
+from .sources import FieldError, RecordInvalid, control_value, storable, storable_problems
 
 ID_FIELD = "evalstudio_id"
 PART_FIELD = "part"  # which project of a study (Circa Part I / Part II) a task belongs to
@@ -72,6 +72,8 @@ class ImportReport:
     created: int
     already_present: int
     recovered: int = 0  # batches that failed in transit and were completed after checking what had landed
+    predicted: int | None = None  # prefill with the stored predictor: created tasks imported with a prediction
+    values_left_out: int = 0  # model outputs a control refused (out of range, not a control): not predicted
 
 
 class ImportIncomplete(ServerError):
@@ -134,7 +136,7 @@ def iter_tasks(project: Project, importer, paths: Sequence[Path], unknown: dict[
                 if missing:
                     yield Problem(str(path), line, ", ".join(missing), "no value for field(s) the labeling config shows")
                     continue
-                bad = storable_problems(data)
+                bad = [] if storable(data) else storable_problems(data)
                 if bad:
                     for field_, message in bad:
                         yield Problem(str(path), line, field_ or None, message)
@@ -375,6 +377,14 @@ def import_files(
         raise FileChanged(problems, f"the {len(written_ids)} task(s) this run had written were removed again")
 
     digests: dict[str, dict] = {}
+    # model-assisted labelling with the stored predictor: each task goes in with its model outputs as its Label
+    # Studio prediction (checked against the controls as the ML backend checks them), in the same request: a project
+    # is prefilled the moment it is imported, and a task is never sent twice, so neither is its prediction
+    predict = project.prefill and project.predictor == "stored"
+    if predict:
+        from .ml_backend.predictors import NoPrediction, StoredPredictor, prediction_of
+
+        stored, report.predicted = StoredPredictor(), 0
 
     def save_record():
         if record and digests:
@@ -396,6 +406,14 @@ def import_files(
             if data[ID_FIELD] in seen:
                 report.already_present += 1
             else:
+                if predict:
+                    try:
+                        prediction, skipped = prediction_of(project, task, stored)
+                        task["predictions"] = [prediction]
+                        report.predicted += 1
+                        report.values_left_out += len(skipped)
+                    except NoPrediction:
+                        pass
                 batch.append(task)
                 seen.add(data[ID_FIELD])
                 if len(batch) >= batch_size:

@@ -188,6 +188,32 @@ def attempt(errors: list, check, *args, **kwargs):
 MAX_DEPTH = 50  # nesting of a task's data; real inputs need fewer than 10 levels
 
 
+def _big_int(value) -> bool:
+    """An integer beyond 2**53 anywhere in `value` (strings are skipped: they are most of a task, and hold none)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return abs(value) > 2**53
+    if isinstance(value, dict):
+        return any(_big_int(v) for v in value.values() if not isinstance(v, str))
+    if isinstance(value, (list, tuple)):
+        return any(_big_int(v) for v in value if not isinstance(v, str))
+    return False
+
+
+def storable(data: dict) -> bool:
+    """True when `data` certainly has none of `storable_problems` (a fast check in C through the json module: most
+    tasks take it; a False sends the task through the exact, slower walk for its messages)."""
+    try:
+        text = json.dumps(data, ensure_ascii=False, allow_nan=False)  # NaN and infinity raise
+        text.encode("utf-8")  # a lone surrogate raises
+    except (ValueError, TypeError, RecursionError, UnicodeEncodeError):
+        return False
+    if "\\u0000" in text:  # a NUL
+        return False
+    if text.count("{") + text.count("[") > MAX_DEPTH:  # perhaps nested too deeply (fewer containers cannot be)
+        return False
+    return not _big_int(data)
+
+
 def storable_problems(value, field: str = "", depth: int = 0) -> list[tuple[str, str]]:
     """(field, message) for whatever Label Studio's databases would refuse or mangle: NUL characters (PostgreSQL
     text cannot hold them), lone surrogates (not encodable as UTF-8), non-finite or huge numbers, deep nesting."""

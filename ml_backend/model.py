@@ -17,8 +17,7 @@ from label_studio_ml.model import LabelStudioMLBase
 from .. import registry
 from ..client import Client, Settings, settings_from_env
 from ..errors import EvalstudioError
-from ..results import region
-from .predictors import LearnerPredictor, LLMPredictor, NoPrediction, StoredPredictor
+from .predictors import LearnerPredictor, LLMPredictor, NoPrediction, StoredPredictor, prediction_of
 
 log = logging.getLogger("evalstudio.ml_backend")
 MODEL_DIR_ENV = "EVALSTUDIO_MODEL_DIR"
@@ -72,24 +71,12 @@ def identify(label_config: str | None) -> registry.Project:
 def predict_tasks(project: registry.Project, tasks: list[dict], chosen=None) -> list:
     """One entry per task: a prediction dict, or [] (no prediction; the reason is logged)."""
     chosen = chosen or predictor(project.predictor)
-    li = project.interface
     out = []
     for task in tasks:
         try:
-            output = chosen.predict(project, task)
-            results, skipped = [], []
-            for control, value in output.values.items():
-                try:
-                    results.append(region(li, control, value))
-                except (ValueError, KeyError) as e:  # not in this config, or out of range
-                    skipped.append(f"{control}: {e}")
+            prediction, skipped = prediction_of(project, task, chosen)
             if skipped:
                 log.warning("task %s: skipped %s", task.get("id"), "; ".join(skipped))
-            if not results:
-                raise NoPrediction("no valid value for any control")
-            prediction = {"result": results, "model_version": output.model_version}
-            if output.score is not None:
-                prediction["score"] = output.score
             out.append(prediction)
         except NoPrediction as e:
             log.info("task %s (%s): no prediction: %s", task.get("id"), project.name, e)
@@ -98,18 +85,6 @@ def predict_tasks(project: registry.Project, tasks: list[dict], chosen=None) -> 
             log.exception("task %s (%s): prediction failed", task.get("id"), project.name)
             out.append([])
     return out
-
-
-def fetch_annotated_tasks(project: registry.Project, settings: Settings, project_id: int | None = None) -> list[dict]:
-    """Tasks with annotations of the Label Studio project `project_id` (default: the one titled like `project`);
-    for a project of counterbalanced lists, of every list's project (the lists share one learner)."""
-    client = Client(settings)
-    if project.list_of and project_id is None:
-        found = [client.find_project(p.title) for p in _registry().parts(project.entry)]
-        ids = [pid for pid in found if pid is not None] or [client.require_project(project)]
-    else:
-        ids = [project_id or client.require_project(project)]
-    return [t for pid in ids for t in client.export_tasks(pid) if t["annotations"]]
 
 
 class EvalstudioModel(LabelStudioMLBase):

@@ -61,6 +61,27 @@ def task_features(project: Project, data: dict) -> str:
     return " ".join(words)
 
 
+def prediction_of(project: Project, task: dict, chosen) -> tuple[dict, list[str]]:
+    """(Label Studio prediction of `chosen` for `task`, the values left out): every value is checked against its
+    control as an annotation's would be (a value the control refuses, or a control the config lacks, is left out
+    and named); NoPrediction when nothing is left. The ML backend and the import (`stored` predictor) both use it."""
+    from ..results import region
+
+    output = chosen.predict(project, task)
+    results, skipped = [], []
+    for control, value in output.values.items():
+        try:
+            results.append(region(project.interface, control, value))
+        except (ValueError, KeyError) as e:  # not in this config, or out of range
+            skipped.append(f"{control}: {e}")
+    if not results:
+        raise NoPrediction("no valid value for any control" + (f" ({'; '.join(skipped)})" if skipped else ""))
+    prediction = {"result": results, "model_version": output.model_version}
+    if output.score is not None:
+        prediction["score"] = output.score
+    return prediction, skipped
+
+
 class StoredPredictor:
     name = "stored"
 

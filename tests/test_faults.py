@@ -43,10 +43,14 @@ def server_ids(client, project_id) -> list[str]:
     return [t.data["evalstudio_id"] for t in client.tasks(project_id)]
 
 
+@pytest.mark.parametrize("prefill", [False, True], ids=["tasks", "tasks with predictions"])
 @pytest.mark.parametrize("name, faults", RECOVERABLE, ids=[r[0] for r in RECOVERABLE])
-def test_transient_faults_are_retried_and_nothing_is_duplicated(reg, importer_for, label_studio, client, tmp_path, name, faults):
+def test_transient_faults_are_retried_and_nothing_is_duplicated(reg, importer_for, label_studio, client, tmp_path, name,
+                                                                faults, prefill):
+    """Each fault, for a plain import and for one that carries the stored model outputs as predictions (prefill
+    opt-in): every task lands once, and so does its one prediction."""
     expected = write_dialogue_file(tmp_path / "tasks.jsonl", TASKS)
-    project, faults = fresh_project(reg), copy.deepcopy(faults)  # a Fault counts down as it fires
+    project, faults = fresh_project(reg).model_copy(update={"prefill": prefill}), copy.deepcopy(faults)
     with FaultyProxy(label_studio.url, faults) as proxy:
         flaky = Client(Settings(proxy.url, label_studio.credentials().api_key), timeout=1.5, retry=FAST)
         report = import_files(project, importer_for("dialogue"), [tmp_path / "tasks.jsonl"], flaky, batch_size=BATCH)
@@ -55,6 +59,8 @@ def test_transient_faults_are_retried_and_nothing_is_duplicated(reg, importer_fo
     assert report.recovered >= 1
     ids = server_ids(client, report.project_id)
     assert sorted(ids) == sorted(expected)  # each task exactly once
+    predictions = client.predictions(report.project_id)
+    assert sorted(len(p) for p in predictions.values()) == [1 if prefill else 0] * TASKS  # and its prediction
 
 
 def test_a_lasting_failure_stops_with_counts_and_the_rerun_finishes(reg, importer_for, label_studio, client, tmp_path):

@@ -413,3 +413,16 @@ def test_fuzzed_exports_through_report_exit_0_or_2(tmp_path_factory, content):
     path.write_text(json.dumps(content), encoding="utf-8")
     result = invoke("report", "dialogue", "--from-export", path, "-o", folder / "report", "--bootstrap", "5")
     assert result.exit_code in (0, 2), result.output
+
+
+@given(st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+                    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+                    max_leaves=40))
+def test_the_fast_storable_check_never_passes_what_the_exact_one_refuses(value):
+    """`storable` (json in C, for the import's speed) may send a task to the exact walk without need, never the
+    other way round: whatever it passes has no problem the exact check would report."""
+    from evalstudio.sources import storable, storable_problems
+
+    data = {"field": value}
+    if storable(data):
+        assert storable_problems(data) == []

@@ -48,11 +48,14 @@ def stored_values(project, data) -> dict:
 @pytest.mark.server
 @pytest.mark.parametrize("protocol", PROJECTS)
 def test_label_studio_gets_stored_predictions_from_the_backend(reg, importer_for, client, ml_backend, protocol):
-    """With model-assisted labelling opted in (prefill: true), the stored model outputs become predictions."""
+    """With model-assisted labelling opted in (prefill: true), the stored model outputs of tasks imported earlier
+    (before the opt-in) become predictions through the ML backend."""
     url, log, auth = ml_backend
     project = reg.entry(protocol).model_copy(update={"prefill": True, "title": f"{protocol} prefill opt-in"})
     study = project.study_name
-    report = import_files(project, importer_for(study), example_files(study), client)
+    earlier = project.model_copy(update={"prefill": False})  # imported before the opt-in: no predictions yet
+    report = import_files(earlier, importer_for(study), example_files(study), client)
+    assert all(p == [] for p in client.predictions(report.project_id).values())
     client.connect_ml_backend(report.project_id, url, auth)  # Label Studio then sends the backend's basic auth
     assert client.connect_ml_backend(report.project_id, url, auth)[1] is False  # again: credentials renewed, no copy
     tasks = {t["id"]: task_fields(t) for page in client.full_task_pages(report.project_id) for t in page}
@@ -79,6 +82,35 @@ def test_label_studio_gets_stored_predictions_from_the_backend(reg, importer_for
         assert served == 0 and "carries none of the model fields" in log.read_text()
         return
     assert served == len(tasks) > 0
+
+
+@pytest.mark.server
+@pytest.mark.parametrize("protocol", PROJECTS)
+def test_stored_predictions_arrive_with_the_import(reg, importer_for, client, protocol):
+    """prefill: true with the stored predictor: every task goes in with its model outputs as its one prediction, in
+    the import itself (no ML backend is running here); a second import adds no task and no prediction."""
+    project = reg.entry(protocol).model_copy(update={"prefill": True, "title": f"{protocol} predictions at import"})
+    study = project.study_name
+    report = import_files(project, importer_for(study), example_files(study), client, batch_size=7)
+    tasks = {t["id"]: task_fields(t) for page in client.full_task_pages(report.project_id) for t in page}
+    predictions = client.predictions(report.project_id)
+    expected = {task_id: stored_values(project, data) for task_id, data in tasks.items()}
+    assert report.predicted == sum(1 for values in expected.values() if values) == report.created - sum(
+        1 for values in expected.values() if not values)
+    for task_id, data in tasks.items():
+        if not expected[task_id]:
+            assert predictions[task_id] == []
+            continue
+        [prediction] = predictions[task_id]
+        check_prediction(project, prediction)
+        got = {r["from_name"]: next(iter(r["value"].values())) for r in prediction["result"]}
+        assert all(got[control] in (value, [value]) for control, value in expected[task_id].items())
+        assert prediction["model_version"] == str(data.get("model_version") or "stored")
+    again = import_files(project, importer_for(study), example_files(study), client)
+    assert (again.created, again.predicted) == (0, 0)
+    assert client.predictions(report.project_id) == predictions
+    if protocol in ("sotopia", "dialogue", "health", "cmv_tom"):
+        assert report.predicted == len(tasks) > 0
 
 
 @pytest.mark.server

@@ -90,7 +90,9 @@ def import_(
     """Validate FILES, then import them as tasks (creating the project if needed).
 
     Nothing is imported if any record is invalid (unless --skip-invalid). Tasks already in the project (same id)
-    are skipped, so running the same import twice adds nothing."""
+    are skipped, so running the same import twice adds nothing. A project with `prefill: true` and the stored
+    predictor gets each task's model outputs as its Label Studio prediction in the same request (no ML backend
+    round trip); an entry with counterbalanced lists is imported into each list's project."""
     try:
         reg = _load(projects)
         parts = reg.parts(protocol)
@@ -119,6 +121,11 @@ def import_(
     for (project, report), checked in zip(reports, scans):
         console.print(f"{project.name}: {report.created} task(s) created, {report.already_present} already present "
                       f"(project id {report.project_id}).", highlight=False)
+        if report.predicted is not None:  # prefill: true with the stored predictor
+            console.print(f"  prefill: {report.predicted} of the {report.created} new task(s) imported with the model "
+                          "outputs they carry as Label Studio predictions"
+                          + (f"; {report.values_left_out} value(s) left out (refused by their control, see the "
+                             "projects.yaml model_output paths)" if report.values_left_out else ""), highlight=False)
         if project.lists and checked.versions is not None:
             held = lists.balance(checked.versions, project.lists)[project.list_number]
             console.print(f"  list {project.list_number} of {project.lists.count}: "
