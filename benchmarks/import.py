@@ -9,6 +9,10 @@ temp dir unless --database-url is given):
   raw         the pre-built task JSON posted with the SDK's `projects.import_tasks`, same batch size
   evalstudio  `import_files` from the native file: validate everything, convert, look up the project and
               the ids it holds, send batches
+  predictions `import_files` into a project with `prefill: true` (stored predictor): every task goes in with
+              its model ratings as its Label Studio prediction, in the same requests
+  backend     (--prefill-sizes only) the way before: `import_files` without predictions, then the ML backend
+              (`evalstudio ml-backend`, started for the run) asked for them (`evalstudio prefill`), timed together
 
 Each side imports into its own empty project, created before the clock starts.
 
@@ -56,8 +60,9 @@ def worker(kind: str, url: str, key: str, path: str, batch_size: int) -> dict:
 
     client = Client(Settings(url, key), timeout=600)
     project = registry.load(ROOT / "projects.yaml").get("dialogue")
-    project = project.model_copy(update={"title": f"bench {kind} {secrets.token_hex(3)}"})
-    if kind in ("raw", "evalstudio"):  # both sides import into an empty project that exists already
+    project = project.model_copy(update={"title": f"bench {kind} {secrets.token_hex(3)}",
+                                         "prefill": kind == "predictions"})
+    if kind in ("raw", "evalstudio", "predictions", "backend"):  # each side imports into an empty project
         project_id, _ = client.ensure_project(project)
     start = time.perf_counter()
     if kind == "raw":
@@ -65,9 +70,19 @@ def worker(kind: str, url: str, key: str, path: str, batch_size: int) -> dict:
         for i in range(0, len(tasks), batch_size):
             client.sdk.projects.import_tasks(id=project_id, request=tasks[i:i + batch_size])
         count = len(tasks)
-    elif kind == "evalstudio":
+    elif kind in ("evalstudio", "predictions"):
         report = import_files(project, importers.get("dialogue"), [Path(path)], client, batch_size=batch_size)
         count = report.created
+        if kind == "predictions" and report.predicted != count:
+            raise RuntimeError(f"{report.predicted} of {count} tasks went in with a prediction")
+    elif kind == "backend":
+        import os
+
+        report = import_files(project, importers.get("dialogue"), [Path(path)], client, batch_size=batch_size)
+        client.connect_ml_backend(project_id, os.environ["BENCH_ML_URL"], os.environ["BENCH_ML_AUTH"])
+        predicted, count = client.prefill(project_id)
+        if predicted != count or count != report.created:
+            raise RuntimeError(f"the backend predicted {predicted} of {count} tasks")
     elif kind == "export":
         project_id = int(path)
         users = client.users()
@@ -82,9 +97,11 @@ def worker(kind: str, url: str, key: str, path: str, batch_size: int) -> dict:
     return {"seconds": time.perf_counter() - start, "count": count, "peak_mb": peak_mb()}
 
 
-def measure(kind: str, server, path, batch_size: int) -> dict:
+def measure(kind: str, server, path, batch_size: int, env: dict | None = None) -> dict:
+    import os
+
     command = [sys.executable, __file__, "--worker", kind, server.url, server.credentials().api_key, str(path), str(batch_size)]
-    out = subprocess.run(command, capture_output=True, text=True)
+    out = subprocess.run(command, capture_output=True, text=True, env={**os.environ, **(env or {})})
     if out.returncode:
         raise RuntimeError(f"{kind} run failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -136,6 +153,8 @@ def main():
     parser.add_argument("--repeats", type=int, default=1, help="runs per side and size (median reported)")
     parser.add_argument("--export-tasks", default="5000,50000",
                         help="comma-separated task counts for the export half (two annotations each); empty to skip")
+    parser.add_argument("--prefill-sizes", default="10000",
+                        help="sizes (of --tasks) at which import + prefill through the ML backend is measured too")
     parser.add_argument("--database-url", help="run Label Studio on this PostgreSQL database instead of SQLite")
     parser.add_argument("--worker", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -150,6 +169,7 @@ def main():
     from tests.largefile import write_dialogue_file
 
     sizes = [int(s) for s in args.tasks.split(",") if s]
+    prefill_sizes = {int(s) for s in args.prefill_sizes.split(",") if s}
     export_sizes = [int(s) for s in args.export_tasks.split(",") if s]
     project = registry.load(ROOT / "projects.yaml").get("dialogue")
     with tempfile.TemporaryDirectory() as tmp:
@@ -157,6 +177,10 @@ def main():
         database = "PostgreSQL" if args.database_url else "SQLite"
         print(f"starting Label Studio ({database}) ...", file=sys.stderr)
         with LocalServer(tmp / "ls", port=_free_port(), database_url=args.database_url) as server:
+            from evalstudio.cli.servers import _start_ml_backend, _stop
+
+            backend = _start_ml_backend(server, _free_port(), None) if args.prefill_sizes else None
+            backend_env = {"BENCH_ML_URL": backend.url, "BENCH_ML_AUTH": backend.auth} if backend else {}
             rows = []
             for size in sizes:
                 native = tmp / f"tasks-{size}.jsonl"
@@ -166,12 +190,14 @@ def main():
                     for k, (_, data) in enumerate(iter_tasks(project, importers.get("dialogue"), [native])):
                         f.write(("[" if k == 0 else ",\n") + json.dumps(split_task(project, data)))
                     f.write("]")
-                runs = {"raw": [], "evalstudio": []}
+                kinds = ["raw", "evalstudio", "predictions"] + (["backend"] if size in prefill_sizes else [])
+                runs = {kind: [] for kind in kinds}
                 for repeat in range(args.repeats):
-                    order = ["raw", "evalstudio"] if repeat % 2 == 0 else ["evalstudio", "raw"]
+                    order = kinds if repeat % 2 == 0 else kinds[::-1]  # the sides alternate
                     for kind in order:
                         print(f"{size} tasks: {kind} import (run {repeat + 1}) ...", file=sys.stderr)
-                        result = measure(kind, server, native if kind == "evalstudio" else prebuilt, args.batch_size)
+                        result = measure(kind, server, prebuilt if kind == "raw" else native, args.batch_size,
+                                         backend_env)
                         if result["count"] != size:
                             raise RuntimeError(f"{kind} imported {result['count']} of {size} tasks")
                         runs[kind].append(result)
@@ -187,16 +213,25 @@ def main():
                     raise RuntimeError(f"export wrote {ours['count']} rows, expected {annotations * len(project.criteria)}")
                 theirs = measure("ls-export", server, project_id, args.batch_size)
                 export_rows.append((size, annotations, ours, theirs))
+            if backend:
+                _stop(backend, None)
 
     med = lambda runs, key: statistics.median(r[key] for r in runs)
     print(f"\nImport into Label Studio ({database}), batches of {args.batch_size}, median of {args.repeats} run(s)")
     print(f"machine: {machine()}\n")
-    print("| tasks | Label Studio raw import | evalstudio import | overhead | peak memory raw / evalstudio |")
-    print("|---:|---:|---:|---:|---:|")
+    print("| tasks | (a) Label Studio raw import | (b) evalstudio import | (c) evalstudio import with predictions "
+          "| (d) import + prefill through the ML backend | peak memory (a) / (b) / (c) |")
+    print("|---:|---:|---:|---:|---:|---:|")
     for size, runs in rows:
-        raw, ours = med(runs["raw"], "seconds"), med(runs["evalstudio"], "seconds")
-        print(f"| {size:,} | {raw:.1f} s ({size / raw:,.0f} tasks/s) | {ours:.1f} s ({size / ours:,.0f} tasks/s) "
-              f"| {100 * (ours / raw - 1):+.1f}% | {med(runs['raw'], 'peak_mb'):.0f} MB / {med(runs['evalstudio'], 'peak_mb'):.0f} MB |")
+        raw = med(runs["raw"], "seconds")
+        cell = lambda kind: (f"{med(runs[kind], 'seconds'):.1f} s ({100 * (med(runs[kind], 'seconds') / raw - 1):+.1f}%)"
+                             if runs.get(kind) else "not measured")
+        ratio = (f", {med(runs['backend'], 'seconds') / med(runs['predictions'], 'seconds'):.1f}x (c)"
+                 if runs.get("backend") else "")
+        print(f"| {size:,} | {raw:.1f} s ({size / raw:,.0f} tasks/s) | {cell('evalstudio')} | {cell('predictions')} "
+              f"| {cell('backend')}{ratio} | {med(runs['raw'], 'peak_mb'):.0f} / {med(runs['evalstudio'], 'peak_mb'):.0f}"
+              f" / {med(runs['predictions'], 'peak_mb'):.0f} MB |")
+    print("\n(percentages: over (a), the raw import of the same tasks without predictions)")
     if export_rows:
         print(f"\nExport of annotated tasks (two annotations each, {len(project.criteria)} criteria)\n")
         print("| tasks | annotations | evalstudio paged CSV export | peak memory | Label Studio JSON export download |")

@@ -87,6 +87,18 @@ def predict_tasks(project: registry.Project, tasks: list[dict], chosen=None) -> 
     return out
 
 
+def fetch_annotated_tasks(project: registry.Project, settings: Settings, project_id: int | None = None) -> list[dict]:
+    """Tasks with annotations of the Label Studio project `project_id` (default: the one titled like `project`);
+    for a project of counterbalanced lists, of every list's project (the lists share one learner)."""
+    client = Client(settings)
+    if project.list_of and project_id is None:
+        found = [client.find_project(p.title) for p in _registry().parts(project.entry)]
+        ids = [pid for pid in found if pid is not None] or [client.require_project(project)]
+    else:
+        ids = [project_id or client.require_project(project)]
+    return [t for pid in ids for t in client.export_tasks(pid) if t["annotations"]]
+
+
 class EvalstudioModel(LabelStudioMLBase):
     def predict(self, tasks, **kwargs):
         from flask import has_request_context, request
