@@ -24,6 +24,8 @@ from .retry import RetryPolicy
 
 PAGE_SIZE = 1000
 ID_PAGE_SIZE = 10_000  # task ids per listing request (ids only: small answers)
+# task ids per export request: Label Studio (Django) refuses a request with more than 1,000 query fields
+EXPORT_IDS = 500
 log = logging.getLogger(__name__)
 
 
@@ -293,7 +295,9 @@ class Client:
         fastest path Label Studio offers (its export serializer; the Data Manager's task API computes far more per
         task), in constant memory, each chunk retried on its own after a transient failure."""
         ids = self.task_id_list(project_id)
-        for start in range(0, len(ids), page_size):
+        page_size = min(page_size, EXPORT_IDS)
+
+        def fetch(start: int) -> list[dict]:
             chunk = ids[start:start + page_size]
             where = f"{action} of project {project_id} (tasks {start + 1}-{start + len(chunk)} of {len(ids)})"
             page = self._read(where, lambda: self._export_chunk(project_id, chunk))
@@ -301,7 +305,19 @@ class Client:
                 # Label Studio's export names predictions by id only: a chunk with predictions (a prefill project)
                 # is read through the task API instead, which gives them whole (the ids are one contiguous range)
                 page = self._read(where, lambda: self._api_chunk(project_id, chunk[0], chunk[-1]))
-            yield page
+            return page
+
+        # the next chunk is fetched while the caller works on this one (Label Studio's time and the caller's
+        # overlap); at most two chunks are held, so memory stays flat
+        from concurrent.futures import ThreadPoolExecutor
+
+        starts = list(range(0, len(ids), page_size))
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="evalstudio-export") as pool:
+            ahead = pool.submit(fetch, starts[0]) if starts else None
+            for number, _ in enumerate(starts):
+                page = ahead.result()
+                ahead = pool.submit(fetch, starts[number + 1]) if number + 1 < len(starts) else None
+                yield page
 
     def _api_chunk(self, project_id: int, first: int, last: int) -> list[dict]:
         """The tasks with ids first..last, with annotations and predictions, from the Data Manager's task API."""

@@ -177,7 +177,7 @@ def test_cli_export_and_report(reg, importer_for, client, annotators, label_stud
 
 
 def test_live_export_pages_through_a_large_project(reg, client, annotators, label_studio, tmp_path):
-    """2,500 tasks x 2 annotations (three pages of 1,000): the streamed CLI export equals the tidy frame of
+    """2,500 tasks x 2 annotations (five chunks of 500 task ids through Label Studio's export endpoint): the streamed CLI export equals the tidy frame of
     Label Studio's own JSON export, row for row."""
     from .largefile import write_dialogue_file
     from .test_cli import run
