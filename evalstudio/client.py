@@ -307,17 +307,8 @@ class Client:
                 page = self._read(where, lambda: self._api_chunk(project_id, chunk[0], chunk[-1]))
             return page
 
-        # the next chunk is fetched while the caller works on this one (Label Studio's time and the caller's
-        # overlap); at most two chunks are held, so memory stays flat
-        from concurrent.futures import ThreadPoolExecutor
-
-        starts = list(range(0, len(ids), page_size))
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="evalstudio-export") as pool:
-            ahead = pool.submit(fetch, starts[0]) if starts else None
-            for number, _ in enumerate(starts):
-                page = ahead.result()
-                ahead = pool.submit(fetch, starts[number + 1]) if number + 1 < len(starts) else None
-                yield page
+        for start in range(0, len(ids), page_size):
+            yield fetch(start)
 
     def _api_chunk(self, project_id: int, first: int, last: int) -> list[dict]:
         """The tasks with ids first..last, with annotations and predictions, from the Data Manager's task API."""

@@ -285,61 +285,6 @@ def placement_problems(client, parts: Sequence[Project], scans: Sequence[Scan],
     return list(dict.fromkeys(problems))
 
 
-class _Sender:
-    """Sends import batches one after the other in a thread of its own, while the caller reads and converts the
-    next batch: Label Studio's time and evalstudio's overlap instead of adding up (the import's CPU work and the
-    server's run on different cores). At most one batch waits; batches go out in order, each through `send_batch`
-    (so a batch that failed in transit is completed without duplicates, exactly as before), and the first failure
-    stops the sending: it is raised to the caller at its next `put` or at `close`."""
-
-    def __init__(self, client, project_id: int, watermark: int):
-        import queue
-        import threading
-
-        self.client, self.project_id, self.watermark = client, project_id, watermark
-        self.written: dict[str, int] = {}
-        self.recovered = 0
-        self.error: BaseException | None = None
-        self.stopped = False
-        self.queue: queue.Queue = queue.Queue(maxsize=1)
-        self.thread = threading.Thread(target=self._run, name="evalstudio-import-sender", daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        while (batch := self.queue.get()) is not None:
-            if self.error is not None or self.stopped:
-                continue  # drain: nothing after a failure is sent
-            try:
-                written, recovered = send_batch(self.client, self.project_id, batch, self.watermark, self.client.retry)
-            except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
-                self.error = e
-                continue
-            self.written.update(written)
-            self.recovered += recovered
-            self.watermark = max([self.watermark, *written.values()])
-
-    def _raise(self) -> None:
-        if self.error is not None:
-            raise self.error
-
-    def put(self, batch: list[dict]) -> None:
-        self._raise()
-        self.queue.put(batch)
-
-    def close(self) -> None:
-        if self.thread.is_alive():
-            self.queue.put(None)
-            self.thread.join()
-        self._raise()
-
-    def abandon(self) -> None:
-        """Stop after the batch in flight (after a failure, or when the caller gives up)."""
-        self.stopped = True
-        if self.thread.is_alive():
-            self.queue.put(None)
-            self.thread.join()
-
-
 def send_batch(client, project_id: int, batch: list[dict], watermark: int, retry: RetryPolicy) -> tuple[dict[str, int], bool]:
     """Import one batch without ever duplicating a task. Returns (evalstudio id -> task id written, recovered).
 
@@ -404,25 +349,17 @@ def import_files(
     seen = set(existing)
     report = ImportReport(project_id, 0, 0)
     batch: list[dict] = []
-    sender = _Sender(client, project_id, watermark)
-    sent = 0  # tasks handed to the sender
 
     def flush():
-        """Hand the batch to the sender (which sends it while the next one is read and converted)."""
-        nonlocal sent
+        nonlocal watermark
         if batch:
-            sender.put(list(batch))
-            sent += len(batch)
+            written, recovered = send_batch(client, project_id, batch, watermark, client.retry)
+            written_ids.extend(written.values())
+            written_keys.update(written)
+            report.created += len(written)
+            report.recovered += recovered
+            watermark = max([watermark, *written.values()])
             batch.clear()
-
-    def finish():
-        """Wait until every batch handed over is written; the counts are then final."""
-        try:
-            sender.close()
-        finally:
-            written_ids[:] = list(sender.written.values())
-            written_keys.update(sender.written)
-            report.created, report.recovered = len(sender.written), sender.recovered
 
     def changed() -> list[Problem]:
         now = fingerprints(paths)
@@ -459,9 +396,8 @@ def import_files(
                 continue
             if skip and not isinstance(item, Problem) and _where(item[0]) in skip:
                 continue  # a task of a record that also had a problem (e.g. a duplicate id)
-            if isinstance(item, Problem) or sent + report.already_present + len(batch) >= checked.tasks:
+            if isinstance(item, Problem) or report.created + report.already_present + len(batch) >= checked.tasks:
                 flush()
-                finish()
                 rollback(changed() or [item if isinstance(item, Problem) else
                                        Problem(str(paths[0]), None, None, "more records than validated")])
             _, data = item
@@ -483,21 +419,15 @@ def import_files(
                 if len(batch) >= batch_size:
                     flush()
             if on_progress:
-                on_progress(sent + report.already_present + len(batch), checked.tasks)
+                on_progress(report.created + report.already_present + len(batch), checked.tasks)
         flush()
-        finish()
         if problems := changed():
             rollback(problems)
     except ServerError as e:
-        sender.abandon()  # a batch in flight is finished first; the ones after it are not sent
-        written_keys.update(sender.written)
-        report.created, report.recovered = len(sender.written), sender.recovered
         landed = set(map(str, existing)) | set(map(str, written_keys))  # not the batch in flight: the resumed import records it
         digests = {k: v for k, v in digests.items() if k in landed}
         save_record()
         raise ImportIncomplete(e, checked.tasks, report.created, report.already_present) from None
-    finally:
-        sender.abandon()  # whatever ended the import (an interrupt too): nothing more is sent
     save_record()
     if on_progress:
         on_progress(checked.tasks, checked.tasks)
