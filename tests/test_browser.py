@@ -413,7 +413,7 @@ def test_untrusted_html_renders_as_text_and_runs_nothing(reg, importer_for, clie
 
 
 def test_prefill_opt_in_shows_predictions_and_the_export_flags_accepted_ones(reg, importer_for, client, label_studio,
-                                                                            ml_backend, session, tmp_path):
+                                                                            session, tmp_path):
     """Model-assisted labelling, opted in: the model's ratings fill the controls, the annotator changes one and
     accepts the rest; the export flags the accepted values and the report refuses them unless told to leave them out."""
     from evalstudio.errors import EvalstudioError
@@ -421,15 +421,12 @@ def test_prefill_opt_in_shows_predictions_and_the_export_flags_accepted_ones(reg
     from evalstudio.exporters.tidy import annotation_frame
 
     page, dialogs = session
-    url, _, auth = ml_backend
     project = reg.entry("health").model_copy(update={"title": "health prefill opt-in", "prefill": True})
-    report = import_files(project, importer_for("health"), example_files("health"), client)
+    report = import_files(project, importer_for("health"), example_files("health"), client)  # predictions included
     client.ensure_project(project)
     assert client.project(report.project_id).show_collab_predictions is True
-    client.connect_ml_backend(report.project_id, url, auth)
     task = full_task(client, report.project_id)
-    client.request_predictions(report.project_id, [task["id"]])
-    [prediction] = client.predictions(report.project_id)[task["id"]]
+    [prediction] = client.predictions(report.project_id)[task["id"]]  # the one the import brought
     predicted = result_values(prediction["result"])
     ratings = task["meta"]["model_ratings"]
     assert predicted == ratings

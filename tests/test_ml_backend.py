@@ -51,7 +51,7 @@ def test_label_studio_gets_stored_predictions_from_the_backend(reg, importer_for
     """With model-assisted labelling opted in (prefill: true), the stored model outputs of tasks imported earlier
     (before the opt-in) become predictions through the ML backend."""
     url, log, auth = ml_backend
-    project = reg.entry(protocol).model_copy(update={"prefill": True, "title": f"{protocol} prefill opt-in"})
+    project = reg.entry(protocol).model_copy(update={"prefill": True, "title": f"{protocol} prefill by the backend"})
     study = project.study_name
     earlier = project.model_copy(update={"prefill": False})  # imported before the opt-in: no predictions yet
     report = import_files(earlier, importer_for(study), example_files(study), client)
