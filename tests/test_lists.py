@@ -18,7 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from evalstudio import importers, lists, participants, registry
-from evalstudio.importing import import_files, iter_tasks, placement_problems, scan
+from evalstudio.importing import iter_tasks, placement_problems, scan
 from evalstudio.registry import Lists
 
 from .conftest import example_files, gateway_process
