@@ -125,6 +125,16 @@ def _translate(error: Exception, url: str, action: str) -> ServerError | None:
     return None
 
 
+def _raise_for_status(response: httpx.Response) -> None:
+    """A failed plain request as the SDK's ApiError (status and body), so `_translate` words it like the SDK's."""
+    if response.status_code >= 400:
+        try:
+            detail = response.json()
+        except ValueError:
+            detail = response.text[:300]
+        raise ApiError(status_code=response.status_code, body=detail)
+
+
 class Client:
     """evalstudio's calls to Label Studio. Reads are retried with backoff on transient failures; writes
     are sent once (the SDK's own blind retries are off) and callers decide what is safe to repeat."""
@@ -136,6 +146,7 @@ class Client:
         self.sdk = LabelStudio(base_url=base, api_key=check_api_key(settings.api_key), timeout=timeout, max_retries=0)
         self._base, self._timeout = base, timeout
         self._auth = {"Authorization": f"Token {check_api_key(settings.api_key)}"}
+        self._plain: httpx.Client | None = None  # made on first use (see _web)
 
     @contextmanager
     def _call(self, action: str):
@@ -274,11 +285,7 @@ class Client:
 
     def task_items(self, project_id: int) -> dict[str, str]:
         """evalstudio id -> item id, of the project's tasks."""
-        found = {}
-        for page in self._pages(f"list tasks of project {project_id}", project=project_id, fields="task_only",
-                                include="id,data"):
-            found.update((str(t.data[ID_FIELD]), str(t.data.get("item_id"))) for t in page if t.data.get(ID_FIELD))
-        return found
+        return {str(t.data[ID_FIELD]): str(t.data.get("item_id")) for t in self.tasks(project_id) if t.data.get(ID_FIELD)}
 
     def task_id_list(self, project_id: int) -> list[int]:
         """The ids of the project's tasks, ascending (one cheap listing: ids only)."""
@@ -296,51 +303,32 @@ class Client:
         task), in constant memory, each chunk retried on its own after a transient failure."""
         ids = self.task_id_list(project_id)
         page_size = min(page_size, EXPORT_IDS)
-
-        def fetch(start: int) -> list[dict]:
+        for start in range(0, len(ids), page_size):
             chunk = ids[start:start + page_size]
             where = f"{action} of project {project_id} (tasks {start + 1}-{start + len(chunk)} of {len(ids)})"
             page = self._read(where, lambda: self._export_chunk(project_id, chunk))
             if any(task["predictions"] for task in page):
                 # Label Studio's export names predictions by id only: a chunk with predictions (a prefill project)
                 # is read through the task API instead, which gives them whole (the ids are one contiguous range)
-                page = self._read(where, lambda: self._api_chunk(project_id, chunk[0], chunk[-1]))
-            return page
+                page = self._api_chunk(where, project_id, chunk[0], chunk[-1])
+            yield page
 
-        for start in range(0, len(ids), page_size):
-            yield fetch(start)
-
-    def _api_chunk(self, project_id: int, first: int, last: int) -> list[dict]:
-        """The tasks with ids first..last, with annotations and predictions, from the Data Manager's task API."""
+    def _api_chunk(self, action: str, project_id: int, first: int, last: int) -> list[dict]:
+        """The tasks with ids first..last, with annotations and predictions, from the Data Manager's task API (its
+        pages read and retried by `_pages`)."""
         plain = lambda items: [x if isinstance(x, dict) else x.model_dump() for x in items or []]
         query = json.dumps({"filters": {"conjunction": "and", "items": [
             {"filter": "filter:tasks:id", "operator": "greater_or_equal", "type": "Number", "value": first},
             {"filter": "filter:tasks:id", "operator": "less_or_equal", "type": "Number", "value": last}]}})
-        out, page = [], 1
-        while True:
-            try:
-                items = self.sdk.tasks.list(page=page, page_size=PAGE_SIZE, project=project_id, fields="all",
-                                            query=query).items or []
-            except ApiError as e:
-                if page > 1 and e.status_code == 404:
-                    break
-                raise
-            out += [{"id": t.id, "data": t.data, "meta": t.meta or {}, "annotations": plain(t.annotations),
-                     "predictions": plain(t.predictions)} for t in items]
-            if len(items) < PAGE_SIZE:
-                break
-            page += 1
+        out = [{"id": t.id, "data": t.data, "meta": t.meta or {}, "annotations": plain(t.annotations),
+                "predictions": plain(t.predictions)}
+               for page in self._pages(action, project=project_id, fields="all", query=query) for t in page]
         return sorted(out, key=lambda t: t["id"])
 
     def _export_chunk(self, project_id: int, ids: list[int]) -> list[dict]:
         params = [("exportType", "JSON"), ("download_all_tasks", "true")] + [("ids[]", str(i)) for i in ids]
         response = self._web().get(f"/api/projects/{project_id}/export", params=params)
-        if response.status_code >= 400:
-            try:
-                detail = response.json()
-            except ValueError:
-                detail = response.text[:300]
-            raise ApiError(status_code=response.status_code, body=detail)
+        _raise_for_status(response)
         try:
             tasks = response.json()
             page = [{"id": int(t["id"]), "data": t.get("data") or {}, "meta": t.get("meta") or {},
@@ -448,12 +436,7 @@ class Client:
         with self._call(action):
             response = self._web().post(f"/api/projects/{project_id}/import", params={"return_task_ids": "true"},
                                         content=body, headers={"Content-Type": "application/json"})
-            if response.status_code >= 400:
-                try:
-                    detail = response.json()
-                except ValueError:
-                    detail = response.text[:300]
-                raise ApiError(status_code=response.status_code, body=detail)
+            _raise_for_status(response)
         try:
             return [int(i) for i in response.json().get("task_ids") or []]
         except (ValueError, TypeError, AttributeError):
@@ -461,7 +444,7 @@ class Client:
 
     def _web(self) -> httpx.Client:
         """A plain HTTP client for the requests the SDK makes slowly (one per Client, kept alive)."""
-        if getattr(self, "_plain", None) is None:
+        if self._plain is None:
             self._plain = httpx.Client(base_url=self._base, timeout=self._timeout, headers=self._auth)
         return self._plain
 

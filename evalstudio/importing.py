@@ -252,6 +252,7 @@ def placement_problems(client, parts: Sequence[Project], scans: Sequence[Scan],
     every project of the parts' studies): an item that is already in another project of the study (an item belongs
     to exactly one project of a study: cmv_tom or cmv_threads, never both), or, in a list's project, a second version
     of an item the list already holds (its participants would see both)."""
+    entry_of = {project.name: project.entry for project in study}
     on_server: dict[str, dict[str, str]] = {}  # project name -> evalstudio id -> item id
     for project in study:
         project_id = client.find_project(project.title)
@@ -263,7 +264,7 @@ def placement_problems(client, parts: Sequence[Project], scans: Sequence[Scan],
         for key, (item, where) in checked.items.items():
             incoming.setdefault(item, (key, where))
         for other, tasks in on_server.items():
-            if other == part.name or next(p for p in study if p.name == other).entry == part.entry:
+            if other == part.name or entry_of[other] == part.entry:
                 continue  # the part itself, or another list of the same entry (every list holds every item)
             for item in sorted(set(tasks.values()) & incoming.keys()):
                 path, line = _where(incoming[item][1])

@@ -216,6 +216,11 @@ class Project(BaseModel):
         return self.instructions.replace("{bonus}", f"{amounts} {bonus.currency}" if bonus and bonus.amounts else amounts)
 
     @property
+    def entry_title(self) -> str:
+        """The entry's title: a list's project is titled "TITLE (list N)" in Label Studio, participants see TITLE."""
+        return self.title.rsplit(" (list ", 1)[0] if self.list_of else self.title
+
+    @property
     def entry(self) -> str:
         """The projects.yaml entry this project comes from (a list's project: its entry; otherwise its own name)."""
         return self.list_of or self.name
@@ -278,8 +283,7 @@ class Registry:
         metadata = list(dict.fromkeys(m for p in parts for m in p.metadata_controls))
         # the part with the most criteria stands for the study (cmv: cmv_tom), on a tie the last (circa: Part II)
         base = max(reversed(parts), key=lambda p: len(p.criteria))
-        title = base.title.rsplit(" (list ", 1)[0] if base.list_of else base.title
-        return base.model_copy(update={"name": name, "title": title, "criteria": criteria,
+        return base.model_copy(update={"name": name, "title": base.entry_title, "criteria": criteria,
                                        "metadata_controls": metadata})
 
     def __iter__(self):

@@ -163,11 +163,11 @@ def list_warnings(annotations: pd.DataFrame, parts: list[Project]) -> dict[str, 
     out: dict[str, list[str]] = {}
     done = annotations[~annotations["cancelled"].astype(bool)]
     for entry in dict.fromkeys(p.list_of for p in parts if p.list_of):
-        names = [p.name for p in parts if p.list_of == entry]
-        worked = done[done["project"].isin(names)].groupby("annotator")["project"].unique()
+        number_of = {p.name: p.list_number for p in parts if p.list_of == entry}
+        worked = done[done["project"].isin(number_of)].groupby("annotator")["project"].unique()
         for annotator, projects in worked.items():
             if len(projects) > 1:
-                numbers = sorted(int(name.rsplit("_list", 1)[1]) for name in projects)
+                numbers = sorted(number_of[name] for name in projects)
                 out.setdefault(annotator, []).append(
                     f"worked in lists {', '.join(map(str, numbers))} of {entry} (may have seen two versions of an "
                     "item: the gateway keeps each participant in one list)")

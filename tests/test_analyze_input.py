@@ -38,6 +38,15 @@ def write(folder: Path, name: str, text: str) -> Path:
     return path
 
 
+def analyze_with_metrics(folder: Path, ratings: list[dict], scores: list[dict], scale: str):
+    """`analyze` of these ratings and metric scores (one criterion q on 1-5 at `scale`), 10 bootstrap resamples."""
+    pd.DataFrame(ratings).to_csv(folder / "r.csv", index=False)
+    pd.DataFrame(scores).to_csv(folder / "m.csv", index=False)
+    spec = write(folder, "spec.yaml", f"criteria:\n  q: {{scale: {scale}, min: 1, max: 5}}\n")
+    return invoke(folder / "r.csv", "--metrics", folder / "m.csv", "--spec", spec, "-o", folder / "out",
+                  "--bootstrap", "10")
+
+
 BAD = [
     # (file content, expected `file:line: column: message` fragment)
     ("item,annotator,criterion,value\n1,a,quality,4\n1,b,quality,four\n", ":3: value: 'four' is not a number"),
@@ -305,11 +314,7 @@ def test_a_metric_on_the_criterion_scale_is_checked_as_a_judge(tmp_path):
         scores.append({"item": item, "metric": "judge", "value": int(np.clip(true + rng.integers(-1, 2), 1, 5)),
                        "confidence": round(float(rng.uniform(0.2, 1.0)), 3)})
         scores.append({"item": item, "metric": "bleu", "value": float(rng.random()), "confidence": ""})
-    pd.DataFrame(ratings).to_csv(tmp_path / "r.csv", index=False)
-    pd.DataFrame(scores).to_csv(tmp_path / "m.csv", index=False)
-    spec = write(tmp_path, "spec.yaml", "criteria:\n  q: {scale: ordinal, min: 1, max: 5}\n")
-    result = invoke(tmp_path / "r.csv", "--metrics", tmp_path / "m.csv", "--spec", spec, "-o", tmp_path / "out",
-                    "--bootstrap", "10")
+    result = analyze_with_metrics(tmp_path, ratings, scores, "ordinal")
     assert result.exit_code == 0, result.output
     judges = pd.read_csv(tmp_path / "out" / "judges.csv")
     assert judges["metric"].tolist() == ["judge"]  # bleu's scores are not answers of the scale
@@ -420,11 +425,7 @@ def test_dollar_signs_in_system_and_metric_names_are_text(tmp_path):
                         for a, d in zip("abc", rng.integers(-1, 2, 3))]
             scores += [{"item": item, "system": system, "metric": m, "value": float(base + rng.random())}
                        for m in ("$BLEU$", "$\\undefinedcommand$")]
-    pd.DataFrame(ratings).to_csv(tmp_path / "r.csv", index=False)
-    pd.DataFrame(scores).to_csv(tmp_path / "m.csv", index=False)
-    spec = write(tmp_path, "spec.yaml", "criteria:\n  q: {scale: interval, min: 1, max: 5}\n")
-    result = invoke(tmp_path / "r.csv", "--metrics", tmp_path / "m.csv", "--spec", spec, "-o", tmp_path / "out",
-                    "--bootstrap", "10")
+    result = analyze_with_metrics(tmp_path, ratings, scores, "interval")
     assert result.exit_code == 0, result.output
     page = (tmp_path / "out" / "index.html").read_text(encoding="utf-8")
     assert "$BLEU$" in page and "<img" in page

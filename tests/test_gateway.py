@@ -64,6 +64,46 @@ def _user(completed_by):
     return completed_by.get("id") if isinstance(completed_by, dict) else completed_by
 
 
+def playwright_with_chromium():
+    """Playwright's sync API, once Debian's chromium is known to be there (in CI its absence fails the test)."""
+    from .test_browser import CHROMIUM
+
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"{CHROMIUM} is missing: .ci/run installs Debian's chromium")
+        pytest.skip("Debian chromium is not installed (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    return sync_playwright
+
+
+def annotations_of(client, page, project_ids: list[int], user_id: int) -> list[tuple[dict, dict]]:
+    """(task, annotation) of the participant `user_id` in these projects, waited for (up to a minute) after a
+    submission in the browser `page`."""
+    for _ in range(120):
+        mine = [(t, a) for project_id in project_ids for page_ in client.full_task_pages(project_id)
+                for t in page_ for a in t["annotations"] if _user(a["completed_by"]) == user_id]
+        if mine:
+            return mine
+        page.wait_for_timeout(500)
+    return []
+
+
+@contextlib.contextmanager
+def one_participant(label_studio, client, tmp_path, protocol: str, title: str, pid: str):
+    """A project of its own (`title`) with the protocol's example files, one participant `pid` and a gateway in
+    front of it: yields (project, project id, the participant's account, the gateway's URL)."""
+    from .test_cli import _projects_file
+
+    projects_file = _projects_file(tmp_path, lambda raw: raw["projects"][protocol].update(title=title))
+    project = registry.load(projects_file).entry(protocol)
+    project_id = import_files(project, importers.get(project.importer), example_files(protocol), client).project_id
+    folder = tmp_path / "participants"
+    participants.add(client, [pid], folder)
+    with gateway_process(label_studio, protocol, folder, projects_file) as url:
+        yield project, project_id, participants.load_accounts(folder)[pid], url
+
+
 def annotations(client, task_id: int) -> list[dict]:
     return [a if isinstance(a, dict) else a.dict() for a in client.sdk.tasks.get(id=task_id).annotations or []]
 
@@ -160,8 +200,8 @@ def test_a_participant_changes_nothing_but_their_own_answers(study, client, reg)
     assert candidates and mine() == []
     assert one.post(f"/api/submit/{ref}", json={"result": good, "lead_time": 12.5}).json() == {"ok": True}
     assert one.post(f"/api/submit/{ref}", json={"result": good}).status_code == 409  # once
-    mine = mine()
-    assert len(mine) == 1 and result_values(mine[0]["result"]) == {c: 4 for c in controls_of(project)}
+    saved = mine()
+    assert len(saved) == 1 and result_values(saved[0]["result"]) == {c: 4 for c in controls_of(project)}
     changed = [{**good[0], "value": {"rating": 2}}] + good[1:]
     assert two.post(f"/api/update/{ref}", json={"result": changed}).status_code == 404
     assert one.post(f"/api/update/{ref}", json={"result": changed}).json() == {"ok": True}
@@ -182,11 +222,7 @@ def test_labeling_in_a_browser_through_the_gateway(study, client, reg):
         flat,
     )
 
-    if not Path(CHROMIUM).exists():
-        if os.environ.get("CI"):
-            pytest.fail(f"{CHROMIUM} is missing: .ci/run installs Debian's chromium")
-        pytest.skip("Debian chromium is not installed (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
+    sync_playwright = playwright_with_chromium()
 
     project = reg.entry("dialogue")
     account = participants.load_accounts(study["folder"])["GW1"]
@@ -206,13 +242,9 @@ def test_labeling_in_a_browser_through_the_gateway(study, client, reg):
         values = designed_values(project)
         fill(page, project, values)
         page.locator("button", has_text="Submit").first.click()
-        for _ in range(60):  # the participant's annotation, wherever the stream put them
-            mine = [(t["id"], t["data"]["response"], a) for p_ in client.full_task_pages(study["project_id"])
-                    for t in p_ for a in t["annotations"] if _user(a["completed_by"]) == account.user_id]
-            if mine:
-                break
-            page.wait_for_timeout(500)
-        [(task_id, response, annotation)] = mine
+        # the participant's annotation, wherever the stream put them
+        [(task, annotation)] = annotations_of(client, page, [study["project_id"]], account.user_id)
+        task_id, response = task["id"], task["data"]["response"]
         assert result_values(annotation["result"]) == values
         page.wait_for_selector('#editor[data-task="2"]', timeout=180_000)  # the next task is open
         page.locator("#previous").click()  # back to the answered task, its saved answer shown, to change
@@ -315,11 +347,7 @@ def test_every_annotator_view_through_the_gateway(reg, client, study_gateways, p
         open_panels,
     )
 
-    if not Path(CHROMIUM).exists():
-        if os.environ.get("CI"):
-            pytest.fail(f"{CHROMIUM} is missing: .ci/run installs Debian's chromium")
-        pytest.skip("Debian chromium is not installed (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
+    sync_playwright = playwright_with_chromium()
 
     project = reg.entry(protocol)
     url, folder, ids = study_gateways(project.study_name)
@@ -356,12 +384,8 @@ def test_every_annotator_view_through_the_gateway(reg, client, study_gateways, p
         values = designed_values(project)
         fill(page, project, values)
         page.locator("button", has_text="Submit").first.click()
-        for _ in range(120):  # the participant's annotation, on whichever task Label Studio's stream gave them
-            mine = [(t, a) for project_id in project_ids for page_ in client.full_task_pages(project_id)
-                    for t in page_ for a in t["annotations"] if _user(a["completed_by"]) == account.user_id]
-            if mine:
-                break
-            page.wait_for_timeout(500)
+        # the participant's annotation, on whichever task Label Studio's stream gave them
+        mine = annotations_of(client, page, project_ids, account.user_id)
         browser.close()
     [(task, annotation)] = mine
     for snippet in checklist["shown"](task["data"]):
@@ -422,26 +446,16 @@ def test_a_decimal_comma_is_the_decimal_it_means(label_studio, client, tmp_path,
     "0,9" becomes 0.9 (below the scale's 1, which Label Studio's check then refuses), never 9; in an English and in a
     German browser."""
     from .test_browser import CHROMIUM, CHROMIUM_ARGS, designed_values, fill
-    from .test_cli import _projects_file
 
     only_on_the_first_database(label_studio)
-    if not Path(CHROMIUM).exists():
-        pytest.skip("Debian chromium is not installed (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
+    sync_playwright = playwright_with_chromium()
 
-    def own(raw):
-        raw["projects"]["health"]["title"] = f"decimal comma {locale}"
-    projects_file = _projects_file(tmp_path, own)
-    project = registry.load(projects_file).entry("health")
-    project_id = import_files(project, importers.get("health"), example_files("health"), client).project_id
-    folder = tmp_path / "participants"
-    pid = "COMMA" + locale.replace("-", "")
-    participants.add(client, [pid], folder)
-    account = participants.load_accounts(folder)[pid]
-    with gateway_process(label_studio, "health", folder, projects_file) as url, sync_playwright() as p:
+    with one_participant(label_studio, client, tmp_path, "health", f"decimal comma {locale}",
+                         "COMMA" + locale.replace("-", "")) as (project, project_id, account, url), \
+            sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_context(locale=locale, viewport={"width": 1400, "height": 1000}).new_page()
-        page.goto(f"{url}/s/{pid}/{account.access}")
+        page.goto(f"{url}/s/{account.participant_id}/{account.access}")
         page.goto(f"{url}/label/health")
         page.wait_for_selector("#editor[data-task]", timeout=180_000)
         values = designed_values(project)
@@ -460,12 +474,7 @@ def test_a_decimal_comma_is_the_decimal_it_means(label_studio, client, tmp_path,
         box.click()
         page.keyboard.type(str(values["machine_intelligence"]).replace(".", ","))
         page.locator("button", has_text="Submit").first.click()
-        for _ in range(120):
-            mine = [a for page_ in client.full_task_pages(project_id) for t in page_ for a in t["annotations"]
-                    if _user(a["completed_by"]) == account.user_id]
-            if mine:
-                break
-            page.wait_for_timeout(500)
+        mine = [a for _, a in annotations_of(client, page, [project_id], account.user_id)]
         browser.close()
     [annotation] = mine
     stored = result_values(annotation["result"])
@@ -479,20 +488,12 @@ def test_an_unrated_slider_looks_unrated_and_its_midpoint_is_one_click(label_stu
     number; one click on the middle rates the midpoint (the browser gives no event for it: the gateway's page does);
     the stored annotation holds it."""
     from .test_browser import CHROMIUM, CHROMIUM_ARGS, designed_values, fill
-    from .test_cli import _projects_file
 
     only_on_the_first_database(label_studio)
-    if not Path(CHROMIUM).exists():
-        pytest.skip("Debian chromium is not installed (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
+    sync_playwright = playwright_with_chromium()
 
-    projects_file = _projects_file(tmp_path, lambda raw: raw["projects"]["sotopia"].update(title="slider study"))
-    project = registry.load(projects_file).entry("sotopia")
-    project_id = import_files(project, importers.get("sotopia"), example_files("sotopia"), client).project_id
-    folder = tmp_path / "participants"
-    participants.add(client, ["SLIDER1"], folder)
-    account = participants.load_accounts(folder)["SLIDER1"]
-    with gateway_process(label_studio, "sotopia", folder, projects_file) as url, sync_playwright() as p:
+    with one_participant(label_studio, client, tmp_path, "sotopia", "slider study", "SLIDER1") as (
+            project, project_id, account, url), sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
         page.goto(f"{url}/s/SLIDER1/{account.access}")
@@ -524,12 +525,7 @@ def test_an_unrated_slider_looks_unrated_and_its_midpoint_is_one_click(label_stu
         assert page.evaluate("""() => getComputedStyle(document.querySelector('input[name="agent1_goal"] + output'),
                                 '::before').content""") in ("none", "normal")
         page.locator("button", has_text="Submit").first.click()
-        for _ in range(120):
-            mine = [a for page_ in client.full_task_pages(project_id) for t in page_ for a in t["annotations"]
-                    if _user(a["completed_by"]) == account.user_id]
-            if mine:
-                break
-            page.wait_for_timeout(500)
+        mine = [a for _, a in annotations_of(client, page, [project_id], account.user_id)]
         browser.close()
     [annotation] = mine
     assert result_values(annotation["result"]) == {**values, "agent1_goal": 5}

@@ -57,9 +57,7 @@ def load_parts(client, projects: list[Project]) -> list[Part]:
         project_id = client.require_project(project)
         crowd = project.crowd
         quota = crowd.per_participant if crowd and isinstance(crowd.per_participant, int) else None
-        # a list's project is titled "TITLE (list N)" in Label Studio; participants see TITLE only
-        title = project.title.rsplit(" (list ", 1)[0] if project.list_of else project.title
-        parts.append(Part(project.name, title, project_id, project.label_config, project.shown_instructions,
+        parts.append(Part(project.name, project.entry_title, project_id, project.label_config, project.shown_instructions,
                           frozenset(project.data_fields()), controls_of(project), quota,
                           crowd.after if crowd else None, project.prefill, project.entry, project.list_number))
     return parts
