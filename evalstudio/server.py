@@ -26,6 +26,27 @@ DOTENV = "evalstudio.env"
 # Let a Label Studio on this machine call an ML backend on loopback. For local demos and tests only:
 # these turn off Label Studio's protection against requests to private addresses.
 LOOPBACK_ML_ENV = {"ML_BLOCK_LOCAL_IP": "false", "SSRF_PROTECTION_ENABLED": "false"}
+# Label Studio's settings with SQLite made fit for concurrent annotators. Label Studio opens SQLite with Python's
+# 5 s busy timeout and deferred transactions; several participants saving at once then get "database is locked"
+# errors, and one that comes after an annotation is stored but before Label Studio releases the participant's lock
+# on the task keeps that task from its last annotator for a day (TASK_LOCK_TTL). Write-ahead logging lets readers
+# and the writer work at once, IMMEDIATE transactions wait for the write lock instead of failing, and 30 s of
+# waiting outlasts a busy moment. Written into the data folder at every start (it imports Label Studio's own
+# settings, so it works with whichever Label Studio installation runs it).
+# Label Studio reports errors to HumanSignal's Sentry (server and browser) and collects usage analytics by default;
+# a study server holds participants' data, so the servers evalstudio starts send nothing unless these are set.
+PRIVATE_ENV = {"SENTRY_DSN": "", "FRONTEND_SENTRY_DSN": "", "COLLECT_ANALYTICS": "false"}
+SETTINGS_MODULE = "evalstudio_label_studio_settings"
+SETTINGS_SOURCE = '''"""Written by evalstudio at every start of this Label Studio: its settings, SQLite made fit for concurrency."""
+# Label Studio's settings read Django's settings while they load (for Sentry): what they read must be here first
+from core.settings.base import *  # noqa: F401,F403,E402
+SENTRY_DSN = get_env("SENTRY_DSN", "")  # noqa: F405
+from label_studio.core.settings.label_studio import *  # noqa: F401,F403,E402
+
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):  # noqa: F405
+    DATABASES["default"].setdefault("OPTIONS", {}).update({  # noqa: F405
+        "timeout": 30, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL;"})
+'''
 
 
 @dataclass(frozen=True)
@@ -117,6 +138,7 @@ class LocalServer:
             raise ServerError(f"something already answers on {self.url}; choose another --port")
         creds = self.credentials()
         env = {
+            **PRIVATE_ENV,  # before the environment: a researcher who wants the reports sets them
             **os.environ,
             "LABEL_STUDIO_BASE_DATA_DIR": str(self.data_dir),
             "LABEL_STUDIO_USERNAME": creds.username,
@@ -130,6 +152,8 @@ class LocalServer:
             **self.extra_env,
         }
         private_dir(self.data_dir)  # 0700: the database, its token and the logs are this user's alone
+        if not self.database_env:
+            env.update(self._sqlite_settings(env))
         log = open(self.log_path, "ab")
         self.log_path.chmod(0o600)
         command = [label_studio_executable(), "start", "--no-browser", "--port", str(self.port),
@@ -144,6 +168,14 @@ class LocalServer:
             raise ServerError(f"{e}:\n{self.log_tail()}") from None
         self.write_dotenv()
         return self
+
+    def _sqlite_settings(self, env: dict[str, str]) -> dict[str, str]:
+        """The environment that makes Label Studio use SETTINGS_MODULE (written into the data folder)."""
+        folder = self.data_dir / "settings"
+        folder.mkdir(mode=0o700, exist_ok=True)
+        write_private(folder / f"{SETTINGS_MODULE}.py", SETTINGS_SOURCE)
+        path = os.pathsep.join(p for p in (str(folder), env.get("PYTHONPATH", "")) if p)
+        return {"DJANGO_SETTINGS_MODULE": SETTINGS_MODULE, "PYTHONPATH": path}
 
     def stop(self) -> None:
         if self.process is None or self.process.poll() is not None:

@@ -529,3 +529,38 @@ def test_an_unrated_slider_looks_unrated_and_its_midpoint_is_one_click(label_stu
         browser.close()
     [annotation] = mine
     assert result_values(annotation["result"]) == {**values, "agent1_goal": 5}
+
+
+def test_a_task_others_hold_is_not_the_end_of_a_participants_work(label_studio, client, reg, tmp_path):
+    """Label Studio's stream says "no task" to a participant while the tasks they still have to do are held by
+    others: locked while two participants work on the only task (overlap 2), and for a moment after each
+    submission (Label Studio stores the annotation before it releases the lock; a crowd test once sent a participant
+    away with a task left that way). The gateway tells the participant to wait (503, which the page asks again)
+    instead of sending them away, and says they are finished only when no task is left for them."""
+    from .test_cli import _projects_file
+
+    def one_task_for_two(raw):
+        raw["projects"]["dialogue"].update({"title": "held tasks", "annotators_per_task": 2})
+    projects_file = _projects_file(tmp_path, one_task_for_two)
+    project = registry.load(projects_file).get("dialogue")
+    items = tmp_path / "items.jsonl"
+    items.write_text(json.dumps({"id": "h0", "context": "A: how was the concert?",
+                                 "responses": [{"system": "s", "text": "loud, and very good"}]}) + "\n")
+    import_files(project, importers.get("dialogue"), [items], client)
+    folder = tmp_path / "participants"
+    participants.add(client, ["HELD1", "HELD2", "HELD3"], folder)
+    accounts = participants.load_accounts(folder)
+    good = [{"from_name": c.name, "to_name": c.to_names[0], "type": "rating", "value": {"rating": 3}}
+            for c in controls_of(project).values()]
+    with gateway_process(label_studio, "dialogue", folder, projects_file) as url:
+        study = {"url": url, "accounts": accounts}
+        one, two, three = (signed_in(study, pid) for pid in ("HELD1", "HELD2", "HELD3"))
+        first, second = one.get("/api/next/dialogue").json(), two.get("/api/next/dialogue").json()
+        assert "ref" in first and "ref" in second, (first, second)
+        for _ in range(2):  # held by two locks, then by one annotation and one lock
+            held = three.get("/api/next/dialogue")
+            assert held.status_code == 503 and "being worked on by other participants" in held.json()["error"]
+            assert one.post(f"/api/submit/{first['ref']}", json={"result": good}).status_code in (200, 409)
+        assert two.post(f"/api/submit/{second['ref']}", json={"result": good}).json() == {"ok": True}
+        done = three.get("/api/next/dialogue")
+        assert done.status_code == 200 and "no more tasks" in done.json()["finished"]

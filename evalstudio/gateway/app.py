@@ -25,11 +25,13 @@ from .. import participants
 from ..errors import EvalstudioError, ServerError
 from . import pages
 from .checks import ACCESS_CODE, ASSET_PATH, PARTICIPANT_ID, REF, Refused, check_result, lead_time, shown_data
-from .sessions import SESSION_HOURS, Limiter, Ref, Session
+from .sessions import SESSION_HOURS, Limiter, ListAssignments, Ref, Session
 from .setup import GatewayConfig, Part
 
 COOKIE = "evalstudio_gateway"
 _UPSTREAM: contextvars.ContextVar[float] = contextvars.ContextVar("upstream_seconds", default=0.0)
+HELD_WAITS = (0.5, 1.0, 2.0)  # seconds between asking Label Studio again for a task it holds for others just now
+UPSTREAM_RETRIES = 3  # a request that failed inside Label Studio (5xx) is tried this many times more
 MAX_BODY = 1_000_000  # bytes in one request body (an annotation is a few kB)
 ASSET_HEADERS = ("content-type", "content-length", "content-encoding", "etag", "last-modified", "cache-control")
 
@@ -55,6 +57,7 @@ class Gateway:
         self.lists = ListAssignments(config.participants_folder)
         self.sessions: dict[str, Session] = {}
         self.tokens: dict[str, str] = {}  # participant -> Label Studio token (fetched once, kept in memory)
+        self._overlap: dict[str, int] = {}  # part -> annotations per task (Label Studio's maximum_annotations)
         self.sign_ins = Limiter(config.rate_per_minute)
         self.joins = Limiter(config.joins_per_minute)
         self.accounts_lock = threading.Lock()
@@ -318,10 +321,20 @@ class Gateway:
         return session
 
     async def _call(self, token: str, method: str, path: str, **kwargs) -> httpx.Response:
-        """One request to Label Studio with `token`, its time added to the request's upstream time."""
+        """One request to Label Studio with `token`, its time added to the request's upstream time. A GET that
+        fails inside Label Studio (a 5xx: a busy database under many participants) is asked again, up to
+        UPSTREAM_RETRIES times: the reads are safe to repeat, and so is `/next` (Label Studio gives a participant
+        the task it has locked for them again)."""
         started = time.perf_counter()
         try:
-            return await self.upstream.request(method, path, headers={"Authorization": f"Token {token}"}, **kwargs)
+            headers = {"Authorization": f"Token {token}"}
+            answer = await self.upstream.request(method, path, headers=headers, **kwargs)
+            for attempt in range(UPSTREAM_RETRIES if method == "GET" else 0):
+                if answer.status_code < 500:
+                    break
+                await asyncio.sleep(0.25 * 2 ** attempt)
+                answer = await self.upstream.request(method, path, headers=headers, **kwargs)
+            return answer
         finally:
             _UPSTREAM.set(_UPSTREAM.get() + time.perf_counter() - started)
 
@@ -340,6 +353,25 @@ class Gateway:
             answer.raise_for_status()
             session.counts[part.name] = int(answer.json().get("total") or 0)
         return session.counts[part.name]
+
+    async def _held(self, session: Session, part: Part) -> bool:
+        """Whether the part still has a task that this participant has not annotated and that has fewer annotations
+        than the project asks for, although Label Studio just said it has no task for them: Label Studio holds
+        those tasks for other participants (a lock while someone works on a task, and for a moment after each
+        submission: it stores the annotation before it releases the lock, so the task briefly counts that person
+        twice). Such a "no task" is not the end of the participant's work."""
+        if part.name not in self._overlap:
+            answer = await self._call(self.config.api_key, "GET", f"/api/projects/{part.project_id}")
+            answer.raise_for_status()
+            self._overlap[part.name] = int(answer.json().get("maximum_annotations") or 1)
+        query = {"filters": {"conjunction": "and", "items": [
+            {"filter": "filter:tasks:annotators", "operator": "not_contains", "type": "List", "value": session.user_id},
+            {"filter": "filter:tasks:total_annotations", "operator": "less", "type": "Number",
+             "value": self._overlap[part.name]}]}}
+        answer = await self._call(self.config.api_key, "GET", "/api/tasks", params={
+            "project": part.project_id, "page_size": 1, "fields": "task_only", "query": json.dumps(query)})
+        answer.raise_for_status()
+        return int(answer.json().get("total") or 0) > 0
 
     @staticmethod
     def _known_finished(session: Session, part: Part) -> bool:
@@ -414,7 +446,15 @@ class Gateway:
             return JSONResponse({"finished": "You have done every task of this part. Thank you!", "previous": previous})
         await self._count(session, part)
         answer = await self._as(session, "GET", f"/api/projects/{part.project_id}/next")
+        for wait in HELD_WAITS:  # Label Studio's "no task" may be a moment's: see _held
+            if answer.status_code != 404 or not await self._held(session, part):
+                break
+            await asyncio.sleep(wait)
+            answer = await self._as(session, "GET", f"/api/projects/{part.project_id}/next")
         if answer.status_code == 404:
+            if await self._held(session, part):
+                return _error("Every task left in this part is being worked on by other participants just now.",
+                              503)  # the page asks again, further apart; the participant is not sent away
             session.finished.add(part.name)
             return JSONResponse({"finished": "There are no more tasks for you in this part. Thank you!",
                                  "previous": previous})
@@ -465,8 +505,17 @@ class Gateway:
         if part.quota is not None and await self._count(session, part) >= part.quota:
             return _error("You have done every task of this part.", 409)
         ref.sent = True
-        answer = await self._as(session, "POST", f"/api/tasks/{ref.task_id}/annotations",
-                                params={"project": part.project_id}, json=payload)
+        for attempt in range(UPSTREAM_RETRIES + 1):
+            answer = await self._as(session, "POST", f"/api/tasks/{ref.task_id}/annotations",
+                                    params={"project": part.project_id}, json=payload)
+            if answer.status_code < 500 or attempt == UPSTREAM_RETRIES:
+                break
+            # failed inside Label Studio: it may have stored the annotation before failing; send it again only if not
+            landed = await self._landed(session, ref)
+            if landed is not None:
+                self._saved(session, part, key, ref, landed)
+                return JSONResponse({"ok": True})
+            await asyncio.sleep(0.25 * 2 ** attempt)
         if answer.status_code >= 400 and answer.status_code < 500:
             return _error("The study server did not accept this answer.", 409)
         answer.raise_for_status()
@@ -507,45 +556,6 @@ class Gateway:
 
     async def health(self, request: Request) -> Response:
         return JSONResponse({"status": "UP"})
-
-
-class ListAssignments:
-    """Which counterbalanced list each participant works in, per entry: kept in the participants folder
-    (lists.json, private), so that a participant stays in their list across sessions and gateway restarts."""
-
-    FILE = "lists.json"
-
-    def __init__(self, folder):
-        self.path = folder / self.FILE
-        self.lock = threading.Lock()
-        self.assigned: dict[str, dict[str, int]] = {}
-        try:
-            loaded = json.loads(self.path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            loaded = {}
-        if isinstance(loaded, dict):
-            self.assigned = {str(entry): {str(p): int(n) for p, n in people.items() if isinstance(n, int)}
-                             for entry, people in loaded.items() if isinstance(people, dict)}
-
-    def get(self, entry: str, participant: str) -> int | None:
-        return self.assigned.get(entry, {}).get(participant)
-
-    def assign(self, entry: str, participant: str, numbers: list[int], worked: int | None) -> int:
-        """The participant's list: `worked` (the list with their annotations) if given, else the list with the
-        fewest participants (the lowest number on a tie); written to the file before it is used."""
-        from ..credentials import write_private
-
-        with self.lock:
-            people = self.assigned.setdefault(entry, {})
-            if participant in people:
-                return people[participant]
-            sizes = {n: 0 for n in numbers}
-            for n in people.values():
-                if n in sizes:
-                    sizes[n] += 1
-            people[participant] = worked if worked in sizes else min(numbers, key=lambda n: (sizes[n], n))
-            write_private(self.path, json.dumps(self.assigned, indent=1, sort_keys=True))
-            return people[participant]
 
 
 class _Headers:
