@@ -48,12 +48,14 @@ class InvalidInput(BadInput, ValueError):
 
     MAX_SHOWN = 50
 
-    def __init__(self, problems: list[Problem], outcome: str = "nothing was imported"):
+    def __init__(self, problems: list[Problem], outcome: str = "nothing was imported", total: int | None = None):
+        """total: how many problems there are when `problems` holds only the first of them."""
         self.problems = problems
+        self.total = max(total or 0, len(problems))
         shown = "\n".join(str(p) for p in problems[: self.MAX_SHOWN])
-        more = len(problems) - self.MAX_SHOWN
+        more = self.total - min(len(problems), self.MAX_SHOWN)
         tail = f"\n... and {more} more problem(s)" if more > 0 else ""
-        super().__init__(f"{len(problems)} problem(s) found, {outcome}:\n{shown}{tail}")
+        super().__init__(f"{self.total} problem(s) found, {outcome}:\n{shown}{tail}")
 
 
 class BadExport(BadInput, ValueError):

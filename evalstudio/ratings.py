@@ -6,6 +6,8 @@ the usual column names is assumed):
   long             one row per rating: item, annotator, [criterion], value [, system, agent]
   wide_criteria    one row per (item, annotator): one column per criterion
   wide_annotators  one row per item: one column per annotator (a single criterion)
+  nested           JSON records holding lists of ratings per criterion, e.g. a context with its responses
+                   (`evalstudio.nested`: the spec's `nested:` says where item, system and ratings are)
 Metrics: item, [system], metric, [criterion], value (a metric without criterion is compared with every criterion).
 An Amazon MTurk batch results file (HITId, WorkerId, AssignmentStatus, Answer.* columns) is read as it is downloaded;
 its rejected assignments are left out, as MTurk pays and counts only the others.
@@ -27,8 +29,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import BadInput, InvalidInput, Problem
+from .nested import Nested, read_nested
 
-LAYOUTS = ("long", "wide_criteria", "wide_annotators")
+LAYOUTS = ("long", "wide_criteria", "wide_annotators", "nested")
 FORMATS = {".csv": "csv", ".tsv": "csv", ".jsonl": "jsonl", ".parquet": "parquet"}
 # column names recognised without a spec, first match wins
 ALIASES = {
@@ -108,7 +111,8 @@ class Spec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = "ratings"
-    layout: Literal["long", "wide_criteria", "wide_annotators"] = "long"
+    layout: Literal["long", "wide_criteria", "wide_annotators", "nested"] = "long"
+    nested: Nested | None = None  # layout nested: where item, system and the ratings are
     columns: dict[Literal["item", "annotator", "system", "agent", "criterion", "value"], str] = {}
     metric_columns: dict[Literal["item", "system", "metric", "criterion", "value", "confidence"], str] = {}
     criteria: dict[str, CriterionSpec] = Field(default_factory=dict)
@@ -124,8 +128,12 @@ class Spec(BaseModel):
     def _check(self) -> "Spec":
         if self.layout == "wide_annotators" and len(self.criteria) != 1:
             raise ValueError("layout wide_annotators needs exactly one criterion in criteria")
-        if self.layout == "wide_criteria" and not self.criteria:
-            raise ValueError("layout wide_criteria needs the criteria (their columns)")
+        if self.layout in ("wide_criteria", "nested") and not self.criteria:
+            raise ValueError(f"layout {self.layout} needs the criteria (their columns or keys)")
+        if (self.layout == "nested") != (self.nested is not None):
+            raise ValueError("layout nested and a nested: section go together (nested: says where the ratings are)")
+        if self.layout == "nested" and self.columns:
+            raise ValueError("layout nested takes its fields from nested:, not columns:")
         return self
 
 
@@ -137,7 +145,7 @@ def read_spec(path: Path) -> Spec:
     if not isinstance(raw, dict):
         raise BadInput(f"{path}: a spec is a mapping (layout, columns, criteria, missing)")
     try:
-        return Spec(**raw)
+        return Spec.model_validate(raw)  # not Spec(**raw): YAML keys need not be text ("?" is {None: None})
     except ValidationError as e:
         first = e.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "spec"
@@ -162,7 +170,9 @@ def spec_from_protocol(project) -> Spec:
 def _format(path: Path) -> str:
     fmt = FORMATS.get(path.suffix.lower())
     if fmt is None:
-        raise BadInput(f"{path}: unknown file type '{path.suffix}'; use {', '.join(FORMATS)}")
+        raise BadInput(f"{path}: unknown file type '{path.suffix}'; use {', '.join(FORMATS)}"
+                       + (", or give a spec with layout: nested (JSON records holding lists of ratings), or "
+                          "--protocol for a Label Studio export" if path.suffix.lower() == ".json" else ""))
     return fmt
 
 
@@ -267,11 +277,8 @@ class _Problems:
             self.items.append(Problem(self.path, int(lines[i]), field, message if isinstance(message, str) else message(i)))
 
     def raise_if_any(self) -> None:
-        if self.count:
-            items = sorted(self.items, key=lambda p: (p.line or 0))
-            if self.count > len(items):
-                items.append(Problem(self.path, None, None, f"and {self.count - len(items)} more problem(s)"))
-            raise InvalidInput(items, "nothing was analysed")
+        if self.count:  # the first MAX_PROBLEMS are kept; the message counts them all
+            raise InvalidInput(sorted(self.items, key=lambda p: (p.line or 0)), "nothing was analysed", total=self.count)
 
 
 def _long(frame, lines, spec: Spec, path: Path) -> pd.DataFrame:
@@ -349,12 +356,20 @@ def read_ratings(path: Path, spec: Spec | None = None) -> tuple[pd.DataFrame, Sp
     """(tidy ratings, the spec with every criterion) of a ratings file; InvalidInput lists every problem."""
     declared = spec is not None and bool(spec.criteria)
     spec = spec or Spec(name=path.stem)
-    frame, lines = read_table(path)
-    frame, lines, notes = _without_rejected_assignments(frame, lines, path)
-    table = _long(frame, lines, spec, path)
+    if spec.layout == "nested":
+        if path.suffix.lower() not in (".json", ".jsonl"):
+            raise BadInput(f"{path}: layout nested reads JSON (.json: an array of records) or JSON Lines (.jsonl)")
+        table, found, count = read_nested(path, spec.nested, spec.criteria)
+        notes = []
+    else:
+        frame, lines = read_table(path)
+        frame, lines, notes = _without_rejected_assignments(frame, lines, path)
+        table = _long(frame, lines, spec, path)
+        found, count = [], 0
     for col in ("item", "annotator", "criterion", "system", "agent", "value"):
         table[col] = table[col].astype(str)
     problems = _Problems(path)
+    problems.items, problems.count = found, count  # a nested file's own: reported with those of its values
     for col in ("item", "annotator", "criterion"):
         empty = (table[col].str.strip() == "").to_numpy()
         problems.add_rows(empty, table["line"].to_numpy(), col, "empty")
@@ -363,7 +378,8 @@ def read_ratings(path: Path, spec: Spec | None = None) -> tuple[pd.DataFrame, Sp
         criteria = table["criterion"].to_numpy()
         problems.add_rows(unknown, table["line"].to_numpy(), "criterion",
                           lambda i: f"unknown criterion '{criteria[i][:40]}'; valid: {', '.join(spec.criteria)}")
-    problems.raise_if_any()
+    if spec.layout != "nested":  # a nested file's criteria are declared: its values are checked too, first
+        problems.raise_if_any()
     spec = infer_criteria(table, spec)
     matched: dict[str, int] = {}  # values each `re:` missing code matched
     values = np.full(len(table), np.nan, dtype=object)

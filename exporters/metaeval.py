@@ -63,12 +63,25 @@ def _icc_design(r: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     return sub, f"{design}; {sub['item'].nunique()} of {r['item'].nunique()} items with {k} ratings"
 
 
-def agreement(ratings: pd.DataFrame, spec: Spec, n_boot: int = 1000):
+class Reasons(list):
+    """Why a table, or a criterion's part of it, could not be computed: rows of not_computed.csv, and the content of
+    a table's CSV when nothing of it could be (an empty output always says why)."""
+
+    def add(self, table: str, criterion: str, reason: str) -> None:
+        self.append({"table": table, "criterion": criterion, "reason": reason})
+
+    def of(self, table: str) -> pd.DataFrame:
+        return pd.DataFrame([r for r in self if r["table"] == table], columns=["table", "criterion", "reason"])
+
+
+def agreement(ratings: pd.DataFrame, spec: Spec, n_boot: int = 1000, why: Reasons | None = None):
     """(agreement per criterion, leave-one-out per annotator, ICC forms)."""
+    why = Reasons() if why is None else why
     rows, loo_rows, icc_rows = [], [], []
     for name, crit in spec.criteria.items():
         r = ratings[ratings["criterion"] == name]
         if r.empty:
+            why.add("agreement", name, "no ratings of this criterion")
             continue
         r = pd.DataFrame({"item": segment(r).to_numpy(), "annotator": r["annotator"].to_numpy(), "value": r["value"].to_numpy()})
         row = {"criterion": name, "scale": crit.scale, "items": r["item"].nunique(), "ratings": len(r),
@@ -86,6 +99,8 @@ def agreement(ratings: pd.DataFrame, spec: Spec, n_boot: int = 1000):
                 result = _try(coefficients.chance_corrected, r_cat, coef, weights, categories)
                 row[key] = result["value"] if isinstance(result, dict) else np.nan
             row["ac_weights"] = weights
+        if isinstance(alpha, ValueError):
+            why.add("agreement", name, f"Krippendorff's alpha: {alpha}")
         if crit.numeric:
             numeric = r.assign(value=values)
             loo = _try(leave_one_annotator_out, numeric)
@@ -93,26 +108,42 @@ def agreement(ratings: pd.DataFrame, spec: Spec, n_boot: int = 1000):
                 avg = loo.iloc[-1]
                 row.update({f"loo_{m}": avg[m] for m in SEGMENT_METHODS})
                 loo_rows.append(loo.assign(criterion=name))
+            else:
+                why.add("leave_one_out", name, str(loo))
             sub, design = _icc_design(numeric)
             table = _try(icc_mod.icc, sub)
             if isinstance(table, pd.DataFrame):
                 row["icc1"] = float(table.loc[table["type"] == "ICC1", "value"].iloc[0])
                 row["icc2k"] = float(table.loc[table["type"] == "ICC2k", "value"].iloc[0])
                 icc_rows.append(table.assign(criterion=name, design=design))
+            else:
+                why.add("icc", name, f"{table} ({design})")
+        else:
+            for table_name in ("leave_one_out", "icc"):
+                why.add(table_name, name, f"{crit.scale} scale: correlations and ICC need numbers")
         rows.append(row)
     cat = lambda parts: pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
     return pd.DataFrame(rows), cat(loo_rows), cat(icc_rows)
 
 
-def aggregate(ratings: pd.DataFrame, spec: Spec, mace: bool = False) -> pd.DataFrame:
+def aggregate(ratings: pd.DataFrame, spec: Spec, mace: bool = False, why: Reasons | None = None) -> pd.DataFrame:
     """Aggregated labels of the categorical and ordinal criteria, one row per (criterion, item)."""
+    why = Reasons() if why is None else why
     parts = []
     methods = ("plurality", "majority", "dawid_skene") + (("mace",) if mace else ())
     if not aggregation.crowdkit_available():
         methods = tuple(m for m in methods if m not in aggregation.NEEDS_CROWD_KIT)
     for name, crit in spec.criteria.items():
         r = ratings[ratings["criterion"] == name]
-        if r.empty or crit.scale == "interval" or (crit.numeric and not crit.labels and r["value"].nunique() > 20):
+        if r.empty:
+            continue
+        if crit.scale == "interval":
+            why.add("aggregated_labels", name, "interval scale: labels are aggregated for categorical and ordinal "
+                                               "criteria; an interval criterion's mean per system is in systems.csv")
+            continue
+        if crit.numeric and not crit.labels and r["value"].nunique() > 20:
+            why.add("aggregated_labels", name, f"{r['value'].nunique()} distinct values: too many to vote on as "
+                                               "labels (give the criterion its labels in the spec to aggregate)")
             continue
         frame = pd.DataFrame({"item": segment(r).to_numpy(), "annotator": r["annotator"].to_numpy(),
                               "value": r["value"].to_numpy()})
@@ -163,18 +194,31 @@ def _system_scores(matrix, counts=None):
 
 
 def meta_evaluation(ratings: pd.DataFrame, metrics: pd.DataFrame, spec: Spec, n_boot: int = 1000,
-                    resamples: int = 1000, seed: int = 0):
+                    resamples: int = 1000, seed: int = 0, why: Reasons | None = None):
     """(correlations, pairwise/accuracy table, metric-pair significance, clusters) for every numeric criterion."""
+    why = Reasons() if why is None else why
     corr_rows, acc_rows, pair_rows, cluster_rows = [], [], [], []
     rng = np.random.default_rng(seed)
     for criterion, crit in spec.criteria.items():
-        if not crit.numeric or not (ratings["criterion"] == criterion).any():
+        if not (ratings["criterion"] == criterion).any():
+            continue
+        if not crit.numeric:
+            why.add("correlations", criterion, f"{crit.scale} scale: correlations need numbers (a metric answering "
+                                               "on this scale is checked as a judge, judges.csv)")
             continue
         systems, items, human, scores = _matrices(ratings, metrics, criterion)
         scores = {k: v for k, v in scores.items() if (~np.isnan(v) & ~np.isnan(human)).sum() >= 3}
         if not scores:
+            why.add("correlations", criterion, "no metric has scores for 3 or more of the rated segments (matched by "
+                                               "item and system)")
             continue
         n_sys = len(systems)
+        if n_sys < 3:
+            why.add("correlations", criterion, f"system level: needs 3 or more systems, the ratings have {n_sys}")
+        per_item = np.sum(~np.isnan(human), axis=0)
+        if n_sys >= 2 and not (per_item >= 2).any():
+            why.add("correlations", criterion, "item-grouped: every item has one rated system, so there is nothing "
+                                               "to compare within an item")
         counts = resample_counts(rng, len(items), n_boot) if n_boot else None
         human_sys = _system_scores(human)
         boot_h = _system_scores(human, counts) if counts is not None and n_sys >= 3 else None
@@ -192,7 +236,8 @@ def meta_evaluation(ratings: pd.DataFrame, metrics: pd.DataFrame, spec: Spec, n_
                         b = b[~np.isnan(b)]
                         lo, hi = np.percentile(b, [2.5, 97.5]) if len(b) else (np.nan, np.nan)
                     corr_rows.append({**base, "level": "system", "grouping": "none", "method": method, "value": value,
-                                      "lo": lo, "hi": hi, "n": n_sys, "groups": 1})
+                                      "lo": lo, "hi": hi, "n": n_sys, "groups": 1,
+                                      "reason": "" if not np.isnan(value) else "undefined (constant system scores)"})
                 system_level[metric] = m_sys
                 acc, pairs = corr.pairwise_accuracy(human_sys, m_sys)
                 acc_rows.append({**base, "statistic": "pairwise_accuracy_system", "value": acc, "pairs": pairs,
@@ -219,8 +264,13 @@ def meta_evaluation(ratings: pd.DataFrame, metrics: pd.DataFrame, spec: Spec, n_
                             with np.errstate(invalid="ignore", divide="ignore"):
                                 b = (counts[:, kept] @ per_group[kept]) / counts[:, kept].sum(1)
                             lo, hi = np.nanpercentile(b, [2.5, 97.5])
+                    reason = ""
+                    if np.isnan(value):
+                        reason = (_GROUPING_EMPTY[grouping] if n_groups == 0 else
+                                  "the correlation is undefined (constant scores)")
                     corr_rows.append({**base, "level": "segment", "grouping": grouping, "method": method,
-                                      "value": value, "lo": lo, "hi": hi, "n": n, "groups": n_groups})
+                                      "value": value, "lo": lo, "hi": hi, "n": n, "groups": n_groups,
+                                      "reason": reason})
             if n_sys >= 2:
                 acc, eps = corr.tie_calibrated_accuracy(human, mat, "item")
                 acc_rows.append({**base, "statistic": "tie_calibrated_accuracy_item", "value": acc, "pairs": np.nan,
@@ -230,6 +280,14 @@ def meta_evaluation(ratings: pd.DataFrame, metrics: pd.DataFrame, spec: Spec, n_
         cluster_rows += clusters
     frame = lambda rows: pd.DataFrame(rows)
     return frame(corr_rows), frame(acc_rows), frame(pair_rows), frame(cluster_rows)
+
+
+_GROUPING_EMPTY = {
+    "none": "fewer than 3 segments with a human and a metric score, or constant scores",
+    "item": "no item has two or more systems with a human and a metric score (each item has one system): "
+            "nothing to compare within an item",
+    "system": "no system has three or more items with a human and a metric score, or the scores are constant",
+}
 
 
 def _significance(criterion, human, human_sys, scores, system_level, resamples, seed):
@@ -270,21 +328,28 @@ def _categories(crit, values) -> list | None:
     return found if len(found) <= 50 else None
 
 
-def judge_checks(ratings: pd.DataFrame, metrics: pd.DataFrame, spec: Spec):
+def judge_checks(ratings: pd.DataFrame, metrics: pd.DataFrame, spec: Spec, why: Reasons | None = None):
     """LLM-judge checks for categorical and ordinal criteria: every metric whose scores are all answers of the
     criterion's scale is a judge; it is compared with the human plurality label of each segment (weighted kappa,
     quadratic for ordinal; accuracy; confusion matrix) and, when the metrics file gives a confidence, calibrated
     (ECE with its reliability table). Returns (judges, confusion, calibration)."""
     from ..stats.alignment import expected_calibration_error, judge_agreement
 
+    why = Reasons() if why is None else why
     judges, confusions, calibrations = [], [], []
     for criterion, crit in spec.criteria.items():
         r = ratings[ratings["criterion"] == criterion]
-        if r.empty or crit.scale == "interval":
+        if r.empty:
+            continue
+        if crit.scale == "interval":
+            why.add("judges", criterion, "interval scale: judges are checked on categorical and ordinal criteria "
+                                         "(an interval criterion's metrics are in correlations.csv)")
             continue
         categories = _categories(crit, r["value"])
         if categories is None:
+            why.add("judges", criterion, "more than 50 distinct answers and no labels or range in the spec")
             continue
+        before = len(judges)
         key = lambda f: f["system"].astype(str) + " | " + f["item"].astype(str)
         human = aggregation.plurality(pd.DataFrame({"item": key(r).to_numpy(), "annotator": r["annotator"].to_numpy(),
                                                     "value": r["value"].to_numpy()}))
@@ -309,16 +374,31 @@ def judge_checks(ratings: pd.DataFrame, metrics: pd.DataFrame, spec: Spec):
                 row["ece"] = ece
                 calibrations.append(table.assign(criterion=criterion, metric=metric))
             judges.append(row)
+        if len(judges) == before:
+            why.add("judges", criterion, "no metric answers on this criterion's scale for the rated segments "
+                                         f"(a judge's scores must all be among {_shown(categories)})")
     cat = lambda parts: pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
     return pd.DataFrame(judges), cat(confusions), cat(calibrations)
 
 
-def system_ranking(ratings: pd.DataFrame, spec: Spec, n_boot: int = 1000):
+def _shown(categories) -> str:
+    text = ", ".join(f"{c:g}" if isinstance(c, float) else str(c) for c in categories[:8])
+    return text + (", ..." if len(categories) > 8 else "")
+
+
+def system_ranking(ratings: pd.DataFrame, spec: Spec, n_boot: int = 1000, why: Reasons | None = None):
     """(ranking per criterion, pairwise p-values) from the mean human score per system."""
+    why = Reasons() if why is None else why
     tables, pairs = [], []
     for criterion, crit in spec.criteria.items():
         r = ratings[ratings["criterion"] == criterion]
-        if not crit.numeric or r["system"].nunique() < 2:
+        if r.empty:
+            continue
+        if not crit.numeric:
+            why.add("systems", criterion, f"{crit.scale} scale: systems are ranked by mean score, which needs numbers")
+            continue
+        if r["system"].nunique() < 2:
+            why.add("systems", criterion, "one system (or no system column): nothing to rank")
             continue
         human = r.assign(value=r["value"].astype(float)).groupby(["system", "item"])["value"].mean().unstack()
         table, p = sig.system_ranking(human.to_numpy(), human.index, max(n_boot, 1))
@@ -333,24 +413,75 @@ def analyze(ratings: pd.DataFrame, spec: Spec, metrics: pd.DataFrame | None = No
             resamples: int = 1000, mace: bool = False) -> dict[str, pd.DataFrame]:
     """Every table of the analysis, by name (the CSV file names)."""
     tables = {}
-    tables["agreement"], tables["leave_one_out"], tables["icc"] = agreement(ratings, spec, n_boot)
-    tables["aggregated_labels"] = aggregate(ratings, spec, mace)
-    tables["systems"], tables["system_pairs"] = system_ranking(ratings, spec, n_boot)
+    why = Reasons()
+    tables["agreement"], tables["leave_one_out"], tables["icc"] = agreement(ratings, spec, n_boot, why)
+    tables["aggregated_labels"] = aggregate(ratings, spec, mace, why)
+    tables["systems"], tables["system_pairs"] = system_ranking(ratings, spec, n_boot, why)
     if metrics is not None and not metrics.empty:
         (tables["correlations"], tables["accuracy"], tables["metric_pairs"],
-         tables["clusters"]) = meta_evaluation(ratings, metrics, spec, n_boot, resamples)
-        tables["judges"], tables["judge_confusion"], tables["judge_calibration"] = judge_checks(ratings, metrics, spec)
+         tables["clusters"]) = meta_evaluation(ratings, metrics, spec, n_boot, resamples, why=why)
+        tables["judges"], tables["judge_confusion"], tables["judge_calibration"] = judge_checks(ratings, metrics,
+                                                                                               spec, why)
+    tables["not_computed"] = pd.DataFrame(why, columns=["table", "criterion", "reason"])
     return tables
+
+
+def summary(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """One row per criterion, what `analyze` prints: scale, ratings, items, alpha with its CI, the leave-one-out
+    ceiling (mean Pearson r of each annotator with the rest), and the metric that correlates best with the humans
+    (Pearson r at system level when there are 3 or more systems, else over segments)."""
+    rows = []
+    agreement_table = tables["agreement"]
+    corrs = tables.get("correlations", pd.DataFrame())
+    for _, a in agreement_table.iterrows():
+        row = {"criterion": a["criterion"], "scale": a["scale"], "ratings": int(a["ratings"]),
+               "items": int(a["items"]), "alpha": a.get("alpha", np.nan), "alpha_lo": a.get("alpha_lo", np.nan),
+               "alpha_hi": a.get("alpha_hi", np.nan), "loo_pearson": a.get("loo_pearson", np.nan),
+               "best_metric": "", "best_level": "", "best_r": np.nan}
+        if not corrs.empty:
+            c = corrs[(corrs["criterion"] == a["criterion"]) & (corrs["method"] == "pearson")
+                      & (corrs["grouping"] == "none") & corrs["value"].notna()]
+            level = "system" if (c["level"] == "system").any() else "segment"
+            c = c[c["level"] == level]
+            if not c.empty:
+                best = c.loc[c["value"].idxmax()]
+                row.update(best_metric=best["metric"], best_level=level, best_r=float(best["value"]))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+# what an empty table's CSV says when no criterion gave a reason of its own
+_FOLLOWS = {"system_pairs": "systems", "accuracy": "correlations", "metric_pairs": "correlations",
+            "clusters": "correlations", "judge_confusion": "judges", "judge_calibration": "judges"}
+_EMPTY = {"metric_pairs": "significance needs two or more metrics with correlations for the same criterion",
+          "clusters": "significance clusters need two or more metrics with correlations for the same criterion",
+          "judge_calibration": "calibration needs a confidence column in the metrics file",
+          "accuracy": "pairwise accuracy needs two or more systems"}
+
+
+def empty_reasons(name: str, tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """(criterion, reason) rows for an empty table: the reasons recorded for it (or for the table it follows from),
+    else the general one."""
+    why = tables.get("not_computed", pd.DataFrame(columns=["table", "criterion", "reason"]))
+    rows = why[why["table"] == name]
+    if rows.empty and name not in _EMPTY:
+        rows = why[why["table"] == _FOLLOWS.get(name, name)]
+    if rows.empty:
+        return pd.DataFrame({"criterion": [""], "reason": [_EMPTY.get(name, "nothing to compute from these ratings")]})
+    return rows[["criterion", "reason"]].reset_index(drop=True)
 
 
 def write_analysis(tables: dict[str, pd.DataFrame], title: str, out_dir: Path, notes: list[str] = ()) -> Path:
     """CSVs (spreadsheet-safe) and index.html with plots."""
-    from .files import write_csv
+    from .files import write_csv, write_output
     from .metaeval_page import page
 
     out_dir.mkdir(parents=True, exist_ok=True)
     for name, table in tables.items():
-        write_csv(table, out_dir / f"{name}.csv")
+        if name == "not_computed" and table.empty:
+            continue  # everything was computed
+        # an output that could not be computed says why instead of being empty
+        write_csv(empty_reasons(name, tables) if table.empty else table, out_dir / f"{name}.csv")
     index = out_dir / "index.html"
-    index.write_text(page(tables, title, notes), encoding="utf-8")
+    write_output(index, page(tables, title, notes))
     return index

@@ -133,6 +133,11 @@ def page(tables: dict[str, pd.DataFrame], title: str, notes=()) -> str:
             if not pairs.empty:
                 body.append(_table(pairs.pivot(index="system_a", columns="system_b", values="p_not_better")
                                    .reset_index()))
+        not_computed = _sel(tables.get("not_computed"), criterion)
+        if not not_computed.empty:
+            body += ["<h3>Not computed</h3>", "<ul>" + "".join(
+                f"<li>{esc(str(r['table']))}.csv: {esc(str(r['reason']))}</li>" for _, r in not_computed.iterrows())
+                     + "</ul>"]
     labels = tables.get("aggregated_labels")
     if labels is not None and not labels.empty:
         body += ["<h2>Aggregated labels</h2>", f"<p>{len(labels)} item labels in aggregated_labels.csv "

@@ -437,3 +437,116 @@ def test_a_cell_longer_than_the_csv_limit_is_reported_at_its_line(tmp_path):
     ratings = write(tmp_path, "ratings.csv", f'item,annotator,criterion,value\n1,a,quality,4\n2,a,quality,"{big}\n"\n')
     result = invoke(ratings, "-o", tmp_path / "out")
     assert result.exit_code == 2 and f"{ratings}:3: a cell is longer than 131,072 characters" in result.stderr
+
+
+def test_an_output_that_cannot_be_computed_says_why(tmp_path):
+    """Issue 28.4: interval ratings gave 1-byte aggregated_labels.csv and judges.csv; item-grouped correlations came
+    out with n = 0 and no reason when each item has one system; the leave-one-out "average" row showed n as a sum
+    of items beside a mean of correlations. Every output now says why it is empty, and the average's n counts the
+    annotators averaged."""
+    rng = np.random.default_rng(5)
+    ratings = [{"item": f"i{i}", "system": f"s{i % 4}", "annotator": a, "criterion": "q",
+                "value": int(rng.integers(1, 6))} for i in range(24) for a in ("a", "b", "c")]  # one system per item
+    scores = [{"item": f"i{i}", "system": f"s{i % 4}", "metric": "m", "value": float(rng.normal())} for i in range(24)]
+    result = analyze_with_metrics(tmp_path, ratings, scores, "interval")
+    assert result.exit_code == 0, result.output
+    out = tmp_path / "out"
+    assert all(path.stat().st_size > 1 for path in out.glob("*.csv"))  # nothing is silently empty
+    labels, judges = pd.read_csv(out / "aggregated_labels.csv"), pd.read_csv(out / "judges.csv")
+    assert list(labels.columns) == ["criterion", "reason"] and "interval scale" in labels["reason"].iloc[0]
+    assert "interval scale" in judges["reason"].iloc[0]
+    corrs = pd.read_csv(out / "correlations.csv", keep_default_na=False)
+    item = corrs[(corrs["grouping"] == "item")]
+    assert not item.empty and (item["value"] == "").all() and (item["n"] == 0).all()
+    assert item["reason"].str.contains("each item has one system").all()
+    why = pd.read_csv(out / "not_computed.csv")
+    assert set(why["table"]) >= {"aggregated_labels", "judges", "correlations"}
+    assert why["reason"].str.contains("every item has one rated system").any()
+    loo = pd.read_csv(out / "leave_one_out.csv").set_index("annotator")
+    assert loo.loc["average", "n"] == 3 and loo.loc["average", "n_counts"] == "annotators"
+    assert (loo.drop(index="average")["n"] == 24).all() and (loo.drop(index="average")["n_counts"] == "items").all()
+    page = (out / "index.html").read_text(encoding="utf-8")
+    assert "Not computed" in page and "aggregated_labels.csv: interval scale" in page
+
+
+def test_the_terminal_shows_each_criterions_results(tmp_path):
+    """Issue 28.5: `analyze` printed only where it wrote its files. Per criterion it now prints the scale, n, alpha
+    with its interval, the leave-one-out ceiling and the best metric with its correlation (the numbers of the
+    CSVs)."""
+    rng = np.random.default_rng(8)
+    truth = {(i, s): rng.integers(1, 6) for i in range(12) for s in range(4)}
+    ratings = [{"item": f"i{i}", "system": f"s{s}", "annotator": a, "criterion": "q",
+                "value": int(np.clip(v + rng.integers(-1, 2), 1, 5))} for (i, s), v in truth.items() for a in "abc"]
+    scores = [{"item": f"i{i}", "system": f"s{s}", "metric": name, "value": float(v + rng.normal(0, noise))}
+              for (i, s), v in truth.items() for name, noise in (("close", 0.3), ("noisy", 3.0))]
+    result = analyze_with_metrics(tmp_path, ratings, scores, "interval")
+    assert result.exit_code == 0, result.output
+    agreement = pd.read_csv(tmp_path / "out" / "agreement.csv").iloc[0]
+    corrs = pd.read_csv(tmp_path / "out" / "correlations.csv")
+    best = corrs[(corrs["level"] == "system") & (corrs["method"] == "pearson")].sort_values("value").iloc[-1]
+    line = next(line for line in result.stdout.splitlines() if line.strip().startswith("q "))
+    assert "interval" in line and str(len(ratings)) in line
+    assert f"{agreement['alpha']:.3f} [{agreement['alpha_lo']:.2f}, {agreement['alpha_hi']:.2f}]" in line
+    assert f"{agreement['loo_pearson']:.3f}" in line
+    assert best["metric"] == "close" and "close" in line and f"{best['value']:.3f}" in line
+
+
+# USR's rating files (Mehri & Eskenazi 2020, tc_usr_data.json) have this shape: one object per context with its
+# responses, each response with a list of ratings per criterion (three annotators, no ids)
+USR_LIKE = [
+    {"context": "A: hi\nB: hello", "fact": "f1", "responses": [
+        {"model": "Original Ground Truth", "response": "nice", "Natural": [3, 2, 3], "Overall": [5, 4, 4]},
+        {"model": "Argmax Decoding", "response": "ok", "Natural": [2, 2, 1], "Overall": [2, 3, 1]}]},
+    {"context": "A: who won?\nB: we did", "fact": "f2", "responses": [
+        {"model": "Original Ground Truth", "response": "yay", "Natural": [3, 3, 3], "Overall": [5, 5, 4]},
+        {"model": "Argmax Decoding", "response": "no", "Natural": [1, 2, 1], "Overall": [1, 1, 2]}]},
+]
+NESTED_SPEC = ("layout: nested\nnested: {expand: responses, item: record.fact, system: model}\n"
+               "criteria:\n  Natural: {scale: interval, min: 1, max: 3}\n  Overall: {scale: interval, min: 1, max: 5}\n")
+
+
+@pytest.mark.parametrize("name", ["usr.json", "usr.jsonl"])
+def test_a_nested_json_file_reads_as_its_flattened_table(tmp_path, name):
+    """Issue 28.6: a nested file (a context with its responses, a list of ratings per criterion, no annotator ids)
+    is read through the spec alone: the same tidy frame as the long table a flattening script would write, with
+    annotator = position in the list; a JSON array and JSON Lines alike."""
+    text = (json.dumps(USR_LIKE, indent=1) if name.endswith(".json") else
+            "".join(json.dumps(r) + "\n" for r in USR_LIKE))
+    spec = read_spec(write(tmp_path, "spec.yaml", NESTED_SPEC))
+    tidy, _ = read_ratings(write(tmp_path, name, text), spec)
+    flat = pd.DataFrame([{"item": record["fact"], "system": response["model"], "annotator": str(k + 1),
+                          "criterion": criterion, "value": float(v)}
+                         for record in USR_LIKE for response in record["responses"]
+                         for criterion in ("Natural", "Overall") for k, v in enumerate(response[criterion])])
+    assert _tidy(tidy).equals(_tidy(flat))
+    result = invoke(tmp_path / name, "--spec", tmp_path / "spec.yaml", "-o", tmp_path / "out", "--bootstrap", "10")
+    assert result.exit_code == 0, result.output
+    assert pd.read_csv(tmp_path / "out" / "agreement.csv")["ratings"].tolist() == [12, 12]
+
+
+def test_problems_in_a_nested_file_are_reported_at_the_line_of_their_record(tmp_path):
+    bad = json.loads(json.dumps(USR_LIKE))
+    bad[1]["responses"][0]["Natural"] = [3, "three", 3]
+    del bad[1]["responses"][1]["Overall"]
+    bad.append({"fact": "f3", "responses": "not a list"})
+    path = write(tmp_path, "usr.json", json.dumps(bad, indent=1))
+    starts = [number for number, line in enumerate(path.read_text().splitlines(), 1) if line == " {"]
+    result = invoke(path, "--spec", write(tmp_path, "spec.yaml", NESTED_SPEC), "-o", tmp_path / "out")
+    assert result.exit_code == 2 and not (tmp_path / "out").exists()
+    assert f"{path}:{starts[1]}: value: 'three' is not a number" in result.stderr
+    assert f"{path}:{starts[1]}: Overall: no ratings of 'Overall' (item 'f2')" in result.stderr
+    assert f"{path}:{starts[2]}: responses: not a list" in result.stderr
+    assert "3 problem(s) found, nothing was analysed" in result.stderr
+    wrong = invoke(path, "--spec", write(tmp_path, "bad.yaml", NESTED_SPEC.replace("layout: nested\n", "")),
+                   "-o", tmp_path / "out")
+    assert wrong.exit_code == 2 and "layout nested and a nested: section go together" in wrong.stderr
+
+
+def test_a_million_problems_are_counted_not_capped(tmp_path):
+    """Issue 28.14: 10^6 duplicate rows were reported as "1001 problem(s)" (the first 1000 and a line saying more)."""
+    rows = 200_000
+    path = tmp_path / "dup.csv"
+    path.write_text("item,annotator,criterion,value\n" + "1,a,q,3\n" * (rows + 1), encoding="utf-8")
+    result = invoke(path, "-o", tmp_path / "out")
+    assert result.exit_code == 2 and f"{rows} problem(s) found, nothing was analysed" in result.stderr
+    assert f"... and {rows - 50} more problem(s)" in result.stderr

@@ -23,9 +23,10 @@ def analyze(
              "criterion may be left out; a metric without criterion is compared with every criterion; a metric whose "
              "scores are answers of a categorical or ordinal scale is also checked as an LLM judge).")] = None,
     spec: Annotated[Optional[Path], typer.Option(
-        help="YAML: layout (long | wide_criteria | wide_annotators), columns (item, annotator, system, agent, "
+        help="YAML: layout (long | wide_criteria | wide_annotators | nested), columns (item, annotator, system, agent, "
              "criterion, value -> your column names), metric_columns, criteria (scale, min/max or labels, missing), "
-             "missing (codes such as N/A). Without it the long layout with usual column names is assumed and each "
+             "missing (codes such as N/A); for nested JSON (a context with its responses, each with a list of ratings "
+             "per criterion), nested: expand, item, system, ratings, annotators (README). Without it the long layout with usual column names is assumed and each "
              "criterion's scale is guessed (interval if every value is a number, else nominal).")] = None,
     protocol: Annotated[Optional[str], typer.Option(
         help="Use a built-in protocol's criteria as the spec (e.g. dialogue).")] = None,
@@ -87,7 +88,35 @@ def analyze(
                                   + notes)
     except EvalstudioError as e:
         raise _fail(e)
+    console.print(_results(tables))
+    not_computed = tables.get("not_computed")
+    if not_computed is not None and not not_computed.empty:
+        console.print(f"Not computed ({len(not_computed)}; why, in not_computed.csv and the page): "
+                      + "; ".join(dict.fromkeys(f"{r.table} for {r.criterion}" for r in not_computed.itertuples())))
     console.print(f"analysis written to {page}")
+
+
+def _results(tables):
+    """The per-criterion summary as a table: scale, n, alpha [CI], leave-one-out ceiling, best metric."""
+    from rich import box
+    from rich.table import Table
+
+    from ..exporters.metaeval import summary
+
+    rows = summary(tables)
+    number = lambda v: "-" if v != v else f"{v:.3f}"  # NaN -> -
+    table = Table(title="Results per criterion (LOO r: the leave-one-annotator-out ceiling; best metric: Pearson r "
+                        "at system level, or over segments)", title_justify="left", box=box.SIMPLE_HEAD)
+    for column in ("criterion", "scale", "n", "alpha [95% CI]", "LOO r", "best metric", "r"):
+        table.add_column(column, justify="right" if column in ("n", "r", "LOO r") else "left", overflow="fold",
+                         no_wrap=column in ("alpha [95% CI]", "n", "r", "LOO r"),
+                         min_width=8 if column in ("criterion", "scale", "best metric") else None)
+    for r in rows.itertuples():
+        alpha = number(r.alpha) + (f" [{r.alpha_lo:.2f}, {r.alpha_hi:.2f}]" if r.alpha_lo == r.alpha_lo else "")
+        best = f"{r.best_metric} ({r.best_level})" if r.best_metric else "-"
+        table.add_row(str(r.criterion), str(r.scale), str(r.ratings), alpha, number(r.loo_pearson), best,
+                      number(r.best_r))
+    return table
 
 
 def _count(n: int, word: str, plural: str | None = None) -> str:
@@ -134,7 +163,7 @@ def _label_studio(protocol: str, projects, export: Path | None):
     from ..exporters.analysis import exclusions
     from ..exporters.tidy import model_frame, prediction_frame
     from ..ratings import Spec, from_label_studio, spec_from_protocol
-    from .data import _read_study, quotas
+    from .reading import _read_study, quotas
 
     reg, parts, per_part, frames, _ = _read_study(protocol, projects, export, None)
     criteria = {}

@@ -242,9 +242,10 @@ def leave_one_annotator_out(frame: pd.DataFrame, methods=("pearson", "spearman",
     of the other annotators' ratings of the same item, correlated over the items both exist for; also each
     annotator's agreement with the rest of the panel.
 
-    frame: item, annotator, value (numeric). Returns one row per annotator with `n` and one column per method,
-    plus a final row `annotator="average"` (arithmetic mean of the per-annotator correlations). Annotators with
-    fewer than `min_units` usable items get NaN."""
+    frame: item, annotator, value (numeric). Returns one row per annotator with `n` (items) and one column per
+    method, plus a final row `annotator="average"` (arithmetic mean of the per-annotator correlations; its `n` is
+    the number of annotators averaged; `n_counts` says which). Annotators with fewer than `min_units` usable items
+    get NaN."""
     from scipy import stats as sps
 
     funcs = {"pearson": sps.pearsonr, "spearman": sps.spearmanr, "kendall_b": sps.kendalltau}
@@ -270,8 +271,10 @@ def leave_one_annotator_out(frame: pd.DataFrame, methods=("pearson", "spearman",
         rows.append(row)
     if not rows:
         raise ValueError("leave-one-out needs items rated by two or more annotators")
-    result = pd.DataFrame(rows)
-    mean = {"annotator": "average", "n": int(result["n"].sum()), **{m: float(result[m].mean()) for m in methods}}
+    result = pd.DataFrame(rows).assign(n_counts="items")
+    # the average row's n counts what is averaged: the annotators with a correlation (not a sum of their items)
+    mean = {"annotator": "average", "n": int(result[methods[0]].notna().sum()), "n_counts": "annotators",
+            **{m: float(result[m].mean()) for m in methods}}
     return pd.concat([result, pd.DataFrame([mean])], ignore_index=True)
 
 
