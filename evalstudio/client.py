@@ -349,7 +349,9 @@ class Client:
 
     def download_export(self, project_id: int, path: Path) -> Path:
         """Label Studio's own JSON export of all tasks, written to `path`."""
-        with self._call(f"export project {project_id} as JSON"), open(path, "wb") as f:
+        from .exporters.files import open_output
+
+        with self._call(f"export project {project_id} as JSON"), open_output(path, "wb") as f:
             for chunk in self.sdk.projects.exports.download_sync(project_id, export_type="JSON", download_all_tasks=True):
                 f.write(chunk)
         return path

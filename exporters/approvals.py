@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..errors import BadInput
-from .files import write_csv
+from .files import write_csv, write_output
 
 
 def _amount(value) -> str:
@@ -44,15 +44,16 @@ def write_approvals(decisions: pd.DataFrame, platform: str, folder: Path, mturk_
     folder.mkdir(parents=True, exist_ok=True)
     written = [folder / "approvals.csv"]
     write_csv(decisions, written[0])
-    decisions = decisions[[bool(PLATFORM_ID.fullmatch(str(p))) for p in decisions["participant"]]]
+    decisions = decisions.loc[[bool(PLATFORM_ID.fullmatch(str(p))) for p in decisions["participant"]]]  # loc: a
+    # boolean list, also when empty (a plain [] would select no columns)
     approve = decisions[decisions["decision"] == "approve"]
     reject = decisions[decisions["decision"] == "reject"]
     paid = decisions[(decisions["bonus"] > 0) & decisions["bonus"].notna()]
     if platform == "prolific":
         path = folder / "prolific_approve.txt"
-        path.write_text("".join(f"{p}\n" for p in approve["participant"]), encoding="utf-8")
+        write_output(path, "".join(f"{p}\n" for p in approve["participant"]))
         bonus = folder / "prolific_bonus.csv"
-        bonus.write_text("".join(f"{p},{_amount(a)}\n" for p, a in zip(paid["participant"], paid["bonus"])), encoding="utf-8")
+        write_output(bonus, "".join(f"{p},{_amount(a)}\n" for p, a in zip(paid["participant"], paid["bonus"])))
         rejected = folder / "prolific_reject.csv"
         write_csv(reject[["participant", "reason"]].rename(columns={"participant": "participant_id"}), rejected)
         return written + [path, bonus, rejected]

@@ -8,6 +8,7 @@ left alone. JSONL and Parquet keep every value exactly as it was given.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import IO
 
@@ -18,6 +19,32 @@ from ..results import NUMBER
 
 FORMATS = ("csv", "jsonl", "parquet")
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def open_output(path: Path, mode: str = "w", **options) -> IO:
+    """An output file opened for writing ("w", "wb") or appending ("a"), readable by this user only (0600: exports,
+    reports, status and approval files name participants), never through a symbolic link: a link planted where an
+    output goes (by another user of a shared folder) would make us overwrite whatever it points to."""
+    flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | (os.O_APPEND if mode.startswith("a") else os.O_TRUNC)
+    try:
+        descriptor = os.open(path, flags, 0o600)
+    except OSError as e:
+        if Path(path).is_symlink():
+            raise BadInput(f"{path}: is a symbolic link; evalstudio does not write through one (remove it, or give "
+                           "another output name)") from None
+        raise BadInput(f"{path}: cannot write it: {e.strerror}") from None
+    try:
+        os.fchmod(descriptor, 0o600)
+        return os.fdopen(descriptor, mode, **({} if "b" in mode else {"encoding": "utf-8", "newline": ""}) | options)
+    except BaseException:
+        os.close(descriptor)
+        raise
+
+
+def write_output(path: Path, text: str) -> None:
+    """A text output file, as `open_output` opens it."""
+    with open_output(path) as f:
+        f.write(text)
 
 
 def check_output_file(path: Path) -> None:
@@ -46,7 +73,18 @@ def spreadsheet_safe(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def write_csv(frame: pd.DataFrame, target: Path | IO[str], header: bool = True) -> None:
-    spreadsheet_safe(frame).to_csv(target, index=False, header=header)
+    safe = spreadsheet_safe(frame)
+    # Python's csv module quotes a cell holding a character of the line terminator, and a bare carriage return only
+    # when it is one: with "\n" lines, a cell holding "\r" (a participant's note sent through the API) would end
+    # its row early in every reader. With such a cell the lines end in "\r\n" (RFC 4180's own), so it is quoted.
+    carriage_return = any("\r" in str(c) for c in safe.columns) or any(
+        any(isinstance(v, str) and "\r" in v for v in safe[c])
+        for c in safe.columns if pd.api.types.is_object_dtype(safe[c]) or pd.api.types.is_string_dtype(safe[c]))
+    if isinstance(target, (str, Path)):
+        with open_output(Path(target)) as f:
+            safe.to_csv(f, index=False, header=header, lineterminator="\r\n" if carriage_return else "\n")
+    else:
+        safe.to_csv(target, index=False, header=header, lineterminator="\r\n" if carriage_return else "\n")
 
 
 def write_jsonl(frame: pd.DataFrame, target: IO[str]) -> None:
@@ -66,7 +104,8 @@ def write_parquet(frame: pd.DataFrame, path: Path) -> None:
             if len(kinds) > 1:
                 out[column] = out[column].map(lambda v: v if v is None or (isinstance(v, float) and v != v) else str(v))
     try:
-        out.to_parquet(path, index=False)
+        with open_output(path, "wb") as f:
+            out.to_parquet(f, index=False)
     except ImportError:
         raise EvalstudioError("writing Parquet needs pyarrow: pip install pyarrow") from None
 
@@ -76,7 +115,7 @@ def write_table(frame: pd.DataFrame, path: Path, fmt: str) -> None:
     if fmt == "parquet":
         write_parquet(frame, path)
     elif fmt == "jsonl":
-        with open(path, "w", encoding="utf-8") as f:
+        with open_output(path) as f:
             write_jsonl(frame, f)
     else:
         write_csv(frame, path)

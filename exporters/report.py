@@ -20,7 +20,7 @@ import pandas as pd  # noqa: E402
 
 from ..registry import Project  # noqa: E402
 from . import analysis  # noqa: E402
-from .files import write_csv  # noqa: E402
+from .files import write_csv, write_output  # noqa: E402
 from .tidy import annotation_frame, model_frame, task_frame, unit  # noqa: E402
 
 
@@ -115,7 +115,7 @@ def build_report(project: Project, tasks: list[dict], out_dir: Path, users: dict
         body += ["<h2>Control questions</h2>", _table(tables["control_accuracy"])]
     body += ["<h2>Annotators</h2>", _table(tables["annotator_qc"])]
     page = out_dir / "index.html"
-    page.write_text(_page(project.title, "\n".join(body)), encoding="utf-8")
+    write_output(page, _page(project.title, "\n".join(body)))
     return page
 
 

@@ -212,7 +212,7 @@ def write_annotations(pages: Iterable[list[dict]], project: Project, users: Mapp
     append: add to a file that already has the first project's rows (the next project of a study); columns: the
     columns of the whole file (a study's parts can differ, e.g. only a part with lists has `list`)."""
     shape = (lambda frame: frame.reindex(columns=columns)) if columns else (lambda frame: frame)
-    from .files import write_csv, write_jsonl, write_parquet
+    from .files import open_output, write_csv, write_jsonl, write_parquet
 
     if fmt == "parquet":
         frames = [shape(annotation_frame([], project, users))]
@@ -226,7 +226,7 @@ def write_annotations(pages: Iterable[list[dict]], project: Project, users: Mapp
         write_parquet(frame, path)
         return len(frame), frame["annotation_id"].nunique()
     rows = annotations = 0
-    with open(path, "a" if append else "w", encoding="utf-8", newline="") as f:
+    with open_output(path, "a" if append else "w") as f:
         for number, page in enumerate(pages):
             frame = shape(annotation_frame(page, project, users))
             if fmt == "jsonl":

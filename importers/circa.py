@@ -198,8 +198,10 @@ def with_generated(row: dict, output: dict, model_version: str) -> dict:
 
 def write_records(rows: list[dict], path: Path) -> None:
     """CSV with every column of the input rows (the explanation CSV format `read` takes)."""
+    from ..exporters.files import open_output
+
     columns = list(dict.fromkeys(k for row in rows for k in row))
-    with open(path, "w", encoding="utf-8", newline="") as f:
+    with open_output(path) as f:
         writer = csv.DictWriter(f, columns, restval="")
         writer.writeheader()
         writer.writerows(rows)

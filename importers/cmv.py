@@ -117,7 +117,9 @@ def write_records(records: list[dict], path: Path) -> None:
     """JSONL, the format `read` takes (one record per line)."""
     import json
 
-    with open(path, "w", encoding="utf-8") as f:
+    from ..exporters.files import open_output
+
+    with open_output(path) as f:
         for record in records:
             f.write(json.dumps(record, ensure_ascii=False) + "\n")
 

@@ -185,7 +185,9 @@ def test_a_database_password_on_the_command_line_is_refused(tmp_path):
 
 
 def test_the_ml_backend_writes_its_secret_privately_and_never_shows_it(tmp_path):
-    """`evalstudio ml-backend` creates the secret file 0600 in a 0700 folder and names only the file."""
+    """`evalstudio ml-backend` creates the secret file 0600 in a 0700 folder and names only the file; it opens no
+    gunicorn control socket (gunicorn's default is one path per user, ~/.gunicorn/gunicorn.ctl, which every backend
+    of the user would share)."""
     import socket
 
     from evalstudio.server import wait_healthy
@@ -195,6 +197,8 @@ def test_the_ml_backend_writes_its_secret_privately_and_never_shows_it(tmp_path)
         port = s.getsockname()[1]
     env = {k: v for k, v in os.environ.items() if k != "EVALSTUDIO_ML_BASIC_AUTH"}
     env["EVALSTUDIO_PROJECTS"] = str(ROOT / "projects.yaml")
+    env["HOME"] = str(tmp_path / "home")  # where gunicorn would put its control socket
+    env.pop("XDG_RUNTIME_DIR", None)
     log = tmp_path / "backend.log"
     process = subprocess.Popen([sys.executable, "-m", "evalstudio.cli", "ml-backend", "--port", str(port), "--workers", "1",
                                 "--model-dir", str(tmp_path / "state" / "models")], env=env, stdout=open(log, "w"),
@@ -208,6 +212,7 @@ def test_the_ml_backend_writes_its_secret_privately_and_never_shows_it(tmp_path)
         import httpx
 
         assert httpx.post(f"http://127.0.0.1:{port}/predict", json={"tasks": []}).status_code == 401
+        assert not (tmp_path / "home" / ".gunicorn").exists()
     finally:
         process.terminate()
         process.wait(timeout=20)
@@ -232,3 +237,40 @@ def test_no_secret_of_the_running_servers_is_in_its_log(label_studio):
     log = (label_studio.data_dir / "label-studio.log").read_text(encoding="utf-8", errors="replace")
     assert "/api/" in log  # the log is the server's request log, not an empty file
     assert creds.password not in log and creds.api_key not in log
+
+
+@pytest.mark.parametrize("writer", ["csv", "jsonl", "parquet", "approvals", "analysis"])
+def test_outputs_are_private_and_never_written_through_a_planted_link(tmp_path, writer):
+    """Issue 28.14: export, status and approval files name participants and were 0644; an output path where another
+    user had planted a symbolic link was written through (overwriting what the link pointed to). Outputs are now
+    0600 (an existing file too) and a link in their place is refused, its target untouched."""
+    from evalstudio.exporters.approvals import write_approvals
+    from evalstudio.exporters.files import write_table
+    from evalstudio.exporters.metaeval import write_analysis
+
+    frame = pd.DataFrame({"participant": ["5f1a2b"], "decision": ["approve"], "bonus": [1.0], "reason": [""]})
+    target = tmp_path / "victim.txt"
+    target.write_text("precious", encoding="utf-8")
+
+    def write(folder):
+        if writer == "approvals":
+            write_approvals(frame, "prolific", folder)
+            return folder / "approvals.csv"
+        if writer == "analysis":
+            write_analysis({"agreement": pd.DataFrame(columns=["criterion"]), "people": frame}, "t", folder)
+            return folder / "people.csv"
+        write_table(frame, folder / f"out.{writer}", writer)
+        return folder / f"out.{writer}"
+    clean = tmp_path / "clean"
+    clean.mkdir()
+    written = write(clean)
+    assert stat.S_IMODE(written.stat().st_mode) == 0o600
+    written.chmod(0o644)
+    write(clean)  # written again: private again
+    assert stat.S_IMODE(written.stat().st_mode) == 0o600
+    planted = tmp_path / "planted"
+    planted.mkdir()
+    (planted / written.name).symlink_to(target)
+    with pytest.raises(BadInput, match="is a symbolic link"):
+        write(planted)
+    assert target.read_text(encoding="utf-8") == "precious"

@@ -70,6 +70,10 @@ def ml_backend(
             for key, value in {"bind": f"{host}:{port}", "workers": workers, "worker_class": "gthread", "threads": 8,
                                "timeout": 120, "loglevel": "info"}.items():
                 self.cfg.set(key, value)
+            # gunicorn >= 25 opens a control socket at one path per user ($XDG_RUNTIME_DIR or ~/.gunicorn/gunicorn.ctl):
+            # every backend of the user would share it (the last started takes it over). Nothing here uses it.
+            if "control_socket_disable" in self.cfg.settings:
+                self.cfg.set("control_socket_disable", True)
 
         def load(self):
             return flask_app
