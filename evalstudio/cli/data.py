@@ -14,6 +14,7 @@ from ..client import Client, settings_from_env
 from ..errors import BadInput, EvalstudioError, InvalidInput
 from ..importing import import_files, placement_problems, scan
 from . import ProjectsOption, _fail, _load, app, console, err
+from .reading import _import, _project_tasks, _read_study, _single, _users, quotas, study_tables, write_status
 
 
 @app.command("projects")
@@ -137,11 +138,13 @@ def write_rejected(problems, path: Path) -> int:
     import json
     from itertools import islice
 
+    from ..exporters.files import open_output
+
     by_record: dict[tuple[str, int], list[str]] = {}
     for problem in problems:
         by_record.setdefault((problem.path, problem.line), []).append(
             f"{problem.field}: {problem.message}" if problem.field else problem.message)
-    with open(path, "w", encoding="utf-8") as out:
+    with open_output(path) as out:
         for (file, line), messages in sorted(by_record.items()):
             try:
                 with open(file, encoding="utf-8", errors="replace") as f:
@@ -152,63 +155,6 @@ def write_rejected(problems, path: Path) -> int:
                                  ensure_ascii=False) + "\n")
     return len(by_record)
 
-
-def _import(project, files, client, batch_size=500, skip_invalid=False, checked=None):
-    with Progress(TextColumn(f"importing {project.name}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                  console=err, transient=True) as progress:
-        bar = progress.add_task(project.name, total=None)
-        return import_files(project, importers.get(project.importer), files, client, batch_size,
-                            on_progress=lambda done, total: progress.update(bar, completed=done, total=total),
-                            skip_invalid=skip_invalid, checked=checked)
-
-
-def _users(client, folder: Path | None = None) -> dict[int, str]:
-    """Label Studio's users, with the e-mails of participants closed out of the organisation put back."""
-    from .. import participants
-
-    return participants.with_closed_named(client.users(), client.url, folder or participants.DEFAULT_FOLDER)
-
-
-def _project_tasks(project, from_export: Path | None, project_id: int | None = None, folder: Path | None = None):
-    """(tasks, users) from a Label Studio JSON export file, or live from the server."""
-    from ..exporters.tidy import read_export
-
-    if from_export:
-        tasks = read_export(from_export)
-        used = {r.get("from_name") for t in tasks for a in t.get("annotations", []) for r in a.get("result", [])}
-        known = {c.name for c in project.interface.controls}
-        if used and not used & known:
-            raise BadInput(f"{from_export}: its annotations use controls ({', '.join(sorted(map(str, used))[:5])}) "
-                                  f"that the {project.name} protocol does not have; is it another protocol's export?")
-        return tasks, {}
-    client = Client(settings_from_env())
-    project_id = client.require_protocol(project, project_id) if project_id else client.require_project(project)
-    with console.status(f"exporting {project.name} from {client.url}..."):
-        return client.export_tasks(project_id), _users(client, folder)
-
-
-def _read_study(protocol, projects, from_export, project_id, folder: Path | None = None):
-    """(registry, parts, tasks of each part, annotation frame of each part, users) of a protocol, read live or from
-    a Label Studio export (which holds one project)."""
-    from ..exporters.tidy import annotation_frame
-
-    reg = _load(projects)
-    parts = reg.parts(protocol)
-    _single(parts, "--from-export", from_export)
-    _single(parts, "--project-id", project_id)
-    per_part, frames, users = [], [], {}
-    for part in parts:
-        tasks, part_users = _project_tasks(part, from_export, project_id, folder)
-        per_part.append(tasks)
-        users.update(part_users)
-        frames.append(annotation_frame(tasks, part, part_users))
-    return reg, parts, per_part, frames, users
-
-
-def _single(parts, option: str, value) -> None:
-    if value is not None and len(parts) > 1:
-        raise BadInput(f"{option} reads one Label Studio project; name one part: "
-                              f"{', '.join(p.name for p in parts)}")
 
 
 ProjectIdOption = Annotated[Optional[int], typer.Option(
@@ -302,7 +248,7 @@ def report(
         annotations = pd.concat(frames, ignore_index=True)
         crowd_study = any(part.crowd for part in parts)
         if exclude_rejected or crowd_study:
-            from .study import study_tables, write_status
+            from ..exporters.files import write_output
 
             state = study_tables(parts, per_part, frames)
         if exclude_rejected:
@@ -316,21 +262,12 @@ def report(
         if crowd_study:  # its status page goes with the report
             write_status(output, protocol, *state)
             index = page.read_text(encoding="utf-8")
-            page.write_text(index.replace("</h1>", "</h1><p><a href='status.html'>Study status</a>: coverage, "
-                                          "participants, attention checks.</p>", 1), encoding="utf-8")
+            write_output(page, index.replace("</h1>", "</h1><p><a href='status.html'>Study status</a>: coverage, "
+                                                     "participants, attention checks.</p>", 1))
     except EvalstudioError as e:
         raise _fail(e)
     console.print(f"report written to {page}")
 
-
-def quotas(parts, per_part) -> dict[str, int]:
-    """Per-participant quotas of a study's parts (crowd.per_participant; `all` = the part's number of tasks)."""
-    out = {}
-    for part, tasks in zip(parts, per_part):
-        quota = part.crowd.per_participant if part.crowd else None
-        if quota is not None:
-            out[part.name] = len(tasks) if quota == "all" else quota
-    return out
 
 
 def _without_rejected(annotations, parts, crowd, table):

@@ -15,7 +15,7 @@ from ..client import DEFAULT_DATA_DIR, Client
 from ..errors import EvalstudioError
 from ..server import LocalServer
 from . import REPO_EXAMPLES, ProjectsOption, _fail, _load, app, console
-from .data import _import
+from .reading import _import
 
 DATABASE_URL_ENV = "EVALSTUDIO_DATABASE_URL"
 

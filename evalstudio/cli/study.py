@@ -11,6 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from ..client import Client, settings_from_env
 from ..errors import BadInput, EvalstudioError
 from . import ProjectsOption, _fail, app, console, err, printable
+from .reading import _read_study, participant_rows, study_tables, time_left_text, write_status
 
 participants_app = typer.Typer(
     help="Crowd participants as Label Studio accounts (Label Studio Community has no crowd integration).",
@@ -94,48 +95,13 @@ def participants_close(
 
 # --- status and approvals -----------------------------------------------------------------------------------------
 
-def _names(emails, folder: Path | None) -> dict[str, str]:
-    """annotator e-mail -> participant id (evalstudio's accounts keep the id's case; Prolific's e-mails carry it)."""
-    from .. import participants
-    from ..exporters.tidy import participant_id
-
-    known = {a.email: a.participant_id for a in participants.load_accounts(folder or participants.DEFAULT_FOLDER).values()}
-    return {email: known.get(email) or participant_id(email, "prolific") or email for email in emails}
-
 
 def _study_state(protocol, projects, from_export, project_id, folder):
     """(parts, tasks of each part, crowd, participant table, per-part coverage, remaining annotations, annotations),
     read live or from an export."""
-    from .data import _read_study
-
     _, parts, per_part, frames, _ = _read_study(protocol, projects, from_export, project_id, folder)
     return (parts, per_part, *study_tables(parts, per_part, frames, folder))
 
-
-def study_tables(parts, per_part, frames, folder=None):
-    """(crowd, participant table, per-part coverage, remaining annotations, annotations) of a study's parts."""
-    import pandas as pd
-
-    from .. import study
-
-    golds, coverage, remaining, n_tasks = [], {}, 0, 0
-    for part, tasks, frame in zip(parts, per_part, frames):
-        golds.append(study.gold_answers(tasks, part))
-        coverage[part.name] = study.coverage(frame, [t["id"] for t in tasks], part.annotators_per_task)
-        have = study.counted(frame).groupby("task_id").size().clip(upper=part.annotators_per_task).sum()
-        remaining += len(tasks) * part.annotators_per_task - int(have)
-        n_tasks += len(tasks)
-    annotations = pd.concat(frames, ignore_index=True)
-    crowd = study.study_crowd(parts)
-    table = study.participant_table(annotations, crowd, pd.concat(golds, ignore_index=True), n_tasks,
-                                    study.numeric_criteria(parts), _names(annotations["annotator"].unique(), folder))
-    order = study.order_warnings(annotations, parts)
-    for annotator, warning in study.list_warnings(annotations, parts).items():
-        order[annotator] = "; ".join(w for w in (order.get(annotator), warning) if w)
-    if order:
-        table["warnings"] = ["; ".join(w for w in (row_w, order.get(a, "")) if w)
-                             for a, row_w in zip(table["annotator"], table["warnings"])]
-    return crowd, table, coverage, remaining, annotations
 
 
 FolderOption = Annotated[Optional[Path], typer.Option(
@@ -290,88 +256,6 @@ def _tampering(study_name, parts, per_part, from_export, project_id) -> tuple[li
         findings += tasks_changed + [f"restore: {RESTORE['tasks']}"]
     return findings, notes
 
-
-def pd_notna(value) -> bool:
-    import pandas as pd
-
-    return value is not None and bool(pd.notna(value))
-
-
-def participant_rows(table):
-    """The participant table as people read it (console and status page): participant, done, quota, gold,
-    median s, last activity, warnings, all as text."""
-    import pandas as pd
-
-    def text(value, form="{}"):
-        return form.format(value) if pd_notna(value) else "-"
-
-    return pd.DataFrame({
-        "participant": table["participant"].astype(str),
-        "done": table["tasks_done"].astype(str),
-        "quota": [text(q) for q in table["quota"]],
-        "gold": [f"{a:.0%} of {int(n)}" if pd_notna(a) else "-" for a, n in zip(table["gold_accuracy"], table["gold_items"])],
-        "median s": [text(m, "{:.0f}") for m in table["median_seconds"]],
-        "last activity": [text(t, "{:%Y-%m-%d %H:%M}") for t in table["last_activity"]],
-        "warnings": table["warnings"].fillna("").astype(str),
-    }, columns=["participant", "done", "quota", "gold", "median s", "last activity", "warnings"])
-
-
-def time_left_text(annotations, remaining: int) -> str:
-    from .. import study
-
-    rate, hours = study.time_left(annotations, remaining)
-    if remaining <= 0:
-        return "every task has its annotations"
-    if hours is None:
-        return f"{remaining} annotation(s) to go; too few so far to estimate the time left"
-    return f"{remaining} annotation(s) to go at {_rate(rate)}/hour: about {_duration(hours)} left"
-
-
-def write_status(folder: Path, protocol: str, crowd, table, coverage, remaining, annotations,
-                 tampered: list[str] = ()) -> None:
-    """participants.csv, coverage.csv and status.html (linked from the report's index.html when written there):
-    the page shows what the console shows, in the report's style."""
-    import html
-
-    import pandas as pd
-
-    from ..exporters.files import write_csv
-    from ..exporters.report import _page, _table
-
-    folder.mkdir(parents=True, exist_ok=True)
-    write_csv(table, folder / "participants.csv")
-    cov = pd.concat([c.assign(project=name) for name, c in coverage.items()], ignore_index=True)
-    write_csv(cov, folder / "coverage.csv")
-    rules = "; ".join(f"{k}: {_rule(v)}" for k, v in crowd.model_dump(exclude_none=True).items()) or "none in projects.yaml"
-    body = [f"<h1>{html.escape(protocol)}: study status</h1>", f"<p>{html.escape(time_left_text(annotations, remaining))}</p>",
-            f"<p>Study rules from projects.yaml: {html.escape(rules)}</p>", "<h2>Tasks by number of annotations</h2>"]
-    if tampered:
-        body[1:1] = ["<div class='warning'><h2>Changed since setup: the study's data may have been tampered with</h2>"
-                     "<ul>" + "".join(f"<li>{html.escape(t)}</li>" for t in tampered) + "</ul></div>"]
-    for name, c in coverage.items():
-        body += [f"<h3>{html.escape(name)}</h3>", _table(c)]
-    body += [f"<h2>Participants ({len(table)})</h2>", _table(participant_rows(table)),
-             "<p>Every column per participant, unrounded: participants.csv.</p>"]
-    (folder / "status.html").write_text(_page(f"{protocol} study status", "\n".join(body)), encoding="utf-8")
-
-
-def _rule(value) -> str:
-    """A crowd rule's value as text: {'rule': 'all_batches', 'currency': 'USD'} -> 'rule all_batches, currency USD'."""
-    if isinstance(value, dict):
-        return ", ".join(f"{k} {_rule(v)}" for k, v in value.items())
-    if isinstance(value, list):
-        return "/".join(map(str, value))
-    return str(value)
-
-
-def _rate(per_hour: float) -> str:
-    """Annotations per hour as people read them: whole numbers (with thousands separators) from 10 on."""
-    return f"{per_hour:,.0f}" if round(per_hour, 1) >= 10 else f"{per_hour:.1f}"
-
-
-def _duration(hours: float) -> str:
-    """A time left as people say it: minutes under an hour, hours with one decimal above."""
-    return f"{max(1, round(hours * 60))} min" if hours < 1 else f"{hours:.1f} hours"
 
 
 @app.command()

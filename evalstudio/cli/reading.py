@@ -1,0 +1,204 @@
+"""What several command groups read and write about a study, below all of them: its items imported with a
+progress bar, its projects' tasks and annotations (live from Label Studio or from an export), the study tables
+(participants, coverage, what remains) and the status files. `data` (import, export, report), `study` (status,
+approvals), `servers` (demo) and `analyze` use it; it uses none of them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from .. import importers
+from ..client import Client, settings_from_env
+from ..errors import BadInput
+from ..importing import import_files
+from . import _load, console, err
+
+
+def _import(project, files, client, batch_size=500, skip_invalid=False, checked=None):
+    with Progress(TextColumn(f"importing {project.name}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                  console=err, transient=True) as progress:
+        bar = progress.add_task(project.name, total=None)
+        return import_files(project, importers.get(project.importer), files, client, batch_size,
+                            on_progress=lambda done, total: progress.update(bar, completed=done, total=total),
+                            skip_invalid=skip_invalid, checked=checked)
+
+
+def _users(client, folder: Path | None = None) -> dict[int, str]:
+    """Label Studio's users, with the e-mails of participants closed out of the organisation put back."""
+    from .. import participants
+
+    return participants.with_closed_named(client.users(), client.url, folder or participants.DEFAULT_FOLDER)
+
+
+def _project_tasks(project, from_export: Path | None, project_id: int | None = None, folder: Path | None = None):
+    """(tasks, users) from a Label Studio JSON export file, or live from the server."""
+    from ..exporters.tidy import read_export
+
+    if from_export:
+        tasks = read_export(from_export)
+        used = {r.get("from_name") for t in tasks for a in t.get("annotations", []) for r in a.get("result", [])}
+        known = {c.name for c in project.interface.controls}
+        if used and not used & known:
+            raise BadInput(f"{from_export}: its annotations use controls ({', '.join(sorted(map(str, used))[:5])}) "
+                                  f"that the {project.name} protocol does not have; is it another protocol's export?")
+        return tasks, {}
+    client = Client(settings_from_env())
+    project_id = client.require_protocol(project, project_id) if project_id else client.require_project(project)
+    with console.status(f"exporting {project.name} from {client.url}..."):
+        return client.export_tasks(project_id), _users(client, folder)
+
+
+def _read_study(protocol, projects, from_export, project_id, folder: Path | None = None):
+    """(registry, parts, tasks of each part, annotation frame of each part, users) of a protocol, read live or from
+    a Label Studio export (which holds one project)."""
+    from ..exporters.tidy import annotation_frame
+
+    reg = _load(projects)
+    parts = reg.parts(protocol)
+    _single(parts, "--from-export", from_export)
+    _single(parts, "--project-id", project_id)
+    per_part, frames, users = [], [], {}
+    for part in parts:
+        tasks, part_users = _project_tasks(part, from_export, project_id, folder)
+        per_part.append(tasks)
+        users.update(part_users)
+        frames.append(annotation_frame(tasks, part, part_users))
+    return reg, parts, per_part, frames, users
+
+
+def _single(parts, option: str, value) -> None:
+    if value is not None and len(parts) > 1:
+        raise BadInput(f"{option} reads one Label Studio project; name one part: "
+                              f"{', '.join(p.name for p in parts)}")
+
+
+def quotas(parts, per_part) -> dict[str, int]:
+    """Per-participant quotas of a study's parts (crowd.per_participant; `all` = the part's number of tasks)."""
+    out = {}
+    for part, tasks in zip(parts, per_part):
+        quota = part.crowd.per_participant if part.crowd else None
+        if quota is not None:
+            out[part.name] = len(tasks) if quota == "all" else quota
+    return out
+
+
+# --- the study's tables and status files ---------------------------------------------------------------------
+
+def _names(emails, folder: Path | None) -> dict[str, str]:
+    """annotator e-mail -> participant id (evalstudio's accounts keep the id's case; Prolific's e-mails carry it)."""
+    from .. import participants
+    from ..exporters.tidy import participant_id
+
+    known = {a.email: a.participant_id for a in participants.load_accounts(folder or participants.DEFAULT_FOLDER).values()}
+    return {email: known.get(email) or participant_id(email, "prolific") or email for email in emails}
+
+
+def study_tables(parts, per_part, frames, folder=None):
+    """(crowd, participant table, per-part coverage, remaining annotations, annotations) of a study's parts."""
+    import pandas as pd
+
+    from .. import study
+
+    golds, coverage, remaining, n_tasks = [], {}, 0, 0
+    for part, tasks, frame in zip(parts, per_part, frames):
+        golds.append(study.gold_answers(tasks, part))
+        coverage[part.name] = study.coverage(frame, [t["id"] for t in tasks], part.annotators_per_task)
+        have = study.counted(frame).groupby("task_id").size().clip(upper=part.annotators_per_task).sum()
+        remaining += len(tasks) * part.annotators_per_task - int(have)
+        n_tasks += len(tasks)
+    annotations = pd.concat(frames, ignore_index=True)
+    crowd = study.study_crowd(parts)
+    table = study.participant_table(annotations, crowd, pd.concat(golds, ignore_index=True), n_tasks,
+                                    study.numeric_criteria(parts), _names(annotations["annotator"].unique(), folder))
+    order = study.order_warnings(annotations, parts)
+    for annotator, warning in study.list_warnings(annotations, parts).items():
+        order[annotator] = "; ".join(w for w in (order.get(annotator), warning) if w)
+    if order:
+        table["warnings"] = ["; ".join(w for w in (row_w, order.get(a, "")) if w)
+                             for a, row_w in zip(table["annotator"], table["warnings"])]
+    return crowd, table, coverage, remaining, annotations
+
+
+def pd_notna(value) -> bool:
+    import pandas as pd
+
+    return value is not None and bool(pd.notna(value))
+
+
+def participant_rows(table):
+    """The participant table as people read it (console and status page): participant, done, quota, gold,
+    median s, last activity, warnings, all as text."""
+    import pandas as pd
+
+    def text(value, form="{}"):
+        return form.format(value) if pd_notna(value) else "-"
+
+    return pd.DataFrame({
+        "participant": table["participant"].astype(str),
+        "done": table["tasks_done"].astype(str),
+        "quota": [text(q) for q in table["quota"]],
+        "gold": [f"{a:.0%} of {int(n)}" if pd_notna(a) else "-" for a, n in zip(table["gold_accuracy"], table["gold_items"])],
+        "median s": [text(m, "{:.0f}") for m in table["median_seconds"]],
+        "last activity": [text(t, "{:%Y-%m-%d %H:%M}") for t in table["last_activity"]],
+        "warnings": table["warnings"].fillna("").astype(str),
+    }, columns=["participant", "done", "quota", "gold", "median s", "last activity", "warnings"])
+
+
+def time_left_text(annotations, remaining: int) -> str:
+    from .. import study
+
+    rate, hours = study.time_left(annotations, remaining)
+    if remaining <= 0:
+        return "every task has its annotations"
+    if hours is None:
+        return f"{remaining} annotation(s) to go; too few so far to estimate the time left"
+    return f"{remaining} annotation(s) to go at {_rate(rate)}/hour: about {_duration(hours)} left"
+
+
+def write_status(folder: Path, protocol: str, crowd, table, coverage, remaining, annotations,
+                 tampered: list[str] = ()) -> None:
+    """participants.csv, coverage.csv and status.html (linked from the report's index.html when written there):
+    the page shows what the console shows, in the report's style."""
+    import html
+
+    import pandas as pd
+
+    from ..exporters.files import write_csv, write_output
+    from ..exporters.report import _page, _table
+
+    folder.mkdir(parents=True, exist_ok=True)
+    write_csv(table, folder / "participants.csv")
+    cov = pd.concat([c.assign(project=name) for name, c in coverage.items()], ignore_index=True)
+    write_csv(cov, folder / "coverage.csv")
+    rules = "; ".join(f"{k}: {_rule(v)}" for k, v in crowd.model_dump(exclude_none=True).items()) or "none in projects.yaml"
+    body = [f"<h1>{html.escape(protocol)}: study status</h1>", f"<p>{html.escape(time_left_text(annotations, remaining))}</p>",
+            f"<p>Study rules from projects.yaml: {html.escape(rules)}</p>", "<h2>Tasks by number of annotations</h2>"]
+    if tampered:
+        body[1:1] = ["<div class='warning'><h2>Changed since setup: the study's data may have been tampered with</h2>"
+                     "<ul>" + "".join(f"<li>{html.escape(t)}</li>" for t in tampered) + "</ul></div>"]
+    for name, c in coverage.items():
+        body += [f"<h3>{html.escape(name)}</h3>", _table(c)]
+    body += [f"<h2>Participants ({len(table)})</h2>", _table(participant_rows(table)),
+             "<p>Every column per participant, unrounded: participants.csv.</p>"]
+    write_output(folder / "status.html", _page(f"{protocol} study status", "\n".join(body)))
+
+
+def _rule(value) -> str:
+    """A crowd rule's value as text: {'rule': 'all_batches', 'currency': 'USD'} -> 'rule all_batches, currency USD'."""
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {_rule(v)}" for k, v in value.items())
+    if isinstance(value, list):
+        return "/".join(map(str, value))
+    return str(value)
+
+
+def _rate(per_hour: float) -> str:
+    """Annotations per hour as people read them: whole numbers (with thousands separators) from 10 on."""
+    return f"{per_hour:,.0f}" if round(per_hour, 1) >= 10 else f"{per_hour:.1f}"
+
+
+def _duration(hours: float) -> str:
+    """A time left as people say it: minutes under an hour, hours with one decimal above."""
+    return f"{max(1, round(hours * 60))} min" if hours < 1 else f"{hours:.1f} hours"
