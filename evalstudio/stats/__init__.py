@@ -10,4 +10,7 @@ know nothing of Label Studio.
 - significance: Williams test, PERM-BOTH, significance clusters, paired-bootstrap system ranking
 - aggregation: plurality, majority, Dawid-Skene and MACE (crowd-kit)
 - alignment: human-vs-model correlations with CIs, categorical agreement, LLM-judge kappa and calibration (ECE)
+- preference: pairwise win rates (Wilson intervals), Bradley-Terry strengths with bootstrap intervals and on the
+  Elo scale, Chatbot Arena's online Elo, position bias; best-worst tuples, counting scores and split-half
+  reliability
 """

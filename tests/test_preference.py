@@ -1,0 +1,140 @@
+"""Pairwise preference and best-worst statistics (`evalstudio.stats.preference`) against independent
+implementations (choix for Bradley-Terry, statsmodels for Wilson intervals, scipy for the binomial test) and
+hand-computed examples."""
+
+from __future__ import annotations
+
+import choix  # the test oracle (a test dependency, pyproject's `test` extra)
+import numpy as np
+import pandas as pd
+import pytest
+
+from evalstudio.stats import preference as pref
+
+
+def _simulated(n_systems: int = 6, n: int = 3000, ties: float = 0.0, seed: int = 1) -> tuple[pd.DataFrame, np.ndarray]:
+    """Comparisons drawn from a Bradley-Terry model with known strengths (and a share of ties)."""
+    rng = np.random.default_rng(seed)
+    true = np.exp(rng.normal(0, 1, n_systems))
+    left = rng.integers(0, n_systems, n)
+    right = (left + rng.integers(1, n_systems, n)) % n_systems
+    p_left = true[left] / (true[left] + true[right])
+    outcome = np.where(rng.random(n) < p_left, "left", "right")
+    outcome = np.where(rng.random(n) < ties, rng.choice(["tie", "both_bad"], n), outcome)
+    return pd.DataFrame({"left": [f"s{i}" for i in left], "right": [f"s{i}" for i in right], "outcome": outcome}), true
+
+
+def _choix_data(frame: pd.DataFrame, systems: list[str]) -> list[tuple[int, int]]:
+    """(winner, loser) pairs for choix; each decisive judgement twice and a tie once each way (= half a win each)."""
+    index = {s: i for i, s in enumerate(systems)}
+    data = []
+    for left, right, outcome in frame[["left", "right", "outcome"]].itertuples(index=False):
+        i, j = index[left], index[right]
+        data += {"left": [(i, j), (i, j)], "right": [(j, i), (j, i)]}.get(outcome, [(i, j), (j, i)])
+    return data
+
+
+@pytest.mark.parametrize("ties", [0.0, 0.2])
+def test_bradley_terry_equals_choix(ties):
+    frame, _ = _simulated(ties=ties)
+    ours = pref.bradley_terry(frame, n_boot=0).set_index("system").sort_index()
+    systems = list(ours.index)
+    theirs = choix.mm_pairwise(len(systems), _choix_data(frame, systems), tol=1e-12, max_iter=100_000)
+    assert np.allclose(np.log(ours["strength"].to_numpy()), theirs - theirs.mean(), atol=1e-6)
+    assert np.allclose(ours["elo"], 400 * np.log10(np.exp(theirs - theirs.mean())) + 1000, atol=1e-4)
+
+
+def test_bradley_terry_intervals_cover_the_truth_and_refuse_an_unbeaten_system():
+    frame, true = _simulated(n=4000, seed=3)
+    table = pref.bradley_terry(frame, n_boot=300).set_index("system").sort_index()
+    log_true = np.log(true) - np.log(true).mean()
+    inside = (np.log(table["lo"]) <= log_true) & (log_true <= np.log(table["hi"]))
+    assert inside.mean() >= 0.8 and table["resamples_used"].iloc[0] == 300
+    assert (table["lo"] <= table["strength"]).all() and (table["strength"] <= table["hi"]).all()
+    unbeaten = pd.DataFrame({"left": ["a", "a", "b"], "right": ["b", "c", "c"], "outcome": ["left", "left", "tie"]})
+    with pytest.raises(ValueError, match="never beat"):
+        pref.bradley_terry(unbeaten, n_boot=0)
+
+
+def test_win_rates_count_ties_half_with_wilson_intervals():
+    from statsmodels.stats.proportion import proportion_confint
+
+    frame = pd.DataFrame({"left": ["a", "a", "b", "a", "c", "b"], "right": ["b", "c", "c", "b", "a", "a"],
+                          "outcome": ["left", "right", "tie", "both_bad", "left", "left"]})
+    table = pref.win_rates(frame).set_index("system")
+    # a: beat b, lost to c, tie with b, lost to c (c left wins), lost to b (b left wins): 1 win, 1 tie, 3 losses
+    assert table.loc["a", ["comparisons", "wins", "ties", "losses"]].tolist() == [5, 1, 1, 3]
+    assert table.loc["a", "win_rate"] == pytest.approx(1.5 / 5)
+    decisive = frame[frame["outcome"].isin(["left", "right"])]
+    plain = pref.win_rates(decisive).set_index("system")
+    for system, row in plain.iterrows():
+        lo, hi = proportion_confint(row["wins"], row["comparisons"], method="wilson")
+        assert (row["lo"], row["hi"]) == pytest.approx((lo, hi), abs=1e-5)
+
+
+def test_online_elo_follows_the_arena_update_by_hand():
+    frame = pd.DataFrame({"left": ["a", "b", "a"], "right": ["b", "c", "c"], "outcome": ["left", "tie", "right"]})
+    ra = rb = rc = 1000.0
+    e = 1 / (1 + 10 ** ((rb - ra) / 400)); ra, rb = ra + 4 * (1 - e), rb + 4 * (0 - (1 - e))  # noqa: E702
+    e = 1 / (1 + 10 ** ((rc - rb) / 400)); rb, rc = rb + 4 * (0.5 - e), rc + 4 * (0.5 - (1 - e))  # noqa: E702
+    e = 1 / (1 + 10 ** ((rc - ra) / 400)); ra, rc = ra + 4 * (0 - e), rc + 4 * (1 - (1 - e))  # noqa: E702
+    table = pref.online_elo(frame).set_index("system")["elo"]
+    assert table.to_dict() == pytest.approx({"a": ra, "b": rb, "c": rc})
+
+
+def test_position_bias_is_a_binomial_test_on_decisive_judgements():
+    from scipy.stats import binomtest
+
+    frame = pd.DataFrame({"left": "a", "right": "b", "outcome": ["left"] * 62 + ["right"] * 38 + ["tie"] * 9})
+    found = pref.position_bias(frame)
+    assert found["decisive"] == 100 and found["left_share"] == pytest.approx(0.62)
+    assert found["p"] == pytest.approx(binomtest(62, 100, 0.5).pvalue)
+    with pytest.raises(ValueError, match="outcome must be one of"):
+        pref.position_bias(frame.assign(outcome="A"))
+
+
+def test_best_worst_counting_scores_by_hand():
+    """Two annotators, two tuples: the counts worked out by hand (Kiritchenko & Mohammad 2016's definition)."""
+    rows = [("t1", "x", "a", "best"), ("t1", "x", "b", ""), ("t1", "x", "c", ""), ("t1", "x", "d", "worst"),
+            ("t1", "y", "a", ""), ("t1", "y", "b", "best"), ("t1", "y", "c", ""), ("t1", "y", "d", "worst"),
+            ("t2", "x", "a", "best"), ("t2", "x", "c", "worst"), ("t2", "x", "e", ""), ("t2", "x", "f", "")]
+    frame = pd.DataFrame(rows, columns=["tuple", "annotator", "item", "choice"])
+    frame["annotation"] = frame["tuple"] + "/" + frame["annotator"]
+    scores = pref.bws_scores(frame).set_index("item")["score"]
+    # a: 3 appearances, best twice -> 2/3; b: 2, best once -> 1/2; c: 3, worst once -> -1/3; d: 2, worst twice -> -1
+    assert scores.to_dict() == pytest.approx({"a": 2 / 3, "b": 0.5, "c": -1 / 3, "d": -1.0, "e": 0.0, "f": 0.0})
+    with pytest.raises(ValueError, match="exactly one best and one worst"):
+        pref.bws_scores(frame.assign(choice=frame["choice"].replace("worst", "")))
+
+
+def test_best_worst_tuples_are_balanced():
+    items = [f"i{k}" for k in range(40)]
+    tuples = pref.bws_tuples(items, size=4, per_item=8, tries=30)
+    assert len(tuples) == 80 and all(len(set(t)) == 4 for t in tuples)
+    counts = pd.Series([i for t in tuples for i in t]).value_counts()
+    assert (counts == 8).all() and len(counts) == 40
+    pairs = pd.Series([tuple(sorted((x, y))) for t in tuples for x in t for y in t if x < y]).value_counts()
+    assert pairs.max() <= 3  # 480 pair slots over 780 pairs: as even as a random design of the best of 30 gets
+    with pytest.raises(ValueError, match="whole number of tuples"):
+        pref.bws_tuples(items[:7], size=4, per_item=1)
+
+
+def test_split_half_reliability_is_high_for_consistent_annotators_and_low_for_random_ones():
+    rng = np.random.default_rng(4)
+    items = [f"i{k}" for k in range(40)]
+    value = dict(zip(items, rng.normal(size=40)))
+    tuples = pref.bws_tuples(items, tries=5)
+
+    def annotate(noise: float) -> pd.DataFrame:
+        rows = []
+        for t, members in enumerate(tuples):
+            for annotator in range(6):
+                seen = {i: value[i] + rng.normal(0, noise) for i in members}
+                best, worst = max(seen, key=seen.get), min(seen, key=seen.get)
+                rows += [(t, f"{t}/{annotator}", i, "best" if i == best else "worst" if i == worst else "")
+                         for i in members]
+        return pd.DataFrame(rows, columns=["tuple", "annotation", "item", "choice"])
+    consistent = pref.split_half_reliability(annotate(0.3), splits=20)
+    random = pref.split_half_reliability(annotate(100.0), splits=20)
+    assert consistent["splits"] == 20 and consistent["spearman"] > 0.85
+    assert abs(random["spearman"]) < 0.3
