@@ -7,6 +7,8 @@ JSON evalstudio would send, and then, in fresh projects on one Label Studio star
 temp dir unless --database-url is given):
 
   raw         the pre-built task JSON posted with the SDK's `projects.import_tasks`, same batch size
+  raw2        (--concurrent) the same, two batches in flight at a time: whether Label Studio takes concurrent
+              batches faster (issue 29 asks it of PostgreSQL before evalstudio would adopt it)
   evalstudio  `import_files` from the native file: validate everything, convert, look up the project and
               the ids it holds, send batches
   predictions `import_files` into a project with `prefill: true` (stored predictor): every task goes in with
@@ -62,13 +64,21 @@ def worker(kind: str, url: str, key: str, path: str, batch_size: int) -> dict:
     project = registry.load(ROOT / "projects.yaml").get("dialogue")
     project = project.model_copy(update={"title": f"bench {kind} {secrets.token_hex(3)}",
                                          "prefill": kind == "predictions"})
-    if kind in ("raw", "evalstudio", "predictions", "backend"):  # each side imports into an empty project
+    if kind in ("raw", "raw2", "evalstudio", "predictions", "backend"):  # each side imports into an empty project
         project_id, _ = client.ensure_project(project)
     start = time.perf_counter()
     if kind == "raw":
         tasks = json.loads(Path(path).read_text(encoding="utf-8"))
         for i in range(0, len(tasks), batch_size):
             client.sdk.projects.import_tasks(id=project_id, request=tasks[i:i + batch_size])
+        count = len(tasks)
+    elif kind == "raw2":
+        from concurrent.futures import ThreadPoolExecutor
+
+        tasks = json.loads(Path(path).read_text(encoding="utf-8"))
+        batches = [tasks[i:i + batch_size] for i in range(0, len(tasks), batch_size)]
+        with ThreadPoolExecutor(2) as pool:  # two batches in flight (the SDK's httpx client is thread-safe)
+            list(pool.map(lambda batch: client.sdk.projects.import_tasks(id=project_id, request=batch), batches))
         count = len(tasks)
     elif kind in ("evalstudio", "predictions"):
         report = import_files(project, importers.get("dialogue"), [Path(path)], client, batch_size=batch_size)
@@ -156,13 +166,31 @@ def main():
     parser.add_argument("--prefill-sizes", default="10000",
                         help="sizes (of --tasks) at which import + prefill through the ML backend is measured too")
     parser.add_argument("--database-url", help="run Label Studio on this PostgreSQL database instead of SQLite")
+    parser.add_argument("--throwaway-postgres", action="store_true",
+                        help="run Label Studio on a PostgreSQL cluster started for the run (Debian's postgresql, as the "
+                             "test suite starts it)")
+    parser.add_argument("--concurrent", action="store_true",
+                        help="also measure the raw import with two batches in flight (raw2)")
     parser.add_argument("--worker", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         kind, url, key, path, batch_size = args.worker
         print(json.dumps(worker(kind, url, key, path, int(batch_size))))
         return
+    postgres = None
+    if args.throwaway_postgres:
+        from tests.postgres import TempPostgres
 
+        postgres = TempPostgres(_free_port()).start()
+        args.database_url = postgres.create_database("bench")
+    try:
+        _run(args)
+    finally:
+        if postgres is not None:
+            postgres.stop()
+
+
+def _run(args) -> None:
     from evalstudio import importers, registry
     from evalstudio.importing import split_task, iter_tasks
     from evalstudio.server import LocalServer
@@ -190,13 +218,14 @@ def main():
                     for k, (_, data) in enumerate(iter_tasks(project, importers.get("dialogue"), [native])):
                         f.write(("[" if k == 0 else ",\n") + json.dumps(split_task(project, data)))
                     f.write("]")
-                kinds = ["raw", "evalstudio", "predictions"] + (["backend"] if size in prefill_sizes else [])
+                kinds = (["raw", "evalstudio", "predictions"] + (["raw2"] if args.concurrent else [])
+                         + (["backend"] if size in prefill_sizes else []))
                 runs = {kind: [] for kind in kinds}
                 for repeat in range(args.repeats):
                     order = kinds if repeat % 2 == 0 else kinds[::-1]  # the sides alternate
                     for kind in order:
                         print(f"{size} tasks: {kind} import (run {repeat + 1}) ...", file=sys.stderr)
-                        result = measure(kind, server, prebuilt if kind == "raw" else native, args.batch_size,
+                        result = measure(kind, server, prebuilt if kind.startswith("raw") else native, args.batch_size,
                                          backend_env)
                         if result["count"] != size:
                             raise RuntimeError(f"{kind} imported {result['count']} of {size} tasks")
@@ -232,6 +261,12 @@ def main():
               f"| {cell('backend')}{ratio} | {med(runs['raw'], 'peak_mb'):.0f} / {med(runs['evalstudio'], 'peak_mb'):.0f}"
               f" / {med(runs['predictions'], 'peak_mb'):.0f} MB |")
     print("\n(percentages: over (a), the raw import of the same tasks without predictions)")
+    if any(runs.get("raw2") for _, runs in rows):
+        print("\n| tasks | (a) raw import, one batch at a time | (e) raw import, two batches in flight |")
+        print("|---:|---:|---:|")
+        for size, runs in rows:
+            raw, two = med(runs["raw"], "seconds"), med(runs["raw2"], "seconds")
+            print(f"| {size:,} | {raw:.1f} s | {two:.1f} s ({100 * (two / raw - 1):+.1f}%) |")
     if export_rows:
         print(f"\nExport of annotated tasks (two annotations each, {len(project.criteria)} criteria)\n")
         print("| tasks | annotations | evalstudio paged CSV export | peak memory | Label Studio JSON export download |")

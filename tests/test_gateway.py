@@ -557,9 +557,21 @@ def test_a_task_others_hold_is_not_the_end_of_a_participants_work(label_studio, 
         one, two, three = (signed_in(study, pid) for pid in ("HELD1", "HELD2", "HELD3"))
         first, second = one.get("/api/next/dialogue").json(), two.get("/api/next/dialogue").json()
         assert "ref" in first and "ref" in second, (first, second)
+        from .test_browser import CHROMIUM, CHROMIUM_ARGS
+
+        with playwright_with_chromium()() as p:  # the labeling page says so and keeps asking
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            page = browser.new_page()
+            page.goto(f"{url}/s/HELD3/{accounts['HELD3'].access}")
+            page.goto(f"{url}/label/dialogue")
+            page.locator("#status", has_text="being worked on by other participants").wait_for(timeout=60_000)
+            assert "checks again every 30 seconds" in page.inner_text("#status")
+            assert page.locator("#editor").get_attribute("data-task") is None  # no task, and no end message
+            browser.close()
         for _ in range(2):  # held by two locks, then by one annotation and one lock
             held = three.get("/api/next/dialogue")
-            assert held.status_code == 503 and "being worked on by other participants" in held.json()["error"]
+            assert held.status_code == 503 and held.json()["wait"] is True
+            assert "being worked on by other participants" in held.json()["error"]
             assert one.post(f"/api/submit/{first['ref']}", json={"result": good}).status_code in (200, 409)
         assert two.post(f"/api/submit/{second['ref']}", json={"result": good}).json() == {"ok": True}
         done = three.get("/api/next/dialogue")

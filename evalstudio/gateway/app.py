@@ -452,9 +452,9 @@ class Gateway:
             await asyncio.sleep(wait)
             answer = await self._as(session, "GET", f"/api/projects/{part.project_id}/next")
         if answer.status_code == 404:
-            if await self._held(session, part):
-                return _error("Every task left in this part is being worked on by other participants just now.",
-                              503)  # the page asks again, further apart; the participant is not sent away
+            if await self._held(session, part):  # the page keeps asking; the participant is not sent away
+                return JSONResponse({"error": "Every task left in this part is being worked on by other participants "
+                                              "just now.", "wait": True}, status_code=503)
             session.finished.add(part.name)
             return JSONResponse({"finished": "There are no more tasks for you in this part. Thank you!",
                                  "previous": previous})

@@ -147,7 +147,7 @@ const WAITS = [2, 4, 8, 15, 30, 30];
 async function patiently(path, body) {
   for (const wait of WAITS) {
     const answer = await api(path, body);
-    if (!answer.retry) return answer;
+    if (!answer.retry || answer.wait) return answer;  // a wait is the caller's to repeat
     status(answer.error + ' Trying again in ' + wait + ' s…');
     await new Promise((resolve) => setTimeout(resolve, wait * 1000));
   }
@@ -200,6 +200,11 @@ function render(task) {
 }
 async function load(path) {
   const answer = await patiently(path);
+  if (answer.wait) {  // tasks left, held by other participants just now: keep asking, every 30 s
+    status(answer.error + ' This page checks again every 30 seconds; please keep it open.');
+    setTimeout(() => load(path), 30000);
+    return;
+  }
   if (answer.error) { status(answer.error); return; }
   if (answer.finished) {
     if (editor) { editor.destroy(); editor = null; }
