@@ -8,6 +8,8 @@ the usual column names is assumed):
   wide_annotators  one row per item: one column per annotator (a single criterion)
   nested           JSON records holding lists of ratings per criterion, e.g. a context with its responses
                    (`evalstudio.nested`: the spec's `nested:` says where item, system and ratings are)
+  pairwise         one row per comparison of two systems (`evalstudio.comparisons`), analysed by
+                   `exporters.preference` instead
 Metrics: item, [system], metric, [criterion], value (a metric without criterion is compared with every criterion).
 An Amazon MTurk batch results file (HITId, WorkerId, AssignmentStatus, Answer.* columns) is read as it is downloaded;
 its rejected assignments are left out, as MTurk pays and counts only the others.
@@ -111,9 +113,12 @@ class Spec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = "ratings"
-    layout: Literal["long", "wide_criteria", "wide_annotators", "nested"] = "long"
+    layout: Literal["long", "wide_criteria", "wide_annotators", "nested", "pairwise"] = "long"
     nested: Nested | None = None  # layout nested: where item, system and the ratings are
-    columns: dict[Literal["item", "annotator", "system", "agent", "criterion", "value"], str] = {}
+    columns: dict[Literal["item", "annotator", "system", "agent", "criterion", "value", "left", "right", "outcome"],
+                  str] = {}
+    # layout pairwise: the codes of each outcome, when they are not the usual ones (`evalstudio.comparisons`)
+    outcomes: dict[Literal["left", "right", "tie", "both_bad"], list[str]] = {}
     metric_columns: dict[Literal["item", "system", "metric", "criterion", "value", "confidence"], str] = {}
     criteria: dict[str, CriterionSpec] = Field(default_factory=dict)
     missing: list[str] = ["", "NA", "N/A", "NaN", "nan"]  # `re:PATTERN` entries are regular expressions
@@ -134,6 +139,11 @@ class Spec(BaseModel):
             raise ValueError("layout nested and a nested: section go together (nested: says where the ratings are)")
         if self.layout == "nested" and self.columns:
             raise ValueError("layout nested takes its fields from nested:, not columns:")
+        pairwise_only = {"left", "right", "outcome"} & set(self.columns)
+        if pairwise_only and self.layout != "pairwise":
+            raise ValueError(f"columns {', '.join(sorted(pairwise_only))} belong to layout pairwise")
+        if self.outcomes and self.layout != "pairwise":
+            raise ValueError("outcomes belong to layout pairwise")
         return self
 
 

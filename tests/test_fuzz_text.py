@@ -161,3 +161,24 @@ def test_platform_files_hold_ids_as_they_are_or_not_at_all(rows, platform):
     formula = lambda cell: cell[:1] in ("=", "+", "-", "@", "\t", "\r") and not NUMBER.fullmatch(cell)
     assert [row[0] for row in everyone[1:]] == ["'" + p if formula(p) else p for p in frame["participant"]]  # whole rows
     assert not any(formula(cell) for row in everyone for cell in row)  # the file for people opens safely anywhere
+
+
+comparison_rows = st.lists(st.fixed_dictionaries(
+    {"item": st.one_of(st.integers(0, 3), st.sampled_from(["", "=x", "\u00b2"])),
+     "model_a": st.sampled_from(["m1", "m2", "m3", "", "[/x]"]), "model_b": st.sampled_from(["m1", "m2", "m3", "=cmd"]),
+     "winner": st.sampled_from(["model_a", "model_b", "tie", "tie (bothbad)", "A", "", "x"])},
+    optional={"judge": st.sampled_from(["j1", "j2", ""])}), max_size=12)
+
+
+@settings(max_examples=CLI_FUZZ_EXAMPLES, deadline=None)
+@given(rows=comparison_rows, suffix=st.sampled_from([".csv", ".jsonl"]))
+def test_fuzzed_comparisons_through_analyze_exit_0_or_2(rows, suffix):
+    folder = Path(tempfile.mkdtemp(prefix="fuzz-pairs-"))
+    path = folder / f"battles{suffix}"
+    frame = pd.DataFrame(rows, columns=["item", "model_a", "model_b", "winner", "judge"])
+    frame.to_csv(path, index=False) if suffix == ".csv" else frame.to_json(path, orient="records", lines=True)
+    result = invoke(path, "-o", folder / "out", "--bootstrap", "5")
+    assert result.exit_code in (0, 2), result.output
+    event(f"exit {result.exit_code}")
+    if result.exit_code == 2:
+        assert str(path) in result.stderr or "no comparisons" in result.stderr

@@ -138,3 +138,75 @@ def test_split_half_reliability_is_high_for_consistent_annotators_and_low_for_ra
     random = pref.split_half_reliability(annotate(100.0), splits=20)
     assert consistent["splits"] == 20 and consistent["spearman"] > 0.85
     assert abs(random["spearman"]) < 0.3
+
+
+# ---- `evalstudio analyze` of a comparisons file --------------------------------------------------------------------
+
+def _arena_file(path, n: int = 2500, seed: int = 5) -> pd.DataFrame:
+    """Chatbot Arena's battle format (model_a shown first; winner model_a / model_b / tie / tie (bothbad)), with
+    annotators judging the same pairs of the same questions."""
+    rng = np.random.default_rng(seed)
+    true = np.exp(rng.normal(0, 1, 5))
+    a = rng.integers(0, 5, n)
+    b = (a + rng.integers(1, 5, n)) % 5
+    winner = np.where(rng.random(n) < true[a] / (true[a] + true[b]), "model_a", "model_b")
+    winner = np.where(rng.random(n) < 0.1, rng.choice(["tie", "tie (bothbad)"], n), winner)
+    frame = pd.DataFrame({"question_id": rng.integers(0, 150, n), "judge": [f"j{x}" for x in rng.integers(0, 4, n)],
+                          "model_a": [f"m{x}" for x in a], "model_b": [f"m{x}" for x in b], "winner": winner})
+    pair = np.where(frame["model_a"] < frame["model_b"], frame["model_a"] + frame["model_b"],
+                    frame["model_b"] + frame["model_a"])
+    frame = frame[~frame.assign(pair=pair).duplicated(["question_id", "judge", "pair"])].reset_index(drop=True)
+    frame.to_json(path, orient="records", lines=True)
+    return frame
+
+
+def test_a_chatbot_arena_battle_file_is_analysed_as_comparisons(tmp_path):
+    import krippendorff
+
+    from .test_analyze_input import invoke
+
+    battles = _arena_file(tmp_path / "battles.jsonl")
+    result = invoke(tmp_path / "battles.jsonl", "-o", tmp_path / "out", "--bootstrap", "50")
+    assert result.exit_code == 0, result.output
+    assert f"{len(battles)} comparisons of 5 systems on" in result.stdout and "Position bias" in result.stdout
+    out = tmp_path / "out"
+    strengths = pd.read_csv(out / "bradley_terry.csv").set_index("system").sort_index()
+    outcome = battles["winner"].map({"model_a": "left", "model_b": "right"}).fillna("tie")
+    frame = pd.DataFrame({"left": battles["model_a"], "right": battles["model_b"], "outcome": outcome})
+    theirs = choix.mm_pairwise(5, _choix_data(frame, list(strengths.index)), tol=1e-12, max_iter=100_000)
+    assert np.allclose(np.log(strengths["strength"]), theirs - theirs.mean(), atol=1e-6)
+    assert strengths.loc[strengths["elo"].idxmax(), "elo"] > 1000 > strengths["elo"].min()
+    rates = pd.read_csv(out / "win_rates.csv").set_index("system")
+    assert rates["comparisons"].sum() == 2 * len(battles)
+    agreement = pd.read_csv(out / "agreement.csv").iloc[0]
+    pair = np.where(battles["model_a"] < battles["model_b"], battles["model_a"] + "|" + battles["model_b"],
+                    battles["model_b"] + "|" + battles["model_a"])
+    unit = battles["question_id"].astype(str) + "/" + pair
+    winner = np.select([outcome == "left", outcome == "right"], [battles["model_a"], battles["model_b"]], "tie")
+    table = pd.DataFrame({"unit": unit, "coder": battles["judge"], "winner": winner})
+    wide = table.pivot(index="coder", columns="unit", values="winner")
+    codes = {w: i for i, w in enumerate(sorted(set(winner)))}
+    matrix = wide.apply(lambda col: col.map(codes)).to_numpy(dtype=float)
+    expected = krippendorff.alpha(reliability_data=matrix, level_of_measurement="nominal")
+    assert agreement["alpha"] == pytest.approx(expected, abs=1e-9)
+    assert "Strengths" in (out / "index.html").read_text(encoding="utf-8")
+
+
+def test_bad_comparisons_are_reported_at_their_lines(tmp_path):
+    from .test_analyze_input import invoke, write
+
+    path = write(tmp_path, "c.csv", "item,annotator,left,right,outcome\n1,a,x,y,left\n2,a,x,x,right\n3,a,x,y,"
+                                    "better\n,a,x,y,tie\n1,a,x,y,right\n")
+    result = invoke(path, "-o", tmp_path / "out")
+    assert result.exit_code == 2 and not (tmp_path / "out").exists()
+    for expected in (":3: right: the same system on both sides", ":4: outcome: 'better' is not an outcome",
+                     ":5: item: empty", ":6: item: annotator 'a' compared this pair on this item twice"):
+        assert f"{path}{expected}" in result.stderr, result.stderr
+    spec = write(tmp_path, "spec.yaml", "layout: pairwise\ncolumns: {left: first, right: second, outcome: pick}\n"
+                                        "outcomes: {left: ['1'], right: ['2'], tie: ['0']}\n")
+    mapped = write(tmp_path, "m.csv", "item,first,second,pick\n1,x,y,1\n2,y,z,2\n3,z,x,0\n4,x,z,1\n5,y,x,2\n")
+    result = invoke(mapped, "--spec", spec, "-o", tmp_path / "out2", "--bootstrap", "10")
+    assert result.exit_code == 0, result.output
+    rates = pd.read_csv(tmp_path / "out2" / "win_rates.csv").set_index("system")
+    # x: won 1 (vs y), tie with z, won vs z, won vs y (y left lost: "2" means right, x) -> 3 wins 1 tie of 4
+    assert rates.loc["x", ["wins", "ties", "comparisons"]].tolist() == [3, 1, 4]

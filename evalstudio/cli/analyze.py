@@ -23,10 +23,11 @@ def analyze(
              "criterion may be left out; a metric without criterion is compared with every criterion; a metric whose "
              "scores are answers of a categorical or ordinal scale is also checked as an LLM judge).")] = None,
     spec: Annotated[Optional[Path], typer.Option(
-        help="YAML: layout (long | wide_criteria | wide_annotators | nested), columns (item, annotator, system, agent, "
+        help="YAML: layout (long | wide_criteria | wide_annotators | nested | pairwise), columns (item, annotator, system, agent, "
              "criterion, value -> your column names), metric_columns, criteria (scale, min/max or labels, missing), "
              "missing (codes such as N/A); for nested JSON (a context with its responses, each with a list of ratings "
-             "per criterion), nested: expand, item, system, ratings, annotators (README). Without it the long layout with usual column names is assumed and each "
+             "per criterion), nested: expand, item, system, ratings, annotators (README); for comparisons of two outputs, "
+             "layout: pairwise with columns left, right, outcome and outcomes (codes). Without it the long layout with usual column names is assumed and each "
              "criterion's scale is guessed (interval if every value is a number, else nominal).")] = None,
     protocol: Annotated[Optional[str], typer.Option(
         help="Use a built-in protocol's criteria as the spec (e.g. dialogue).")] = None,
@@ -43,8 +44,10 @@ def analyze(
     """Human ceiling (alpha, ICC, Gwet's AC, leave-one-annotator-out), label aggregation (majority, Dawid-Skene,
     MACE), metric correlations at system and segment level with CIs, pairwise and tie-calibrated accuracy, soft
     pairwise accuracy, PERM-BOTH / Williams significance clusters, and the system ranking, for ratings made
-    anywhere. Writes CSVs and index.html to -o. Bad files are reported as file:line: column: message and nothing
+    anywhere. A file of pairwise comparisons (left, right, outcome; or Chatbot Arena's model_a, model_b, winner)
+    gets Bradley-Terry strengths with bootstrap intervals, win rates, Elo, position bias and agreement instead. Writes CSVs and index.html to -o. Bad files are reported as file:line: column: message and nothing
     is analysed."""
+    from ..comparisons import header, looks_pairwise
     from ..exporters.metaeval import analyze as run, write_analysis
     from ..ratings import orient_metrics, read_metrics, read_ratings, read_spec, spec_from_protocol
 
@@ -61,11 +64,21 @@ def analyze(
             console.print("Dawid-Skene is left out: crowd-kit is not installed (pip install 'evalstudio[crowd]').")
         if ratings is None and protocol is None:
             raise BadInput("give a ratings file, or --protocol to read that protocol's projects from Label Studio")
+        chosen_spec = read_spec(spec) if spec else None
+        if ratings is not None and protocol is None and (
+                (chosen_spec is not None and chosen_spec.layout == "pairwise")
+                or (chosen_spec is None and looks_pairwise(header(ratings)))):
+            if metrics is not None or lower_is_better:
+                raise BadInput("comparisons are analysed without --metrics (an LLM judge's verdicts are not "
+                               "compared yet)")
+            page = _comparisons(ratings, chosen_spec, output, bootstrap)
+            console.print(f"analysis written to {page}")
+            return
         if protocol is not None and (ratings is None or ratings.suffix.lower() == ".json"):
             tidy, full_spec, model = _label_studio(protocol, projects, ratings)
             scores = read_metrics(metrics, full_spec, list(full_spec.criteria)) if metrics else model
         else:
-            chosen = read_spec(spec) if spec else (spec_from_protocol(_load(projects).get(protocol)) if protocol else None)
+            chosen = chosen_spec or (spec_from_protocol(_load(projects).get(protocol)) if protocol else None)
             tidy, full_spec = read_ratings(ratings, chosen)
             scores = read_metrics(metrics, full_spec, list(full_spec.criteria)) if metrics else None
         if tidy.empty:
@@ -117,6 +130,48 @@ def _results(tables):
         table.add_row(str(r.criterion), str(r.scale), str(r.ratings), alpha, number(r.loo_pearson), best,
                       number(r.best_r))
     return table
+
+
+def _comparisons(path: Path, spec, output: Path, bootstrap: int) -> Path:
+    """Pairwise comparisons: read, analysed, summarised on the terminal, written; the page's path."""
+    from rich import box
+    from rich.table import Table
+
+    from ..comparisons import read_comparisons
+    from ..exporters.preference import analyze_comparisons, write_comparison_analysis
+
+    comparisons = read_comparisons(path, spec.columns if spec else None, spec.outcomes if spec else None)
+    systems = sorted(set(comparisons["left"]) | set(comparisons["right"]))
+    ties = comparisons["outcome"].isin(["tie", "both_bad"]).mean()
+    annotators = comparisons["annotator"].nunique() if (comparisons["annotator"] != "").any() else 0
+    console.print(f"{_count(len(comparisons), 'comparison')} of {_count(len(systems), 'system')} on "
+                  f"{_count(comparisons['item'].nunique(), 'item')}"
+                  + (f" by {_count(annotators, 'annotator')}" if annotators else "") + f"; {ties:.0%} ties or both bad")
+    with console.status("computing statistics..."):
+        tables, notes = analyze_comparisons(comparisons, n_boot=bootstrap)
+    strengths = tables.get("bradley_terry")
+    if strengths is not None:
+        table = Table(title="Bradley-Terry strengths on the Elo scale (95% bootstrap interval) and win rates",
+                      title_justify="left", box=box.SIMPLE_HEAD)
+        for column in ("system", "Elo", "95% interval", "win rate"):
+            table.add_column(column, justify="left" if column == "system" else "right", overflow="fold")
+        rates = tables["win_rates"].set_index("system")["win_rate"]
+        for r in strengths.itertuples():
+            interval = f"[{r.elo_lo:.0f}, {r.elo_hi:.0f}]" if hasattr(r, "elo_lo") and r.elo_lo == r.elo_lo else "-"
+            table.add_row(str(r.system), f"{r.elo:.0f}", interval, f"{rates[r.system]:.1%}")
+        console.print(table)
+    bias = tables["position_bias"].iloc[0]
+    if bias["decisive"]:
+        console.print(f"Position bias: the left output won {bias['left_share']:.1%} of {int(bias['decisive'])} "
+                      f"decisive judgements (binomial p = {bias['p']:.3g})")
+    agreement = tables["agreement"].iloc[0]
+    if agreement["units"]:
+        console.print(f"Agreement on the winner: alpha {agreement['alpha']:.3f}, {agreement['percent_agreement']:.1%} "
+                      f"of judgement pairs agree ({int(agreement['units'])} items judged twice or more)")
+    for note in notes:
+        console.print(f"Not computed: {note}")
+    return write_comparison_analysis(tables, f"{path.stem}: pairwise comparisons", output,
+                                     [f"Comparisons: {path.name}"] + notes)
 
 
 def _count(n: int, word: str, plural: str | None = None) -> str:

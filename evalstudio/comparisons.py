@@ -1,0 +1,127 @@
+"""Pairwise comparison files (which of two outputs is better) as the frame `stats.preference` reads: item,
+annotator, left, right (the two systems, in the order shown), outcome (left / right / tie / both_bad), line.
+
+Read by `evalstudio analyze` when the spec says `layout: pairwise`, or without a spec when the file has the
+columns of one: `left, right, outcome` or Chatbot Arena's `model_a, model_b, winner` (winner model_a / model_b /
+tie / tie (bothbad); model_a is the one shown first). The spec maps other column names (`columns: {left: ...,
+right: ..., outcome: ...}`) and other outcome codes (`outcomes: {left: [A], right: [B], tie: [same]}`). Every problem
+is reported as `file:line: column: message` and nothing is analysed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .errors import InvalidInput, Problem
+
+ROLES = {
+    "item": ["item", "item_id", "question_id", "prompt_id", "id"],
+    "annotator": ["annotator", "judge", "worker", "WorkerId", "rater", "participant"],
+    "left": ["left", "model_a", "system_a"],
+    "right": ["right", "model_b", "system_b"],
+    "outcome": ["outcome", "winner", "preference"],
+}
+OUTCOME_CODES = {
+    "left": ["left", "model_a", "a", "A"],
+    "right": ["right", "model_b", "b", "B"],
+    "tie": ["tie", "equal", "same"],
+    "both_bad": ["both_bad", "tie (bothbad)", "both bad", "neither"],
+}
+
+
+def header(path: Path) -> list[str]:
+    """A table file's column names, read without reading the file ([] when they cannot be read: the reader that
+    follows then says why)."""
+    import csv
+    import json
+
+    suffix = path.suffix.lower()
+    try:
+        if suffix in (".csv", ".tsv"):
+            with open(path, encoding="utf-8", newline="") as f:
+                return next(csv.reader(f, delimiter="\t" if suffix == ".tsv" else ","), [])
+        if suffix == ".jsonl":
+            with open(path, encoding="utf-8") as f:
+                for line in f:
+                    if line.strip():
+                        record = json.loads(line)
+                        return list(record) if isinstance(record, dict) else []
+        if suffix == ".parquet":
+            import pyarrow.parquet as pq
+
+            return list(pq.read_schema(path).names)
+    except (OSError, UnicodeDecodeError, ValueError, csv.Error, RecursionError, ImportError):
+        return []
+    except Exception:  # noqa: BLE001 - pyarrow's own errors: the reader that follows reports the file
+        return []
+    return []
+
+
+def looks_pairwise(columns) -> bool:
+    """Whether a file's columns are those of comparisons (used when no spec says the layout)."""
+    names = set(map(str, columns))
+    return all(any(alias in names for alias in ROLES[role]) for role in ("left", "right", "outcome")) and not (
+        {"value", "rating", "score"} & names)
+
+
+def _column(frame: pd.DataFrame, given: dict, role: str, required: bool, path: Path) -> str | None:
+    if role in given:
+        if given[role] not in frame.columns:
+            raise InvalidInput([Problem(str(path), 1, given[role], "no such column (columns: "
+                                        f"{', '.join(map(str, frame.columns[:20]))})")], "nothing was analysed")
+        return given[role]
+    found = next((name for name in ROLES[role] if name in frame.columns), None)
+    if found is None and required:
+        raise InvalidInput([Problem(str(path), 1, role, f"no {role} column: name it one of {', '.join(ROLES[role])} "
+                                    "or map it in the spec's columns")], "nothing was analysed")
+    return found
+
+
+def read_comparisons(path: Path, columns: dict | None = None, outcomes: dict | None = None,
+                     max_problems: int = 1000) -> pd.DataFrame:
+    """The comparisons of a CSV, TSV, JSONL or Parquet file; InvalidInput lists every problem (the first
+    `max_problems`, counting all)."""
+    from .ratings import read_table
+
+    columns, codes = columns or {}, {**OUTCOME_CODES, **(outcomes or {})}
+    frame, lines = read_table(path)
+    found = {role: _column(frame, columns, role, role != "annotator", path) for role in ROLES}
+    table = pd.DataFrame({role: frame[name].astype(str).str.strip() if name else "" for role, name in found.items()})
+    meaning = {}
+    for outcome, values in codes.items():
+        for value in values:
+            if meaning.setdefault(str(value), outcome) != outcome:
+                raise InvalidInput([Problem(str(path), None, "outcome", f"the code {value!r} means both "
+                                            f"{meaning[str(value)]} and {outcome} (the spec's outcomes)")],
+                                   "nothing was analysed")
+    problems: list[Problem] = []
+    count = 0
+
+    def add(mask: np.ndarray, field: str, message) -> None:
+        nonlocal count
+        count += int(mask.sum())
+        for i in np.flatnonzero(mask)[: max(0, max_problems - len(problems))]:
+            problems.append(Problem(str(path), int(lines[i]), field, message if isinstance(message, str) else message(i)))
+
+    for role in ("item", "left", "right", "outcome"):
+        add((table[role] == "").to_numpy(), found[role], "empty")
+    add(((table["left"] == table["right"]) & (table["left"] != "")).to_numpy(), found["right"],
+        "the same system on both sides")
+    outcome = table["outcome"].map(meaning)
+    given = table["outcome"].to_numpy()
+    known = ", ".join(f"{k} ({'/'.join(map(str, v[:3]))})" for k, v in codes.items())
+    add((outcome.isna() & (table["outcome"] != "")).to_numpy(), found["outcome"],
+        lambda i: f"'{given[i][:40]}' is not an outcome: {known}; map other codes in the spec's outcomes")
+    if found["annotator"]:
+        keys = ["item", "annotator", "left", "right"]
+        duplicated = table.duplicated(keys).to_numpy()
+        who = table["annotator"].to_numpy()
+        add(duplicated, found["item"], lambda i: f"annotator '{who[i][:40]}' compared this pair on this item twice")
+    if count:
+        raise InvalidInput(sorted(problems, key=lambda p: p.line or 0), "nothing was analysed", total=count)
+    if table.empty:
+        raise InvalidInput([Problem(str(path), None, None, "no comparisons")], "nothing was analysed")
+    return table.assign(outcome=outcome, line=lines)
