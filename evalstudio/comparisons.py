@@ -10,6 +10,7 @@ is reported as `file:line: column: message` and nothing is analysed.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -125,3 +126,80 @@ def read_comparisons(path: Path, columns: dict | None = None, outcomes: dict | N
     if table.empty:
         raise InvalidInput([Problem(str(path), None, None, "no comparisons")], "nothing was analysed")
     return table.assign(outcome=outcome, line=lines)
+
+
+# ---- best-worst scaling -------------------------------------------------------------------------------------------
+BEST = ["best", "best_item", "BestItem", "most"]
+WORST = ["worst", "worst_item", "WorstItem", "least"]
+TUPLE_COLUMN = re.compile(r"(item|Item|ITEM|option|Option)_?[0-9]+")
+
+
+def looks_best_worst(columns) -> bool:
+    """Whether a file's columns are those of best-worst annotations: a best and a worst column and two or more item
+    columns (item1, item2, ... or Item1 ...)."""
+    names = [str(c) for c in columns]
+    return (any(b in names for b in BEST) and any(w in names for w in WORST)
+            and sum(bool(TUPLE_COLUMN.fullmatch(n)) for n in names) >= 2)
+
+
+def read_best_worst(path: Path, columns: dict | None = None, tuple_columns: list[str] | None = None,
+                    max_problems: int = 1000) -> pd.DataFrame:
+    """Best-worst annotations, one row per annotated tuple (its items in item1..itemN, the chosen best and worst,
+    optionally annotator and tuple), as the long frame `stats.preference.bws_scores` reads: tuple, annotation,
+    annotator, item, choice, line. InvalidInput lists every problem."""
+    from .ratings import read_table
+
+    columns = columns or {}
+    frame, lines = read_table(path)
+    names = [str(c) for c in frame.columns]
+    members = tuple_columns or [n for n in names if TUPLE_COLUMN.fullmatch(n)]
+    missing = [c for c in members if c not in names]
+
+    def pick(role: str, aliases: list[str]) -> str | None:
+        if role in columns:
+            return columns[role] if columns[role] in names else None
+        return next((a for a in aliases if a in names), None)
+    best, worst = pick("best", BEST), pick("worst", WORST)
+    annotator = pick("annotator", ROLES["annotator"])
+    tuple_id = pick("tuple", ["tuple", "tuple_id"])
+    if missing or len(members) < 2 or best is None or worst is None:
+        what = (f"no column {', '.join(missing)}" if missing else "fewer than two item columns (item1, item2, ...)"
+                if len(members) < 2 else f"no {'best' if best is None else 'worst'} column")
+        raise InvalidInput([Problem(str(path), 1, None, f"{what} (columns: {', '.join(names[:20])})")],
+                           "nothing was analysed")
+    items = frame[members].astype(str).apply(lambda col: col.str.strip()).to_numpy()
+    chosen_best = frame[best].astype(str).str.strip().to_numpy()
+    chosen_worst = frame[worst].astype(str).str.strip().to_numpy()
+    problems: list[Problem] = []
+    count = 0
+    rows: dict[str, list] = {k: [] for k in ("tuple", "annotation", "annotator", "item", "choice", "line")}
+    for i, line in enumerate(lines):
+        found = []
+        tuple_items = [x for x in items[i] if x]
+        if len(tuple_items) < len(members):
+            found.append((members[0], "an item cell is empty"))
+        if len(set(tuple_items)) < len(tuple_items):
+            found.append((members[0], "the same item twice in one tuple"))
+        for role, value, column in (("best", chosen_best[i], best), ("worst", chosen_worst[i], worst)):
+            if value not in tuple_items:
+                found.append((column, f"the {role} item '{value[:40]}' is not one of the tuple's items"))
+        if chosen_best[i] == chosen_worst[i] and chosen_best[i]:
+            found.append((worst, "the same item chosen best and worst"))
+        if found:
+            count += len(found)
+            problems += [Problem(str(path), int(line), field, message) for field, message in found][
+                : max(0, max_problems - len(problems))]
+            continue
+        key = str(frame[tuple_id].iloc[i]) if tuple_id else " | ".join(sorted(tuple_items))
+        for item in tuple_items:
+            rows["tuple"].append(key)
+            rows["annotation"].append(f"line {line}")
+            rows["annotator"].append(str(frame[annotator].iloc[i]) if annotator else "")
+            rows["item"].append(item)
+            rows["choice"].append("best" if item == chosen_best[i] else "worst" if item == chosen_worst[i] else "")
+            rows["line"].append(int(line))
+    if count:
+        raise InvalidInput(problems, "nothing was analysed", total=count)
+    if not rows["item"]:
+        raise InvalidInput([Problem(str(path), None, None, "no annotated tuples")], "nothing was analysed")
+    return pd.DataFrame(rows)

@@ -10,6 +10,7 @@ the usual column names is assumed):
                    (`evalstudio.nested`: the spec's `nested:` says where item, system and ratings are)
   pairwise         one row per comparison of two systems (`evalstudio.comparisons`), analysed by
                    `exporters.preference` instead
+  best_worst       one row per annotated tuple: item1..itemN, best, worst (`evalstudio.comparisons`), likewise
 Metrics: item, [system], metric, [criterion], value (a metric without criterion is compared with every criterion).
 An Amazon MTurk batch results file (HITId, WorkerId, AssignmentStatus, Answer.* columns) is read as it is downloaded;
 its rejected assignments are left out, as MTurk pays and counts only the others.
@@ -113,10 +114,11 @@ class Spec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = "ratings"
-    layout: Literal["long", "wide_criteria", "wide_annotators", "nested", "pairwise"] = "long"
+    layout: Literal["long", "wide_criteria", "wide_annotators", "nested", "pairwise", "best_worst"] = "long"
     nested: Nested | None = None  # layout nested: where item, system and the ratings are
-    columns: dict[Literal["item", "annotator", "system", "agent", "criterion", "value", "left", "right", "outcome"],
-                  str] = {}
+    columns: dict[Literal["item", "annotator", "system", "agent", "criterion", "value", "left", "right", "outcome",
+                          "best", "worst", "tuple"], str] = {}
+    tuple_columns: list[str] = []  # layout best_worst: the columns holding a tuple's items (default item1, item2, ...)
     # layout pairwise: the codes of each outcome, when they are not the usual ones (`evalstudio.comparisons`)
     outcomes: dict[Literal["left", "right", "tie", "both_bad"], list[str]] = {}
     metric_columns: dict[Literal["item", "system", "metric", "criterion", "value", "confidence"], str] = {}
@@ -142,6 +144,9 @@ class Spec(BaseModel):
         pairwise_only = {"left", "right", "outcome"} & set(self.columns)
         if pairwise_only and self.layout != "pairwise":
             raise ValueError(f"columns {', '.join(sorted(pairwise_only))} belong to layout pairwise")
+        best_worst_only = {"best", "worst", "tuple"} & set(self.columns)
+        if (best_worst_only or self.tuple_columns) and self.layout != "best_worst":
+            raise ValueError("columns best, worst, tuple and tuple_columns belong to layout best_worst")
         if self.outcomes and self.layout != "pairwise":
             raise ValueError("outcomes belong to layout pairwise")
         return self

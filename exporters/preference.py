@@ -1,6 +1,7 @@
-"""`evalstudio analyze` of pairwise comparisons (`evalstudio.comparisons`): win rates, Bradley-Terry strengths with
-bootstrap intervals and on the Elo scale, Chatbot Arena's online Elo, position bias, and agreement between
-annotators on preferences; as tables (no IO) and a report folder (CSVs + one HTML page)."""
+"""`evalstudio analyze` of pairwise comparisons and of best-worst annotations (`evalstudio.comparisons`): win rates,
+Bradley-Terry strengths with bootstrap intervals and on the Elo scale, Chatbot Arena's online Elo, position bias,
+and agreement between annotators on preferences; best-worst counting scores and split-half reliability; as tables
+(no IO) and a report folder (CSVs + one HTML page)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,9 @@ _EXPLAIN = {
            "depends on the order, the Bradley-Terry fit does not.",
     "position": "Whether the output shown first (left) wins more often than chance among decisive judgements "
                 "(exact binomial test against 1/2).",
+    "judges": "Each judge's verdict against the humans' plurality verdict on the same item and pair, the position "
+              "taken out (MT-Bench's agreement): the share of units on which they agree, the same without the units "
+              "where either says tie, and Cohen's kappa over first / second / tie.",
     "agreement": "Agreement between annotators on which system is better (a tie or both bad is one answer), over "
                  "items on which the same pair was judged by two or more annotators: Krippendorff's alpha (nominal) "
                  "and the share of agreeing pairs of judgements.",
@@ -51,9 +55,63 @@ def preference_agreement(comparisons: pd.DataFrame) -> dict:
     return out
 
 
-def analyze_comparisons(comparisons: pd.DataFrame, n_boot: int = 1000) -> tuple[dict[str, pd.DataFrame], list[str]]:
-    """(tables by CSV name, notes): what could not be computed is said in the notes and in not_computed.csv."""
+def _unit_labels(comparisons: pd.DataFrame) -> pd.DataFrame:
+    """Per judgement: its unit (item and the unordered pair) and what it says relative to the pair: "first" (the
+    alphabetically first system won), "second" or "tie" (a tie or both bad); the position is taken out."""
+    first = np.minimum(comparisons["left"].to_numpy(dtype=object), comparisons["right"].to_numpy(dtype=object))
+    second = np.maximum(comparisons["left"].to_numpy(dtype=object), comparisons["right"].to_numpy(dtype=object))
+    winner = np.select([comparisons["outcome"] == "left", comparisons["outcome"] == "right"],
+                       [comparisons["left"], comparisons["right"]], "")
+    label = np.where(winner == "", "tie", np.where(winner == first, "first", "second"))
+    unit = comparisons["item"].astype(str).to_numpy() + " || " + first + " | " + second
+    return pd.DataFrame({"unit": unit, "label": label, "judge": comparisons["annotator"].to_numpy()})
+
+
+def _plurality(frame: pd.DataFrame) -> pd.Series:
+    """The most frequent label per unit; units whose top labels tie are left out."""
+    counts = frame.groupby(["unit", "label"]).size().rename("n").reset_index()
+    top = counts.groupby("unit")["n"].transform("max")
+    best = counts[counts["n"] == top]
+    single = best.groupby("unit")["label"].transform("size") == 1
+    return best[single.to_numpy()].set_index("unit")["label"]
+
+
+def judge_agreement(humans: pd.DataFrame, judges: pd.DataFrame) -> pd.DataFrame:
+    """Per judge (the judges file's annotator column), agreement with the humans' plurality verdict on the same
+    item and pair, the position taken out (MT-Bench's agreement, Zheng et al. 2023): share of units on which they
+    agree, the same over units where neither says tie, and Cohen's kappa over first / second / tie. Units whose
+    human verdict is a tie between answers are left out (`human_no_plurality`)."""
+    from sklearn.metrics import cohen_kappa_score
+
+    human_units = _unit_labels(humans)
+    human = _plurality(human_units)
+    rows = []
+    for name, own in _unit_labels(judges).groupby("judge", sort=True):
+        verdict = _plurality(own)
+        both = human.index.intersection(verdict.index)
+        h, j = human[both].to_numpy(), verdict[both].to_numpy()
+        decisive = (h != "tie") & (j != "tie")
+        row = {"judge": name or "judge", "units": int(len(both)),
+               "human_no_plurality": int(len(set(own["unit"]) & set(human_units["unit"])) - len(both)),
+               "agreement": float((h == j).mean()) if len(both) else float("nan"),
+               "decisive_units": int(decisive.sum()),
+               "agreement_without_ties": float((h[decisive] == j[decisive]).mean()) if decisive.any() else float("nan"),
+               "kappa": float("nan"), "human_ties": int((h == "tie").sum()), "judge_ties": int((j == "tie").sum())}
+        if len(both) and len(set(h) | set(j)) > 1:
+            row["kappa"] = float(cohen_kappa_score(h, j, labels=["first", "second", "tie"]))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def analyze_comparisons(comparisons: pd.DataFrame, n_boot: int = 1000,
+                        judges: pd.DataFrame | None = None) -> tuple[dict[str, pd.DataFrame], list[str]]:
+    """(tables by CSV name, notes): what could not be computed is said in the notes and in not_computed.csv.
+    `judges`: an LLM judge's (or several judges') verdicts on the same items, in the same columns."""
     tables, notes = {}, []
+    if judges is not None:
+        tables["judge_agreement"] = judge_agreement(comparisons, judges)
+        if not (tables["judge_agreement"]["units"] > 0).any():
+            notes.append("judge_agreement: the judges' verdicts share no item and pair with the humans'")
     tables["win_rates"] = pref.win_rates(comparisons)
     try:
         tables["bradley_terry"] = pref.bradley_terry(comparisons, n_boot=n_boot)
@@ -105,6 +163,49 @@ def write_comparison_analysis(tables: dict[str, pd.DataFrame], title: str, out_d
              "<h2>Online Elo</h2>", f"<p>{_EXPLAIN['elo']}</p>", _table(tables["elo"]),
              "<h2>Position bias</h2>", f"<p>{_EXPLAIN['position']}</p>", _table(tables["position_bias"]),
              "<h2>Agreement between annotators</h2>", f"<p>{_EXPLAIN['agreement']}</p>", _table(tables["agreement"])]
+    if "judge_agreement" in tables:
+        body += ["<h2>Judges against the humans</h2>", f"<p>{_EXPLAIN['judges']}</p>", _table(tables["judge_agreement"])]
+    index = out_dir / "index.html"
+    write_output(index, _page(title, "\n".join(body)))
+    return index
+
+
+def analyze_best_worst(annotations: pd.DataFrame, splits: int = 100) -> tuple[dict[str, pd.DataFrame], list[str]]:
+    """(tables by CSV name, notes): counting scores and split-half reliability."""
+    tables, notes = {"bws_scores": pref.bws_scores(annotations)}, []
+    reliability = pref.split_half_reliability(annotations, splits=splits)
+    per_tuple = annotations.drop_duplicates(["tuple", "annotation"]).groupby("tuple").size()
+    tables["reliability"] = pd.DataFrame([{**reliability, "tuples": len(per_tuple),
+                                           "annotations_per_tuple": float(per_tuple.mean())}])
+    if reliability["splits"] == 0:
+        notes.append("reliability: split-half reliability needs tuples annotated twice or more, so that both halves "
+                     "score three or more items")
+        tables["not_computed"] = pd.DataFrame({"table": ["reliability"], "reason": [notes[-1].split(": ", 1)[1]]})
+    return tables, notes
+
+
+def write_best_worst_analysis(tables: dict[str, pd.DataFrame], title: str, out_dir: Path, notes=()) -> Path:
+    from .files import write_csv, write_output
+    from .report import _img, _page, _table, plt
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name, table in tables.items():
+        write_csv(table, out_dir / f"{name}.csv")
+    scores = tables["bws_scores"].sort_values("score")
+    shown = scores if len(scores) <= 60 else pd.concat([scores.head(30), scores.tail(30)])
+    fig, ax = plt.subplots(figsize=(6.5, 0.25 * len(shown) + 1.2))
+    ax.barh(np.arange(len(shown)), shown["score"])
+    ax.set_yticks(np.arange(len(shown)), shown["item"].astype(str).str[:30], fontsize=7)
+    ax.set_xlabel("best-worst score (%best - %worst)" + (", lowest and highest 30" if len(scores) > 60 else ""),
+                  fontsize=8)
+    fig.tight_layout()
+    esc = html.escape
+    body = [f"<h1>{esc(title)}</h1>"] + [f"<p>{esc(n)}</p>" for n in notes] + [
+        "<h2>Scores</h2>", "<p>Counting scores (Kiritchenko and Mohammad 2016): the share of an item's appearances in "
+        "which it was chosen best minus the share in which it was chosen worst.</p>", _img(fig),
+        _table(tables["bws_scores"]), "<h2>Split-half reliability</h2>",
+        "<p>The annotations of each tuple split at random into two halves, scores computed from each, their Spearman "
+        "correlation averaged over the splits.</p>", _table(tables["reliability"])]
     index = out_dir / "index.html"
     write_output(index, _page(title, "\n".join(body)))
     return index

@@ -210,3 +210,75 @@ def test_bad_comparisons_are_reported_at_their_lines(tmp_path):
     rates = pd.read_csv(tmp_path / "out2" / "win_rates.csv").set_index("system")
     # x: won 1 (vs y), tie with z, won vs z, won vs y (y left lost: "2" means right, x) -> 3 wins 1 tie of 4
     assert rates.loc["x", ["wins", "ties", "comparisons"]].tolist() == [3, 1, 4]
+
+
+def test_a_best_worst_file_is_scored_with_its_reliability(tmp_path):
+    """One row per annotated tuple (item1..item4, best, worst, annotator), as Kiritchenko & Mohammad's annotation
+    files are: scores equal the hand-countable definition and the split-half reliability of consistent annotators
+    is high."""
+    from .test_analyze_input import invoke
+
+    rng = np.random.default_rng(9)
+    items = [f"w{k}" for k in range(24)]
+    value = dict(zip(items, np.linspace(-2, 2, 24)))
+    rows = []
+    for t, members in enumerate(pref.bws_tuples(items, tries=5)):
+        for annotator in range(4):
+            seen = {i: value[i] + rng.normal(0, 0.4) for i in members}
+            rows.append({**{f"item{k + 1}": m for k, m in enumerate(members)}, "annotator": f"a{annotator}",
+                         "best": max(seen, key=seen.get), "worst": min(seen, key=seen.get)})
+    frame = pd.DataFrame(rows)
+    frame.to_csv(tmp_path / "bws.csv", index=False)
+    result = invoke(tmp_path / "bws.csv", "-o", tmp_path / "out", "--bootstrap", "20")
+    assert result.exit_code == 0, result.output
+    assert "Split-half reliability" in result.stdout
+    scores = pd.read_csv(tmp_path / "out" / "bws_scores.csv").set_index("item")
+    members = frame[[f"item{k}" for k in range(1, 5)]]
+    for item in ("w0", "w11", "w23"):
+        appearances = int((members == item).to_numpy().sum())
+        expected = ((frame["best"] == item).sum() - (frame["worst"] == item).sum()) / appearances
+        assert scores.loc[item, "appearances"] == appearances and scores.loc[item, "score"] == pytest.approx(expected)
+    assert pd.read_csv(tmp_path / "out" / "reliability.csv")["spearman"].iloc[0] > 0.9
+    assert scores.index[0] == "w23" or scores.loc["w23", "score"] > 0.8
+
+
+def test_bad_best_worst_rows_are_reported_at_their_lines(tmp_path):
+    from .test_analyze_input import invoke, write
+
+    path = write(tmp_path, "bws.csv", "item1,item2,item3,item4,best,worst\na,b,c,d,a,d\na,b,c,d,e,d\n"
+                                      "a,a,c,d,a,d\na,b,c,d,b,b\na,b,,d,a,d\n")
+    result = invoke(path, "-o", tmp_path / "out")
+    assert result.exit_code == 2 and not (tmp_path / "out").exists()
+    for expected in (":3: best: the best item 'e' is not one of the tuple's items",
+                     ":4: item1: the same item twice in one tuple", ":5: worst: the same item chosen best and worst",
+                     ":6: item1: an item cell is empty"):
+        assert f"{path}{expected}" in result.stderr, result.stderr
+
+
+def test_an_llm_judges_verdicts_are_compared_with_the_humans_plurality(tmp_path):
+    """MT-Bench's agreement: per item and pair (the position taken out), the judge's verdict against the humans'
+    plurality; checked by hand and Cohen's kappa against scikit-learn."""
+    from sklearn.metrics import cohen_kappa_score
+
+    from .test_analyze_input import invoke, write
+
+    humans = write(tmp_path, "h.csv", "item,annotator,left,right,outcome\n"
+                   "1,a,x,y,left\n1,b,y,x,right\n1,c,x,y,right\n"   # item 1: x, x, y -> x ("first")
+                   "2,a,x,y,tie\n2,b,x,y,tie\n"                     # item 2: tie
+                   "3,a,y,z,left\n3,b,z,y,right\n"                  # item 3: y, y -> y ("first" of y|z)
+                   "4,a,x,z,left\n4,b,x,z,right\n")                 # item 4: x vs z: no plurality, left out
+    judge = write(tmp_path, "j.csv", "item,judge,left,right,outcome\n"
+                  "1,gpt,y,x,right\n"       # x: agrees
+                  "2,gpt,x,y,left\n"        # x, humans tie: disagrees
+                  "3,gpt,z,y,left\n"        # z, humans y: disagrees
+                  "4,gpt,x,z,left\n")       # no human plurality
+    result = invoke(humans, "--metrics", judge, "-o", tmp_path / "out", "--bootstrap", "0")
+    assert result.exit_code == 0, result.output
+    row = pd.read_csv(tmp_path / "out" / "judge_agreement.csv").iloc[0]
+    assert (row["judge"], row["units"], row["human_no_plurality"]) == ("gpt", 3, 1)
+    assert row["agreement"] == pytest.approx(1 / 3)
+    assert row["decisive_units"] == 2 and row["agreement_without_ties"] == pytest.approx(0.5)
+    expected = cohen_kappa_score(["first", "tie", "first"], ["first", "first", "second"],
+                                 labels=["first", "second", "tie"])
+    assert row["kappa"] == pytest.approx(expected)
+    assert "Judge gpt against the humans: agrees on 33.3% of 3" in result.stdout

@@ -27,7 +27,8 @@ def analyze(
              "criterion, value -> your column names), metric_columns, criteria (scale, min/max or labels, missing), "
              "missing (codes such as N/A); for nested JSON (a context with its responses, each with a list of ratings "
              "per criterion), nested: expand, item, system, ratings, annotators (README); for comparisons of two outputs, "
-             "layout: pairwise with columns left, right, outcome and outcomes (codes). Without it the long layout with usual column names is assumed and each "
+             "layout: pairwise with columns left, right, outcome and outcomes (codes); for best-worst annotations, layout: "
+             "best_worst with columns best, worst and tuple_columns. Without it the long layout with usual column names is assumed and each "
              "criterion's scale is guessed (interval if every value is a number, else nominal).")] = None,
     protocol: Annotated[Optional[str], typer.Option(
         help="Use a built-in protocol's criteria as the spec (e.g. dialogue).")] = None,
@@ -45,9 +46,10 @@ def analyze(
     MACE), metric correlations at system and segment level with CIs, pairwise and tie-calibrated accuracy, soft
     pairwise accuracy, PERM-BOTH / Williams significance clusters, and the system ranking, for ratings made
     anywhere. A file of pairwise comparisons (left, right, outcome; or Chatbot Arena's model_a, model_b, winner)
-    gets Bradley-Terry strengths with bootstrap intervals, win rates, Elo, position bias and agreement instead. Writes CSVs and index.html to -o. Bad files are reported as file:line: column: message and nothing
+    gets Bradley-Terry strengths with bootstrap intervals, win rates, Elo, position bias and agreement instead; a
+    file of best-worst annotations (item1..itemN, best, worst) gets counting scores and split-half reliability. Writes CSVs and index.html to -o. Bad files are reported as file:line: column: message and nothing
     is analysed."""
-    from ..comparisons import header, looks_pairwise
+    from ..comparisons import header, looks_best_worst, looks_pairwise
     from ..exporters.metaeval import analyze as run, write_analysis
     from ..ratings import orient_metrics, read_metrics, read_ratings, read_spec, spec_from_protocol
 
@@ -65,15 +67,19 @@ def analyze(
         if ratings is None and protocol is None:
             raise BadInput("give a ratings file, or --protocol to read that protocol's projects from Label Studio")
         chosen_spec = read_spec(spec) if spec else None
-        if ratings is not None and protocol is None and (
-                (chosen_spec is not None and chosen_spec.layout == "pairwise")
-                or (chosen_spec is None and looks_pairwise(header(ratings)))):
-            if metrics is not None or lower_is_better:
-                raise BadInput("comparisons are analysed without --metrics (an LLM judge's verdicts are not "
-                               "compared yet)")
-            page = _comparisons(ratings, chosen_spec, output, bootstrap)
-            console.print(f"analysis written to {page}")
-            return
+        for layout, looks, run_layout, what in (
+                ("best_worst", looks_best_worst, _best_worst, "best-worst annotations"),
+                ("pairwise", looks_pairwise, _comparisons, "comparisons")):  # analysed on their own terms
+            if ratings is not None and protocol is None and (
+                    (chosen_spec is not None and chosen_spec.layout == layout)
+                    or (chosen_spec is None and looks(header(ratings)))):
+                if lower_is_better or (metrics is not None and layout != "pairwise"):
+                    raise BadInput(f"{what} are analysed without --metrics and --lower-is-better"
+                                   + (" (--metrics takes an LLM judge's verdicts on comparisons)"
+                                      if layout != "pairwise" else ""))
+                page = run_layout(ratings, chosen_spec, output, bootstrap, metrics)
+                console.print(f"analysis written to {page}")
+                return
         if protocol is not None and (ratings is None or ratings.suffix.lower() == ".json"):
             tidy, full_spec, model = _label_studio(protocol, projects, ratings)
             scores = read_metrics(metrics, full_spec, list(full_spec.criteria)) if metrics else model
@@ -132,8 +138,10 @@ def _results(tables):
     return table
 
 
-def _comparisons(path: Path, spec, output: Path, bootstrap: int) -> Path:
-    """Pairwise comparisons: read, analysed, summarised on the terminal, written; the page's path."""
+def _comparisons(path: Path, spec, output: Path, bootstrap: int, judges_file: Path | None = None) -> Path:
+    """Pairwise comparisons (and an LLM judge's verdicts on them, in the same columns): read, analysed, summarised
+    on the terminal, written; the page's path."""
+    import pandas as pd
     from rich import box
     from rich.table import Table
 
@@ -141,6 +149,11 @@ def _comparisons(path: Path, spec, output: Path, bootstrap: int) -> Path:
     from ..exporters.preference import analyze_comparisons, write_comparison_analysis
 
     comparisons = read_comparisons(path, spec.columns if spec else None, spec.outcomes if spec else None)
+    judges = None
+    if judges_file is not None:
+        judges = read_comparisons(judges_file, spec.columns if spec else None, spec.outcomes if spec else None)
+        if (judges["annotator"] == "").all():
+            judges["annotator"] = judges_file.stem  # one judge, named after its file
     systems = sorted(set(comparisons["left"]) | set(comparisons["right"]))
     ties = comparisons["outcome"].isin(["tie", "both_bad"]).mean()
     annotators = comparisons["annotator"].nunique() if (comparisons["annotator"] != "").any() else 0
@@ -148,7 +161,7 @@ def _comparisons(path: Path, spec, output: Path, bootstrap: int) -> Path:
                   f"{_count(comparisons['item'].nunique(), 'item')}"
                   + (f" by {_count(annotators, 'annotator')}" if annotators else "") + f"; {ties:.0%} ties or both bad")
     with console.status("computing statistics..."):
-        tables, notes = analyze_comparisons(comparisons, n_boot=bootstrap)
+        tables, notes = analyze_comparisons(comparisons, n_boot=bootstrap, judges=judges)
     strengths = tables.get("bradley_terry")
     if strengths is not None:
         table = Table(title="Bradley-Terry strengths on the Elo scale (95% bootstrap interval) and win rates",
@@ -168,10 +181,42 @@ def _comparisons(path: Path, spec, output: Path, bootstrap: int) -> Path:
     if agreement["units"]:
         console.print(f"Agreement on the winner: alpha {agreement['alpha']:.3f}, {agreement['percent_agreement']:.1%} "
                       f"of judgement pairs agree ({int(agreement['units'])} items judged twice or more)")
+    for r in tables.get("judge_agreement", pd.DataFrame()).itertuples():
+        console.print(f"Judge {r.judge} against the humans: agrees on {r.agreement:.1%} of {r.units} items and pairs "
+                      f"({r.agreement_without_ties:.1%} without ties), kappa {r.kappa:.3f}")
+    return _written(write_comparison_analysis, tables, notes, f"{path.stem}: pairwise comparisons", output,
+                    f"Comparisons: {path.name}" + (f"; judges: {judges_file.name}" if judges_file else ""))
+
+
+def _best_worst(path: Path, spec, output: Path, bootstrap: int, _metrics: Path | None = None) -> Path:
+    """Best-worst annotations: read, scored, summarised on the terminal, written; the page's path."""
+    from ..comparisons import read_best_worst
+    from ..exporters.preference import analyze_best_worst, write_best_worst_analysis
+
+    annotations = read_best_worst(path, spec.columns if spec else None, spec.tuple_columns if spec else None)
+    tuples = annotations["tuple"].nunique()
+    count = annotations["annotation"].nunique()
+    console.print(f"{_count(count, 'annotated tuple')} ({_count(tuples, 'tuple')}) of "
+                  f"{_count(annotations['item'].nunique(), 'item')}")
+    with console.status("computing statistics..."):
+        tables, notes = analyze_best_worst(annotations, splits=min(max(bootstrap, 1), 100))
+    scores = tables["bws_scores"]
+    top = ", ".join(f"{r.item} ({r.score:+.2f})" for r in scores.head(3).itertuples())
+    bottom = ", ".join(f"{r.item} ({r.score:+.2f})" for r in scores.tail(3).iloc[::-1].itertuples())
+    console.print(f"Highest scores: {top}; lowest: {bottom}")
+    reliability = tables["reliability"].iloc[0]
+    if reliability["splits"]:
+        console.print(f"Split-half reliability (Spearman, mean of {int(reliability['splits'])} random splits): "
+                      f"{reliability['spearman']:.3f}")
+    return _written(write_best_worst_analysis, tables, notes, f"{path.stem}: best-worst scaling", output,
+                    f"Annotations: {path.name}")
+
+
+def _written(write, tables, notes: list[str], title: str, output: Path, source: str) -> Path:
+    """What could not be computed said on the terminal, then the tables and page written by `write`."""
     for note in notes:
         console.print(f"Not computed: {note}")
-    return write_comparison_analysis(tables, f"{path.stem}: pairwise comparisons", output,
-                                     [f"Comparisons: {path.name}"] + notes)
+    return write(tables, title, output, [source] + notes)
 
 
 def _count(n: int, word: str, plural: str | None = None) -> str:
