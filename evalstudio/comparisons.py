@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .errors import InvalidInput, Problem
+from .errors import MAX_PROBLEMS, InvalidInput, Problem, Problems
 
 ROLES = {
     "item": ["item", "item_id", "question_id", "prompt_id", "id"],
@@ -68,28 +68,15 @@ def looks_pairwise(columns) -> bool:
         {"value", "rating", "score"} & names)
 
 
-def _column(frame: pd.DataFrame, given: dict, role: str, required: bool, path: Path) -> str | None:
-    if role in given:
-        if given[role] not in frame.columns:
-            raise InvalidInput([Problem(str(path), 1, given[role], "no such column (columns: "
-                                        f"{', '.join(map(str, frame.columns[:20]))})")], "nothing was analysed")
-        return given[role]
-    found = next((name for name in ROLES[role] if name in frame.columns), None)
-    if found is None and required:
-        raise InvalidInput([Problem(str(path), 1, role, f"no {role} column: name it one of {', '.join(ROLES[role])} "
-                                    "or map it in the spec's columns")], "nothing was analysed")
-    return found
-
-
 def read_comparisons(path: Path, columns: dict | None = None, outcomes: dict | None = None,
-                     max_problems: int = 1000) -> pd.DataFrame:
+                     max_problems: int = MAX_PROBLEMS) -> pd.DataFrame:
     """The comparisons of a CSV, TSV, JSONL or Parquet file; InvalidInput lists every problem (the first
     `max_problems`, counting all)."""
-    from .ratings import read_table
+    from .ratings import find_column, read_table
 
     columns, codes = columns or {}, {**OUTCOME_CODES, **(outcomes or {})}
     frame, lines = read_table(path)
-    found = {role: _column(frame, columns, role, role != "annotator", path) for role in ROLES}
+    found = {role: find_column(frame, columns, role, role != "annotator", path, ROLES) for role in ROLES}
     table = pd.DataFrame({role: frame[name].astype(str).str.strip() if name else "" for role, name in found.items()})
     meaning = {}
     for outcome, values in codes.items():
@@ -98,14 +85,10 @@ def read_comparisons(path: Path, columns: dict | None = None, outcomes: dict | N
                 raise InvalidInput([Problem(str(path), None, "outcome", f"the code {value!r} means both "
                                             f"{meaning[str(value)]} and {outcome} (the spec's outcomes)")],
                                    "nothing was analysed")
-    problems: list[Problem] = []
-    count = 0
+    problems = Problems(path, max_problems)
 
     def add(mask: np.ndarray, field: str, message) -> None:
-        nonlocal count
-        count += int(mask.sum())
-        for i in np.flatnonzero(mask)[: max(0, max_problems - len(problems))]:
-            problems.append(Problem(str(path), int(lines[i]), field, message if isinstance(message, str) else message(i)))
+        problems.add_rows(mask, lines, field, message)
 
     for role in ("item", "left", "right", "outcome"):
         add((table[role] == "").to_numpy(), found[role], "empty")
@@ -121,8 +104,7 @@ def read_comparisons(path: Path, columns: dict | None = None, outcomes: dict | N
         duplicated = table.duplicated(keys).to_numpy()
         who = table["annotator"].to_numpy()
         add(duplicated, found["item"], lambda i: f"annotator '{who[i][:40]}' compared this pair on this item twice")
-    if count:
-        raise InvalidInput(sorted(problems, key=lambda p: p.line or 0), "nothing was analysed", total=count)
+    problems.raise_if_any()
     if table.empty:
         raise InvalidInput([Problem(str(path), None, None, "no comparisons")], "nothing was analysed")
     return table.assign(outcome=outcome, line=lines)
@@ -143,7 +125,7 @@ def looks_best_worst(columns) -> bool:
 
 
 def read_best_worst(path: Path, columns: dict | None = None, tuple_columns: list[str] | None = None,
-                    max_problems: int = 1000) -> pd.DataFrame:
+                    max_problems: int = MAX_PROBLEMS) -> pd.DataFrame:
     """Best-worst annotations, one row per annotated tuple (its items in item1..itemN, the chosen best and worst,
     optionally annotator and tuple), as the long frame `stats.preference.bws_scores` reads: tuple, annotation,
     annotator, item, choice, line. InvalidInput lists every problem."""
@@ -170,36 +152,34 @@ def read_best_worst(path: Path, columns: dict | None = None, tuple_columns: list
     items = frame[members].astype(str).apply(lambda col: col.str.strip()).to_numpy()
     chosen_best = frame[best].astype(str).str.strip().to_numpy()
     chosen_worst = frame[worst].astype(str).str.strip().to_numpy()
-    problems: list[Problem] = []
-    count = 0
+    who = frame[annotator].astype(str).to_numpy() if annotator else None
+    tuple_ids = frame[tuple_id].astype(str).to_numpy() if tuple_id else None
+    problems = Problems(path, max_problems)
     rows: dict[str, list] = {k: [] for k in ("tuple", "annotation", "annotator", "item", "choice", "line")}
     for i, line in enumerate(lines):
-        found = []
+        line = int(line)
+        before = problems.count
         tuple_items = [x for x in items[i] if x]
         if len(tuple_items) < len(members):
-            found.append((members[0], "an item cell is empty"))
+            problems.add(line, members[0], "an item cell is empty")
         if len(set(tuple_items)) < len(tuple_items):
-            found.append((members[0], "the same item twice in one tuple"))
+            problems.add(line, members[0], "the same item twice in one tuple")
         for role, value, column in (("best", chosen_best[i], best), ("worst", chosen_worst[i], worst)):
             if value not in tuple_items:
-                found.append((column, f"the {role} item '{value[:40]}' is not one of the tuple's items"))
+                problems.add(line, column, f"the {role} item '{value[:40]}' is not one of the tuple's items")
         if chosen_best[i] == chosen_worst[i] and chosen_best[i]:
-            found.append((worst, "the same item chosen best and worst"))
-        if found:
-            count += len(found)
-            problems += [Problem(str(path), int(line), field, message) for field, message in found][
-                : max(0, max_problems - len(problems))]
+            problems.add(line, worst, "the same item chosen best and worst")
+        if problems.count > before:
             continue
-        key = str(frame[tuple_id].iloc[i]) if tuple_id else " | ".join(sorted(tuple_items))
+        key = tuple_ids[i] if tuple_ids is not None else " | ".join(sorted(tuple_items))
         for item in tuple_items:
             rows["tuple"].append(key)
             rows["annotation"].append(f"line {line}")
-            rows["annotator"].append(str(frame[annotator].iloc[i]) if annotator else "")
+            rows["annotator"].append(who[i] if who is not None else "")
             rows["item"].append(item)
             rows["choice"].append("best" if item == chosen_best[i] else "worst" if item == chosen_worst[i] else "")
-            rows["line"].append(int(line))
-    if count:
-        raise InvalidInput(problems, "nothing was analysed", total=count)
+            rows["line"].append(line)
+    problems.raise_if_any()
     if not rows["item"]:
         raise InvalidInput([Problem(str(path), None, None, "no annotated tuples")], "nothing was analysed")
     return pd.DataFrame(rows)

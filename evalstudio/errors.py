@@ -58,6 +58,38 @@ class InvalidInput(BadInput, ValueError):
         super().__init__(f"{self.total} problem(s) found, {outcome}:\n{shown}{tail}")
 
 
+MAX_PROBLEMS = 1000  # problems kept per input file (all are counted)
+
+
+class Problems:
+    """The problems of one input file as they are found: the first `limit` kept, every one counted, raised together
+    (InvalidInput says how many there are)."""
+
+    def __init__(self, path, limit: int = MAX_PROBLEMS):
+        self.path, self.limit = str(path), limit
+        self.items: list[Problem] = []
+        self.count = 0
+
+    def add(self, line: int | None, field: str | None, message: str) -> None:
+        self.count += 1
+        if len(self.items) < self.limit:
+            self.items.append(Problem(self.path, line, field, message))
+
+    def add_rows(self, mask, lines, field: str | None, message) -> None:
+        """Problems at the rows in `mask` (a boolean array; `lines`: each row's line); `message` is a text or a
+        function of the row index (called only for the rows kept)."""
+        import numpy as np
+
+        index = np.flatnonzero(mask)
+        self.count += len(index)
+        for i in index[: max(0, self.limit - len(self.items))]:
+            self.items.append(Problem(self.path, int(lines[i]), field, message if isinstance(message, str) else message(i)))
+
+    def raise_if_any(self, outcome: str = "nothing was analysed") -> None:
+        if self.count:
+            raise InvalidInput(sorted(self.items, key=lambda p: p.line or 0), outcome, total=self.count)
+
+
 class BadExport(BadInput, ValueError):
     """A file given as a Label Studio export is not one."""
 

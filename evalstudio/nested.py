@@ -32,11 +32,10 @@ from typing import Iterator
 import pandas as pd
 from pydantic import BaseModel, ConfigDict
 
-from .errors import BadInput, Problem
+from .errors import BadInput, Problems
 
 RECORD = "record."
 NUMBER = "#"
-MAX_PROBLEMS = 1000
 ABSENT = object()  # what a path that leads nowhere gives (None is JSON's null)
 
 
@@ -123,18 +122,11 @@ def records(path: Path) -> Iterator[tuple[int, object]]:
         raise BadInput(f"{path}:{line}: text after the JSON array")
 
 
-def read_nested(path: Path, nested: Nested, criteria: dict) -> tuple[pd.DataFrame, list[Problem], int]:
-    """(the long table: item, system, agent, annotator, criterion, value, line, all text; the first MAX_PROBLEMS
-    problems; how many there are) of a nested file. The caller adds the problems of the values and reports all."""
+def read_nested(path: Path, nested: Nested, criteria: dict, problems: Problems) -> pd.DataFrame:
+    """The long table (item, system, agent, annotator, criterion, value, line; all text) of a nested file; its
+    problems go to `problems`, which the caller raises with those of the values."""
     rows: dict[str, list] = {k: [] for k in ("item", "system", "agent", "annotator", "criterion", "value", "line")}
-    problems: list[Problem] = []
-    count = 0
-
-    def problem(line: int, field: str | None, message: str) -> None:
-        nonlocal count
-        count += 1
-        if len(problems) < MAX_PROBLEMS:
-            problems.append(Problem(str(path), line, field, message))
+    problem = problems.add
 
     def at(source, path: str, line: int, name: str, shown: str | None = None):
         """The value at `path`, or ABSENT after reporting where the path stops."""
@@ -212,4 +204,4 @@ def read_nested(path: Path, nested: Nested, criteria: dict) -> tuple[pd.DataFram
                     rows["criterion"].append(criterion)
                     rows["value"].append(text)
                     rows["line"].append(line)
-    return pd.DataFrame(rows), problems, count
+    return pd.DataFrame(rows)

@@ -31,7 +31,7 @@ import pandas as pd
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .errors import BadInput, InvalidInput, Problem
+from .errors import BadInput, InvalidInput, Problem, Problems
 from .nested import Nested, read_nested
 
 LAYOUTS = ("long", "wide_criteria", "wide_annotators", "nested")
@@ -47,7 +47,6 @@ ALIASES = {
     "confidence": ["confidence", "probability"],
     "value": ["value", "rating", "score", "label"],
 }
-MAX_PROBLEMS = 1000
 
 
 def _check_patterns(codes: list[str]) -> list[str]:
@@ -263,45 +262,31 @@ def _read_jsonl(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
     return pd.DataFrame(rows, dtype=str).fillna(""), np.asarray(lines, dtype=int)
 
 
-def _column(frame: pd.DataFrame, given: dict, role: str, required: bool, path: Path) -> str | None:
+def find_column(frame: pd.DataFrame, given: dict, role: str, required: bool, path: Path,
+                aliases: dict[str, list[str]] = ALIASES) -> str | None:
+    """The column of `role`: the one the spec names (`given`), else the first of its usual names (`aliases`);
+    InvalidInput when a named one is missing or a required one is not found."""
     if role in given:
         if given[role] not in frame.columns:
             raise InvalidInput([Problem(str(path), 1, given[role], f"no such column (columns: {', '.join(map(str, frame.columns[:20]))})")],
                                "nothing was analysed")
         return given[role]
-    for name in ALIASES[role]:
+    for name in aliases[role]:
         if name in frame.columns:
             return name
     if required:
-        raise InvalidInput([Problem(str(path), 1, role, f"no {role} column: name it one of {', '.join(ALIASES[role])} "
+        raise InvalidInput([Problem(str(path), 1, role, f"no {role} column: name it one of {', '.join(aliases[role])} "
                                                         f"or map it in the spec's columns (columns: {', '.join(map(str, frame.columns[:20]))})")],
                            "nothing was analysed")
     return None
 
 
-class _Problems:
-    def __init__(self, path: Path):
-        self.path, self.items, self.count = str(path), [], 0
-
-    def add_rows(self, mask: np.ndarray, lines: np.ndarray, field: str, message) -> None:
-        """Problems at the rows in `mask`; `message` is a text or a function of the row index (called only for
-        the rows shown)."""
-        index = np.flatnonzero(mask)
-        self.count += len(index)
-        for i in index[: max(0, MAX_PROBLEMS - len(self.items))]:
-            self.items.append(Problem(self.path, int(lines[i]), field, message if isinstance(message, str) else message(i)))
-
-    def raise_if_any(self) -> None:
-        if self.count:  # the first MAX_PROBLEMS are kept; the message counts them all
-            raise InvalidInput(sorted(self.items, key=lambda p: (p.line or 0)), "nothing was analysed", total=self.count)
-
-
 def _long(frame, lines, spec: Spec, path: Path) -> pd.DataFrame:
     """The table in long layout: item, annotator, criterion, value, system, agent, line (text)."""
     c = spec.columns
-    item = _column(frame, c, "item", True, path)
-    system = _column(frame, c, "system", False, path)
-    agent = _column(frame, c, "agent", False, path)
+    item = find_column(frame, c, "item", True, path)
+    system = find_column(frame, c, "system", False, path)
+    agent = find_column(frame, c, "agent", False, path)
     base = {"item": frame[item], "system": frame[system] if system else "", "agent": frame[agent] if agent else ""}
     if spec.layout == "wide_annotators":
         (criterion,) = spec.criteria
@@ -312,7 +297,7 @@ def _long(frame, lines, spec: Spec, path: Path) -> pd.DataFrame:
         parts = [pd.DataFrame({**base, "annotator": str(a), "criterion": criterion, "value": frame[a], "line": lines})
                  for a in annotators]
         return pd.concat(parts, ignore_index=True)
-    annotator = _column(frame, c, "annotator", True, path)
+    annotator = find_column(frame, c, "annotator", True, path)
     base["annotator"] = frame[annotator]
     if spec.layout == "wide_criteria":
         parts = []
@@ -322,8 +307,8 @@ def _long(frame, lines, spec: Spec, path: Path) -> pd.DataFrame:
                 raise InvalidInput([Problem(str(path), 1, col, f"no column for criterion '{name}'")], "nothing was analysed")
             parts.append(pd.DataFrame({**base, "criterion": name, "value": frame[col], "line": lines}))
         return pd.concat(parts, ignore_index=True)
-    value = _column(frame, c, "value", True, path)
-    criterion = _column(frame, c, "criterion", False, path)
+    value = find_column(frame, c, "value", True, path)
+    criterion = find_column(frame, c, "criterion", False, path)
     if criterion is None:
         if len(spec.criteria) > 1:
             raise InvalidInput([Problem(str(path), 1, "criterion", "several criteria in the spec but no criterion "
@@ -371,20 +356,17 @@ def read_ratings(path: Path, spec: Spec | None = None) -> tuple[pd.DataFrame, Sp
     """(tidy ratings, the spec with every criterion) of a ratings file; InvalidInput lists every problem."""
     declared = spec is not None and bool(spec.criteria)
     spec = spec or Spec(name=path.stem)
+    if spec.layout == "nested" and path.suffix.lower() not in (".json", ".jsonl"):
+        raise BadInput(f"{path}: layout nested reads JSON (.json: an array of records) or JSON Lines (.jsonl)")
+    problems = Problems(path)  # a nested file's own problems are reported with those of its values
     if spec.layout == "nested":
-        if path.suffix.lower() not in (".json", ".jsonl"):
-            raise BadInput(f"{path}: layout nested reads JSON (.json: an array of records) or JSON Lines (.jsonl)")
-        table, found, count = read_nested(path, spec.nested, spec.criteria)
-        notes = []
+        table, notes = read_nested(path, spec.nested, spec.criteria, problems), []
     else:
         frame, lines = read_table(path)
         frame, lines, notes = _without_rejected_assignments(frame, lines, path)
         table = _long(frame, lines, spec, path)
-        found, count = [], 0
     for col in ("item", "annotator", "criterion", "system", "agent", "value"):
         table[col] = table[col].astype(str)
-    problems = _Problems(path)
-    problems.items, problems.count = found, count  # a nested file's own: reported with those of its values
     for col in ("item", "annotator", "criterion"):
         empty = (table[col].str.strip() == "").to_numpy()
         problems.add_rows(empty, table["line"].to_numpy(), col, "empty")
@@ -476,16 +458,16 @@ def read_metrics(path: Path, spec: Spec, criteria) -> pd.DataFrame:
     """Metric scores: item, system, metric, criterion ('' = every criterion), value (float), line."""
     frame, lines = read_table(path)
     c = spec.metric_columns
-    item = _column(frame, c, "item", True, path)
-    metric = _column(frame, c, "metric", True, path)
-    value = _column(frame, c, "value", True, path)
-    system = _column(frame, c, "system", False, path)
-    criterion = _column(frame, c, "criterion", False, path)
-    confidence = _column(frame, c, "confidence", False, path)
+    item = find_column(frame, c, "item", True, path)
+    metric = find_column(frame, c, "metric", True, path)
+    value = find_column(frame, c, "value", True, path)
+    system = find_column(frame, c, "system", False, path)
+    criterion = find_column(frame, c, "criterion", False, path)
+    confidence = find_column(frame, c, "confidence", False, path)
     table = pd.DataFrame({"item": frame[item].astype(str), "system": frame[system].astype(str) if system else "",
                           "metric": frame[metric].astype(str),
                           "criterion": frame[criterion].astype(str) if criterion else "", "line": lines})
-    problems = _Problems(path)
+    problems = Problems(path)
     for col in ("item", "metric"):
         problems.add_rows((table[col].str.strip() == "").to_numpy(), lines, col, "empty")
     if criterion:

@@ -9,6 +9,7 @@ left alone. JSONL and Parquet keep every value exactly as it was given.
 from __future__ import annotations
 
 import os
+from contextlib import nullcontext
 from pathlib import Path
 from typing import IO
 
@@ -80,11 +81,8 @@ def write_csv(frame: pd.DataFrame, target: Path | IO[str], header: bool = True) 
     carriage_return = any("\r" in str(c) for c in safe.columns) or any(
         any(isinstance(v, str) and "\r" in v for v in safe[c])
         for c in safe.columns if pd.api.types.is_object_dtype(safe[c]) or pd.api.types.is_string_dtype(safe[c]))
-    if isinstance(target, (str, Path)):
-        with open_output(Path(target)) as f:
-            safe.to_csv(f, index=False, header=header, lineterminator="\r\n" if carriage_return else "\n")
-    else:
-        safe.to_csv(target, index=False, header=header, lineterminator="\r\n" if carriage_return else "\n")
+    with open_output(Path(target)) if isinstance(target, (str, Path)) else nullcontext(target) as f:
+        safe.to_csv(f, index=False, header=header, lineterminator="\r\n" if carriage_return else "\n")
 
 
 def write_jsonl(frame: pd.DataFrame, target: IO[str]) -> None:

@@ -70,9 +70,6 @@ class Reasons(list):
     def add(self, table: str, criterion: str, reason: str) -> None:
         self.append({"table": table, "criterion": criterion, "reason": reason})
 
-    def of(self, table: str) -> pd.DataFrame:
-        return pd.DataFrame([r for r in self if r["table"] == table], columns=["table", "criterion", "reason"])
-
 
 def agreement(ratings: pd.DataFrame, spec: Spec, n_boot: int = 1000, why: Reasons | None = None):
     """(agreement per criterion, leave-one-out per annotator, ICC forms)."""

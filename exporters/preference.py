@@ -35,11 +35,8 @@ _EXPLAIN = {
 def preference_agreement(comparisons: pd.DataFrame) -> dict:
     """Alpha (nominal) and pairwise percent agreement on the winner of each (item, pair of systems), over units
     judged two or more times; the position is taken out (the winner is named, whichever side it was on)."""
-    pair = np.where(comparisons["left"] < comparisons["right"], comparisons["left"] + " | " + comparisons["right"],
-                    comparisons["right"] + " | " + comparisons["left"])
-    winner = np.select([comparisons["outcome"] == "left", comparisons["outcome"] == "right"],
-                       [comparisons["left"], comparisons["right"]], "tie")
-    unit = comparisons["item"].astype(str).to_numpy() + " || " + pair
+    units = _units(comparisons)
+    unit, winner = units["unit"].to_numpy(), units["winner"].to_numpy()
     sizes = pd.Series(unit).map(pd.Series(unit).value_counts()).to_numpy()
     multi = sizes >= 2
     out = {"units": int(len(set(unit[multi]))), "judgements": int(multi.sum()), "alpha": float("nan"),
@@ -55,16 +52,18 @@ def preference_agreement(comparisons: pd.DataFrame) -> dict:
     return out
 
 
-def _unit_labels(comparisons: pd.DataFrame) -> pd.DataFrame:
-    """Per judgement: its unit (item and the unordered pair) and what it says relative to the pair: "first" (the
-    alphabetically first system won), "second" or "tie" (a tie or both bad); the position is taken out."""
+def _units(comparisons: pd.DataFrame) -> pd.DataFrame:
+    """Per judgement, the position taken out: its unit (item and the unordered pair), the winner (the system, or
+    "tie" for a tie or both bad), and the same relative to the pair as `label`: "first" (the alphabetically first
+    system won), "second" or "tie"."""
     first = np.minimum(comparisons["left"].to_numpy(dtype=object), comparisons["right"].to_numpy(dtype=object))
     second = np.maximum(comparisons["left"].to_numpy(dtype=object), comparisons["right"].to_numpy(dtype=object))
     winner = np.select([comparisons["outcome"] == "left", comparisons["outcome"] == "right"],
                        [comparisons["left"], comparisons["right"]], "")
     label = np.where(winner == "", "tie", np.where(winner == first, "first", "second"))
     unit = comparisons["item"].astype(str).to_numpy() + " || " + first + " | " + second
-    return pd.DataFrame({"unit": unit, "label": label, "judge": comparisons["annotator"].to_numpy()})
+    return pd.DataFrame({"unit": unit, "winner": np.where(winner == "", "tie", winner), "label": label,
+                         "judge": comparisons["annotator"].to_numpy()})
 
 
 def _plurality(frame: pd.DataFrame) -> pd.Series:
@@ -83,10 +82,10 @@ def judge_agreement(humans: pd.DataFrame, judges: pd.DataFrame) -> pd.DataFrame:
     human verdict is a tie between answers are left out (`human_no_plurality`)."""
     from sklearn.metrics import cohen_kappa_score
 
-    human_units = _unit_labels(humans)
+    human_units = _units(humans)
     human = _plurality(human_units)
     rows = []
-    for name, own in _unit_labels(judges).groupby("judge", sort=True):
+    for name, own in _units(judges).groupby("judge", sort=True):
         verdict = _plurality(own)
         both = human.index.intersection(verdict.index)
         h, j = human[both].to_numpy(), verdict[both].to_numpy()
@@ -124,9 +123,27 @@ def analyze_comparisons(comparisons: pd.DataFrame, n_boot: int = 1000,
     if agreement["units"] == 0:
         notes.append("agreement: no item has the same pair judged by two or more annotators")
     if notes:
-        tables["not_computed"] = pd.DataFrame({"table": [n.split(":", 1)[0] for n in notes],
-                                               "reason": [n.split(": ", 1)[1] for n in notes]})
+        tables["not_computed"] = _not_computed(notes)
     return tables, notes
+
+
+def _not_computed(notes: list[str]) -> pd.DataFrame:
+    """not_computed.csv from notes written "TABLE: reason"."""
+    return pd.DataFrame([note.split(": ", 1) for note in notes], columns=["table", "reason"])
+
+
+def _write_folder(tables: dict[str, pd.DataFrame], title: str, out_dir: Path, notes, sections: list[str]) -> Path:
+    """Every table as a CSV (spreadsheet-safe, private) and index.html: the title, the notes, then `sections`."""
+    from .files import write_csv, write_output
+    from .report import _page
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name, table in tables.items():
+        write_csv(table, out_dir / f"{name}.csv")
+    body = [f"<h1>{html.escape(title)}</h1>"] + [f"<p>{html.escape(n)}</p>" for n in notes] + sections
+    index = out_dir / "index.html"
+    write_output(index, _page(title, "\n".join(body)))
+    return index
 
 
 def _strength_plot(table: pd.DataFrame):
@@ -148,14 +165,9 @@ def _strength_plot(table: pd.DataFrame):
 
 def write_comparison_analysis(tables: dict[str, pd.DataFrame], title: str, out_dir: Path, notes=()) -> Path:
     """CSVs (spreadsheet-safe, private) and index.html with the strengths plot."""
-    from .files import write_csv, write_output
-    from .report import _img, _page, _table
+    from .report import _img, _table
 
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for name, table in tables.items():
-        write_csv(table, out_dir / f"{name}.csv")
-    esc = html.escape
-    body = [f"<h1>{esc(title)}</h1>"] + [f"<p>{esc(n)}</p>" for n in notes]
+    body = []
     if "bradley_terry" in tables:
         body += ["<h2>Strengths</h2>", f"<p>{_EXPLAIN['strengths']}</p>", _img(_strength_plot(tables["bradley_terry"])),
                  _table(tables["bradley_terry"])]
@@ -165,9 +177,7 @@ def write_comparison_analysis(tables: dict[str, pd.DataFrame], title: str, out_d
              "<h2>Agreement between annotators</h2>", f"<p>{_EXPLAIN['agreement']}</p>", _table(tables["agreement"])]
     if "judge_agreement" in tables:
         body += ["<h2>Judges against the humans</h2>", f"<p>{_EXPLAIN['judges']}</p>", _table(tables["judge_agreement"])]
-    index = out_dir / "index.html"
-    write_output(index, _page(title, "\n".join(body)))
-    return index
+    return _write_folder(tables, title, out_dir, notes, body)
 
 
 def analyze_best_worst(annotations: pd.DataFrame, splits: int = 100) -> tuple[dict[str, pd.DataFrame], list[str]]:
@@ -180,17 +190,14 @@ def analyze_best_worst(annotations: pd.DataFrame, splits: int = 100) -> tuple[di
     if reliability["splits"] == 0:
         notes.append("reliability: split-half reliability needs tuples annotated twice or more, so that both halves "
                      "score three or more items")
-        tables["not_computed"] = pd.DataFrame({"table": ["reliability"], "reason": [notes[-1].split(": ", 1)[1]]})
+        tables["not_computed"] = _not_computed(notes)
     return tables, notes
 
 
 def write_best_worst_analysis(tables: dict[str, pd.DataFrame], title: str, out_dir: Path, notes=()) -> Path:
-    from .files import write_csv, write_output
-    from .report import _img, _page, _table, plt
+    """CSVs (spreadsheet-safe, private) and index.html with the scores plotted."""
+    from .report import _img, _table, plt
 
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for name, table in tables.items():
-        write_csv(table, out_dir / f"{name}.csv")
     scores = tables["bws_scores"].sort_values("score")
     shown = scores if len(scores) <= 60 else pd.concat([scores.head(30), scores.tail(30)])
     fig, ax = plt.subplots(figsize=(6.5, 0.25 * len(shown) + 1.2))
@@ -199,13 +206,10 @@ def write_best_worst_analysis(tables: dict[str, pd.DataFrame], title: str, out_d
     ax.set_xlabel("best-worst score (%best - %worst)" + (", lowest and highest 30" if len(scores) > 60 else ""),
                   fontsize=8)
     fig.tight_layout()
-    esc = html.escape
-    body = [f"<h1>{esc(title)}</h1>"] + [f"<p>{esc(n)}</p>" for n in notes] + [
+    body = [
         "<h2>Scores</h2>", "<p>Counting scores (Kiritchenko and Mohammad 2016): the share of an item's appearances in "
         "which it was chosen best minus the share in which it was chosen worst.</p>", _img(fig),
         _table(tables["bws_scores"]), "<h2>Split-half reliability</h2>",
         "<p>The annotations of each tuple split at random into two halves, scores computed from each, their Spearman "
         "correlation averaged over the splits.</p>", _table(tables["reliability"])]
-    index = out_dir / "index.html"
-    write_output(index, _page(title, "\n".join(body)))
-    return index
+    return _write_folder(tables, title, out_dir, notes, body)

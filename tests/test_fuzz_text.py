@@ -17,7 +17,7 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from evalstudio.cli import _Console, _fail, printable
-from evalstudio.errors import BadInput, InvalidInput, Problem
+from evalstudio.errors import InvalidInput, Problem
 from evalstudio.exporters.approvals import PLATFORM_ID, not_platform_ids, write_approvals
 from evalstudio.results import NUMBER  # a number is not a formula: '+0', '-1.5'
 

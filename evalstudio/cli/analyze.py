@@ -67,12 +67,14 @@ def analyze(
         if ratings is None and protocol is None:
             raise BadInput("give a ratings file, or --protocol to read that protocol's projects from Label Studio")
         chosen_spec = read_spec(spec) if spec else None
+        # without a spec, the columns say whether a file holds comparisons or best-worst annotations
+        columns = header(ratings) if ratings is not None and protocol is None and chosen_spec is None else []
         for layout, looks, run_layout, what in (
                 ("best_worst", looks_best_worst, _best_worst, "best-worst annotations"),
                 ("pairwise", looks_pairwise, _comparisons, "comparisons")):  # analysed on their own terms
             if ratings is not None and protocol is None and (
                     (chosen_spec is not None and chosen_spec.layout == layout)
-                    or (chosen_spec is None and looks(header(ratings)))):
+                    or (chosen_spec is None and looks(columns))):
                 if lower_is_better or (metrics is not None and layout != "pairwise"):
                     raise BadInput(f"{what} are analysed without --metrics and --lower-is-better"
                                    + (" (--metrics takes an LLM judge's verdicts on comparisons)"

@@ -12,7 +12,7 @@ from rich.table import Table
 from .. import importers, lists
 from ..client import Client, settings_from_env
 from ..errors import BadInput, EvalstudioError, InvalidInput
-from ..importing import import_files, placement_problems, scan
+from ..importing import placement_problems, scan
 from . import ProjectsOption, _fail, _load, app, console, err
 from .reading import _import, _project_tasks, _read_study, _single, _users, quotas, study_tables, write_status
 

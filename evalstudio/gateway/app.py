@@ -345,14 +345,17 @@ class Gateway:
     async def _count(self, session: Session, part: Part) -> int:
         """The participant's annotations in the part's project, asked of Label Studio once per session."""
         if part.name not in session.counts:
-            query = {"filters": {"conjunction": "and", "items": [
-                {"filter": "filter:tasks:annotators", "operator": "contains", "type": "List",
-                 "value": session.user_id}]}}
-            answer = await self._call(self.config.api_key, "GET", "/api/tasks", params={
-                "project": part.project_id, "page_size": 1, "fields": "task_only", "query": json.dumps(query)})
-            answer.raise_for_status()
-            session.counts[part.name] = int(answer.json().get("total") or 0)
+            session.counts[part.name] = await self._tasks_where(part, {
+                "filter": "filter:tasks:annotators", "operator": "contains", "type": "List", "value": session.user_id})
         return session.counts[part.name]
+
+    async def _tasks_where(self, part: Part, *conditions: dict) -> int:
+        """How many of the part's tasks meet all `conditions` (Data Manager filters), asked as the admin."""
+        query = {"filters": {"conjunction": "and", "items": list(conditions)}}
+        answer = await self._call(self.config.api_key, "GET", "/api/tasks", params={
+            "project": part.project_id, "page_size": 1, "fields": "task_only", "query": json.dumps(query)})
+        answer.raise_for_status()
+        return int(answer.json().get("total") or 0)
 
     async def _held(self, session: Session, part: Part) -> bool:
         """Whether the part still has a task that this participant has not annotated and that has fewer annotations
@@ -364,14 +367,11 @@ class Gateway:
             answer = await self._call(self.config.api_key, "GET", f"/api/projects/{part.project_id}")
             answer.raise_for_status()
             self._overlap[part.name] = int(answer.json().get("maximum_annotations") or 1)
-        query = {"filters": {"conjunction": "and", "items": [
-            {"filter": "filter:tasks:annotators", "operator": "not_contains", "type": "List", "value": session.user_id},
+        return await self._tasks_where(
+            part, {"filter": "filter:tasks:annotators", "operator": "not_contains", "type": "List",
+                   "value": session.user_id},
             {"filter": "filter:tasks:total_annotations", "operator": "less", "type": "Number",
-             "value": self._overlap[part.name]}]}}
-        answer = await self._call(self.config.api_key, "GET", "/api/tasks", params={
-            "project": part.project_id, "page_size": 1, "fields": "task_only", "query": json.dumps(query)})
-        answer.raise_for_status()
-        return int(answer.json().get("total") or 0) > 0
+             "value": self._overlap[part.name]}) > 0
 
     @staticmethod
     def _known_finished(session: Session, part: Part) -> bool:
@@ -446,13 +446,16 @@ class Gateway:
             return JSONResponse({"finished": "You have done every task of this part. Thank you!", "previous": previous})
         await self._count(session, part)
         answer = await self._as(session, "GET", f"/api/projects/{part.project_id}/next")
-        for wait in HELD_WAITS:  # Label Studio's "no task" may be a moment's: see _held
-            if answer.status_code != 404 or not await self._held(session, part):
+        waits = iter(HELD_WAITS)  # Label Studio's "no task" may be a moment's (see _held): asked again after these
+        while answer.status_code == 404:
+            held = await self._held(session, part)
+            wait = next(waits, None)
+            if not held or wait is None:
                 break
             await asyncio.sleep(wait)
             answer = await self._as(session, "GET", f"/api/projects/{part.project_id}/next")
         if answer.status_code == 404:
-            if await self._held(session, part):  # the page keeps asking; the participant is not sent away
+            if held:  # the page keeps asking; the participant is not sent away
                 return JSONResponse({"error": "Every task left in this part is being worked on by other participants "
                                               "just now.", "wait": True}, status_code=503)
             session.finished.add(part.name)

@@ -64,20 +64,10 @@ def win_rates(comparisons: pd.DataFrame, z: float = 1.959964) -> pd.DataFrame:
 
 def _strongly_connected(wins: np.ndarray) -> bool:
     """Hunter's condition: in the directed graph i -> j when i beat j at least once (a tie is half a win each
-    way), every system reaches every other."""
-    edges = wins > 0
-    n = len(edges)
-    for graph in (edges, edges.T):
-        seen = np.zeros(n, dtype=bool)
-        seen[0] = True
-        frontier = seen.copy()
-        while frontier.any():
-            new = graph[frontier].any(axis=0) & ~seen
-            seen |= new
-            frontier = new
-        if not seen.all():
-            return False
-    return True
+    way), every system reaches every other: one strongly connected component."""
+    from scipy.sparse.csgraph import connected_components
+
+    return connected_components(wins > 0, directed=True, connection="strong")[0] == 1
 
 
 def _mm(wins: np.ndarray, max_iter: int = 10_000, tol: float = 1e-10) -> np.ndarray:
