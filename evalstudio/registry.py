@@ -15,6 +15,7 @@ from label_studio_sdk.label_interface import LabelInterface
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .errors import RegistryError, UnknownName
+from .mapping import POSITIONS, InputMap
 
 PACKAGED_PROJECTS = Path(__file__).resolve().with_name("projects.yaml")
 NUMERIC_TAGS = {"Number", "Rating"}
@@ -122,13 +123,44 @@ class Lists(BaseModel):
     fillers: Literal["every_list", "spread"] = "every_list"
 
 
+class Compare(BaseModel):
+    """What the answers of a pairwise or best-worst protocol mean. Pairwise: the Choices criterion and which of its
+    labels says the output shown first (left) is better, the second (right), a tie, both bad. Best-worst: the two
+    criteria whose labels, in order, name the positions shown (first label: the first candidate, ...)."""
+
+    model_config = ConfigDict(extra="forbid")
+    criterion: str | None = None
+    outcomes: dict[Literal["left", "right", "tie", "both_bad"], str] = {}
+    best: str | None = None
+    worst: str | None = None
+
+    @model_validator(mode="after")
+    def _check(self):
+        pairwise, best_worst = self.criterion is not None, self.best is not None or self.worst is not None
+        if pairwise == best_worst:
+            raise ValueError("give criterion and outcomes (pairwise), or best and worst (best-worst scaling)")
+        if pairwise and not {"left", "right"} <= set(self.outcomes):
+            raise ValueError("outcomes names the labels of left (first shown) and right (second shown) at least")
+        if best_worst and (self.best is None or self.worst is None or self.best == self.worst or self.outcomes):
+            raise ValueError("best-worst: give two different criteria, best and worst (and no outcomes)")
+        return self
+
+    @property
+    def kind(self) -> str:
+        return "pairwise" if self.criterion else "best_worst"
+
+
 class Project(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = ""
     title: str = Field(min_length=3, max_length=50)  # Label Studio limits
     config: str
-    importer: str
+    # A Python importer module (importers/NAME.py), or `input:` that maps the input's fields (protocols as data).
+    importer: str | None = None
+    input: InputMap | None = None
+    # Pairwise and best-worst protocols: what their answers mean (needs input.candidates).
+    compare: Compare | None = None
     instructions: str
     annotators_per_task: int = Field(ge=1)
     agents: list[str] = []
@@ -341,7 +373,11 @@ def load(path: Path | str | None = None) -> Registry:
         if entry and ({"list_of", "list_number"} & set(entry)):
             raise RegistryError(f"{where}: list_of and list_number are set by the registry for each list of an "
                                 "entry with `lists:`; leave them out")
-        if project.importer not in IMPORTERS:
+        if (project.importer is None) == (project.input is None):
+            raise RegistryError(f"{where}: give importer: (a Python importer module: "
+                                f"{', '.join(sorted(IMPORTERS))}) or input: (a mapping of the input's fields)"
+                                + ("" if project.importer is None else ", not both"))
+        if project.importer is not None and project.importer not in IMPORTERS:
             raise RegistryError(f"{where}.importer: unknown importer '{project.importer}'; valid names: "
                                 f"{', '.join(sorted(IMPORTERS))}")
         for criterion, spec in project.criteria.items():
@@ -354,8 +390,13 @@ def load(path: Path | str | None = None) -> Registry:
                     raise RegistryError(f"{where}.criteria.{criterion}.{key}: uses {{agent}} but the project lists "
                                         "no agents")
         problems = check_against_config(project)
+        if project.input is not None:
+            from .mapping import check_against_config as check_input
+
+            problems += check_input(project)
+        problems += _compare_problems(project)
         if problems:
-            raise RegistryError(f"{path}: projects.{name}:\n  " + "\n  ".join(problems))
+            raise RegistryError(f"{where}:\n  " + "\n  ".join(problems))
         for listed in _lists_of(project, where):
             if listed is not project and (listed.name in raw["projects"] or listed.name in projects):
                 raise RegistryError(f"{where}.lists: the name of its list project '{listed.name}' is taken")
@@ -425,9 +466,51 @@ def check_against_config(project: Project) -> list[str]:
         known.add(name)
         if name not in li._controls:
             problems.append(f"metadata_controls: '{name}' is not a control in {project.config_path.name}")
+    if "source" in project.data_fields():
+        problems.append(f"{project.config_path.name}: $source is Label Studio's own variable: its editor fills it with "
+                        "the whole task, hidden fields (systems, model outputs, gold answers) included; name the field "
+                        "otherwise (e.g. $document)")
     for control in li.controls:
         if control.name not in known:
             problems.append(f"{project.config_path.name}: control '{control.name}' is not described in projects.yaml")
+    return problems
+
+
+def _compare_problems(project: Project) -> list[str]:
+    """`compare:` against the criteria and the candidates: every label has a meaning, positions match."""
+    compare, candidates = project.compare, project.input.candidates if project.input else None
+    if compare is None:
+        return ["input.candidates shows outputs side by side: say what the answers mean with compare: (criterion "
+                "and outcomes for pairs, best and worst for tuples)"] if candidates else []
+    if candidates is None:
+        return ["compare: needs input.candidates (the outputs shown side by side, in random order)"]
+    problems = []
+    names = [compare.criterion] if compare.kind == "pairwise" else [compare.best, compare.worst]
+    for name in names:
+        if name not in project.criteria or project.criteria[name].labels is None:
+            problems.append(f"compare: '{name}' is not a categorical criterion (Choices) of the entry")
+    if problems:
+        return problems
+    if compare.kind == "pairwise":
+        if candidates.per_task != 2:
+            problems.append(f"compare.criterion: a pairwise protocol shows 2 candidates, not {candidates.per_task}")
+        spec = project.criteria[compare.criterion]
+        for outcome, label in compare.outcomes.items():
+            if label not in spec.labels:
+                problems.append(f"compare.outcomes.{outcome}: '{label}' is not a label of {compare.criterion} "
+                                f"({', '.join(spec.labels)})")
+        unmeant = [label for label in spec.labels if label not in compare.outcomes.values() and label not in spec.missing]
+        if unmeant:
+            problems.append(f"compare.outcomes: what does '{unmeant[0]}' mean? Map it to left, right, tie or "
+                            f"both_bad, or list it in criteria.{compare.criterion}.missing")
+        return problems
+    if candidates.per_task < 3:
+        problems.append("compare.best: best-worst tuples show 3 or more candidates (input.candidates.per_task)")
+    for name in names:
+        count = len(project.criteria[name].labels)
+        if count != candidates.per_task:
+            problems.append(f"compare: {name} offers {count} labels, one per position shown; per_task is "
+                            f"{candidates.per_task} ({', '.join(POSITIONS[:candidates.per_task])})")
     return problems
 
 

@@ -213,3 +213,87 @@ def write_best_worst_analysis(tables: dict[str, pd.DataFrame], title: str, out_d
         "<p>The annotations of each tuple split at random into two halves, scores computed from each, their Spearman "
         "correlation averaged over the splits.</p>", _table(tables["reliability"])]
     return _write_folder(tables, title, out_dir, notes, body)
+
+
+# ---- Label Studio projects of a pairwise or best-worst protocol (projects.yaml `compare:`) ----------------------
+
+def positions_of(tasks) -> dict:
+    """task id -> the systems in the order shown (the task's hidden `candidates`, written at import)."""
+    from ..results import task_fields
+
+    out = {}
+    for task in tasks:
+        shown = task_fields(task).get("candidates")
+        if isinstance(shown, list) and all(isinstance(s, str) for s in shown):
+            out[task["id"]] = shown
+    return out
+
+
+def comparisons_from_annotations(annotations: pd.DataFrame, positions: dict, project) -> tuple[pd.DataFrame, list[str]]:
+    """The answers of a pairwise protocol as the comparisons frame (item, annotator, left, right, outcome, line =
+    task id): left and right are the systems shown first and second in that task, the outcome is what the
+    answer's label means (projects.yaml compare.outcomes). Answers that mean no comparison (the criterion's
+    `missing` labels), tasks without their hidden positions and empty answers are left out and counted in the
+    notes."""
+    compare = project.compare
+    meaning = {label: outcome for outcome, label in compare.outcomes.items()}
+    rows = annotations[(annotations["criterion"] == compare.criterion) & ~annotations["cancelled"]]
+    notes = []
+    empty = rows["value"].isna()
+    no_position = ~rows["task_id"].isin(positions)
+    unmeant = ~empty & ~rows["value"].isin(list(meaning))
+    for mask, what in ((empty, "empty answer(s)"), (no_position & ~empty, "answer(s) on tasks without their hidden "
+                                                                           "positions (imported without candidates?)"),
+                       (unmeant & ~no_position, "answer(s) that name no outcome (the criterion's missing labels)")):
+        if mask.any():
+            notes.append(f"Left out: {int(mask.sum())} {what}.")
+    rows = rows[~(empty | no_position | unmeant)]
+    shown = rows["task_id"].map(positions)
+    frame = pd.DataFrame({"item": rows["item_id"].astype(str).to_numpy(), "annotator": rows["annotator"].astype(str).to_numpy(),
+                          "left": [s[0] for s in shown], "right": [s[1] for s in shown],
+                          "outcome": rows["value"].map(meaning).to_numpy(), "line": rows["task_id"].to_numpy()})
+    return frame, notes
+
+
+def best_worst_from_annotations(annotations: pd.DataFrame, positions: dict, project) -> tuple[pd.DataFrame, list[str]]:
+    """The answers of a best-worst protocol as the frame `stats.preference.bws_scores` reads (tuple = task id,
+    annotation, annotator, item = system, choice): the labels of the best and worst criteria name positions in
+    order. An annotation whose best and worst are the same output, or that lacks either, is left out and counted
+    in the notes (Label Studio cannot require two answers to differ)."""
+    compare = project.compare
+    labels = {name: project.criteria[name].labels for name in (compare.best, compare.worst)}
+    rows = annotations[annotations["criterion"].isin(list(labels)) & ~annotations["cancelled"]]
+    wide = rows.groupby(["annotation_id", "task_id", "annotator", "criterion"])["value"].first().unstack(
+        "criterion").reset_index() if len(rows) else pd.DataFrame(columns=["annotation_id", "task_id", "annotator"])
+    for name in labels:
+        if name not in wide:
+            wide[name] = None
+    notes, out = [], {k: [] for k in ("tuple", "annotation", "annotator", "item", "choice", "line")}
+    counts = {"incomplete": 0, "same": 0, "no_position": 0}
+    for row in wide.to_dict("records"):
+        best, worst = row[compare.best], row[compare.worst]
+        shown = positions.get(row["task_id"])
+        if shown is None:
+            counts["no_position"] += 1
+            continue
+        if not isinstance(best, str) or not isinstance(worst, str) or best not in labels[compare.best] or \
+                worst not in labels[compare.worst]:
+            counts["incomplete"] += 1
+            continue
+        b, w = labels[compare.best].index(best), labels[compare.worst].index(worst)
+        if b == w:
+            counts["same"] += 1
+            continue
+        for position, system in enumerate(shown):
+            out["tuple"].append(str(row["task_id"]))
+            out["annotation"].append(str(row["annotation_id"]))
+            out["annotator"].append(str(row["annotator"]))
+            out["item"].append(system)
+            out["choice"].append("best" if position == b else "worst" if position == w else "")
+            out["line"].append(row["task_id"])
+    for key, what in (("incomplete", "annotation(s) without both a best and a worst answer"),
+                      ("same", "annotation(s) that chose the same output as best and worst"),
+                      ("no_position", "annotation(s) of tasks without their hidden positions")):
+        if counts[key]:
+            notes.append(f"Left out: {counts[key]} {what}.")
+    return pd.DataFrame(out), notes

@@ -78,7 +78,7 @@ def _load(projects: Path | None) -> registry.Registry:
 
 
 # the command groups register themselves on `app`
-from . import analyze, data, gateway, model, servers, study  # noqa: E402,F401
+from . import analyze, data, gateway, model, new, servers, study  # noqa: E402,F401
 
 
 def _one_line_summaries(typer_app: typer.Typer) -> None:

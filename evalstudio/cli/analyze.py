@@ -82,6 +82,13 @@ def analyze(
                 page = run_layout(ratings, chosen_spec, output, bootstrap, metrics)
                 console.print(f"analysis written to {page}")
                 return
+        if protocol is not None and (ratings is None or ratings.suffix.lower() == ".json") and \
+                _load(projects).study(protocol).compare is not None:
+            if lower_is_better:
+                raise BadInput("comparisons and best-worst annotations are analysed without --lower-is-better")
+            page = _preference_project(protocol, projects, ratings, output, bootstrap, metrics)
+            console.print(f"analysis written to {page}")
+            return
         if protocol is not None and (ratings is None or ratings.suffix.lower() == ".json"):
             tidy, full_spec, model = _label_studio(protocol, projects, ratings)
             scores = read_metrics(metrics, full_spec, list(full_spec.criteria)) if metrics else model
@@ -141,21 +148,36 @@ def _results(tables):
 
 
 def _comparisons(path: Path, spec, output: Path, bootstrap: int, judges_file: Path | None = None) -> Path:
-    """Pairwise comparisons (and an LLM judge's verdicts on them, in the same columns): read, analysed, summarised
-    on the terminal, written; the page's path."""
+    """Pairwise comparisons of a file (and an LLM judge's verdicts on them, in the same columns): read, analysed,
+    summarised on the terminal, written; the page's path."""
+    from ..comparisons import read_comparisons
+
+    comparisons = read_comparisons(path, spec.columns if spec else None, spec.outcomes if spec else None)
+    return _run_comparisons(comparisons, _judges(judges_file, spec), path.stem, f"Comparisons: {path.name}",
+                            output, bootstrap, judges_file)
+
+
+def _judges(judges_file: Path | None, spec=None):
+    from ..comparisons import read_comparisons
+
+    if judges_file is None:
+        return None
+    judges = read_comparisons(judges_file, spec.columns if spec else None, spec.outcomes if spec else None)
+    if (judges["annotator"] == "").all():
+        judges["annotator"] = judges_file.stem  # one judge, named after its file
+    return judges
+
+
+def _run_comparisons(comparisons, judges, name: str, source: str, output: Path, bootstrap: int,
+                     judges_file: Path | None = None, notes: list[str] = ()) -> Path:
     import pandas as pd
     from rich import box
     from rich.table import Table
 
-    from ..comparisons import read_comparisons
     from ..exporters.preference import analyze_comparisons, write_comparison_analysis
 
-    comparisons = read_comparisons(path, spec.columns if spec else None, spec.outcomes if spec else None)
-    judges = None
-    if judges_file is not None:
-        judges = read_comparisons(judges_file, spec.columns if spec else None, spec.outcomes if spec else None)
-        if (judges["annotator"] == "").all():
-            judges["annotator"] = judges_file.stem  # one judge, named after its file
+    if comparisons.empty:
+        raise BadInput("no comparisons to analyse" + (f" ({'; '.join(notes)})" if notes else ""))
     systems = sorted(set(comparisons["left"]) | set(comparisons["right"]))
     ties = comparisons["outcome"].isin(["tie", "both_bad"]).mean()
     annotators = comparisons["annotator"].nunique() if (comparisons["annotator"] != "").any() else 0
@@ -163,7 +185,7 @@ def _comparisons(path: Path, spec, output: Path, bootstrap: int, judges_file: Pa
                   f"{_count(comparisons['item'].nunique(), 'item')}"
                   + (f" by {_count(annotators, 'annotator')}" if annotators else "") + f"; {ties:.0%} ties or both bad")
     with console.status("computing statistics..."):
-        tables, notes = analyze_comparisons(comparisons, n_boot=bootstrap, judges=judges)
+        tables, computed = analyze_comparisons(comparisons, n_boot=bootstrap, judges=judges)
     strengths = tables.get("bradley_terry")
     if strengths is not None:
         table = Table(title="Bradley-Terry strengths on the Elo scale (95% bootstrap interval) and win rates",
@@ -186,22 +208,29 @@ def _comparisons(path: Path, spec, output: Path, bootstrap: int, judges_file: Pa
     for r in tables.get("judge_agreement", pd.DataFrame()).itertuples():
         console.print(f"Judge {r.judge} against the humans: agrees on {r.agreement:.1%} of {r.units} items and pairs "
                       f"({r.agreement_without_ties:.1%} without ties), kappa {r.kappa:.3f}")
-    return _written(write_comparison_analysis, tables, notes, f"{path.stem}: pairwise comparisons", output,
-                    f"Comparisons: {path.name}" + (f"; judges: {judges_file.name}" if judges_file else ""))
+    return _written(write_comparison_analysis, tables, computed, f"{name}: pairwise comparisons", output,
+                    source + (f"; judges: {judges_file.name}" if judges_file else ""), notes)
 
 
 def _best_worst(path: Path, spec, output: Path, bootstrap: int, _metrics: Path | None = None) -> Path:
-    """Best-worst annotations: read, scored, summarised on the terminal, written; the page's path."""
+    """Best-worst annotations of a file: read, scored, summarised on the terminal, written; the page's path."""
     from ..comparisons import read_best_worst
-    from ..exporters.preference import analyze_best_worst, write_best_worst_analysis
 
     annotations = read_best_worst(path, spec.columns if spec else None, spec.tuple_columns if spec else None)
+    return _run_best_worst(annotations, path.stem, f"Annotations: {path.name}", output, bootstrap)
+
+
+def _run_best_worst(annotations, name: str, source: str, output: Path, bootstrap: int, notes: list[str] = ()) -> Path:
+    from ..exporters.preference import analyze_best_worst, write_best_worst_analysis
+
+    if annotations.empty:
+        raise BadInput("no best-worst annotations to analyse" + (f" ({'; '.join(notes)})" if notes else ""))
     tuples = annotations["tuple"].nunique()
     count = annotations["annotation"].nunique()
     console.print(f"{_count(count, 'annotated tuple')} ({_count(tuples, 'tuple')}) of "
                   f"{_count(annotations['item'].nunique(), 'item')}")
     with console.status("computing statistics..."):
-        tables, notes = analyze_best_worst(annotations, splits=min(max(bootstrap, 1), 100))
+        tables, computed = analyze_best_worst(annotations, splits=min(max(bootstrap, 1), 100))
     scores = tables["bws_scores"]
     top = ", ".join(f"{r.item} ({r.score:+.2f})" for r in scores.head(3).itertuples())
     bottom = ", ".join(f"{r.item} ({r.score:+.2f})" for r in scores.tail(3).iloc[::-1].itertuples())
@@ -210,15 +239,15 @@ def _best_worst(path: Path, spec, output: Path, bootstrap: int, _metrics: Path |
     if reliability["splits"]:
         console.print(f"Split-half reliability (Spearman, mean of {int(reliability['splits'])} random splits): "
                       f"{reliability['spearman']:.3f}")
-    return _written(write_best_worst_analysis, tables, notes, f"{path.stem}: best-worst scaling", output,
-                    f"Annotations: {path.name}")
+    return _written(write_best_worst_analysis, tables, computed, f"{name}: best-worst scaling", output, source, notes)
 
 
-def _written(write, tables, notes: list[str], title: str, output: Path, source: str) -> Path:
-    """What could not be computed said on the terminal, then the tables and page written by `write`."""
+def _written(write, tables, notes: list[str], title: str, output: Path, source: str, left_out=()) -> Path:
+    """What could not be computed said on the terminal, then the tables and page written by `write` (the page also
+    says what was left out of the analysis, `left_out`)."""
     for note in notes:
         console.print(f"Not computed: {note}")
-    return write(tables, title, output, [source] + notes)
+    return write(tables, title, output, [source, *left_out] + notes)
 
 
 def _count(n: int, word: str, plural: str | None = None) -> str:
@@ -255,6 +284,36 @@ def _scale(criterion) -> str:
     if criterion.step is not None:
         text += f", step {criterion.step:g}"
     return text
+
+
+def _preference_project(protocol: str, projects, export: Path | None, output: Path, bootstrap: int,
+                        judges_file: Path | None) -> Path:
+    """A pairwise or best-worst protocol's projects (live or from an export): the answers turned into comparisons
+    or best-worst annotations through the positions each task showed (hidden in its meta), then analysed like a
+    file of them. An LLM judge's verdicts (--metrics) are compared with the humans' on pairwise protocols."""
+    import pandas as pd
+
+    from ..exporters.analysis import exclusions
+    from ..exporters.preference import best_worst_from_annotations, comparisons_from_annotations, positions_of
+    from .reading import _read_study, quotas
+
+    reg, parts, per_part, frames, _ = _read_study(protocol, projects, export, None)
+    project = reg.study(protocol)
+    if judges_file is not None and project.compare.kind != "pairwise":
+        raise BadInput("--metrics takes an LLM judge's verdicts on comparisons; a best-worst protocol has none")
+    annotations, notes = exclusions(pd.concat(frames, ignore_index=True), quotas=quotas(parts, per_part))
+    positions = {k: v for tasks in per_part for k, v in positions_of(tasks).items()}
+    source = f"Label Studio projects of {protocol}" if export is None else f"Export: {export.name}"
+    if project.compare.kind == "pairwise":
+        comparisons, left_out = comparisons_from_annotations(annotations, positions, project)
+        for note in notes + left_out:
+            console.print(note)
+        return _run_comparisons(comparisons, _judges(judges_file), protocol, source, output, bootstrap, judges_file,
+                                notes + left_out)
+    chosen, left_out = best_worst_from_annotations(annotations, positions, project)
+    for note in notes + left_out:
+        console.print(note)
+    return _run_best_worst(chosen, protocol, source, output, bootstrap, notes + left_out)
 
 
 def _label_studio(protocol: str, projects, export: Path | None):

@@ -60,7 +60,7 @@ def validate(
     """Dry run: check every record of FILES and report all problems as file:line: field: message."""
     try:
         reg = _load(projects)
-        results = {p.name: scan(p, importers.get(p.importer), files) for p in reg.parts(protocol)}
+        results = {p.name: scan(p, importers.for_project(p), files) for p in reg.parts(protocol)}
         merged = next(iter(results.values()))
         for result in list(results.values())[1:]:  # a study's parts read the same files: one warning per file
             for path, names in result.unknown.items():
@@ -97,7 +97,7 @@ def import_(
     try:
         reg = _load(projects)
         parts = reg.parts(protocol)
-        scans = [scan(p, importers.get(p.importer), files) for p in parts]
+        scans = [scan(p, importers.for_project(p), files) for p in parts]
         problems = list(dict.fromkeys(pr for result in scans for pr in result.problems))
         if problems and skip_invalid:
             from ..exporters.files import check_output_file  # pandas: loaded only when needed

@@ -195,7 +195,7 @@ def generate(
         with Progress(TextColumn(f"generating {project.generate} for {project.name}"), BarColumn(), MofNCompleteColumn(),
                       TimeRemainingColumn(), console=err, transient=True) as progress:
             bar = progress.add_task(project.name, total=None)
-            done = generate_files(project, importers.get(project.importer), files, output, backend, batch_size,
+            done = generate_files(project, importers.for_project(project), files, output, backend, batch_size,
                                   lambda n, total: progress.update(bar, completed=n, total=total))
     except EvalstudioError as e:
         raise _fail(e)

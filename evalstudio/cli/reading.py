@@ -20,7 +20,7 @@ def _import(project, files, client, batch_size=500, skip_invalid=False, checked=
     with Progress(TextColumn(f"importing {project.name}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                   console=err, transient=True) as progress:
         bar = progress.add_task(project.name, total=None)
-        return import_files(project, importers.get(project.importer), files, client, batch_size,
+        return import_files(project, importers.for_project(project), files, client, batch_size,
                             on_progress=lambda done, total: progress.update(bar, completed=done, total=total),
                             skip_invalid=skip_invalid, checked=checked)
 

@@ -267,7 +267,9 @@ def split_half_reliability(annotations: pd.DataFrame, splits: int = 100, seed: i
     split at random into two halves (`tuple` column; an odd one out goes to a random half), scores are computed
     from each half, and their Spearman correlation is averaged over `splits` random splits. Items missing from a
     half are left out of that split's correlation."""
-    from scipy.stats import spearmanr
+    import warnings
+
+    from scipy.stats import ConstantInputWarning, spearmanr
 
     if "tuple" not in annotations:
         raise ValueError("split-half reliability needs the tuple each annotation belongs to (a `tuple` column)")
@@ -287,6 +289,8 @@ def split_half_reliability(annotations: pd.DataFrame, splits: int = 100, seed: i
         two = bws_scores(annotations[~in_first]).set_index("item")["score"]
         both = one.index.intersection(two.index)
         if len(both) >= 3:
-            values.append(spearmanr(one[both], two[both]).statistic)
+            with warnings.catch_warnings():  # a half whose scores are all equal: undefined, left out by nanmean
+                warnings.simplefilter("ignore", ConstantInputWarning)
+                values.append(spearmanr(one[both], two[both]).statistic)
     values = np.asarray(values, dtype=float)
     return {"spearman": float(np.nanmean(values)) if len(values) else float("nan"), "splits": int(len(values))}

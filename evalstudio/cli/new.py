@@ -1,0 +1,106 @@
+"""`evalstudio new`: a protocol of your own from a template, as data (a projects.yaml entry and a labeling config)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..errors import BadInput, EvalstudioError
+from . import _fail, app, console
+
+TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
+TEMPLATE_NAMES = ("likert", "slider", "pairwise", "best-worst")
+
+
+@app.command()
+def new(
+    name: Annotated[str, typer.Argument(help="The new protocol's name: lower-case letters, digits and _ (e.g. "
+                                             "my_study). It names the entry, the config and the example folder.")],
+    template: Annotated[str, typer.Option(
+        help="likert (5-point rating scales of each response to a context), slider (a 0-100 slider per summary, "
+             "from a CSV), pairwise (two responses side by side: A better, B better, tie, both bad; sides drawn "
+             "per task) or best-worst (four outputs: the best and the worst; balanced tuples).")] = "likert",
+    folder: Annotated[Path, typer.Option("--dir", help="Folder of the projects.yaml to add the entry to (created "
+                                                       "with only this entry if it has none).")] = Path("."),
+):
+    """Start a protocol of your own with no Python: writes a projects.yaml entry, its labeling config
+    (labeling_configs/NAME.xml) and an example input (examples/NAME/), with comments saying what to change; they
+    validate and import as they are. Then: `evalstudio validate NAME examples/NAME/*` and `evalstudio import NAME
+    examples/NAME/*` in that folder (evalstudio reads ./projects.yaml there)."""
+    try:
+        written = create(name, template, folder)
+    except EvalstudioError as e:
+        raise _fail(e)
+    for path in written:
+        console.print(f"wrote {path}")
+    example = next(p for p in written if p.parent.name == name)
+    console.print(("Next: " if folder == Path(".") else f"Next, in {folder}: ") + f"evalstudio validate {name} {example.relative_to(folder)}\n"
+                  f"Then edit the entry and {Path('labeling_configs') / (name + '.xml')} for your study; the view "
+                  "is checked against the entry every time projects.yaml is read.")
+
+
+def create(name: str, template: str, folder: Path) -> list[Path]:
+    """Writes the template's files as NAME into `folder` (nothing is overwritten; on any problem nothing is left
+    written) and checks that the result loads and that the example validates; the paths written."""
+    from .. import importers, registry
+    from ..exporters.files import write_output
+    from ..importing import scan
+
+    if template not in TEMPLATE_NAMES:
+        raise BadInput(f"unknown template '{template}'; valid names: {', '.join(TEMPLATE_NAMES)}")
+    if not re.fullmatch(r"[a-z][a-z0-9_]{0,40}", name):
+        raise BadInput(f"'{name}': a protocol name is lower-case letters, digits and _ (e.g. my_study)")
+    if not folder.is_dir():
+        raise BadInput(f"{folder}: no such folder")
+    source = TEMPLATES / template
+    example = next(p for p in sorted(source.iterdir()) if p.stem == "example")
+    projects = folder / "projects.yaml"
+    targets = {"config": folder / "labeling_configs" / f"{name}.xml",
+               "example": folder / "examples" / name / f"example{example.suffix}"}
+    before = projects.read_text(encoding="utf-8") if projects.exists() else None
+    if before is not None:
+        try:
+            names = (registry._parse_yaml(before) or {}).get("projects") or {}
+        except Exception as e:  # noqa: BLE001 - yaml's errors: a broken projects.yaml is not extended
+            raise BadInput(f"{projects}: cannot add to it, it is not valid YAML ({type(e).__name__})") from None
+        if name in names:
+            raise BadInput(f"{projects}: has an entry '{name}' already; choose another name")
+    for path in targets.values():
+        if path.exists():
+            raise BadInput(f"{path}: exists already; choose another name or move it")
+    entry = (source / "entry.yaml").read_text(encoding="utf-8").replace("NAME", name)
+    text = (before.rstrip("\n") + "\n\n" + entry) if before is not None else (
+        "# evalstudio protocols (see `evalstudio new --help`); labeling configs are found relative to this file.\n"
+        "projects:\n" + entry)
+    if before is not None and not re.search(r"(?m)^projects:\s*$", before):
+        raise BadInput(f"{projects}: has no top-level 'projects:' mapping to add the entry to")
+    made: list[Path] = []
+    try:
+        for path, content in ((targets["config"], (source / "config.xml").read_text(encoding="utf-8")),
+                              (targets["example"], example.read_text(encoding="utf-8"))):
+            for parent in reversed(path.parents):
+                if not parent.exists() and parent.is_relative_to(folder):
+                    parent.mkdir()
+                    made.append(parent)
+            write_output(path, content)
+            made.append(path)
+        write_output(projects, text)
+        reg = registry.load(projects)
+        project = reg.get(name)
+        result = scan(project, importers.for_project(project), [targets["example"]])
+        if result.problems or not result.tasks:
+            raise BadInput(f"the {template} template's example does not validate: "
+                           + "; ".join(map(str, result.problems[:3])))
+    except BaseException:
+        if before is None:
+            projects.unlink(missing_ok=True)
+        else:
+            write_output(projects, before)
+        for path in reversed(made):
+            path.rmdir() if path.is_dir() else path.unlink(missing_ok=True)
+        raise
+    return [projects, targets["config"], targets["example"]]
+

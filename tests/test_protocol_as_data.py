@@ -1,0 +1,359 @@
+"""Protocols as data (issue 30): a projects.yaml entry with `input:` and a labeling config, no Python.
+
+`evalstudio new` writes each template into a temporary folder; the entry is checked against its XML when loaded,
+its records become tasks that show annotators only what the config shows (pairwise and best-worst sides drawn per
+task and kept hidden), and the protocol runs in a real Label Studio, in a real browser, through export and
+`evalstudio analyze`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from evalstudio import importers, registry
+from evalstudio.cli import app
+from evalstudio.cli.new import TEMPLATE_NAMES, create
+from evalstudio.errors import BadInput, Problem, RegistryError
+from evalstudio.importing import convert_record, import_files, iter_tasks, scan, split_task
+from evalstudio.results import region, task_fields
+
+TEMPLATES = list(TEMPLATE_NAMES)
+from .test_browser import browser, session  # noqa: E402,F401 - the logged-in browser page of the browser tests
+
+
+def made(folder: Path, template: str, name: str | None = None):
+    """(registry, project, example file) of a template written into `folder` by `evalstudio new`."""
+    name = name or "my_" + template.replace("-", "_")
+    written = create(name, template, folder)
+    reg = registry.load(folder / "projects.yaml")
+    return reg, reg.get(name), written[-1]
+
+
+def tasks_of(project, path: Path) -> list[dict]:
+    return [split_task(project, data) for _, data in iter_tasks(project, importers.for_project(project), [path])]
+
+
+# ---- the templates -------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("template", TEMPLATES)
+def test_a_template_validates_and_its_tasks_show_only_what_the_config_shows(tmp_path, template):
+    reg, project, example = made(tmp_path, template)
+    result = scan(project, importers.for_project(project), [example])
+    assert result.problems == [] and result.tasks >= 2
+    records = [json.loads(line) for line in example.read_text().splitlines()] if example.suffix == ".jsonl" else []
+    systems = {json.dumps(s) for r in records for s in _systems(r)} | ({'"sys-1"', '"sys-2"'} if not records else set())
+    for task in tasks_of(project, example):
+        assert set(task["data"]) == project.data_fields() | {"evalstudio_id", "item_id"}
+        shown = json.dumps(task["data"])
+        assert not any(s in shown for s in systems), "a system name is in what annotators see"
+        assert task["meta"].get("system") or task["meta"].get("candidates")
+
+
+def _systems(record: dict) -> list[str]:
+    found = [record[k] for k in ("model_a", "model_b") if k in record]
+    for key in ("responses", "summaries"):
+        found += [e["system"] for e in record.get(key, [])]
+    return found
+
+
+def test_new_appends_to_a_projects_file_refuses_to_overwrite_and_leaves_nothing_on_failure(tmp_path):
+    made(tmp_path, "likert", "first")
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    with pytest.raises(BadInput, match="has an entry 'first' already"):
+        create("first", "pairwise", tmp_path)
+    with pytest.raises(BadInput, match="valid names: likert, slider, pairwise, best-worst"):
+        create("second", "ranking", tmp_path)
+    with pytest.raises(BadInput, match="lower-case letters"):
+        create("Second", "likert", tmp_path)
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+    _, project, _ = made(tmp_path, "pairwise", "second")
+    assert set(registry.load(tmp_path / "projects.yaml").names()) == {"first", "second"}
+    assert (tmp_path / "projects.yaml").stat().st_mode & 0o077 == 0
+    # a template whose result does not load is rolled back: nothing written, the projects file as it was
+    (tmp_path / "labeling_configs" / "third.xml").mkdir()
+    before = (tmp_path / "projects.yaml").read_bytes()
+    with pytest.raises(BadInput, match="exists already"):
+        create("third", "slider", tmp_path)
+    assert (tmp_path / "projects.yaml").read_bytes() == before and not (tmp_path / "examples" / "third").exists()
+
+
+def test_evalstudio_new_on_the_command_line(tmp_path):
+    result = CliRunner().invoke(app, ["new", "cli_study", "--template", "best-worst", "--dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "evalstudio validate cli_study examples/cli_study/example.jsonl" in " ".join(result.output.split())
+    result = CliRunner().invoke(app, ["validate", "cli_study", str(tmp_path / "examples/cli_study/example.jsonl"),
+                                      "--projects", str(tmp_path / "projects.yaml")])
+    assert result.exit_code == 0 and "2 task(s) valid" in result.output
+
+
+# ---- an entry is checked against its labeling config when it is loaded ------------------------------------------
+
+BAD_ENTRIES = [  # (template, text replaced in the entry, replacement, message)
+    ("likert", "data: {context: context, response: each.text}", "data: {context: context}",
+     "the labeling config shows $response but nothing fills it"),
+    ("likert", "data: {context: context,", "data: {context: context, extra: id,",
+     "input.data.extra: the labeling config shows no $extra; a hidden field belongs in input.meta"),
+    ("likert", "    input:\n", "    importer: dialogue\n    input:\n", "give importer:"),
+    ("likert", "system: each.system", "system: each..system", "is not a path"),
+    ("slider", "system: system", "system: each.system", "nothing is expanded"),
+    ("slider", "data: {document: source, summary: summary}", "data: {document: source, summary: summary, item_id: x}",
+     "item_id: set by evalstudio"),
+    ("pairwise", 'tie: "Tie", ', "", "what does 'Tie' mean?"),
+    ("pairwise", 'both_bad: "Both are bad"', 'both_bad: "Both bad"', "'Both bad' is not a label of preference"),
+    ("pairwise", "    compare:\n      criterion: preference\n", "    compare:\n      criterion: nothing\n",
+     "'nothing' is not a categorical criterion"),
+    ("pairwise", "    compare:\n", "    xcompare:\n", "Extra inputs are not permitted"),
+    ("best-worst", "per_task: 4 ", "per_task: 3 ", "shows $summary_d but nothing fills it"),
+    ("best-worst", 'best: {scale: nominal, labels: ["A", "B", "C", "D"]}',
+     'best: {scale: nominal, labels: ["A", "B", "C"]}', "labels"),
+    ("best-worst", "source: summaries ", "source: summaries\n        each: [{system: a, summary: b}]\n        #",
+     "give source"),
+]
+
+
+@pytest.mark.parametrize("template, old, new, message", BAD_ENTRIES)
+def test_a_wrong_entry_is_refused_with_where_and_what(tmp_path, template, old, new, message):
+    _, project, _ = made(tmp_path, template, "mine")
+    text = (tmp_path / "projects.yaml").read_text()
+    assert old in text, old
+    (tmp_path / "projects.yaml").write_text(text.replace(old, new, 1))
+    with pytest.raises(RegistryError) as error:
+        registry.load(tmp_path / "projects.yaml")
+    assert message in str(error.value)
+    assert str(tmp_path / "projects.yaml") in str(error.value)
+
+
+def test_a_config_that_shows_source_is_refused_as_it_would_show_the_hidden_fields(tmp_path):
+    """Label Studio's editor replaces $source with the whole task JSON, its meta included (seen in a browser: the
+    systems of a slider study on screen): no entry may show it."""
+    made(tmp_path, "slider", "mine")
+    config = tmp_path / "labeling_configs" / "mine.xml"
+    config.write_text(config.read_text().replace("$document", "$source"))
+    text = (tmp_path / "projects.yaml").read_text()
+    (tmp_path / "projects.yaml").write_text(text.replace("data: {document: source,", "data: {source: source,"))
+    with pytest.raises(RegistryError, match=r"\$source is Label Studio's own variable"):
+        registry.load(tmp_path / "projects.yaml")
+
+
+# ---- records that do not fit: file:line: field: message, nothing imported ----------------------------------------
+
+BAD_RECORDS = [  # (template, record, field, message)
+    ("likert", {"id": "x", "context": "c", "responses": "not a list"}, "responses", "expected a non-empty list"),
+    ("likert", {"id": "x", "context": "c", "responses": [{"system": "s", "text": ["a", "list"]}]},
+     "each.text", "shows $response as text"),
+    ("likert", {"id": "x", "context": "c", "responses": [{"system": "s", "text": "t", "metric_score": 4.5}]},
+     "model_ratings.quality", "takes whole stars, got 4.5"),
+    ("likert", {"id": "x", "context": "c", "responses": [{"system": "s", "text": "t", "metric_score": "4,0"}]},
+     "model_ratings.quality", "4,0"),
+    ("likert", {"id": "x", "responses": [{"system": "s", "text": "t"}]}, "context", "missing"),
+    ("likert", {"id": "x", "context": "c", "responses": [{"text": "t"}]}, "responses[0].system", "missing"),
+    ("pairwise", {"id": "x", "prompt": "p", "model_a": "s", "response_a": "a", "model_b": "s", "response_b": "b"},
+     "each", "system 's' is among the candidates twice"),
+    ("pairwise", {"id": "x", "prompt": "p", "model_a": "s", "response_a": "a", "model_b": "t"}, "response_b", "missing"),
+    ("pairwise", {"id": "", "prompt": "p", "model_a": "s", "response_a": "a", "model_b": "t", "response_b": "b"},
+     "id", "is empty"),
+    ("best-worst", {"id": "x", "article": "a", "summaries": [{"system": s, "text": s} for s in "abc"]},
+     "summaries", "3 candidate(s); a task shows 4"),
+    ("best-worst", {"id": "x", "article": "a", "summaries": [{"system": s, "text": s} for s in "abcd"] + [7]},
+     "summaries[4].system", "missing"),
+]
+
+
+@pytest.mark.parametrize("template, record, field, message", BAD_RECORDS)
+def test_a_record_that_does_not_fit_is_reported_at_its_line(tmp_path, template, record, field, message):
+    _, project, example = made(tmp_path, template, "mine")
+    path = tmp_path / "input.jsonl"
+    good = example.read_text().splitlines()[0] if example.suffix == ".jsonl" else None
+    path.write_text((good + "\n" if good else "") + json.dumps(record) + "\n")
+    problems = scan(project, importers.for_project(project), [path]).problems
+    assert any(p.line == (2 if good else 1) and p.field == field and message in p.message for p in problems), problems
+
+
+def test_a_csv_cell_that_does_not_fit_is_reported_and_nothing_is_imported(tmp_path):
+    _, project, example = made(tmp_path, "slider", "mine")
+    path = tmp_path / "input.csv"
+    path.write_text(example.read_text() + 'd3,,"a source","a summary"\n')
+    result = scan(project, importers.for_project(project), [path])
+    assert [(p.line, p.field, p.message) for p in result.problems] == [(6, "system", "is empty")]
+    other = tmp_path / "input.jsonl"
+    other.write_text('{"doc_id": "d1"}\n')
+    result = scan(project, importers.for_project(project), [other])
+    assert "the mine protocol reads .csv, .tsv, .tab files" in str(result.problems[0])
+
+
+# ---- sides drawn per task, stable, hidden; balanced best-worst tuples ---------------------------------------------
+
+def test_pairwise_sides_are_drawn_per_task_the_same_on_every_run_and_balanced(tmp_path):
+    _, project, _ = made(tmp_path, "pairwise", "mine")
+    path = tmp_path / "pairs.jsonl"
+    path.write_text("".join(json.dumps({"id": f"q{i}", "prompt": f"prompt {i}", "model_a": "alpha",
+                                        "response_a": f"alpha says {i}", "model_b": "beta",
+                                        "response_b": f"beta says {i}"}) + "\n" for i in range(400)))
+    first, again = tasks_of(project, path), tasks_of(project, path)
+    assert first == again
+    left = [t["meta"]["candidates"][0] for t in first]
+    assert 0.43 < left.count("alpha") / len(left) < 0.57  # 400 fair coin flips: outside this 1 in 100
+    for task in first:  # the text on each side is its system's
+        for side, system in zip("ab", task["meta"]["candidates"]):
+            assert task["data"][f"response_{side}"].startswith(system)
+    assert len({t["data"]["evalstudio_id"] for t in first}) == 400
+
+
+def test_best_worst_tuples_are_balanced_over_the_candidates_of_an_item(tmp_path):
+    _, project, _ = made(tmp_path, "best-worst", "mine")
+    path = tmp_path / "many.jsonl"
+    systems = [f"system-{k}" for k in range(8)]
+    path.write_text(json.dumps({"id": "doc", "article": "text", "summaries": [
+        {"system": s, "text": f"summary by {s}"} for s in systems]}) + "\n")
+    tasks = tasks_of(project, path)
+    assert len(tasks) == 16  # 2N tuples of 4 (Kiritchenko & Mohammad), each candidate in 8
+    appearances = Counter(s for t in tasks for s in t["meta"]["candidates"])
+    assert set(appearances.values()) == {8} and set(appearances) == set(systems)
+    pairs = Counter(frozenset((a, b)) for t in tasks for a in t["meta"]["candidates"] for b in t["meta"]["candidates"]
+                    if a < b)
+    assert len(pairs) == 28 and max(pairs.values()) - min(pairs.values()) <= 2
+
+
+# ---- hostile records never crash the mapping ----------------------------------------------------------------------
+
+_json = st.recursive(st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.floats(allow_nan=False) | st.text(max_size=20),
+                     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
+                     max_leaves=20)
+
+
+@pytest.mark.parametrize("template", TEMPLATES)
+def test_any_record_becomes_tasks_or_problems_never_an_exception(tmp_path_factory, template):
+    _, project, _ = made(tmp_path_factory.mktemp(template), template, "mine")
+    importer = importers.for_project(project)
+    keys = sorted(importer.FIELDS)
+
+    @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(st.dictionaries(st.sampled_from(keys) | st.text(max_size=8), _json, max_size=8))
+    def check(record):
+        tasks, problems = convert_record(importer, record, project, {}, "input.jsonl", 1)
+        assert bool(tasks) != bool(problems)
+        assert all(isinstance(p, Problem) and "unexpected value" not in p.message for p in problems), problems
+
+    check()
+
+
+# ---- a real Label Studio, a real browser, export and analysis ---------------------------------------------------
+
+@pytest.fixture
+def own_folder(tmp_path_factory):
+    return tmp_path_factory.mktemp("protocol")
+
+
+@pytest.mark.server
+@pytest.mark.usefixtures("database_independent")
+@pytest.mark.parametrize("template", TEMPLATES)
+def test_a_template_protocol_is_annotated_in_a_real_browser(own_folder, template, client, label_studio, session):
+    from .test_browser import designed_values, fill, open_task, submit_and_read_back
+
+    name = f"browser_{template.replace('-', '_')}"
+    _, project, example = made(own_folder, template, name)
+    report = import_files(project, importers.for_project(project), [example], client, record=False)
+    assert report.created >= 2
+    page, dialogs = session
+    task = sorted(client.tasks(report.project_id), key=lambda t: t.id)[0]
+    full = client.sdk.tasks.get(id=task.id)
+    open_task(page, label_studio.url, report.project_id, task.id)
+    body = page.inner_text("body")
+    for key in project.data_fields():
+        assert " ".join(str(full.data[key]).split())[:40] in " ".join(body.split()), key
+    hidden = full.meta.get("candidates") or [full.meta["system"]]
+    for system in hidden:
+        at = body.find(system)
+        assert at < 0, f"the system name {system!r} is on the annotator's screen: ...{body[max(0, at - 200):at + 50]}"
+    values = designed_values(project)
+    fill(page, project, values)
+    assert submit_and_read_back(page, client, task.id, 0) == values
+    assert dialogs == []
+
+
+@pytest.mark.server
+@pytest.mark.usefixtures("database_independent")
+@pytest.mark.parametrize("template", ["pairwise", "best-worst"])
+def test_a_comparison_protocol_goes_from_label_studio_through_export_to_its_analysis(own_folder, template, client,
+                                                                                     tmp_path):
+    import numpy as np
+
+    name = f"analysed_{template.replace('-', '_')}"
+    _, project, example = made(own_folder, template, name)
+    report = import_files(project, importers.for_project(project), [example], client, record=False)
+    known = {email: uid for uid, email in client.users().items()}
+    people = {}
+    for email in ("cmp-a@example.com", "cmp-b@example.com", "cmp-c@example.com"):
+        people[email] = known.get(email) or client.sdk.users.create(
+            username=email.split("@")[0], email=email, password="not-used-1234").id
+    rng = np.random.default_rng(7)
+    entered = []  # (task id, annotator, {control: label})
+    tasks = sorted(client.export_tasks(report.project_id), key=lambda t: t["id"])
+    for task in tasks:
+        for email, uid in people.items():
+            if template == "pairwise":
+                answer = {"preference": str(rng.choice(project.criteria["preference"].labels))}
+            else:
+                best, worst = rng.choice(4, size=2, replace=False)
+                answer = {"best": "ABCD"[best], "worst": "ABCD"[worst]}
+            result = [region(project.interface, control, label) for control, label in answer.items()]
+            client.sdk.annotations.create(id=task["id"], completed_by=uid, result=result)
+            entered.append((task["id"], email, answer))
+    export = client.download_export(report.project_id, tmp_path / "export.json")
+    out = tmp_path / "analysis"
+    result = CliRunner().invoke(app, ["analyze", str(export), "--protocol", name, "--projects",
+                                      str(own_folder / "projects.yaml"), "-o", str(out), "--bootstrap", "50"])
+    assert result.exit_code == 0, result.output
+    shown = {t["id"]: task_fields(t)["candidates"] for t in tasks}
+    if template == "pairwise":  # win rates by hand from the answers and the hidden sides
+        meaning = {v: k for k, v in project.compare.outcomes.items()}
+        wins, games = Counter(), Counter()
+        for task_id, _, answer in entered:
+            left, right = shown[task_id]
+            outcome = meaning[answer["preference"]]
+            games.update([left, right])
+            wins.update({"left": [left], "right": [right]}.get(outcome, []))
+            if outcome in ("tie", "both_bad"):
+                wins.update({left: 0.5, right: 0.5})
+        rates = pd.read_csv(out / "win_rates.csv").set_index("system")
+        for system in games:
+            assert rates.loc[system, "win_rate"] == pytest.approx(wins[system] / games[system]), system
+        assert "comparisons of 3 systems on 4 items by 3 annotators" in " ".join(result.output.split())
+    else:  # counting scores by hand: best minus worst over appearances
+        best, worst, seen = Counter(), Counter(), Counter()
+        for task_id, _, answer in entered:
+            systems = shown[task_id]
+            seen.update(systems)
+            best[systems["ABCD".index(answer["best"])]] += 1
+            worst[systems["ABCD".index(answer["worst"])]] += 1
+        scores = pd.read_csv(out / "bws_scores.csv").set_index("item")
+        for system in seen:
+            assert scores.loc[system, "score"] == pytest.approx((best[system] - worst[system]) / seen[system])
+    assert (out / "index.html").is_file()
+
+
+def test_an_answer_that_means_no_comparison_is_counted_not_guessed(tmp_path):
+    from evalstudio.exporters.preference import best_worst_from_annotations, comparisons_from_annotations
+
+    _, pairwise, _ = made(tmp_path, "pairwise", "pw")
+    rows = pd.DataFrame({"task_id": [1, 1, 2, 3], "item_id": ["i"] * 4, "annotator": ["a", "b", "a", "a"],
+                         "criterion": "preference", "cancelled": False,
+                         "value": ["A is better", None, "Tie", "B is better"]})
+    frame, notes = comparisons_from_annotations(rows, {1: ["x", "y"], 2: ["y", "x"]}, pairwise)
+    assert frame[["left", "right", "outcome"]].values.tolist() == [["x", "y", "left"], ["y", "x", "tie"]]
+    assert notes == ["Left out: 1 empty answer(s).",
+                     "Left out: 1 answer(s) on tasks without their hidden positions (imported without candidates?)."]
+    _, best_worst, _ = made(tmp_path, "best-worst", "bw")
+    rows = pd.DataFrame({"task_id": [1, 1, 2, 2], "annotation_id": [10, 10, 11, 11], "annotator": "a",
+                         "criterion": ["best", "worst"] * 2, "cancelled": False, "value": ["A", "D", "B", "B"]})
+    frame, notes = best_worst_from_annotations(rows, {1: list("wxyz"), 2: list("wxyz")}, best_worst)
+    assert frame.set_index("item")["choice"].to_dict() == {"w": "best", "x": "", "y": "", "z": "worst"}
+    assert notes == ["Left out: 1 annotation(s) that chose the same output as best and worst."]
