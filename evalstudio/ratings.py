@@ -120,6 +120,9 @@ class Spec(BaseModel):
     tuple_columns: list[str] = []  # layout best_worst: the columns holding a tuple's items (default item1, item2, ...)
     # layout pairwise: the codes of each outcome, when they are not the usual ones (`evalstudio.comparisons`)
     outcomes: dict[Literal["left", "right", "tie", "both_bad"], list[str]] = {}
+    # layout pairwise: shown (left and right are the sides annotators saw) or unordered (the file's order says
+    # nothing about the screen, e.g. comparisons derived from rankings): then no position bias is computed
+    sides: Literal["shown", "unordered"] = "shown"
     metric_columns: dict[Literal["item", "system", "metric", "criterion", "value", "confidence"], str] = {}
     criteria: dict[str, CriterionSpec] = Field(default_factory=dict)
     missing: list[str] = ["", "NA", "N/A", "NaN", "nan"]  # `re:PATTERN` entries are regular expressions
@@ -148,6 +151,8 @@ class Spec(BaseModel):
             raise ValueError("columns best, worst, tuple and tuple_columns belong to layout best_worst")
         if self.outcomes and self.layout != "pairwise":
             raise ValueError("outcomes belong to layout pairwise")
+        if self.sides != "shown" and self.layout != "pairwise":
+            raise ValueError("sides belongs to layout pairwise")
         return self
 
 

@@ -102,8 +102,8 @@ def judge_agreement(humans: pd.DataFrame, judges: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def analyze_comparisons(comparisons: pd.DataFrame, n_boot: int = 1000,
-                        judges: pd.DataFrame | None = None) -> tuple[dict[str, pd.DataFrame], list[str]]:
+def analyze_comparisons(comparisons: pd.DataFrame, n_boot: int = 1000, judges: pd.DataFrame | None = None,
+                        sides_shown: bool = True) -> tuple[dict[str, pd.DataFrame], list[str]]:
     """(tables by CSV name, notes): what could not be computed is said in the notes and in not_computed.csv.
     `judges`: an LLM judge's (or several judges') verdicts on the same items, in the same columns."""
     tables, notes = {}, []
@@ -117,7 +117,11 @@ def analyze_comparisons(comparisons: pd.DataFrame, n_boot: int = 1000,
     except ValueError as e:
         notes.append(f"bradley_terry: {e}")
     tables["elo"] = pref.online_elo(comparisons)
-    tables["position_bias"] = pd.DataFrame([pref.position_bias(comparisons)])
+    if sides_shown:
+        tables["position_bias"] = pd.DataFrame([pref.position_bias(comparisons)])
+    else:
+        notes.append("position_bias: the file's left and right are not the sides annotators saw (spec sides: "
+                     "unordered)")
     agreement = preference_agreement(comparisons)
     tables["agreement"] = pd.DataFrame([agreement])
     if agreement["units"] == 0:
@@ -172,9 +176,10 @@ def write_comparison_analysis(tables: dict[str, pd.DataFrame], title: str, out_d
         body += ["<h2>Strengths</h2>", f"<p>{_EXPLAIN['strengths']}</p>", _img(_strength_plot(tables["bradley_terry"])),
                  _table(tables["bradley_terry"])]
     body += ["<h2>Win rates</h2>", f"<p>{_EXPLAIN['win_rates']}</p>", _table(tables["win_rates"]),
-             "<h2>Online Elo</h2>", f"<p>{_EXPLAIN['elo']}</p>", _table(tables["elo"]),
-             "<h2>Position bias</h2>", f"<p>{_EXPLAIN['position']}</p>", _table(tables["position_bias"]),
-             "<h2>Agreement between annotators</h2>", f"<p>{_EXPLAIN['agreement']}</p>", _table(tables["agreement"])]
+             "<h2>Online Elo</h2>", f"<p>{_EXPLAIN['elo']}</p>", _table(tables["elo"])]
+    if "position_bias" in tables:  # not when the file's left and right are not the sides shown
+        body += ["<h2>Position bias</h2>", f"<p>{_EXPLAIN['position']}</p>", _table(tables["position_bias"])]
+    body += ["<h2>Agreement between annotators</h2>", f"<p>{_EXPLAIN['agreement']}</p>", _table(tables["agreement"])]
     if "judge_agreement" in tables:
         body += ["<h2>Judges against the humans</h2>", f"<p>{_EXPLAIN['judges']}</p>", _table(tables["judge_agreement"])]
     return _write_folder(tables, title, out_dir, notes, body)

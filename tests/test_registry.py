@@ -89,7 +89,7 @@ def test_dialogues_render_as_plain_turns(reg, protocol):
 
 
 def test_rubric_reaches_annotators(reg):
-    for project in reg:
+    for project in (reg.entry(protocol) for protocol in PROJECTS):  # the five protocols from their documents
         assert len(project.instructions) > 200
         assert "<Collapse accordion=\"false\">" in project.label_config  # panels inside the task, opened independently
     sotopia = reg.entry("sotopia").label_config
@@ -104,7 +104,7 @@ def test_no_shipped_protocol_prefills_answers(reg):
 def test_unknown_protocol_lists_valid_names(reg):
     with pytest.raises(UnknownName) as e:
         reg.entry("sotopya")
-    assert "valid names: circa, circa_part1, circa_part2, circa_part2_list1, circa_part2_list2, cmv, cmv_threads, cmv_tom, dialogue, health, sotopia" in str(e.value)
+    assert "valid names: circa, circa_part1, circa_part2, circa_part2_list1, circa_part2_list2, cmv, cmv_threads, cmv_tom, dialogue, health, sotopia, squality, squality_pairwise" in str(e.value)
 
 
 def _copy_registry(tmp_path, edit):

@@ -16,7 +16,9 @@ def test_wheel_installs_and_runs(tmp_path):
                    check=True, capture_output=True, timeout=600)
     [wheel] = dist.glob("evalstudio-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    assert {"evalstudio/projects.yaml", "evalstudio/importers/sotopia.py", "evalstudio/labeling_configs/health.xml"} <= names
+    assert {"evalstudio/projects.yaml", "evalstudio/importers/sotopia.py", "evalstudio/labeling_configs/health.xml",
+            "evalstudio/labeling_configs/squality.xml", "evalstudio/templates/pairwise/config.xml",
+            "evalstudio/templates/slider/example.csv"} <= names
     assert not any(n.split("/")[0] in {"importers", "exporters", "ml_backend", "labeling_configs", "tests"} for n in names)
 
     env_dir = tmp_path / "venv"
@@ -31,5 +33,12 @@ def test_wheel_installs_and_runs(tmp_path):
     assert "import" in help_text and "validate" in help_text
     listing = subprocess.run([bin_dir / "evalstudio", "projects"], cwd=workdir, check=True, capture_output=True, text=True,
                              env={"COLUMNS": "200", "PATH": str(bin_dir)}).stdout
-    for name in ("sotopia", "cmv", "circa", "dialogue", "health"):
+    for name in ("sotopia", "cmv", "circa", "dialogue", "health", "squality", "squality_pairwise"):
         assert name in listing
+    # a protocol of one's own from a template, with the installed package alone
+    made = subprocess.run([bin_dir / "evalstudio", "new", "mine", "--template", "pairwise"], cwd=workdir,
+                          capture_output=True, text=True, env={"COLUMNS": "200", "PATH": str(bin_dir)})
+    assert made.returncode == 0, made.stdout + made.stderr
+    checked = subprocess.run([bin_dir / "evalstudio", "validate", "mine", "examples/mine/example.jsonl"], cwd=workdir,
+                             capture_output=True, text=True, env={"COLUMNS": "200", "PATH": str(bin_dir)})
+    assert checked.returncode == 0 and "4 task(s) valid" in checked.stdout, checked.stdout + checked.stderr

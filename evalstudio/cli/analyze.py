@@ -154,7 +154,7 @@ def _comparisons(path: Path, spec, output: Path, bootstrap: int, judges_file: Pa
 
     comparisons = read_comparisons(path, spec.columns if spec else None, spec.outcomes if spec else None)
     return _run_comparisons(comparisons, _judges(judges_file, spec), path.stem, f"Comparisons: {path.name}",
-                            output, bootstrap, judges_file)
+                            output, bootstrap, judges_file, sides_shown=spec is None or spec.sides == "shown")
 
 
 def _judges(judges_file: Path | None, spec=None):
@@ -169,7 +169,7 @@ def _judges(judges_file: Path | None, spec=None):
 
 
 def _run_comparisons(comparisons, judges, name: str, source: str, output: Path, bootstrap: int,
-                     judges_file: Path | None = None, notes: list[str] = ()) -> Path:
+                     judges_file: Path | None = None, notes: list[str] = (), sides_shown: bool = True) -> Path:
     import pandas as pd
     from rich import box
     from rich.table import Table
@@ -185,7 +185,7 @@ def _run_comparisons(comparisons, judges, name: str, source: str, output: Path, 
                   f"{_count(comparisons['item'].nunique(), 'item')}"
                   + (f" by {_count(annotators, 'annotator')}" if annotators else "") + f"; {ties:.0%} ties or both bad")
     with console.status("computing statistics..."):
-        tables, computed = analyze_comparisons(comparisons, n_boot=bootstrap, judges=judges)
+        tables, computed = analyze_comparisons(comparisons, n_boot=bootstrap, judges=judges, sides_shown=sides_shown)
     strengths = tables.get("bradley_terry")
     if strengths is not None:
         table = Table(title="Bradley-Terry strengths on the Elo scale (95% bootstrap interval) and win rates",
@@ -197,7 +197,7 @@ def _run_comparisons(comparisons, judges, name: str, source: str, output: Path, 
             interval = f"[{r.elo_lo:.0f}, {r.elo_hi:.0f}]" if hasattr(r, "elo_lo") and r.elo_lo == r.elo_lo else "-"
             table.add_row(str(r.system), f"{r.elo:.0f}", interval, f"{rates[r.system]:.1%}")
         console.print(table)
-    bias = tables["position_bias"].iloc[0]
+    bias = tables["position_bias"].iloc[0] if "position_bias" in tables else {"decisive": 0}
     if bias["decisive"]:
         console.print(f"Position bias: the left output won {bias['left_share']:.1%} of {int(bias['decisive'])} "
                       f"decisive judgements (binomial p = {bias['p']:.3g})")
