@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -39,6 +41,15 @@ class Scan:
     unknown: dict[str, set[str]] = field(default_factory=dict)  # file -> record fields kept as metadata
     items: dict[str, tuple[str, str]] = field(default_factory=dict)  # evalstudio id -> (item id, file:line)
     versions: dict[str, list[str]] | None = None  # counterbalanced lists: item id -> its versions (all lists)
+    # scan(spool=True): every valid task as it will be sent, one line each (id, where, digest, task JSON) in a
+    # private temporary file, so the import sends what was validated without reading and converting the files again
+    spool: Path | None = None
+
+    def discard(self) -> None:
+        """Removes the spool file (the import does when it is done; a caller that does not import calls it)."""
+        if self.spool is not None:
+            self.spool.unlink(missing_ok=True)
+            self.spool = None
 
     def warn_unknown(self, project: Project) -> None:
         """One warning per file naming the fields the protocol does not use (they are kept as metadata)."""
@@ -188,9 +199,30 @@ def convert_record(importer, record: dict, project: Project, context, path, line
         return [], [Problem(str(path), line, None, f"unexpected value in this record ({type(e).__name__}: {str(e)[:120]})")]
 
 
-def scan(project: Project, importer, paths: Sequence[Path]) -> Scan:
-    """Dry run: count tasks and collect every problem, including duplicate ids."""
+def scan(project: Project, importer, paths: Sequence[Path], spool: bool = False) -> Scan:
+    """Dry run: count tasks and collect every problem, including duplicate ids. `spool`: also write every valid
+    task, converted and serialised as the import sends it, to a private temporary file (`Scan.spool`)."""
     result = Scan(files=fingerprints(paths))
+    out = None
+    if spool:
+        import tempfile
+
+        handle, name = tempfile.mkstemp(prefix="evalstudio-import-", suffix=".tasks")  # 0600: it holds hidden meta
+        result.spool = Path(name)
+        out = os.fdopen(handle, "w", encoding="utf-8")
+    try:
+        _scan(project, importer, paths, result, out)
+    except BaseException:
+        if out is not None:
+            out.close()
+        result.discard()
+        raise
+    if out is not None:
+        out.close()
+    return result
+
+
+def _scan(project: Project, importer, paths: Sequence[Path], result: Scan, out) -> None:
     first_seen: dict[str, str] = {}
     versions: dict[str, dict[str, str]] = {}  # item -> system -> where (for the design check)
     if project.lists:  # which task goes to which list needs every version of every item: one pass first
@@ -212,10 +244,13 @@ def scan(project: Project, importer, paths: Sequence[Path]) -> Scan:
             continue
         first_seen[key] = where
         result.tasks += 1
+        if out is not None:
+            task = split_task(project, data)
+            out.write(f"{json.dumps(key)}\t{json.dumps(where)}\t{json.dumps(integrity.task_digest(task))}\t"
+                      f"{json.dumps(task, ensure_ascii=False, allow_nan=False)}\n")
     if project.design:
         result.design += design_problems(project, versions)
     result.problems += result.design
-    return result
 
 
 def _where(where: str) -> tuple[str, int]:
@@ -286,8 +321,10 @@ def placement_problems(client, parts: Sequence[Project], scans: Sequence[Scan],
     return list(dict.fromkeys(problems))
 
 
-def send_batch(client, project_id: int, batch: list[dict], watermark: int, retry: RetryPolicy) -> tuple[dict[str, int], bool]:
-    """Import one batch without ever duplicating a task. Returns (evalstudio id -> task id written, recovered).
+def send_batch(client, project_id: int, batch: list[tuple[str, dict | str]], watermark: int,
+               retry: RetryPolicy) -> tuple[dict[str, int], bool]:
+    """Import one batch of (evalstudio id, task: a dict or its JSON text) without ever duplicating a task. Returns
+    (evalstudio id -> task id written, recovered).
 
     An import that fails in transit (timeout, dropped connection, 5xx) may still have been written, so before
     each retry we list the project's tasks newer than `watermark` (the highest task id before this batch)
@@ -295,8 +332,8 @@ def send_batch(client, project_id: int, batch: list[dict], watermark: int, retry
     pending, written, recovered = batch, {}, False
     for delay in [*retry.delays(), None]:
         try:
-            task_ids = client.import_tasks(project_id, pending)
-            written.update(zip((t["data"][ID_FIELD] for t in pending), task_ids))
+            task_ids = client.import_tasks(project_id, [task for _, task in pending])
+            written.update(zip((key for key, _ in pending), task_ids))
             return written, recovered
         except Transient as e:
             if delay is None:
@@ -305,9 +342,9 @@ def send_batch(client, project_id: int, batch: list[dict], watermark: int, retry
             time.sleep(delay)
             recovered = True
             landed = client.task_ids(project_id, after=watermark)
-            mine = {t["data"][ID_FIELD] for t in pending}
+            mine = {key for key, _ in pending}
             written.update((key, task_id) for key, task_id in landed.items() if key in mine)
-            pending = [t for t in pending if t["data"][ID_FIELD] not in landed]
+            pending = [(key, task) for key, task in pending if key not in landed]
             if not pending:
                 return written, recovered
     return written, recovered
@@ -326,15 +363,25 @@ def import_files(
 ) -> ImportReport:
     """Validate all files, then send only tasks whose id the project does not have yet, in batches.
 
-    Memory stays flat in the size of the files: records stream from disk twice (validate, then send) and
-    only the task ids are kept. If Label Studio fails for good, ImportIncomplete says what was written;
+    Memory stays flat in the size of the files: the validation pass streams the records once and writes every valid
+    task, converted and serialised, to a private temporary spool (`scan(spool=True)`), which the sending pass reads
+    in batches (without a spool, e.g. a caller's scan without one, the files are read and converted again); only
+    the task ids are kept in memory. If Label Studio fails for good, ImportIncomplete says what was written;
     re-running the same command then finishes the job without duplicates. `checked`: the caller's scan of the same
-    files (the command line scans every part of a study first), so they are not read a third time.
+    files (the command line scans every part of a study first); its spool is removed when the import ends.
 
     `record`: write the digest of every task of the files (imported now or before) to the project's record of
     tamper evidence (`integrity`), which `status` checks; also when the import stops part-way."""
     if checked is None:
-        checked = scan(project, importer, paths)
+        checked = scan(project, importer, paths, spool=True)
+    try:
+        return _import_files(project, importer, paths, client, batch_size, on_progress, skip_invalid, checked, record)
+    finally:
+        checked.discard()
+
+
+def _import_files(project, importer, paths, client, batch_size, on_progress, skip_invalid, checked: Scan,
+                  record: bool) -> ImportReport:
     checked.warn_unknown(project)
     skip = set()
     if checked.problems and skip_invalid and not checked.design and all(p.line for p in checked.problems):
@@ -349,7 +396,7 @@ def import_files(
     watermark = max(existing.values(), default=0)
     seen = set(existing)
     report = ImportReport(project_id, 0, 0)
-    batch: list[dict] = []
+    batch: list[tuple[str, dict | str]] = []
 
     def flush():
         nonlocal watermark
@@ -391,8 +438,44 @@ def import_files(
         if record and digests:
             integrity.save_record(integrity.record_path(client.url, project_id), client.url, project_id, digests)
 
+    def add(key: str, task: dict | str) -> None:
+        """A task not yet in the project goes into the batch (with its prediction, when prefill asks for one)."""
+        if predict:
+            task = json.loads(task) if isinstance(task, str) else task
+            try:
+                prediction, skipped = prediction_of(project, task, stored)
+                task["predictions"] = [prediction]
+                report.predicted += 1
+                report.values_left_out += len(skipped)
+            except NoPrediction:
+                pass
+        batch.append((key, task))
+        seen.add(key)
+        if len(batch) >= batch_size:
+            flush()
+
     try:
-        for item in iter_tasks(project, importer, paths, versions=checked.versions):
+        if checked.spool is not None:  # what the scan validated, converted and serialised: sent as it is
+            with open(checked.spool, encoding="utf-8") as spooled:
+                for line in spooled:
+                    key_text, where_text, digest_text, task_text = line.rstrip("\n").split("\t", 3)
+                    key = json.loads(key_text)
+                    if skip and _where(json.loads(where_text)) in skip:
+                        continue  # a task of a record that also had a problem (e.g. a duplicate id)
+                    digests[str(key)] = json.loads(digest_text)
+                    if key in seen:
+                        report.already_present += 1
+                    else:
+                        add(key, task_text)
+                    if on_progress:
+                        on_progress(report.created + report.already_present + len(batch), checked.tasks)
+            flush()
+            if problems := changed():
+                rollback(problems)
+            items = ()
+        else:
+            items = iter_tasks(project, importer, paths, versions=checked.versions)
+        for item in items:
             if isinstance(item, Problem) and (item.path, item.line) in skip:
                 continue
             if skip and not isinstance(item, Problem) and _where(item[0]) in skip:
@@ -407,23 +490,13 @@ def import_files(
             if data[ID_FIELD] in seen:
                 report.already_present += 1
             else:
-                if predict:
-                    try:
-                        prediction, skipped = prediction_of(project, task, stored)
-                        task["predictions"] = [prediction]
-                        report.predicted += 1
-                        report.values_left_out += len(skipped)
-                    except NoPrediction:
-                        pass
-                batch.append(task)
-                seen.add(data[ID_FIELD])
-                if len(batch) >= batch_size:
-                    flush()
+                add(data[ID_FIELD], task)
             if on_progress:
                 on_progress(report.created + report.already_present + len(batch), checked.tasks)
-        flush()
-        if problems := changed():
-            rollback(problems)
+        if checked.spool is None:
+            flush()
+            if problems := changed():
+                rollback(problems)
     except ServerError as e:
         landed = set(map(str, existing)) | set(map(str, written_keys))  # not the batch in flight: the resumed import records it
         digests = {k: v for k, v in digests.items() if k in landed}

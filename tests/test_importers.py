@@ -334,3 +334,31 @@ def test_no_id_carries_a_code_of_the_system_across_items(reg, importer_for, prot
         suffixes.setdefault(task["evalstudio_id"].rsplit(":", 1)[1], set()).add(task["item_id"])
         assert str(task[version]).lower() not in task["evalstudio_id"].lower()
     assert all(len(items) == 1 for items in suffixes.values())  # no suffix is shared by two items
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_the_import_spool_holds_each_valid_task_as_it_is_sent_privately_and_is_removed(reg, protocol, tmp_path,
+                                                                                       monkeypatch):
+    """scan(spool=True) writes what the import sends (so the import does not read and convert the files again):
+    one line per valid task, the task JSON equal to split_task's, in a 0600 temporary file that discard removes."""
+    import tempfile
+
+    from evalstudio import integrity
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    for project in reg.parts(protocol):
+        importer = importers.for_project(project)
+        result = scan(project, importer, example_files(protocol), spool=True)
+        assert result.spool is not None and result.spool.parent == tmp_path
+        assert result.spool.stat().st_mode & 0o777 == 0o600
+        lines = result.spool.read_text(encoding="utf-8").splitlines()
+        assert len(lines) == result.tasks
+        expected = [split_task(project, data) for _, data in iter_tasks(project, importer, example_files(protocol),
+                                                                         versions=result.versions)]
+        got = [line.split("\t", 3) for line in lines]
+        assert [json.loads(task) for *_, task in got] == expected
+        assert [json.loads(key) for key, *_ in got] == [t["data"]["evalstudio_id"] for t in expected]
+        assert [json.loads(digest) for _, _, digest, _ in got] == [integrity.task_digest(t) for t in expected]
+        result.discard()
+        assert result.spool is None
+    assert list(tmp_path.iterdir()) == []

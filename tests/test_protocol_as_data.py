@@ -9,6 +9,7 @@ task and kept hidden), and the protocol runs in a real Label Studio, in a real b
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections import Counter
 from pathlib import Path
@@ -236,7 +237,8 @@ def test_any_record_becomes_tasks_or_problems_never_an_exception(tmp_path_factor
     importer = importers.for_project(project)
     keys = sorted(importer.FIELDS)
 
-    @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @settings(max_examples=int(os.environ.get("MAPPING_FUZZ_EXAMPLES", 200)), deadline=None,
+              suppress_health_check=[HealthCheck.function_scoped_fixture])
     @given(st.dictionaries(st.sampled_from(keys) | st.text(max_size=8), _json, max_size=8))
     def check(record):
         tasks, problems = convert_record(importer, record, project, {}, "input.jsonl", 1)
@@ -277,19 +279,64 @@ def test_a_template_protocol_is_annotated_in_a_real_browser(own_folder, template
     values = designed_values(project)
     fill(page, project, values)
     assert submit_and_read_back(page, client, task.id, 0) == values
+    systems = {full.meta.get("system"): values}
+    if project.compare is None:  # a rating study: a second task, another system, other values
+        second = sorted(client.tasks(report.project_id), key=lambda t: t.id)[1]
+        other = {k: (v + 1 if k in ("quality", "fluency") else v + 37) for k, v in values.items()}
+        open_task(page, label_studio.url, report.project_id, second.id)
+        fill(page, project, other)
+        assert submit_and_read_back(page, client, second.id, 0) == other
+        systems[client.sdk.tasks.get(id=second.id).meta["system"]] = other
+        assert len(systems) == 2
     assert dialogs == []
+
+    # the answers given in the browser, through Label Studio's export and `evalstudio analyze`
+    export = client.download_export(report.project_id, own_folder / "export.json")
+    out = own_folder / "analysis"
+    result = CliRunner().invoke(app, ["analyze", str(export), "--protocol", name, "--projects",
+                                      str(own_folder / "projects.yaml"), "-o", str(out), "--bootstrap", "20"])
+    if project.compare is None:  # a rating: one annotator's values are the systems' means
+        assert result.exit_code == 0, result.output
+        means = pd.read_csv(out / "systems.csv").set_index(["criterion", "system"])["mean"]
+        for system, given in systems.items():
+            for criterion in project.criteria:
+                assert means[(criterion, system)] == pytest.approx(float(given[criterion]))
+    elif project.compare.kind == "pairwise":  # the choice, through the hidden sides, is the one comparison
+        assert result.exit_code == 0, result.output
+        rates = pd.read_csv(out / "win_rates.csv").set_index("system")
+        outcome = {v: k for k, v in project.compare.outcomes.items()}[values["preference"]]
+        left, right = full.meta["candidates"]
+        won = {"left": {left: 1.0, right: 0.0}, "right": {left: 0.0, right: 1.0}}.get(outcome, {left: 0.5, right: 0.5})
+        assert rates["win_rate"].to_dict() == won
+    else:  # best and worst, through the hidden positions, are the tuple's counting scores
+        if values["best"] == values["worst"]:
+            assert result.exit_code == 2 and "same output as best and worst" in result.output
+        else:
+            assert result.exit_code == 0, result.output
+            scores = pd.read_csv(out / "bws_scores.csv").set_index("item")["score"]
+            labels = project.criteria["best"].labels
+            shown = full.meta["candidates"]
+            assert scores[shown[labels.index(values["best"])]] == 1 and scores[shown[labels.index(values["worst"])]] == -1
 
 
 @pytest.mark.server
 @pytest.mark.usefixtures("database_independent")
 @pytest.mark.parametrize("template", ["pairwise", "best-worst"])
 def test_a_comparison_protocol_goes_from_label_studio_through_export_to_its_analysis(own_folder, template, client,
-                                                                                     tmp_path):
+                                                                                     tmp_path, monkeypatch):
+    import tempfile
+
     import numpy as np
 
     name = f"analysed_{template.replace('-', '_')}"
     _, project, example = made(own_folder, template, name)
+    spools = tmp_path / "spools"
+    spools.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(spools))
     report = import_files(project, importers.for_project(project), [example], client, record=False)
+    assert list(spools.iterdir()) == []  # the import's spool of validated tasks is removed
+    assert import_files(project, importers.for_project(project), [example], client,
+                        record=False).already_present == report.created  # and a re-run adds nothing
     known = {email: uid for uid, email in client.users().items()}
     people = {}
     for email in ("cmp-a@example.com", "cmp-b@example.com", "cmp-c@example.com"):
@@ -399,3 +446,36 @@ def test_a_shipped_data_protocol_has_no_importer_module_and_a_screenshot(reg, pr
     project = reg.entry(protocol)
     assert project.importer is None and project.input is not None
     assert (Path(__file__).resolve().parents[1] / "docs" / f"{protocol}.png").is_file()
+
+
+_path = st.one_of(st.sampled_from(["id", "context", "each.text", "each.system", "turns.0.text", "a.b?", "each.", "",
+                                   "x..y", "?", "responses"]), st.text(max_size=12))
+_mapping = st.dictionaries(st.one_of(st.sampled_from(["context", "response", "item_id", "a.b", "response_a"]),
+                                     st.text(max_size=8)), _path, max_size=4)
+
+
+@settings(max_examples=int(os.environ.get("MAPPING_FUZZ_EXAMPLES", 150)), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(input_=st.fixed_dictionaries({}, optional={
+    "expand": _path, "item_id": st.one_of(_path, st.lists(_path, max_size=3)), "system": _path,
+    "data": _mapping, "meta": _mapping, "formats": st.lists(st.sampled_from(["jsonl", "csv", "xml"]), max_size=3),
+    "candidates": st.fixed_dictionaries({}, optional={
+        "source": _path, "system": _path, "fields": _mapping, "per_task": st.integers(-1, 12),
+        "per_item": st.integers(-1, 200), "each": st.lists(_mapping, max_size=3)})}))
+def test_any_input_mapping_loads_or_is_refused_with_where_and_what(tmp_path, input_):
+    """A hostile or mistaken `input:` never crashes the registry: it loads, or a RegistryError names the file."""
+    import yaml
+
+    if not (tmp_path / "labeling_configs" / "mine.xml").exists():
+        made(tmp_path, "likert", "mine")
+    text = (tmp_path / "projects.yaml").read_text()
+    raw = yaml.safe_load(text)
+    raw["projects"]["mine"]["input"] = input_
+    path = tmp_path / "fuzzed.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    try:
+        project = registry.load(path).get("mine")
+    except RegistryError as error:
+        assert str(path) in str(error)
+    else:
+        assert project.input is not None and importers.for_project(project).FIELDS is not None

@@ -94,10 +94,12 @@ def import_(
     are skipped, so running the same import twice adds nothing. A project with `prefill: true` and the stored
     predictor gets each task's model outputs as its Label Studio prediction in the same request (no ML backend
     round trip); an entry with counterbalanced lists is imported into each list's project."""
+    scans = []
     try:
         reg = _load(projects)
         parts = reg.parts(protocol)
-        scans = [scan(p, importers.for_project(p), files) for p in parts]
+        for part in parts:  # each valid task also spooled as it will be sent: the import does not convert it again
+            scans.append(scan(part, importers.for_project(part), files, spool=True))
         problems = list(dict.fromkeys(pr for result in scans for pr in result.problems))
         if problems and skip_invalid:
             from ..exporters.files import check_output_file  # pandas: loaded only when needed
@@ -119,6 +121,9 @@ def import_(
                    for project, checked in zip(parts, scans)]
     except EvalstudioError as e:
         raise _fail(e)
+    finally:
+        for checked in scans:
+            checked.discard()  # the spooled tasks (private temporary files), imported or not
     for (project, report), checked in zip(reports, scans):
         console.print(f"{project.name}: {report.created} task(s) created, {report.already_present} already present "
                       f"(project id {report.project_id}).", highlight=False)
