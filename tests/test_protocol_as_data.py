@@ -298,9 +298,9 @@ def test_a_template_protocol_is_annotated_in_a_real_browser(own_folder, template
     if project.compare is None:  # a rating: one annotator's values are the systems' means
         assert result.exit_code == 0, result.output
         means = pd.read_csv(out / "systems.csv").set_index(["criterion", "system"])["mean"]
-        for system, given in systems.items():
+        for system, entered in systems.items():
             for criterion in project.criteria:
-                assert means[(criterion, system)] == pytest.approx(float(given[criterion]))
+                assert means[(criterion, system)] == pytest.approx(float(entered[criterion]))
     elif project.compare.kind == "pairwise":  # the choice, through the hidden sides, is the one comparison
         assert result.exit_code == 0, result.output
         rates = pd.read_csv(out / "win_rates.csv").set_index("system")
