@@ -302,3 +302,14 @@ def best_worst_from_annotations(annotations: pd.DataFrame, positions: dict, proj
         if counts[key]:
             notes.append(f"Left out: {counts[key]} {what}.")
     return pd.DataFrame(out), notes
+
+
+def judge_comparisons_from_tasks(tasks, positions: dict, project) -> tuple[pd.DataFrame, list[str]]:
+    """The predictions stored with a pairwise project's tasks (an LLM judge's verdicts from the ML backend, one
+    judge per `model_version`) as comparisons, in the humans' columns, for `judge_agreement`."""
+    from .tidy import prediction_frame
+
+    predicted = prediction_frame(tasks, project)
+    rows = predicted.assign(annotator=predicted["model_version"], cancelled=False)
+    frame, notes = comparisons_from_annotations(rows, positions, project)
+    return frame, [note.replace("answer(s)", "judge verdict(s)") for note in notes]

@@ -323,7 +323,8 @@ def test_a_template_protocol_is_annotated_in_a_real_browser(own_folder, template
 @pytest.mark.usefixtures("database_independent")
 @pytest.mark.parametrize("template", ["pairwise", "best-worst"])
 def test_a_comparison_protocol_goes_from_label_studio_through_export_to_its_analysis(own_folder, template, client,
-                                                                                     tmp_path, monkeypatch):
+                                                                                     label_studio, tmp_path,
+                                                                                     monkeypatch):
     import tempfile
 
     import numpy as np
@@ -355,12 +356,38 @@ def test_a_comparison_protocol_goes_from_label_studio_through_export_to_its_anal
             result = [region(project.interface, control, label) for control, label in answer.items()]
             client.sdk.annotations.create(id=task["id"], completed_by=uid, result=result)
             entered.append((task["id"], email, answer))
-    export = client.download_export(report.project_id, tmp_path / "export.json")
-    out = tmp_path / "analysis"
-    result = CliRunner().invoke(app, ["analyze", str(export), "--protocol", name, "--projects",
-                                      str(own_folder / "projects.yaml"), "-o", str(out), "--bootstrap", "50"])
-    assert result.exit_code == 0, result.output
     shown = {t["id"]: task_fields(t)["candidates"] for t in tasks}
+    judge_units = None
+    if template == "pairwise":  # an LLM judge's verdicts stored as predictions (as the ML backend stores them)
+        meaning = {v: k for k, v in project.compare.outcomes.items()}
+        label_of = {"left": "A is better", "right": "B is better", "tie": "Tie"}
+        judge_units, missed = 0, False
+        for task in tasks:
+            winners = []
+            for task_id, _, answer in entered:
+                if task_id == task["id"]:
+                    outcome = meaning[answer["preference"]]
+                    winners.append(dict(zip(("left", "right"), shown[task_id])).get(outcome, "tie"))
+            top = Counter(winners).most_common()
+            plurality = top[0][0] if len(top) == 1 or top[0][1] > top[1][1] else None
+            verdict = "tie" if plurality in (None, "tie") else "left" if plurality == shown[task["id"]][0] else "right"
+            if plurality is not None:
+                judge_units += 1
+                if not missed:  # the judge disagrees with the humans on exactly one item and pair
+                    verdict, missed = ("left" if verdict != "left" else "right"), True
+            client.sdk.predictions.create(task=task["id"], model_version="judge-x",
+                                          result=[region(project.interface, "preference", label_of[verdict])])
+    out = tmp_path / "analysis"
+    source, env = [], {"LABEL_STUDIO_URL": label_studio.url, "LABEL_STUDIO_API_KEY": label_studio.credentials().api_key}
+    if template != "pairwise":  # from Label Studio's export file; pairwise live (the export names predictions by id)
+        source = [str(client.download_export(report.project_id, tmp_path / "export.json"))]
+    result = CliRunner().invoke(app, ["analyze", *source, "--protocol", name, "--projects",
+                                      str(own_folder / "projects.yaml"), "-o", str(out), "--bootstrap", "50"], env=env)
+    assert result.exit_code == 0, result.output
+    if judge_units:
+        judged = pd.read_csv(out / "judge_agreement.csv").set_index("judge").loc["judge-x"]
+        assert judged["units"] == judge_units
+        assert judged["agreement"] == pytest.approx((judge_units - 1) / judge_units)
     if template == "pairwise":  # win rates by hand from the answers and the hidden sides
         meaning = {v: k for k, v in project.compare.outcomes.items()}
         wins, games = Counter(), Counter()

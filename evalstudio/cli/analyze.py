@@ -290,11 +290,13 @@ def _preference_project(protocol: str, projects, export: Path | None, output: Pa
                         judges_file: Path | None) -> Path:
     """A pairwise or best-worst protocol's projects (live or from an export): the answers turned into comparisons
     or best-worst annotations through the positions each task showed (hidden in its meta), then analysed like a
-    file of them. An LLM judge's verdicts (--metrics) are compared with the humans' on pairwise protocols."""
+    file of them. An LLM judge's verdicts (--metrics, or the tasks' predictions from the ML backend, one judge per
+    model_version) are compared with the humans' on pairwise protocols."""
     import pandas as pd
 
     from ..exporters.analysis import exclusions
-    from ..exporters.preference import best_worst_from_annotations, comparisons_from_annotations, positions_of
+    from ..exporters.preference import (best_worst_from_annotations, comparisons_from_annotations,
+                                        judge_comparisons_from_tasks, positions_of)
     from .reading import _read_study, quotas
 
     reg, parts, per_part, frames, _ = _read_study(protocol, projects, export, None)
@@ -306,9 +308,16 @@ def _preference_project(protocol: str, projects, export: Path | None, output: Pa
     source = f"Label Studio projects of {protocol}" if export is None else f"Export: {export.name}"
     if project.compare.kind == "pairwise":
         comparisons, left_out = comparisons_from_annotations(annotations, positions, project)
+        judges = _judges(judges_file)
+        # an LLM judge's verdicts stored as the tasks' predictions (the ML backend): compared like --metrics
+        predicted, judge_notes = judge_comparisons_from_tasks([t for tasks in per_part for t in tasks], positions,
+                                                              project)
+        if not predicted.empty:
+            judges = predicted if judges is None else pd.concat([judges, predicted], ignore_index=True)
+            left_out += judge_notes
         for note in notes + left_out:
             console.print(note)
-        return _run_comparisons(comparisons, _judges(judges_file), protocol, source, output, bootstrap, judges_file,
+        return _run_comparisons(comparisons, judges, protocol, source, output, bootstrap, judges_file,
                                 notes + left_out)
     chosen, left_out = best_worst_from_annotations(annotations, positions, project)
     for note in notes + left_out:
