@@ -269,3 +269,25 @@ def test_circa_study_report_gates_part2_annotators_on_part1_control_accuracy(reg
     assert everyone.returncode == 0, everyone.stderr
     assert pd.read_csv(tmp_path / "all" / "agreement.csv").set_index("criterion").loc[
         "explanation_quality", "annotators"] == len(ANNOTATORS)
+
+
+@pytest.mark.parametrize("others_per_task", [1, 2])  # dense enough to ask for id ranges; so sparse that ids are listed
+def test_the_export_holds_exactly_the_projects_tasks_when_their_ids_interleave_with_another_projects(
+        reg, client, others_per_task):
+    """Label Studio's task ids are global: a project's ids interleave with another's when both are imported at the
+    same time. The export asks for id ranges (or, when at most half of the span is the project's, the listed ids);
+    either way it holds exactly the project's tasks, in id order."""
+    project = reg.entry("dialogue")
+    pid = client.ensure_project(project.model_copy(update={"title": f"interleaved {others_per_task} a"}))[0]
+    other = client.ensure_project(project.model_copy(update={"title": f"interleaved {others_per_task} b"}))[0]
+    task = lambda n, where: {"data": {"evalstudio_id": f"{where}-{n}", "item_id": str(n), "context": "A: hi",
+                                      "response": f"reply {n}", "knowledge": "", "knowledge_title": ""}}
+    for n in range(25):
+        client.import_tasks(pid, [task(n, "mine")])
+        for k in range(others_per_task):
+            client.import_tasks(other, [task(n * 10 + k, "other")])
+    pages = list(client.full_task_pages(pid, page_size=20))
+    exported = [t for page in pages for t in page]
+    assert [t["id"] for t in exported] == client.task_id_list(pid)
+    assert [t["data"]["evalstudio_id"] for t in exported] == [f"mine-{n}" for n in range(25)]
+    assert all(pages)  # no empty page for a range holding none of the project's tasks

@@ -112,3 +112,18 @@ def test_export_pages_are_retried(reg, importer_for, label_studio, client, tmp_p
     assert all(f.times == 0 for f in faults)
     assert [len(p) for p in flaky_pages] == [20, 20, 10]
     assert [t for p in flaky_pages for t in p] == client.export_tasks(report.project_id)
+
+
+def test_an_export_refused_as_too_long_is_asked_for_in_halves(reg, importer_for, label_studio, client, tmp_path):
+    """A server or proxy that limits the request line (gunicorn: 4,094 bytes, less than 500 task ids take) answers
+    414: the chunk is asked for again in halves, and the pages are the same."""
+    write_dialogue_file(tmp_path / "tasks.jsonl", TASKS)
+    report = import_files(fresh_project(reg), importer_for("dialogue"), [tmp_path / "tasks.jsonl"], client)
+    faults = [Fault("GET", "/export", "status-before", times=2, status=414)]  # the first chunk, then its first half
+    with FaultyProxy(label_studio.url, faults) as proxy:
+        limited = Client(Settings(proxy.url, label_studio.credentials().api_key), retry=FAST)
+        pages = list(limited.full_task_pages(report.project_id, page_size=20))
+    assert faults[0].times == 0
+    assert [len(p) for p in pages] == [20, 20, 10]
+    assert [t for p in pages for t in p] == client.export_tasks(report.project_id)
+
