@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from evalstudio.exporters.report import build_report
-from evalstudio.exporters.tidy import annotation_frame, ratings, read_export
+from evalstudio.exporters.tidy import annotation_frame, ratings, read_export, write_annotations
 from evalstudio import importers
 from evalstudio.importing import import_files, iter_tasks
 from evalstudio.registry import control_step
@@ -214,6 +214,14 @@ def test_live_export_pages_through_a_large_project(reg, client, annotators, labe
     users = client.users()
     file_text["annotator"] = file_text["annotator"].map(lambda uid: users[int(uid)])
     pd.testing.assert_frame_equal(live_text, file_text)
+    # and the same bytes as the path the export used before (the Data Manager's task API, still used for chunks
+    # whose tasks have predictions)
+    ids = client.task_id_list(project_id)
+    old_pages = (client._api_chunk("old path", project_id, ids[i], ids[min(i + 999, len(ids) - 1)])
+                 for i in range(0, len(ids), 1000))
+    write_annotations(old_pages, project, users, tmp_path / "old.csv")
+    write_annotations(client.full_task_pages(project_id), project, users, tmp_path / "new.csv")
+    assert (tmp_path / "old.csv").read_bytes() == (tmp_path / "new.csv").read_bytes()
 
 
 def test_circa_study_report_gates_part2_annotators_on_part1_control_accuracy(reg, importer_for, client, annotators,
