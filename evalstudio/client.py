@@ -392,7 +392,7 @@ class Client:
             except (ValueError, TypeError, KeyError, AttributeError, IndexError):
                 raise ServerError(f"Label Studio's task list of project {project_id} is not what it should be") from None
         (first, total), (last, _) = found
-        return first, last, total if first and last >= first else 0
+        return (first, last, total) if first and last >= first else (first, last, 0)
 
     def _export_chunk(self, project_id: int, ids: list[int], listed: bool = True) -> list[dict]:
         params = [("exportType", "JSON"), ("download_all_tasks", "true")] + [("ids[]", str(i)) for i in ids]

@@ -36,7 +36,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .errors import Problem
-from .sources import FieldError, RecordInvalid, attempt, control_value, read_jsonl, read_table, stable_id
+from .sources import FieldError, RecordInvalid, attempt, control_value, no_context, read_jsonl, read_table, stable_id
 
 FORMATS = {"jsonl": (".jsonl", ".ndjson"), "csv": (".csv",), "tsv": (".tsv", ".tab"), "parquet": (".parquet",)}
 PATH = re.compile(r"^(each\.)?[^.\s?][^.?]*(\.[^.?]+)*\??$")
@@ -119,8 +119,9 @@ class InputMap(BaseModel):
 
     @model_validator(mode="after")
     def _check(self):
-        if self.expand and self.candidates and self.candidates.source:
-            raise ValueError("expand and candidates.source both make tasks from a list; give one")
+        if self.expand and self.candidates:
+            # each element would repeat the record's candidates: the same tasks again
+            raise ValueError("expand and candidates both decide a record's tasks; give one")
         each = bool(self.expand)
         if self.expand:
             _check_path(self.expand, "expand", False)
@@ -218,9 +219,7 @@ class MappingImporter:
         self.FIELDS = self.spec.fields()
         self._tags = {o.value_name: o.tag for o in project.interface.objects if o.value_is_variable}
 
-    @staticmethod
-    def prepare(paths):
-        return {}, list(paths)
+    prepare = staticmethod(no_context)  # no cross-file context, like most importer modules
 
     def read(self, path: Path) -> Iterator[tuple[int, dict | Problem]]:
         suffix = path.suffix.lower()
@@ -312,11 +311,13 @@ class MappingImporter:
     def _model_outputs(self, task: dict) -> None:
         """Model outputs named by the criteria (model_output) are checked against their controls, like an
         importer's model ratings: a value that does not fit the annotators' scale is a problem, never rescaled."""
+        from .results import dotted_get  # results imports the registry, which imports this module
+
         errors = []
         for slot in self.project.slots():
             if not slot.model_output:
                 continue
-            value = _descend_or_none(task, slot.model_output)
+            value = dotted_get(task, slot.model_output)  # read as the analysis reads it (exporters.tidy.model_frame)
             if value is not None:
                 checked = attempt(errors, control_value, slot.model_output, value, self.project, slot.control)
                 if checked is not None:
@@ -391,13 +392,6 @@ class MappingImporter:
                     task[f"{name}_{position}"] = value
             tasks.append(task)
         return tasks
-
-
-def _descend_or_none(task: dict, path: str):
-    try:
-        return _descend(task, path)
-    except Missing:
-        return None
 
 
 def _read_parquet(path: Path) -> Iterator[tuple[int, dict | Problem]]:

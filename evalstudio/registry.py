@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from .errors import RegistryError, UnknownName
 from .mapping import POSITIONS, InputMap
+from .mapping import check_against_config as input_problems
 
 PACKAGED_PROJECTS = Path(__file__).resolve().with_name("projects.yaml")
 NUMERIC_TAGS = {"Number", "Rating"}
@@ -391,9 +392,7 @@ def load(path: Path | str | None = None) -> Registry:
                                         "no agents")
         problems = check_against_config(project)
         if project.input is not None:
-            from .mapping import check_against_config as check_input
-
-            problems += check_input(project)
+            problems += input_problems(project)
         problems += _compare_problems(project)
         if problems:
             raise RegistryError(f"{where}:\n  " + "\n  ".join(problems))

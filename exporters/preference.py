@@ -234,12 +234,13 @@ def positions_of(tasks) -> dict:
     return out
 
 
-def comparisons_from_annotations(annotations: pd.DataFrame, positions: dict, project) -> tuple[pd.DataFrame, list[str]]:
+def comparisons_from_annotations(annotations: pd.DataFrame, positions: dict, project,
+                                 what: str = "answer(s)") -> tuple[pd.DataFrame, list[str]]:
     """The answers of a pairwise protocol as the comparisons frame (item, annotator, left, right, outcome, line =
     task id): left and right are the systems shown first and second in that task, the outcome is what the
     answer's label means (projects.yaml compare.outcomes). Answers that mean no comparison (the criterion's
     `missing` labels), tasks without their hidden positions and empty answers are left out and counted in the
-    notes."""
+    notes (as `what`: answers, or a judge's verdicts)."""
     compare = project.compare
     meaning = {label: outcome for outcome, label in compare.outcomes.items()}
     rows = annotations[(annotations["criterion"] == compare.criterion) & ~annotations["cancelled"]]
@@ -247,11 +248,11 @@ def comparisons_from_annotations(annotations: pd.DataFrame, positions: dict, pro
     empty = rows["value"].isna()
     no_position = ~rows["task_id"].isin(positions)
     unmeant = ~empty & ~rows["value"].isin(list(meaning))
-    for mask, what in ((empty, "empty answer(s)"), (no_position & ~empty, "answer(s) on tasks without their hidden "
-                                                                           "positions (imported without candidates?)"),
-                       (unmeant & ~no_position, "answer(s) that name no outcome (the criterion's missing labels)")):
+    for mask, why in ((empty, f"empty {what}"), (no_position & ~empty, f"{what} on tasks without their hidden "
+                                                                         "positions (imported without candidates?)"),
+                      (unmeant & ~no_position, f"{what} that name no outcome (the criterion's missing labels)")):
         if mask.any():
-            notes.append(f"Left out: {int(mask.sum())} {what}.")
+            notes.append(f"Left out: {int(mask.sum())} {why}.")
     rows = rows[~(empty | no_position | unmeant)]
     shown = rows["task_id"].map(positions)
     frame = pd.DataFrame({"item": rows["item_id"].astype(str).to_numpy(), "annotator": rows["annotator"].astype(str).to_numpy(),
@@ -311,5 +312,4 @@ def judge_comparisons_from_tasks(tasks, positions: dict, project) -> tuple[pd.Da
 
     predicted = prediction_frame(tasks, project)
     rows = predicted.assign(annotator=predicted["model_version"], cancelled=False)
-    frame, notes = comparisons_from_annotations(rows, positions, project)
-    return frame, [note.replace("answer(s)", "judge verdict(s)") for note in notes]
+    return comparisons_from_annotations(rows, positions, project, what="judge verdict(s)")

@@ -118,6 +118,8 @@ BAD_ENTRIES = [  # (template, text replaced in the entry, replacement, message)
      'best: {scale: nominal, labels: ["A", "B", "C"]}', "labels"),
     ("best-worst", "source: summaries ", "source: summaries\n        each: [{system: a, summary: b}]\n        #",
      "give source"),
+    ("pairwise", "      data: {prompt: prompt}", "      expand: turns\n      data: {prompt: prompt}",
+     "expand and candidates both decide a record's tasks"),
 ]
 
 
