@@ -37,7 +37,7 @@ MODEL_COLUMNS = ["project", "task_id", "item_id", "system", "agent", "criterion"
 
 
 def read_export(path: Path | str) -> list[dict]:
-    """Tasks of a Label Studio JSON export file (Export -> JSON)."""
+    """Tasks of a Label Studio JSON export file (Export -> JSON), in task id order."""
     path = Path(path)
     try:
         tasks = json.loads(path.read_text(encoding="utf-8"))
@@ -55,7 +55,9 @@ def read_export(path: Path | str) -> list[dict]:
         problem = _export_task_problem(task)
         if problem:
             raise BadExport(f"{path}: task [{i}]: {problem} (expected Label Studio's Export -> JSON)")
-    return tasks
+    # in task id order, as the live export gives them: Label Studio writes the file in its database's order, which
+    # on PostgreSQL is not the id order, so the same project would otherwise export its rows in another order
+    return sorted(tasks, key=lambda task: task["id"])
 
 
 def _export_task_problem(task) -> str | None:
