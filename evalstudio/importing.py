@@ -9,12 +9,13 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from . import integrity, lists
 from .errors import InvalidInput, Problem, ServerError, Transient
 from .registry import Project
 from .retry import RetryPolicy
-from .sources import FieldError, RecordInvalid, control_value, storable, storable_problems
+from .sources import FieldError, RecordInvalid, big_int, control_value, storable, storable_problems, storable_text
 
 ID_FIELD = "evalstudio_id"
 PART_FIELD = "part"  # which project of a study (Circa Part I / Part II) a task belongs to
@@ -108,51 +109,100 @@ def iter_tasks(project: Project, importer, paths: Sequence[Path], unknown: dict[
     Record fields the importer does not read (its FIELDS) are the researcher's metadata: they are kept with each
     of the record's tasks (in its meta; a name the task already uses gets the prefix `input_`), and their names
     are collected per file in `unknown`."""
-    known = getattr(importer, "FIELDS", None)
-    fields = project.data_fields() | {ID_FIELD}
-    paths = [Path(p) for p in paths]
-    for path in paths:
-        if not path.is_file():
-            yield Problem(str(path), None, None, "no such file")
-    context, paths = importer.prepare([p for p in paths if p.is_file()])
-    for problem in context.get("problems", []):
-        yield problem
+    converter = _Converter(project, importer, versions)
+    context, paths, problems = converter.prepare(paths)
+    yield from problems
     for path in paths:
         for line, record in importer.read(path):
-            if isinstance(record, Problem):
-                yield record
+            yield from converter.record(context, path, line, record, unknown)
+
+
+class Spooled(NamedTuple):  # a tuple: the validation workers send thousands (pickled faster than a dataclass)
+    """A valid task as the import sends it: its canonical JSON text and digest, and what the scan checks of it."""
+
+    where: str
+    key: str
+    item_id: str
+    system: str
+    text: str
+    digest: dict
+
+
+class _Converter:
+    """What the validation does to one record, the same in the serial pass and in the validation workers: the
+    importer's conversion, gold answers, metadata fields, the list filter, the fields the config shows, and what
+    the databases can store; `encode`: each valid task as a `Spooled` (else as (where, data))."""
+
+    def __init__(self, project: Project, importer, versions: dict[str, list[str]] | None, encode: bool = False):
+        self.project, self.importer, self.versions, self.encode = project, importer, versions, encode
+        self.known = getattr(importer, "FIELDS", None)
+        self.fields = project.data_fields() | {ID_FIELD}
+
+    def prepare(self, paths: Sequence[Path]) -> tuple[dict, list[Path], list[Problem]]:
+        paths = [Path(p) for p in paths]
+        problems = [Problem(str(path), None, None, "no such file") for path in paths if not path.is_file()]
+        context, paths = self.importer.prepare([p for p in paths if p.is_file()])
+        return context, paths, problems + list(context.get("problems", []))
+
+    def record(self, context, path: Path, line: int, record, unknown: dict[str, set[str]] | None) -> list:
+        if isinstance(record, Problem):
+            return [record]
+        project, known = self.project, self.known
+        datas, problems = convert_record(self.importer, record, project, context, path, line)
+        if problems:
+            return problems
+        extra = {k: v for k, v in record.items() if k not in known and k != GOLD_FIELD} if known is not None else {}
+        datas = [d for d in datas if d.get(PART_FIELD, project.entry) == project.entry]  # not another part's tasks
+        if self.versions is not None and project.lists:
+            datas = [d for d in datas if _in_list(project, d, self.versions)]
+        gold = None
+        if datas and GOLD_FIELD in record and GOLD_FIELD not in (known or ()):
+            gold = check_gold(record[GOLD_FIELD], project, path, line)  # once per record, for all its tasks
+            if isinstance(gold, list):
+                return gold
+        out: list = []
+        for data in datas:
+            if gold is not None:
+                data[GOLD_FIELD] = gold
+            if extra and unknown is not None:
+                unknown.setdefault(str(path), set()).update(map(str, extra))
+            for key, value in extra.items():
+                data.setdefault(key if key not in data else f"input_{key}", value)
+            missing = sorted(self.fields - data.keys())
+            if missing:
+                out.append(Problem(str(path), line, ", ".join(missing), "no value for field(s) the labeling config shows"))
                 continue
-            datas, problems = convert_record(importer, record, project, context, path, line)
-            if problems:
-                yield from problems
-                continue
-            extra = {k: v for k, v in record.items() if k not in known and k != GOLD_FIELD} if known is not None else {}
-            datas = [d for d in datas if d.get(PART_FIELD, project.entry) == project.entry]  # not another part's tasks
-            if versions is not None and project.lists:
-                datas = [d for d in datas if _in_list(project, d, versions)]
-            gold = None
-            if datas and GOLD_FIELD in record and GOLD_FIELD not in (known or ()):
-                gold = check_gold(record[GOLD_FIELD], project, path, line)  # once per record, for all its tasks
-                if isinstance(gold, list):
-                    yield from gold
+            if self.encode:  # one canonical encoding: the text sent, its digest and the fast storable check
+                encoded = encode_task(project, data)
+                fast = encoded is not None and storable_text(encoded[0]) and not big_int(data)
+                bad = [] if fast else storable_problems(data)  # the exact walk, for its messages
+                if not bad and encoded is None:  # e.g. keys of mixed types, which no canonical JSON can sort
+                    bad = [("", "holds a value that cannot be written as JSON")]
+                if not bad:
+                    out.append(Spooled(f"{path}:{line}", data[ID_FIELD], str(data.get("item_id")),
+                                       str(data.get("system")), *encoded))
                     continue
-            for data in datas:
-                if gold is not None:
-                    data[GOLD_FIELD] = gold
-                if extra and unknown is not None:
-                    unknown.setdefault(str(path), set()).update(map(str, extra))
-                for key, value in extra.items():
-                    data.setdefault(key if key not in data else f"input_{key}", value)
-                missing = sorted(fields - data.keys())
-                if missing:
-                    yield Problem(str(path), line, ", ".join(missing), "no value for field(s) the labeling config shows")
-                    continue
+            else:
                 bad = [] if storable(data) else storable_problems(data)
-                if bad:
-                    for field_, message in bad:
-                        yield Problem(str(path), line, field_ or None, message)
-                    continue
-                yield f"{path}:{line}", data
+            if bad:
+                out += [Problem(str(path), line, field_ or None, message) for field_, message in bad]
+                continue
+            out.append((f"{path}:{line}", data))
+        return out
+
+
+def encode_task(project: Project, data: dict) -> tuple[str, dict] | None:
+    """The task of `data` (`split_task`) as the import sends it, in canonical JSON, and its digest (`integrity`),
+    from one encoding of each part (the digest hashes the very text that is sent); None when it has a value JSON
+    cannot hold (NaN, infinity, an object). The caller checks that the text is `storable_text`."""
+    task = split_task(project, data)
+    try:
+        data_text = integrity.CANONICAL.encode(task["data"])
+        meta = [(str(key), integrity.CANONICAL.encode(value)) for key, value in task["meta"].items()]
+    except (ValueError, TypeError, RecursionError):
+        return None
+    text = '{"data":' + data_text + ',"meta":{' + ",".join(f"{_ASCII.encode(k)}:{v}" for k, v in meta) + "}}"
+    return text, {"data": integrity.digest_text(data_text), "meta": {k: integrity.digest_text(v) for k, v in meta}}
 
 
 def _in_list(project: Project, data: dict, versions: dict[str, list[str]]) -> bool:
@@ -199,9 +249,12 @@ def convert_record(importer, record: dict, project: Project, context, path, line
         return [], [Problem(str(path), line, None, f"unexpected value in this record ({type(e).__name__}: {str(e)[:120]})")]
 
 
-def scan(project: Project, importer, paths: Sequence[Path], spool: bool = False) -> Scan:
+def scan(project: Project, importer, paths: Sequence[Path], spool: bool = False, workers: int | None = None) -> Scan:
     """Dry run: count tasks and collect every problem, including duplicate ids. `spool`: also write every valid
-    task, converted and serialised as the import sends it, to a private temporary file (`Scan.spool`)."""
+    task, converted and serialised as the import sends it, to a private temporary file (`Scan.spool`).
+
+    `workers` (with `spool`): validation processes converting the records (`parallel`); None: as many as
+    `parallel.workers_for` gives the files (one for small inputs)."""
     result = Scan(files=fingerprints(paths))
     out = None
     if spool:
@@ -211,7 +264,7 @@ def scan(project: Project, importer, paths: Sequence[Path], spool: bool = False)
         result.spool = Path(name)
         out = os.fdopen(handle, "w", encoding="utf-8")
     try:
-        _scan(project, importer, paths, result, out)
+        _scan(project, importer, paths, result, out, workers)
     except BaseException:
         if out is not None:
             out.close()
@@ -222,22 +275,44 @@ def scan(project: Project, importer, paths: Sequence[Path], spool: bool = False)
     return result
 
 
-def _scan(project: Project, importer, paths: Sequence[Path], result: Scan, out) -> None:
+def _spooled(project: Project, importer, paths: Sequence[Path], unknown: dict[str, set[str]],
+             versions: dict[str, list[str]] | None, workers: int | None) -> Iterator[Spooled | Problem]:
+    """Every task as a `Spooled` (or a Problem), in the files' order, from `workers` processes or this one."""
+    from . import parallel
+
+    converter = _Converter(project, importer, versions, encode=True)
+    context, paths, problems = converter.prepare(paths)
+    yield from problems
+    workers = parallel.workers_for(paths) if workers is None else workers
+    if workers > 1:
+        yield from parallel.convert(converter, context, paths, unknown, workers)
+        return
+    for path in paths:
+        for line, record in importer.read(path):
+            yield from converter.record(context, path, line, record, unknown)
+
+
+def _scan(project: Project, importer, paths: Sequence[Path], result: Scan, out, workers: int | None) -> None:
     first_seen: dict[str, str] = {}
     versions: dict[str, dict[str, str]] = {}  # item -> system -> where (for the design check)
     if project.lists:  # which task goes to which list needs every version of every item: one pass first
         result.versions, design = lists.collect(
             (item for item in iter_tasks(project, importer, paths) if not isinstance(item, Problem)), project.lists)
         result.design += design
-    for item in iter_tasks(project, importer, paths, result.unknown, result.versions):
+    items = (_spooled(project, importer, paths, result.unknown, result.versions, workers) if out is not None
+             else iter_tasks(project, importer, paths, result.unknown, result.versions))
+    for item in items:
         if isinstance(item, Problem):
             result.problems.append(item)
             continue
-        where, data = item
-        result.items[str(data[ID_FIELD])] = (str(data.get("item_id")), where)
+        if isinstance(item, Spooled):
+            where, key, item_id, system = item.where, item.key, item.item_id, item.system
+        else:
+            where, data = item
+            key, item_id, system = data[ID_FIELD], str(data.get("item_id")), str(data.get("system"))
+        result.items[str(key)] = (item_id, where)
         if project.design:
-            versions.setdefault(str(data.get("item_id")), {}).setdefault(str(data.get("system")), where)
-        key = data[ID_FIELD]
+            versions.setdefault(item_id, {}).setdefault(system, where)
         if key in first_seen:
             path, _, line = where.rpartition(":")
             result.problems.append(Problem(path, int(line), ID_FIELD, f"duplicate task id {key!r}, first seen at {first_seen[key]}"))
@@ -245,12 +320,13 @@ def _scan(project: Project, importer, paths: Sequence[Path], result: Scan, out) 
         first_seen[key] = where
         result.tasks += 1
         if out is not None:
-            task = split_task(project, data)
-            out.write(f"{json.dumps(key)}\t{json.dumps(where)}\t{json.dumps(integrity.task_digest(task))}\t"
-                      f"{json.dumps(task, ensure_ascii=False, allow_nan=False)}\n")
+            out.write(f"{_ASCII.encode(key)}\t{_ASCII.encode(where)}\t{_ASCII.encode(item.digest)}\t{item.text}\n")
     if project.design:
         result.design += design_problems(project, versions)
     result.problems += result.design
+
+
+_ASCII = json.JSONEncoder()  # the spool's fields (built once: json.dumps(**options) builds an encoder per call)
 
 
 def _where(where: str) -> tuple[str, int]:

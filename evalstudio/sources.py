@@ -188,30 +188,41 @@ def attempt(errors: list, check, *args, **kwargs):
 MAX_DEPTH = 50  # nesting of a task's data; real inputs need fewer than 10 levels
 
 
-def _big_int(value) -> bool:
+def big_int(value) -> bool:
     """An integer beyond 2**53 anywhere in `value` (strings are skipped: they are most of a task, and hold none)."""
     if isinstance(value, int) and not isinstance(value, bool):
         return abs(value) > 2**53
     if isinstance(value, dict):
-        return any(_big_int(v) for v in value.values() if not isinstance(v, str))
+        return any(big_int(v) for v in value.values() if not isinstance(v, str))
     if isinstance(value, (list, tuple)):
-        return any(_big_int(v) for v in value if not isinstance(v, str))
+        return any(big_int(v) for v in value if not isinstance(v, str))
     return False
+
+
+_SORTED = json.JSONEncoder(ensure_ascii=False, sort_keys=True)  # stable_id's (built once; its ids never change)
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False)  # json.dumps(**options) builds one per call
 
 
 def storable(data: dict) -> bool:
     """True when `data` certainly has none of `storable_problems` (a fast check in C through the json module: most
     tasks take it; a False sends the task through the exact, slower walk for its messages)."""
     try:
-        text = json.dumps(data, ensure_ascii=False, allow_nan=False)  # NaN and infinity raise
+        text = _ENCODER.encode(data)  # NaN and infinity raise
+    except (ValueError, TypeError, RecursionError):
+        return False
+    return storable_text(text) and not big_int(data)
+
+
+def storable_text(text: str) -> bool:
+    """`storable`'s checks of a value's JSON text (ensure_ascii=False, allow_nan=False); the caller walks the value
+    for big integers (`big_int`)."""
+    try:
         text.encode("utf-8")  # a lone surrogate raises
-    except (ValueError, TypeError, RecursionError, UnicodeEncodeError):
+    except UnicodeEncodeError:
         return False
     if "\\u0000" in text:  # a NUL
         return False
-    if text.count("{") + text.count("[") > MAX_DEPTH:  # perhaps nested too deeply (fewer containers cannot be)
-        return False
-    return not _big_int(data)
+    return text.count("{") + text.count("[") <= MAX_DEPTH  # else perhaps nested too deeply (fewer cannot be)
 
 
 def storable_problems(value, field: str = "", depth: int = 0) -> list[tuple[str, str]]:
@@ -255,7 +266,7 @@ def stable_id(*parts: object) -> str:
     """Short content hash: the same parts give the same id on every run and machine."""
     import hashlib
 
-    text = json.dumps(parts, ensure_ascii=False, sort_keys=True)
+    text = _SORTED.encode(parts)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 

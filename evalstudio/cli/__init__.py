@@ -65,6 +65,15 @@ def _main():
     handler = logging.StreamHandler()
     handler.setFormatter(Printable("warning: %(message)s"))
     logging.basicConfig(level=logging.WARNING, handlers=[handler])
+    # a terminated command (kill, a job scheduler's time limit) cleans up as Ctrl-C does: the import's private
+    # spool of validated tasks and its validation workers go, and an import in progress reports what it wrote
+    import signal
+
+    def terminated(number, frame):
+        raise SystemExit(128 + number)
+
+    if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, terminated)
 
 
 def _fail(error: Exception) -> typer.Exit:

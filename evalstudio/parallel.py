@@ -1,0 +1,127 @@
+"""The import's validation pass in several processes: records converted, checked and encoded in parallel, in order.
+
+Before an import sends anything, every record is validated (nothing half-imported), and Label Studio is idle
+meanwhile; on a machine with more than one core the conversion (the importer's checks, the canonical JSON, the
+digests) runs in forked worker processes. Worker w of W converts the records of chunks w, w + W, w + 2W, ... (a
+chunk is CHUNK consecutive records of the files; every worker reads the files itself, which costs less than sending
+records to it) and puts each chunk's results on its own bounded queue; the main process takes chunk c from worker
+c mod W, so the results come in the files' order and at most QUEUED chunks per worker wait in memory. What a worker
+returns is exactly what the serial pass yields for the same records (tests compare both per protocol).
+
+Fork only (Linux; elsewhere the pass stays serial): the workers inherit the project, the importer and its
+context without pickling them, and run nothing but the conversion."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import queue as queues
+import signal
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+CHUNK = 250  # records per message: small enough to keep memory flat, large enough that queues cost little
+QUEUED = 8  # chunks a worker may have waiting
+MIN_BYTES = 1 << 20  # inputs smaller than this are validated in this process (forking costs more than it saves)
+MAX_WORKERS = 4
+
+
+class WorkerFailed(RuntimeError):
+    """A validation worker stopped without finishing its chunks."""
+
+
+def workers_for(paths: Sequence[Path]) -> int:
+    """How many validation processes the files get: 1 (this process) for small inputs, without fork, on one core,
+    or when this process runs other threads (forking a threaded process may copy a lock another thread holds);
+    otherwise one per core, at most MAX_WORKERS."""
+    if "fork" not in multiprocessing.get_all_start_methods() or threading.active_count() > 1:
+        return 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    size = sum(Path(p).stat().st_size for p in paths if Path(p).is_file())
+    return 1 if cores < 2 or size < MIN_BYTES else min(cores, MAX_WORKERS)
+
+
+def convert(converter, context, paths: Sequence[Path], unknown: dict[str, set[str]] | None, workers: int,
+            chunk: int | None = None) -> Iterator:
+    """What `converter.record` gives for every record of `paths`, in order, computed by `workers` forked processes;
+    the metadata field names they find are added to `unknown`."""
+    if workers < 2:
+        raise ValueError("convert needs at least two workers")
+    chunk = chunk or CHUNK
+    fork = multiprocessing.get_context("fork")
+    boxes = [fork.Queue(maxsize=QUEUED) for _ in range(workers)]
+    procs = [fork.Process(target=_work, args=(converter, context, list(paths), w, workers, chunk, boxes[w]),
+                          name=f"evalstudio-validation-{w}", daemon=True) for w in range(workers)]
+    for proc in procs:
+        proc.start()
+    try:
+        index = 0
+        while True:
+            message = _take(boxes[index % workers], procs[index % workers])
+            if message[0] == "end":
+                break
+            if message[0] == "error":
+                raise WorkerFailed(f"validation worker {index % workers} failed: {message[1]}")
+            _, items, names = message
+            if unknown is not None:
+                for path, fields in names.items():
+                    unknown.setdefault(path, set()).update(fields)
+            yield from items
+            index += 1
+        for other in range(workers):  # the others' end messages (each has sent all its chunks)
+            if other != index % workers:
+                message = _take(boxes[other], procs[other])
+                if message[0] != "end":
+                    raise WorkerFailed(f"validation worker {other} failed: {message[1] if message[0] == 'error' else 'sent more than its chunks'}")
+        for proc in procs:
+            proc.join(timeout=10)
+    finally:
+        for proc in procs:
+            if proc.is_alive():
+                proc.terminate()
+            proc.join(timeout=5)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+        for box in boxes:
+            box.close()
+            box.cancel_join_thread()
+
+
+def _take(box, proc):
+    """The worker's next message; WorkerFailed if it died without one (killed, out of memory)."""
+    while True:
+        try:
+            return box.get(timeout=0.5)
+        except queues.Empty:
+            if not proc.is_alive() and box.empty():
+                raise WorkerFailed(f"validation worker {proc.name} stopped (exit code {proc.exitcode})") from None
+
+
+def _work(converter, context, paths: list[Path], worker: int, workers: int, chunk: int, box) -> None:
+    """One worker: convert the records of this worker's chunks and put each chunk's results on `box`, then "end"."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C: the main process stops the workers,
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # with SIGTERM (not the command line's clean-up handler)
+    try:
+        current, items, names = None, [], {}
+        number = -1
+        for path in paths:
+            for line, record in converter.importer.read(path):
+                number += 1
+                index = number // chunk
+                if index % workers != worker:
+                    if current is not None:  # the first record past this worker's chunk: send it
+                        box.put(("chunk", items, names))
+                        current, items, names = None, [], {}
+                    continue
+                current = index
+                items.extend(converter.record(context, path, line, record, names))
+        if current is not None:
+            box.put(("chunk", items, names))
+        box.put(("end",))
+    except BaseException as e:  # reported by the main process, which stops
+        box.put(("error", f"{type(e).__name__}: {e}"))
+    finally:
+        box.close()
+        box.join_thread()
