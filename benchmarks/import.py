@@ -9,6 +9,7 @@ temp dir unless --database-url is given):
   raw         the pre-built task JSON posted with the SDK's `projects.import_tasks`, same batch size
   raw2        (--concurrent) the same, two batches in flight at a time: whether Label Studio takes concurrent
               batches faster (issue 29 asks it of PostgreSQL before evalstudio would adopt it)
+  evalstudio2 (--concurrent) `import_files(in_flight=2)` into the same project in random order (`--in-flight 2`)
   evalstudio  `import_files` from the native file: validate everything, convert, look up the project and
               the ids it holds, send batches
   predictions `import_files` into a project with `prefill: true` (stored predictor): every task goes in with
@@ -64,7 +65,9 @@ def worker(kind: str, url: str, key: str, path: str, batch_size: int) -> dict:
     project = registry.load(ROOT / "projects.yaml").get("dialogue")
     project = project.model_copy(update={"title": f"bench {kind} {secrets.token_hex(3)}",
                                          "prefill": kind == "predictions"})
-    if kind in ("raw", "raw2", "evalstudio", "predictions", "backend"):  # each side imports into an empty project
+    if kind == "evalstudio2":  # two batches in flight: only for a project in random order
+        project = project.model_copy(update={"order": "random"})
+    if kind in ("raw", "raw2", "evalstudio", "evalstudio2", "predictions", "backend"):  # each into an empty project
         project_id, _ = client.ensure_project(project)
     start = time.perf_counter()
     if kind == "raw":
@@ -80,8 +83,9 @@ def worker(kind: str, url: str, key: str, path: str, batch_size: int) -> dict:
         with ThreadPoolExecutor(2) as pool:  # two batches in flight (the SDK's httpx client is thread-safe)
             list(pool.map(lambda batch: client.sdk.projects.import_tasks(id=project_id, request=batch), batches))
         count = len(tasks)
-    elif kind in ("evalstudio", "predictions"):
-        report = import_files(project, importers.get("dialogue"), [Path(path)], client, batch_size=batch_size)
+    elif kind in ("evalstudio", "evalstudio2", "predictions"):
+        report = import_files(project, importers.get("dialogue"), [Path(path)], client, batch_size=batch_size,
+                              in_flight=2 if kind == "evalstudio2" else 1)
         count = report.created
         if kind == "predictions" and report.predicted != count:
             raise RuntimeError(f"{report.predicted} of {count} tasks went in with a prediction")
@@ -218,7 +222,7 @@ def _run(args) -> None:
                     for k, (_, data) in enumerate(iter_tasks(project, importers.get("dialogue"), [native])):
                         f.write(("[" if k == 0 else ",\n") + json.dumps(split_task(project, data)))
                     f.write("]")
-                kinds = (["raw", "evalstudio", "predictions"] + (["raw2"] if args.concurrent else [])
+                kinds = (["raw", "evalstudio", "predictions"] + (["raw2", "evalstudio2"] if args.concurrent else [])
                          + (["backend"] if size in prefill_sizes else []))
                 runs = {kind: [] for kind in kinds}
                 for repeat in range(args.repeats):
@@ -262,11 +266,14 @@ def _run(args) -> None:
               f" / {med(runs['predictions'], 'peak_mb'):.0f} MB |")
     print("\n(percentages: over (a), the raw import of the same tasks without predictions)")
     if any(runs.get("raw2") for _, runs in rows):
-        print("\n| tasks | (a) raw import, one batch at a time | (e) raw import, two batches in flight |")
-        print("|---:|---:|---:|")
+        print("\n| tasks | (a) raw import, one batch at a time | (e) raw import, two batches in flight "
+              "| (b) evalstudio import | (f) evalstudio import, two batches in flight (--in-flight 2) |")
+        print("|---:|---:|---:|---:|---:|")
         for size, runs in rows:
             raw, two = med(runs["raw"], "seconds"), med(runs["raw2"], "seconds")
-            print(f"| {size:,} | {raw:.1f} s | {two:.1f} s ({100 * (two / raw - 1):+.1f}%) |")
+            ours, ours2 = med(runs["evalstudio"], "seconds"), med(runs["evalstudio2"], "seconds")
+            print(f"| {size:,} | {raw:.1f} s | {two:.1f} s ({100 * (two / raw - 1):+.1f}%) | {ours:.1f} s "
+                  f"({100 * (ours / raw - 1):+.1f}%) | {ours2:.1f} s ({100 * (ours2 / raw - 1):+.1f}%) |")
     if export_rows:
         print(f"\nExport of annotated tasks (two annotations each, {len(project.criteria)} criteria)\n")
         print("| tasks | annotations | evalstudio paged CSV export | peak memory | Label Studio JSON export download |")

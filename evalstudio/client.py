@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import re
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -152,6 +153,7 @@ class Client:
         self._base, self._timeout = base, timeout
         self._auth = {"Authorization": f"Token {check_api_key(settings.api_key)}"}
         self._plain: httpx.Client | None = None  # made on first use (see _web)
+        self._plain_lock = threading.Lock()
 
     @contextmanager
     def _call(self, action: str):
@@ -519,9 +521,10 @@ class Client:
 
     def _web(self) -> httpx.Client:
         """A plain HTTP client for the requests the SDK makes slowly (one per Client, kept alive)."""
-        if self._plain is None:
-            self._plain = httpx.Client(base_url=self._base, timeout=self._timeout, headers=self._auth)
-        return self._plain
+        with self._plain_lock:  # an import may send batches from two threads
+            if self._plain is None:
+                self._plain = httpx.Client(base_url=self._base, timeout=self._timeout, headers=self._auth)
+            return self._plain
 
     # --- accounts (Label Studio Community: sign-up through the organisation's invite link) ---------------------
 

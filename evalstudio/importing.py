@@ -6,13 +6,15 @@ import json
 import logging
 import os
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
 from . import integrity, lists
-from .errors import InvalidInput, Problem, ServerError, Transient
+from .errors import BadInput, InvalidInput, Problem, ServerError, Transient
 from .registry import Project
 from .retry import RetryPolicy
 from .sources import FieldError, RecordInvalid, big_int, control_value, storable, storable_problems, storable_text
@@ -436,6 +438,7 @@ def import_files(
     skip_invalid: bool = False,
     checked: Scan | None = None,
     record: bool = True,
+    in_flight: int = 1,
 ) -> ImportReport:
     """Validate all files, then send only tasks whose id the project does not have yet, in batches.
 
@@ -447,17 +450,34 @@ def import_files(
     files (the command line scans every part of a study first); its spool is removed when the import ends.
 
     `record`: write the digest of every task of the files (imported now or before) to the project's record of
-    tamper evidence (`integrity`), which `status` checks; also when the import stops part-way."""
+    tamper evidence (`integrity`), which `status` checks; also when the import stops part-way.
+
+    `in_flight`: batches sent at a time (Label Studio on PostgreSQL takes two at a time about 20% faster). More than
+    one only for a project with `order: random`: concurrent batches interleave Label Studio's task ids, which are
+    the order a sequential project shows its tasks in. Every batch keeps its exactly-once recovery."""
     if checked is None:
+        check_in_flight(project, in_flight)
         checked = scan(project, importer, paths, spool=True)
     try:
-        return _import_files(project, importer, paths, client, batch_size, on_progress, skip_invalid, checked, record)
+        check_in_flight(project, in_flight)
+        return _import_files(project, importer, paths, client, batch_size, on_progress, skip_invalid, checked, record,
+                             in_flight)
     finally:
         checked.discard()
 
 
+def check_in_flight(project: Project, in_flight: int) -> None:
+    """BadInput unless `in_flight` batches at a time suit the project (see import_files)."""
+    if in_flight < 1:
+        raise BadInput(f"in_flight must be at least 1, got {in_flight}")
+    if in_flight > 1 and project.order != "random":
+        raise BadInput(f"{project.name} shows its tasks in order (order: {project.order}), so its batches are sent "
+                       "one at a time: batches in flight together interleave the task ids that order follows. "
+                       "Import with --in-flight 1, or set order: random in projects.yaml")
+
+
 def _import_files(project, importer, paths, client, batch_size, on_progress, skip_invalid, checked: Scan,
-                  record: bool) -> ImportReport:
+                  record: bool, in_flight: int = 1) -> ImportReport:
     checked.warn_unknown(project)
     skip = set()
     if checked.problems and skip_invalid and not checked.design and all(p.line for p in checked.problems):
@@ -474,16 +494,32 @@ def _import_files(project, importer, paths, client, batch_size, on_progress, ski
     report = ImportReport(project_id, 0, 0)
     batch: list[tuple[str, dict | str]] = []
 
-    def flush():
+    # batches in flight (in_flight > 1): each is sent by a thread with the watermark of the batches settled before
+    # it, which the ids of every batch still in flight are above, so its recovery sees them and keeps only its own
+    pool = ThreadPoolExecutor(in_flight, thread_name_prefix="evalstudio-import") if in_flight > 1 else None
+    pending: deque[tuple[Future, int]] = deque()  # (batch in flight, its size)
+
+    def settle(result: tuple[dict[str, int], bool]):
         nonlocal watermark
-        if batch:
-            written, recovered = send_batch(client, project_id, batch, watermark, client.retry)
-            written_ids.extend(written.values())
-            written_keys.update(written)
-            report.created += len(written)
-            report.recovered += recovered
-            watermark = max([watermark, *written.values()])
-            batch.clear()
+        written, recovered = result
+        written_ids.extend(written.values())
+        written_keys.update(written)
+        report.created += len(written)
+        report.recovered += recovered
+        watermark = max([watermark, *written.values()])
+
+    def flush(final: bool = False):
+        if batch and pool is None:
+            settle(send_batch(client, project_id, batch, watermark, client.retry))
+        elif batch:
+            pending.append((pool.submit(send_batch, client, project_id, list(batch), watermark, client.retry),
+                            len(batch)))
+        batch.clear()
+        while pending and (final or len(pending) >= in_flight):
+            settle(pending.popleft()[0].result())
+
+    def sent() -> int:
+        return report.created + report.already_present + len(batch) + sum(size for _, size in pending)
 
     def changed() -> list[Problem]:
         now = fingerprints(paths)
@@ -544,8 +580,8 @@ def _import_files(project, importer, paths, client, batch_size, on_progress, ski
                     else:
                         add(key, task_text)
                     if on_progress:
-                        on_progress(report.created + report.already_present + len(batch), checked.tasks)
-            flush()
+                        on_progress(sent(), checked.tasks)
+            flush(final=True)
             if problems := changed():
                 rollback(problems)
             items = ()
@@ -556,8 +592,8 @@ def _import_files(project, importer, paths, client, batch_size, on_progress, ski
                 continue
             if skip and not isinstance(item, Problem) and _where(item[0]) in skip:
                 continue  # a task of a record that also had a problem (e.g. a duplicate id)
-            if isinstance(item, Problem) or report.created + report.already_present + len(batch) >= checked.tasks:
-                flush()
+            if isinstance(item, Problem) or sent() >= checked.tasks:
+                flush(final=True)
                 rollback(changed() or [item if isinstance(item, Problem) else
                                        Problem(str(paths[0]), None, None, "more records than validated")])
             _, data = item
@@ -568,16 +604,24 @@ def _import_files(project, importer, paths, client, batch_size, on_progress, ski
             else:
                 add(data[ID_FIELD], task)
             if on_progress:
-                on_progress(report.created + report.already_present + len(batch), checked.tasks)
+                on_progress(sent(), checked.tasks)
         if checked.spool is None:
-            flush()
+            flush(final=True)
             if problems := changed():
                 rollback(problems)
     except ServerError as e:
+        while pending:  # what the other batches in flight wrote (they end by themselves: the failure is recorded)
+            try:
+                settle(pending.popleft()[0].result())
+            except ServerError:
+                pass
         landed = set(map(str, existing)) | set(map(str, written_keys))  # not the batch in flight: the resumed import records it
         digests = {k: v for k, v in digests.items() if k in landed}
         save_record()
         raise ImportIncomplete(e, checked.tasks, report.created, report.already_present) from None
+    finally:
+        if pool is not None:  # (Ctrl-C) the batches in flight end; none starts
+            pool.shutdown(wait=True, cancel_futures=True)
     save_record()
     if on_progress:
         on_progress(checked.tasks, checked.tasks)

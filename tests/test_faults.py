@@ -43,17 +43,24 @@ def server_ids(client, project_id) -> list[str]:
     return [t.data["evalstudio_id"] for t in client.tasks(project_id)]
 
 
-@pytest.mark.parametrize("prefill", [False, True], ids=["tasks", "tasks with predictions"])
+MODES = [(False, 1), (True, 1), (False, 2)]
+
+
+@pytest.mark.parametrize("prefill, in_flight", MODES, ids=["tasks", "tasks with predictions", "two batches in flight"])
 @pytest.mark.parametrize("name, faults", RECOVERABLE, ids=[r[0] for r in RECOVERABLE])
 def test_transient_faults_are_retried_and_nothing_is_duplicated(reg, importer_for, label_studio, client, tmp_path, name,
-                                                                faults, prefill):
-    """Each fault, for a plain import and for one that carries the stored model outputs as predictions (prefill
-    opt-in): every task lands once, and so does its one prediction."""
+                                                                faults, prefill, in_flight):
+    """Each fault, for a plain import, for one that carries the stored model outputs as predictions (prefill
+    opt-in) and for one sending two batches at a time (a random-order project): every task lands once, and so does
+    its one prediction."""
     expected = write_dialogue_file(tmp_path / "tasks.jsonl", TASKS)
     project, faults = fresh_project(reg).model_copy(update={"prefill": prefill}), copy.deepcopy(faults)
+    if in_flight > 1:
+        project = project.model_copy(update={"order": "random"})
     with FaultyProxy(label_studio.url, faults) as proxy:
         flaky = Client(Settings(proxy.url, label_studio.credentials().api_key), timeout=1.5, retry=FAST)
-        report = import_files(project, importer_for("dialogue"), [tmp_path / "tasks.jsonl"], flaky, batch_size=BATCH)
+        report = import_files(project, importer_for("dialogue"), [tmp_path / "tasks.jsonl"], flaky, batch_size=BATCH,
+                              in_flight=in_flight)
     assert all(f.times == 0 for f in faults), "every fault was exercised"
     assert (report.created, report.already_present) == (TASKS, 0)
     assert report.recovered >= 1
@@ -81,6 +88,40 @@ def test_a_lasting_failure_stops_with_counts_and_the_rerun_finishes(reg, importe
     again = import_files(project, importer, files, client, batch_size=BATCH)
     assert (again.created, again.already_present) == (TASKS - 2 * BATCH, 2 * BATCH)
     assert sorted(server_ids(client, project_id)) == sorted(expected)
+
+
+@pytest.mark.parametrize("in_flight", [1, 2])
+def test_a_lasting_failure_with_batches_in_flight_reports_what_landed(reg, importer_for, label_studio, client, tmp_path,
+                                                                     in_flight):
+    """Label Studio goes down for good while batches are in flight: ImportIncomplete counts exactly the tasks on the
+    server (the batches that ended before are settled first), and the rerun adds only the others."""
+    expected = write_dialogue_file(tmp_path / "tasks.jsonl", TASKS)
+    project = fresh_project(reg).model_copy(update={"order": "random"})
+    importer, files = importer_for("dialogue"), [tmp_path / "tasks.jsonl"]
+    down = Fault("POST", "/import", "status-before", skip=3, times=10**6, status=503)
+    with FaultyProxy(label_studio.url, [down]) as proxy:
+        flaky = Client(Settings(proxy.url, label_studio.credentials().api_key), retry=FAST)
+        with pytest.raises(ImportIncomplete) as e:
+            import_files(project, importer, files, flaky, batch_size=BATCH, in_flight=in_flight)
+    project_id = client.require_project(project)
+    on_server = server_ids(client, project_id)
+    assert e.value.created == len(on_server) == 3 * BATCH and len(set(on_server)) == len(on_server)
+    assert e.value.not_written == TASKS - 3 * BATCH
+    again = import_files(project, importer, files, client, batch_size=BATCH, in_flight=in_flight)
+    assert (again.created, again.already_present) == (TASKS - 3 * BATCH, 3 * BATCH)
+    assert sorted(server_ids(client, project_id)) == sorted(expected)
+
+
+def test_batches_in_flight_are_refused_for_a_sequential_project(reg, importer_for, tmp_path, monkeypatch):
+    """A project shown in order (order: sequential) keeps one batch at a time: concurrent batches would interleave
+    the task ids that order follows. Refused before anything is read or sent."""
+    from evalstudio.errors import BadInput
+
+    write_dialogue_file(tmp_path / "tasks.jsonl", TASKS)
+    project = fresh_project(reg)
+    assert project.order == "sequential"
+    with pytest.raises(BadInput, match="order: sequential.*--in-flight 1, or set order: random"):
+        import_files(project, importer_for("dialogue"), [tmp_path / "tasks.jsonl"], None, in_flight=2)
 
 
 def test_unreachable_server_writes_nothing_and_says_so(reg, importer_for, tmp_path):

@@ -12,7 +12,7 @@ from rich.table import Table
 from .. import importers, lists
 from ..client import Client, settings_from_env
 from ..errors import BadInput, EvalstudioError, InvalidInput
-from ..importing import placement_problems, scan
+from ..importing import check_in_flight, placement_problems, scan
 from . import ProjectsOption, _fail, _load, app, console, err
 from .reading import _import, _project_tasks, _read_study, _single, _users, quotas, study_tables, write_status
 
@@ -81,6 +81,10 @@ def import_(
     protocol: Annotated[str, typer.Argument(help="Protocol name, e.g. sotopia.")],
     files: Annotated[list[Path], typer.Argument(help="Input files in the protocol's native format.")],
     batch_size: Annotated[int, typer.Option(min=1, help="Tasks per request to Label Studio.")] = 500,
+    in_flight: Annotated[int, typer.Option(
+        "--in-flight", min=1, max=4, help="Batches sent at a time. Label Studio on PostgreSQL imports two at a "
+        "time about 20% faster; keep 1 on SQLite (one writer at a time). Only for projects with order: random "
+        "(batches in flight together interleave the task ids a sequential project is shown in).")] = 1,
     skip_invalid: Annotated[bool, typer.Option(
         "--skip-invalid", help="Import the valid records and write the rejected ones, with their problems, to "
         "--rejected (by default nothing is imported when any record is invalid).")] = False,
@@ -98,6 +102,8 @@ def import_(
     try:
         reg = _load(projects)
         parts = reg.parts(protocol)
+        for part in parts:
+            check_in_flight(part, in_flight)
         for part in parts:  # each valid task also spooled as it will be sent: the import does not convert it again
             scans.append(scan(part, importers.for_project(part), files, spool=True))
         problems = list(dict.fromkeys(pr for result in scans for pr in result.problems))
@@ -117,7 +123,7 @@ def import_(
         misplaced = placement_problems(client, parts, scans, study)
         if misplaced:  # nothing is imported: the study's projects stay as they are
             raise InvalidInput(misplaced)
-        reports = [(project, _import(project, files, client, batch_size, skip_invalid, checked))
+        reports = [(project, _import(project, files, client, batch_size, skip_invalid, checked, in_flight))
                    for project, checked in zip(parts, scans)]
     except EvalstudioError as e:
         raise _fail(e)

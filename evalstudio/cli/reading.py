@@ -16,13 +16,13 @@ from ..importing import import_files
 from . import _load, console, err
 
 
-def _import(project, files, client, batch_size=500, skip_invalid=False, checked=None):
+def _import(project, files, client, batch_size=500, skip_invalid=False, checked=None, in_flight=1):
     with Progress(TextColumn(f"importing {project.name}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                   console=err, transient=True) as progress:
         bar = progress.add_task(project.name, total=None)
         return import_files(project, importers.for_project(project), files, client, batch_size,
                             on_progress=lambda done, total: progress.update(bar, completed=done, total=total),
-                            skip_invalid=skip_invalid, checked=checked)
+                            skip_invalid=skip_invalid, checked=checked, in_flight=in_flight)
 
 
 def _users(client, folder: Path | None = None) -> dict[int, str]:
