@@ -536,7 +536,7 @@ def _import_files(project, importer, paths, client, batch_size, on_progress, ski
         client.delete_tasks(project_id, written_ids)
         raise FileChanged(problems, f"the {len(written_ids)} task(s) this run had written were removed again")
 
-    digests: dict[str, dict] = {}
+    digests: dict[str, dict | str] = {}  # evalstudio id -> digest (from the spool: its JSON text, 5x smaller)
     # model-assisted labelling with the stored predictor: each task goes in with its model outputs as its Label
     # Studio prediction (checked against the controls as the ML backend checks them), in the same request: a project
     # is prefilled the moment it is imported, and a task is never sent twice, so neither is its prediction
@@ -574,7 +574,7 @@ def _import_files(project, importer, paths, client, batch_size, on_progress, ski
                     key = json.loads(key_text)
                     if skip and _where(json.loads(where_text)) in skip:
                         continue  # a task of a record that also had a problem (e.g. a duplicate id)
-                    digests[str(key)] = json.loads(digest_text)
+                    digests[str(key)] = digest_text
                     if key in seen:
                         report.already_present += 1
                     else:

@@ -54,19 +54,25 @@ def record_path(url: str, project_id: int, folder: Path | None = None) -> Path:
     return Path(folder) / f"{server}-project-{int(project_id)}.json"
 
 
-def save_record(path: Path, url: str, project_id: int, digests: dict[str, dict]) -> Path:
-    """Add `digests` (evalstudio id -> task digest) to the record of one project; private to its owner (the
-    folder 0700 if evalstudio makes it, the file 0600), written whole or not at all."""
+def save_record(path: Path, url: str, project_id: int, digests: dict[str, dict | str]) -> Path:
+    """Add `digests` (evalstudio id -> task digest, or the JSON text of one, as the import's spool holds it, which
+    evalstudio wrote itself) to the record of one project; private to its owner (the folder 0700 if evalstudio
+    makes it, the file 0600), written whole or not at all."""
     from .credentials import private_dir
 
     path = Path(path)
     private_dir(path.parent)
     record = load_record(path) or {"url": url.rstrip("/"), "project_id": int(project_id), "tasks": {}}
-    record["tasks"].update(digests)
+    tasks = record.pop("tasks")
+    tasks.update(digests)
+    head = json.dumps(record, separators=(",", ":"))  # (json.dumps: json.dump encodes in Python, 3x slower)
     temporary = path.with_name(path.name + ".tmp")
     descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     with os.fdopen(descriptor, "w", encoding="utf-8") as out:
-        out.write(json.dumps(record, separators=(",", ":")))  # json.dump encodes in Python: 3x slower
+        out.write(head[:-1] + (',' if record else '') + '"tasks":{')
+        out.write(",".join(f"{json.dumps(key)}:{digest if isinstance(digest, str) else json.dumps(digest, separators=(',', ':'))}"
+                           for key, digest in tasks.items()))
+        out.write("}}")
     os.replace(temporary, path)
     return path
 

@@ -78,3 +78,22 @@ def test_status_names_every_change_made_behind_the_studys_back(client, label_stu
     written = run("status", "dialogue", "-o", str(tmp_path / "status"), env=env)
     page = (tmp_path / "status" / "status.html").read_text(encoding="utf-8")
     assert written.returncode == 0 and "Changed since setup" in page and "meta field(s) gold" in page
+
+
+def test_the_record_keeps_digests_given_as_the_spools_json_text_and_as_dicts(tmp_path):
+    """The import hands the record its digests as the spool's JSON text (five times smaller in memory than dicts);
+    the file holds the same record either way, added to what it held before, and stays private."""
+    import json
+
+    from evalstudio import integrity
+
+    tasks = [{"data": {"evalstudio_id": f"t{k}", "text": "é\u2028\"x\""}, "meta": {"system": f"s{k}", "ratings": [k, 1.5]}}
+             for k in range(4)]
+    digests = {task["data"]["evalstudio_id"]: integrity.task_digest(task) for task in tasks}
+    path = tmp_path / "records" / "server-project-7.json"
+    integrity.save_record(path, "http://127.0.0.1:8080/", 7, {k: v for k, v in list(digests.items())[:2]})
+    integrity.save_record(path, "http://127.0.0.1:8080/", 7, {k: json.dumps(v) for k, v in list(digests.items())[2:]})
+    record = integrity.load_record(path)
+    assert record == {"url": "http://127.0.0.1:8080", "project_id": 7, "tasks": digests}
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert integrity.changed_tasks([{**t, "id": n} for n, t in enumerate(tasks)], record, "evalstudio_id") == []
