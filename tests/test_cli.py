@@ -155,3 +155,15 @@ def test_exporting_a_project_of_another_protocol_is_an_error(reg, importer_for, 
         assert result.returncode == 2, result.stdout
         assert f"Label Studio project {report.project_id} does not run the dialogue protocol" in result.stderr
     assert not (tmp_path / "x.csv").exists()
+
+
+def test_import_refuses_batches_in_flight_for_a_project_shown_in_order(tmp_path):
+    """`--in-flight 2` on a sequential project: exit code 2 and why, before any file is read or Label Studio asked
+    (the server named here does not exist)."""
+    from .largefile import write_dialogue_file
+
+    write_dialogue_file(tmp_path / "tasks.jsonl", 5)
+    env = {"LABEL_STUDIO_URL": "http://127.0.0.1:9", "LABEL_STUDIO_API_KEY": "x" * 40}
+    out = run("import", "dialogue", str(tmp_path / "tasks.jsonl"), "--in-flight", "2", env=env)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "order: sequential" in out.stderr and "--in-flight 1" in out.stderr and "reach" not in out.stderr
