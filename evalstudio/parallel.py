@@ -4,9 +4,11 @@ Before an import sends anything, every record is validated (nothing half-importe
 meanwhile; on a machine with more than one core the conversion (the importer's checks, the canonical JSON, the
 digests) runs in forked worker processes. Worker w of W converts the records of chunks w, w + W, w + 2W, ... (a
 chunk is CHUNK consecutive records of the files; every worker reads the files itself, which costs less than sending
-records to it) and puts each chunk's results on its own bounded queue; the main process takes chunk c from worker
-c mod W, so the results come in the files' order and at most QUEUED chunks per worker wait in memory. What a worker
-returns is exactly what the serial pass yields for the same records (tests compare both per protocol).
+records to it) and sends each chunk's results through its own pipe; the main process takes chunk c from worker
+c mod W, so the results come in the files' order, and a worker waits while its pipe is full (memory stays
+bounded). Only the worker holds the writing end of its pipe: a worker that dies, even half-way through a message,
+leaves the main process an end of file to report. What a worker returns is exactly what the serial pass yields
+for the same records (tests compare both per protocol).
 
 Fork only (Linux; elsewhere the pass stays serial): the workers inherit the project, the importer and its
 context without pickling them, and run nothing but the conversion."""
@@ -15,14 +17,12 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import queue as queues
 import signal
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 CHUNK = 250  # records per message: small enough to keep memory flat, large enough that queues cost little
-QUEUED = 8  # chunks a worker may have waiting
 MIN_BYTES = 1 << 20  # inputs smaller than this are validated in this process (forking costs more than it saves)
 MAX_WORKERS = 4
 
@@ -50,15 +50,21 @@ def convert(converter, context, paths: Sequence[Path], unknown: dict[str, set[st
         raise ValueError("convert needs at least two workers")
     chunk = chunk or CHUNK
     fork = multiprocessing.get_context("fork")
-    boxes = [fork.Queue(maxsize=QUEUED) for _ in range(workers)]
-    procs = [fork.Process(target=_work, args=(converter, context, list(paths), w, workers, chunk, boxes[w]),
+    # one pipe per worker, whose writing end only that worker holds: a worker that dies, even half-way through a
+    # message (killed for memory), leaves the main process an end of file, never a read that waits for ever
+    pipes = [fork.Pipe(duplex=False) for _ in range(workers)]
+    for reader, _ in pipes:
+        _widen(reader)
+    procs = [fork.Process(target=_work, args=(converter, context, list(paths), w, workers, chunk, pipes),
                           name=f"evalstudio-validation-{w}", daemon=True) for w in range(workers)]
-    for proc in procs:
-        proc.start()
     try:
+        for proc in procs:
+            proc.start()
+        for _, writer in pipes:
+            writer.close()
         index = 0
         while True:
-            message = _take(boxes[index % workers], procs[index % workers])
+            message = _take(pipes[index % workers][0], procs[index % workers])
             if message[0] == "end":
                 break
             if message[0] == "error":
@@ -71,38 +77,55 @@ def convert(converter, context, paths: Sequence[Path], unknown: dict[str, set[st
             index += 1
         for other in range(workers):  # the others' end messages (each has sent all its chunks)
             if other != index % workers:
-                message = _take(boxes[other], procs[other])
+                message = _take(pipes[other][0], procs[other])
                 if message[0] != "end":
-                    raise WorkerFailed(f"validation worker {other} failed: {message[1] if message[0] == 'error' else 'sent more than its chunks'}")
+                    raise WorkerFailed(f"validation worker {other} failed: "
+                                       f"{message[1] if message[0] == 'error' else 'it sent more than its chunks'}")
         for proc in procs:
             proc.join(timeout=10)
     finally:
         for proc in procs:
+            if proc.pid is None:
+                continue  # never started
             if proc.is_alive():
                 proc.terminate()
             proc.join(timeout=5)
             if proc.is_alive():
                 proc.kill()
                 proc.join()
-        for box in boxes:
-            box.close()
-            box.cancel_join_thread()
+        for reader, writer in pipes:
+            reader.close()
+            writer.close()
 
 
-def _take(box, proc):
-    """The worker's next message; WorkerFailed if it died without one (killed, out of memory)."""
-    while True:
-        try:
-            return box.get(timeout=0.5)
-        except queues.Empty:
-            if not proc.is_alive() and box.empty():
-                raise WorkerFailed(f"validation worker {proc.name} stopped (exit code {proc.exitcode})") from None
+def _widen(reader) -> None:
+    """A larger pipe buffer (Linux: up to 1 MB unprivileged), so a worker may be a chunk ahead of the reader."""
+    try:
+        import fcntl
+
+        fcntl.fcntl(reader.fileno(), getattr(fcntl, "F_SETPIPE_SZ", 1031), 1 << 20)
+    except (ImportError, OSError):
+        pass  # the default buffer: slower, as correct
 
 
-def _work(converter, context, paths: list[Path], worker: int, workers: int, chunk: int, box) -> None:
-    """One worker: convert the records of this worker's chunks and put each chunk's results on `box`, then "end"."""
+def _take(reader, proc):
+    """The worker's next message; WorkerFailed if it died before sending it whole (killed, out of memory)."""
+    try:
+        return reader.recv()
+    except (EOFError, OSError):
+        proc.join(timeout=5)
+        raise WorkerFailed(f"validation worker {proc.name} stopped (exit code {proc.exitcode})") from None
+
+
+def _work(converter, context, paths: list[Path], worker: int, workers: int, chunk: int, pipes) -> None:
+    """One worker: convert the records of this worker's chunks and send each chunk's results, then "end"."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C: the main process stops the workers,
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # with SIGTERM (not the command line's clean-up handler)
+    for number, (reader, writer) in enumerate(pipes):  # only this worker's writing end stays open here
+        reader.close()
+        if number != worker:
+            writer.close()
+    out = pipes[worker][1]
     try:
         current, items, names = None, [], {}
         number = -1
@@ -112,16 +135,18 @@ def _work(converter, context, paths: list[Path], worker: int, workers: int, chun
                 index = number // chunk
                 if index % workers != worker:
                     if current is not None:  # the first record past this worker's chunk: send it
-                        box.put(("chunk", items, names))
+                        out.send(("chunk", items, names))
                         current, items, names = None, [], {}
                     continue
                 current = index
                 items.extend(converter.record(context, path, line, record, names))
         if current is not None:
-            box.put(("chunk", items, names))
-        box.put(("end",))
+            out.send(("chunk", items, names))
+        out.send(("end",))
     except BaseException as e:  # reported by the main process, which stops
-        box.put(("error", f"{type(e).__name__}: {e}"))
+        try:
+            out.send(("error", f"{type(e).__name__}: {e}"))
+        except OSError:
+            pass  # the main process has gone
     finally:
-        box.close()
-        box.join_thread()
+        out.close()

@@ -535,3 +535,24 @@ def test_an_import_stopped_while_validating_leaves_no_worker_and_no_spool(tmp_pa
     time.sleep(0.2)
     assert not [pid for pid in workers if Path(f"/proc/{pid}").exists()]
     assert list(spools.iterdir()) == []
+
+
+def test_a_message_cut_off_by_a_dying_worker_is_reported_not_waited_for():
+    """A worker killed half-way through sending a chunk (the kernel's OOM killer does not wait) leaves part of a
+    message in its pipe; the main process, which holds no writing end, gets an end of file and reports the worker,
+    instead of waiting for the rest for ever (found by CI, where a queue's shared pipe waited)."""
+    import multiprocessing
+    import struct
+
+    from evalstudio import parallel
+
+    fork = multiprocessing.get_context("fork")
+    reader, writer = fork.Pipe(duplex=False)
+    dead = fork.Process(target=lambda: None, name="evalstudio-validation-test")
+    dead.start()
+    dead.join()
+    os.write(writer.fileno(), struct.pack("!i", 100_000) + b"part of a chunk")  # a header, then the worker died
+    writer.close()
+    with pytest.raises(parallel.WorkerFailed, match="evalstudio-validation-test stopped"):
+        parallel._take(reader, dead)
+    reader.close()
