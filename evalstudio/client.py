@@ -349,7 +349,6 @@ class Client:
         # requests faster than one after the other, also from its single-process development server), and yielded
         # in order; memory holds those chunks and the one being converted, whatever the project's size
         starts = iter(range(0, len(ids), page_size))
-        self._web()  # the one HTTP client (thread-safe), made before the threads share it
         with ThreadPoolExecutor(EXPORT_IN_FLIGHT, thread_name_prefix="export") as pool:
             pending = [pool.submit(fetch, start) for start in islice(starts, EXPORT_IN_FLIGHT)]
             try:

@@ -194,17 +194,12 @@ class _Converter:
 
 
 def encode_task(project: Project, data: dict) -> tuple[str, dict] | None:
-    """The task of `data` (`split_task`) as the import sends it, in canonical JSON, and its digest (`integrity`),
-    from one encoding of each part (the digest hashes the very text that is sent); None when it has a value JSON
-    cannot hold (NaN, infinity, an object). The caller checks that the text is `storable_text`."""
-    task = split_task(project, data)
+    """The task of `data` (`split_task`) as the import sends it and its digest (`integrity.encode_task`); None when
+    it has a value JSON cannot hold. The caller checks that the text is `storable_text`."""
     try:
-        data_text = integrity.CANONICAL.encode(task["data"])
-        meta = [(str(key), integrity.CANONICAL.encode(value)) for key, value in task["meta"].items()]
+        return integrity.encode_task(split_task(project, data))
     except (ValueError, TypeError, RecursionError):
         return None
-    text = '{"data":' + data_text + ',"meta":{' + ",".join(f"{_ASCII.encode(k)}:{v}" for k, v in meta) + "}}"
-    return text, {"data": integrity.digest_text(data_text), "meta": {k: integrity.digest_text(v) for k, v in meta}}
 
 
 def _in_list(project: Project, data: dict, versions: dict[str, list[str]]) -> bool:
@@ -255,8 +250,8 @@ def scan(project: Project, importer, paths: Sequence[Path], spool: bool = False,
     """Dry run: count tasks and collect every problem, including duplicate ids. `spool`: also write every valid
     task, converted and serialised as the import sends it, to a private temporary file (`Scan.spool`).
 
-    `workers` (with `spool`): validation processes converting the records (`parallel`); None: as many as
-    `parallel.workers_for` gives the files (one for small inputs)."""
+    `workers`: validation processes converting the records (`parallel`); None: as many as `parallel.workers_for`
+    gives the files (one for small inputs)."""
     result = Scan(files=fingerprints(paths))
     out = None
     if spool:
@@ -301,17 +296,12 @@ def _scan(project: Project, importer, paths: Sequence[Path], result: Scan, out, 
         result.versions, design = lists.collect(
             (item for item in iter_tasks(project, importer, paths) if not isinstance(item, Problem)), project.lists)
         result.design += design
-    items = (_spooled(project, importer, paths, result.unknown, result.versions, workers) if out is not None
-             else iter_tasks(project, importer, paths, result.unknown, result.versions))
-    for item in items:
+    # every task encoded as the import sends it, also in a dry run: what the dry run passes, the import takes
+    for item in _spooled(project, importer, paths, result.unknown, result.versions, workers):
         if isinstance(item, Problem):
             result.problems.append(item)
             continue
-        if isinstance(item, Spooled):
-            where, key, item_id, system = item.where, item.key, item.item_id, item.system
-        else:
-            where, data = item
-            key, item_id, system = data[ID_FIELD], str(data.get("item_id")), str(data.get("system"))
+        where, key, item_id, system = item.where, item.key, item.item_id, item.system
         result.items[str(key)] = (item_id, where)
         if project.design:
             versions.setdefault(item_id, {}).setdefault(system, where)
@@ -322,13 +312,10 @@ def _scan(project: Project, importer, paths: Sequence[Path], result: Scan, out, 
         first_seen[key] = where
         result.tasks += 1
         if out is not None:
-            out.write(f"{_ASCII.encode(key)}\t{_ASCII.encode(where)}\t{_ASCII.encode(item.digest)}\t{item.text}\n")
+            out.write(f"{json.dumps(key)}\t{json.dumps(where)}\t{json.dumps(item.digest)}\t{item.text}\n")
     if project.design:
         result.design += design_problems(project, versions)
     result.problems += result.design
-
-
-_ASCII = json.JSONEncoder()  # the spool's fields (built once: json.dumps(**options) builds an encoder per call)
 
 
 def _where(where: str) -> tuple[str, int]:
@@ -455,15 +442,15 @@ def import_files(
     `in_flight`: batches sent at a time (Label Studio on PostgreSQL takes two at a time about 20% faster). More than
     one only for a project with `order: random`: concurrent batches interleave Label Studio's task ids, which are
     the order a sequential project shows its tasks in. Every batch keeps its exactly-once recovery."""
-    if checked is None:
-        check_in_flight(project, in_flight)
-        checked = scan(project, importer, paths, spool=True)
     try:
         check_in_flight(project, in_flight)
+        if checked is None:
+            checked = scan(project, importer, paths, spool=True)
         return _import_files(project, importer, paths, client, batch_size, on_progress, skip_invalid, checked, record,
                              in_flight)
     finally:
-        checked.discard()
+        if checked is not None:
+            checked.discard()
 
 
 def check_in_flight(project: Project, in_flight: int) -> None:

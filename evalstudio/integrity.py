@@ -33,19 +33,24 @@ DIGEST_CHARS = 20  # 80 bits of SHA-256: no accidental collision, no crafted val
 CANONICAL = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
-def _digest(value) -> str:
-    return digest_text(CANONICAL.encode(value))
-
-
 def digest_text(canonical: str) -> str:
     """The digest of a value from its canonical JSON (`CANONICAL.encode(value)`)."""
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:DIGEST_CHARS]
 
 
+def encode_task(task: dict) -> tuple[str, dict]:
+    """A task ({data, meta}) as canonical JSON, the text an import sends, and its `task_digest`, from one encoding
+    of each part: the digest hashes the very text that is sent. ValueError, TypeError or RecursionError when JSON
+    cannot hold a value (NaN, infinity, an object, keys that cannot be sorted)."""
+    data = CANONICAL.encode(task.get("data") or {})
+    meta = [(str(key), CANONICAL.encode(value)) for key, value in (task.get("meta") or {}).items()]
+    text = '{"data":' + data + ',"meta":{' + ",".join(f"{CANONICAL.encode(key)}:{value}" for key, value in meta) + "}}"
+    return text, {"data": digest_text(data), "meta": {key: digest_text(value) for key, value in meta}}
+
+
 def task_digest(task: dict) -> dict:
     """A task's fingerprint: one digest of its data, one of each of its meta fields."""
-    return {"data": _digest(task.get("data") or {}),
-            "meta": {str(key): _digest(value) for key, value in (task.get("meta") or {}).items()}}
+    return encode_task(task)[1]
 
 
 def record_path(url: str, project_id: int, folder: Path | None = None) -> Path:
@@ -63,16 +68,15 @@ def save_record(path: Path, url: str, project_id: int, digests: dict[str, dict |
     path = Path(path)
     private_dir(path.parent)
     record = load_record(path) or {"url": url.rstrip("/"), "project_id": int(project_id), "tasks": {}}
-    tasks = record.pop("tasks")
-    tasks.update(digests)
-    head = json.dumps(record, separators=(",", ":"))  # (json.dumps: json.dump encodes in Python, 3x slower)
+    record["tasks"].update(digests)
+    # written member by member, a digest given as text as it is (json.dumps: json.dump encodes in Python, 3x slower)
+    text = lambda digest: digest if isinstance(digest, str) else json.dumps(digest, separators=(",", ":"))
+    members = [f"{json.dumps(key)}:{json.dumps(value)}" for key, value in record.items() if key != "tasks"]
+    members.append('"tasks":{' + ",".join(f"{json.dumps(key)}:{text(digest)}" for key, digest in record["tasks"].items()) + "}")
     temporary = path.with_name(path.name + ".tmp")
     descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     with os.fdopen(descriptor, "w", encoding="utf-8") as out:
-        out.write(head[:-1] + (',' if record else '') + '"tasks":{')
-        out.write(",".join(f"{json.dumps(key)}:{digest if isinstance(digest, str) else json.dumps(digest, separators=(',', ':'))}"
-                           for key, digest in tasks.items()))
-        out.write("}}")
+        out.write("{" + ",".join(members) + "}")
     os.replace(temporary, path)
     return path
 

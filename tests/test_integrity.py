@@ -83,6 +83,7 @@ def test_status_names_every_change_made_behind_the_studys_back(client, label_stu
 def test_the_record_keeps_digests_given_as_the_spools_json_text_and_as_dicts(tmp_path):
     """The import hands the record its digests as the spool's JSON text (five times smaller in memory than dicts);
     the file holds the same record either way, added to what it held before, and stays private."""
+    import hashlib
     import json
 
     from evalstudio import integrity
@@ -90,6 +91,12 @@ def test_the_record_keeps_digests_given_as_the_spools_json_text_and_as_dicts(tmp
     tasks = [{"data": {"evalstudio_id": f"t{k}", "text": "é\u2028\"x\""}, "meta": {"system": f"s{k}", "ratings": [k, 1.5]}}
              for k in range(4)]
     digests = {task["data"]["evalstudio_id"]: integrity.task_digest(task) for task in tasks}
+    canonical = lambda value: hashlib.sha256(json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+                                             .encode("utf-8")).hexdigest()[:integrity.DIGEST_CHARS]
+    for task in tasks:  # the digest is each part's canonical JSON hashed, and the text sent is those parts
+        text, digest = integrity.encode_task(task)
+        assert digest == {"data": canonical(task["data"]), "meta": {k: canonical(v) for k, v in task["meta"].items()}}
+        assert json.loads(text) == task
     path = tmp_path / "records" / "server-project-7.json"
     integrity.save_record(path, "http://127.0.0.1:8080/", 7, {k: v for k, v in list(digests.items())[:2]})
     integrity.save_record(path, "http://127.0.0.1:8080/", 7, {k: json.dumps(v) for k, v in list(digests.items())[2:]})
