@@ -196,10 +196,16 @@ class Client:
             page += 1
 
     def find_project(self, title: str) -> int | None:
-        # filtered by title on the server (a case-insensitive "contains", so compare exactly here), and only id and
-        # title: without `include` Label Studio computes every count of every project (slow on a busy server)
-        projects = self._read("list projects", lambda: list(self.sdk.projects.list(title=title, include="id,title", page_size=100)))
-        return next((p.id for p in projects if p.title == title), None)
+        found = self._listed(title, "id,title")
+        return found.id if found is not None else None
+
+    def _listed(self, title: str, include: str):
+        """The project titled exactly `title` as the project list gives it (only the fields in `include`), or None."""
+        # filtered by title on the server (a case-insensitive "contains", so compare exactly here), and only the
+        # fields asked for: without `include` Label Studio computes every count of every project (slow on a busy
+        # server)
+        projects = self._read("list projects", lambda: list(self.sdk.projects.list(title=title, include=include, page_size=100)))
+        return next((p for p in projects if p.title == title), None)
 
     def require_project(self, project: Project) -> int:
         """Id of the project titled like `project`; ServerError naming the fix when there is none."""
@@ -212,21 +218,27 @@ class Client:
         """Create the project, or bring an existing one (same title) up to date.
 
         Returns (id, status) with status "created", "updated" or "unchanged"."""
+        project_id, status, _ = self.ensure_project_counted(project)
+        return project_id, status
+
+    def ensure_project_counted(self, project: Project) -> tuple[int, str, int]:
+        """ensure_project, and the number of tasks the project holds: one request for a project that exists
+        unchanged (the project list gives its settings and task count; the import asks this before every run)."""
         fields = self.project_fields(project)
-        project_id = self.find_project(project.title)
-        if project_id is None:
+        current = self._listed(project.title, ",".join(["id", "title", "task_number", *fields]))
+        if current is None:
             try:
                 with self._call(f"create project '{project.title}'"):
-                    return self.sdk.projects.create(title=project.title, **fields).id, "created"
+                    return self.sdk.projects.create(title=project.title, **fields).id, "created", 0
             except Transient:  # the create may have landed before the failure: look before giving up
-                project_id = self.find_project(project.title)
-                if project_id is None:
+                current = self._listed(project.title, "id,title,task_number")
+                if current is None:
                     raise
-                return project_id, "created"
-        changed = self.project_drift(project, project_id)
+                return current.id, "created", current.task_number or 0
+        changed = self._drift(project, current)
         if changed:  # an update sets fields to fixed values, so repeating it is safe
-            self._read(f"update project '{project.title}'", lambda: self.sdk.projects.update(id=project_id, **changed))
-        return project_id, "updated" if changed else "unchanged"
+            self._read(f"update project '{project.title}'", lambda: self.sdk.projects.update(id=current.id, **changed))
+        return current.id, "updated" if changed else "unchanged", current.task_number or 0
 
     @staticmethod
     def project_fields(project: Project) -> dict:
@@ -248,7 +260,9 @@ class Client:
     def project_drift(self, project: Project, project_id: int) -> dict:
         """The settings of Label Studio project `project_id` that differ from projects.yaml: name -> the value
         projects.yaml gives (`setup` writes them back)."""
-        current = self.project(project_id)
+        return self._drift(project, self.project(project_id))
+
+    def _drift(self, project: Project, current) -> dict:
         return {k: v for k, v in self.project_fields(project).items() if getattr(current, k, None) != v}
 
     def project(self, project_id: int):

@@ -472,8 +472,8 @@ def _import_files(project, importer, paths, client, batch_size, on_progress, ski
     elif checked.problems:
         raise InvalidInput(checked.problems)
     try:
-        project_id, _ = client.ensure_project(project)
-        existing = client.task_ids(project_id) if client.task_count(project_id) else {}
+        project_id, _, count = client.ensure_project_counted(project)
+        existing = client.task_ids(project_id) if count else {}
     except ServerError as e:
         raise ImportIncomplete(e, checked.tasks, 0, 0) from None
     watermark = max(existing.values(), default=0)

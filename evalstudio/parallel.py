@@ -15,6 +15,7 @@ context without pickling them, and run nothing but the conversion."""
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import signal
@@ -121,6 +122,9 @@ def _work(converter, context, paths: list[Path], worker: int, workers: int, chun
     """One worker: convert the records of this worker's chunks and send each chunk's results, then "end"."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C: the main process stops the workers,
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # with SIGTERM (not the command line's clean-up handler)
+    # what the worker inherited (modules, the caller's data) is never garbage here: the collector leaves it out of
+    # its passes (measured: 0.73 -> 0.6 s of CPU per 10,000 dialogue records across two workers)
+    gc.freeze()
     for number, (reader, writer) in enumerate(pipes):  # only this worker's writing end stays open here
         reader.close()
         if number != worker:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from evalstudio import importers
 from evalstudio.errors import InvalidInput, ServerError
 from evalstudio.importing import import_files, iter_tasks, scan
 
@@ -36,6 +39,27 @@ def test_project_is_created_from_projects_yaml_and_setup_is_idempotent(reg, clie
     assert remote.sampling == ("Uniform sampling" if protocol == "health" else "Sequential sampling")
     # the server's own validator accepts the config
     client.sdk.projects.validate_label_config(id=project_id, label_config=project.label_config)
+
+
+def test_a_drifted_project_is_put_back_and_counted_in_one_lookup(reg, client, tmp_path):
+    """ensure_project_counted reads the settings and the task count from the project list: a setting changed in
+    Label Studio (here prefilling turned on, an anchoring risk) is found and written back, and the count is the
+    project's, before and after an import."""
+    project = reg.entry("dialogue").model_copy(update={"title": "drift and count"})
+    project_id, status, count = client.ensure_project_counted(project)
+    assert (status, count) == ("created", 0)
+    assert client.ensure_project_counted(project) == (project_id, "unchanged", 0)
+    client.sdk.projects.update(id=project_id, show_collab_predictions=True, maximum_annotations=7,
+                               sampling="Uniform sampling")
+    assert client.ensure_project_counted(project) == (project_id, "updated", 0)
+    remote = client.project(project_id)
+    assert (remote.show_collab_predictions, remote.maximum_annotations, remote.sampling) == (
+        False, project.annotators_per_task, "Sequential sampling")
+    data = tmp_path / "three.jsonl"
+    data.write_text("".join(json.dumps({"id": f"d{k}", "context": ["A: hi", "B: hello"], "system": "s",
+                                        "response": f"reply {k}"}) + "\n" for k in range(3)), encoding="utf-8")
+    import_files(project, importers.get("dialogue"), [data], client)
+    assert client.ensure_project_counted(project) == (project_id, "unchanged", 3) and task_count(client, project_id) == 3
 
 
 def test_projects_are_found_by_exact_title(reg, client):
