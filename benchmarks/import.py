@@ -23,8 +23,9 @@ Both run in their own process, one after the other, in alternating order per rep
 and peak memory (max RSS). overhead = evalstudio time / raw time - 1 (target: below 10%).
 
 The export half imports tasks that already carry two annotations each, then compares evalstudio's paged,
-streamed CSV export (`evalstudio export`) with Label Studio's own JSON export download of the same project.
-Peak memory at two sizes shows whether memory stays flat. Nothing but 127.0.0.1 is contacted.
+streamed CSV export (`evalstudio export`) with Label Studio's own JSON export download of the same project
+(`--repeats` runs of each, alternating; export ratio = median evalstudio time / median Label Studio time, and the
+ratio of each pair of runs). Peak memory (the highest of the runs) at two sizes shows whether memory stays flat. Nothing but 127.0.0.1 is contacted.
 """
 
 from __future__ import annotations
@@ -57,7 +58,8 @@ def peak_mb() -> float:
 def worker(kind: str, url: str, key: str, path: str, batch_size: int) -> dict:
     """One measured run in this process (so its peak memory is its own)."""
     from evalstudio import importers, registry
-    from evalstudio.client import Client, Settings
+    from evalstudio.client import Client
+    from evalstudio.connection import Settings
     from evalstudio.exporters.tidy import write_annotations
     from evalstudio.importing import import_files
 
@@ -241,11 +243,16 @@ def _run(args) -> None:
                 write_dialogue_file(native, size)
                 print(f"{size} tasks x 2 annotations: preparing ...", file=sys.stderr)
                 project_id, annotations = annotated_project(server, native, args.batch_size)
-                ours = measure("export", server, project_id, args.batch_size)
-                if ours["count"] != annotations * len(project.criteria):
-                    raise RuntimeError(f"export wrote {ours['count']} rows, expected {annotations * len(project.criteria)}")
-                theirs = measure("ls-export", server, project_id, args.batch_size)
-                export_rows.append((size, annotations, ours, theirs))
+                runs = {"export": [], "ls-export": []}
+                for repeat in range(args.repeats):  # the sides alternate, as for the import
+                    for kind in (["export", "ls-export"] if repeat % 2 == 0 else ["ls-export", "export"]):
+                        print(f"{size} tasks x 2 annotations: {kind} (run {repeat + 1}) ...", file=sys.stderr)
+                        result = measure(kind, server, project_id, args.batch_size)
+                        if kind == "export" and result["count"] != annotations * len(project.criteria):
+                            raise RuntimeError(f"export wrote {result['count']} rows, expected "
+                                               f"{annotations * len(project.criteria)}")
+                        runs[kind].append(result)
+                export_rows.append((size, annotations, runs["export"], runs["ls-export"]))
             if backend:
                 _stop(backend, None)
 
@@ -275,12 +282,17 @@ def _run(args) -> None:
             print(f"| {size:,} | {raw:.1f} s | {two:.1f} s ({100 * (two / raw - 1):+.1f}%) | {ours:.1f} s "
                   f"({100 * (ours / raw - 1):+.1f}%) | {ours2:.1f} s ({100 * (ours2 / raw - 1):+.1f}%) |")
     if export_rows:
-        print(f"\nExport of annotated tasks (two annotations each, {len(project.criteria)} criteria)\n")
-        print("| tasks | annotations | evalstudio paged CSV export | peak memory | Label Studio JSON export download |")
-        print("|---:|---:|---:|---:|---:|")
+        print(f"\nExport of annotated tasks (two annotations each, {len(project.criteria)} criteria), median of "
+              f"{args.repeats} run(s)\n")
+        print("| tasks | annotations | evalstudio streamed CSV export | peak memory | Label Studio JSON export download "
+              "| export ratio | ratio per run |")
+        print("|---:|---:|---:|---:|---:|---:|---:|")
         for size, annotations, ours, theirs in export_rows:
-            print(f"| {size:,} | {annotations:,} | {ours['seconds']:.1f} s ({ours['count'] / ours['seconds']:,.0f} rows/s) "
-                  f"| {ours['peak_mb']:.0f} MB | {theirs['seconds']:.1f} s |")
+            time_ours, time_theirs = med(ours, "seconds"), med(theirs, "seconds")
+            per_run = ", ".join(f"{a['seconds'] / b['seconds']:.2f}" for a, b in zip(ours, theirs))
+            print(f"| {size:,} | {annotations:,} | {time_ours:.1f} s ({ours[0]['count'] / time_ours:,.0f} rows/s) "
+                  f"| {max(r['peak_mb'] for r in ours):.0f} MB | {time_theirs:.1f} s | {time_ours / time_theirs:.2f} "
+                  f"| {per_run} |")
 
 
 def _free_port() -> int:

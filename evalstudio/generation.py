@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from .client import check_url
+from .connection import check_url
 from .credentials import ML_AUTH_ENV as BASIC_AUTH_ENV  # "user:password", as for `evalstudio ml-backend`
 from .credentials import basic_auth_header
 from .errors import BadInput, EvalstudioError, InvalidInput, Problem, ServerError

@@ -17,7 +17,7 @@ from urllib.parse import unquote, urlsplit
 
 import httpx
 
-from .client import Settings, shown_url
+from .connection import Settings, shown_url
 from .credentials import private_dir, write_private
 from .errors import ServerError
 

@@ -15,7 +15,8 @@ from pathlib import Path
 from label_studio_ml.model import LabelStudioMLBase
 
 from .. import registry
-from ..client import Client, Settings, settings_from_env
+from ..client import Client
+from ..connection import Settings, settings_from_env
 from ..errors import EvalstudioError
 from .predictors import LearnerPredictor, LLMPredictor, NoPrediction, StoredPredictor, prediction_of
 

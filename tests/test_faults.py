@@ -8,7 +8,8 @@ import secrets
 
 import pytest
 
-from evalstudio.client import Client, Settings
+from evalstudio.client import Client
+from evalstudio.connection import Settings
 from evalstudio.errors import ServerError
 from evalstudio.importing import ImportIncomplete, import_files
 from evalstudio.retry import RetryPolicy

@@ -14,7 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evalstudio.client import Client, Settings
+from evalstudio.client import Client
+from evalstudio.connection import Settings
 from evalstudio.errors import BadInput, EvalstudioError
 from evalstudio.exporters.files import neutralise, spreadsheet_safe
 from evalstudio.importing import import_files
@@ -135,7 +136,7 @@ def test_a_folder_others_can_write_to_is_refused_for_secrets_and_left_as_it_is(t
 
 @pytest.mark.parametrize("key", ["abc123\r", " abc123 \r\n", "abc123\n"])
 def test_a_key_from_a_crlf_env_file_works_and_is_never_shown(key, monkeypatch, tmp_path):
-    from evalstudio.client import settings_from_env
+    from evalstudio.connection import settings_from_env
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / ".env").write_bytes(f"LABEL_STUDIO_URL=http://127.0.0.1:9\r\nLABEL_STUDIO_API_KEY={key}\r\n".encode())

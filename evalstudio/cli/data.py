@@ -10,7 +10,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from .. import importers, lists
-from ..client import Client, settings_from_env
+from ..client import Client
+from ..connection import settings_from_env
 from ..errors import BadInput, EvalstudioError, InvalidInput
 from ..importing import check_in_flight, placement_problems, scan
 from . import ProjectsOption, _fail, _load, app, console, err

@@ -64,7 +64,8 @@ def gateway(
     import uvicorn
 
     from .. import participants
-    from ..client import Client, check_url, settings_from_env
+    from ..client import Client
+    from ..connection import check_url, settings_from_env
     from ..credentials import private_dir
     from ..gateway import GatewayConfig, build_app, load_parts
     from ..gateway.setup import find_frontend

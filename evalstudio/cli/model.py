@@ -8,7 +8,8 @@ from typing import Annotated, Optional
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from ..client import DEFAULT_DATA_DIR, Client, settings_from_env
+from ..client import Client
+from ..connection import DEFAULT_DATA_DIR, settings_from_env
 from ..credentials import ML_AUTH_FILE
 from ..errors import BadInput, EvalstudioError
 from . import ProjectsOption, _fail, _load, app, console, err

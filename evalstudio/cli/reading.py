@@ -10,7 +10,8 @@ from pathlib import Path
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from .. import importers
-from ..client import Client, settings_from_env
+from ..client import Client
+from ..connection import settings_from_env
 from ..errors import BadInput
 from ..importing import import_files
 from . import _load, console, err

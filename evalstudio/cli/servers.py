@@ -11,7 +11,8 @@ from urllib.parse import urlsplit
 
 import typer
 
-from ..client import DEFAULT_DATA_DIR, Client
+from ..client import Client
+from ..connection import DEFAULT_DATA_DIR
 from ..errors import EvalstudioError
 from ..server import LocalServer
 from . import REPO_EXAMPLES, ProjectsOption, _fail, _load, app, console

@@ -8,7 +8,8 @@ from typing import Annotated, Optional
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from ..client import Client, settings_from_env
+from ..client import Client
+from ..connection import settings_from_env
 from ..errors import BadInput, EvalstudioError
 from . import ProjectsOption, _fail, app, console, err, printable
 from .reading import _read_study, participant_rows, study_tables, time_left_text, write_status

@@ -80,7 +80,8 @@ class Gateway:
     def _admin_client(self):
         """The researcher's client (sign-ups, reading a participant's token), made once."""
         if self._admin is None:
-            from ..client import Client, Settings
+            from ..client import Client
+            from ..connection import Settings
 
             self._admin = Client(Settings(self.config.label_studio_url, self.config.api_key), timeout=60)
         return self._admin
