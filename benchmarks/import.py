@@ -25,7 +25,9 @@ and peak memory (max RSS). overhead = evalstudio time / raw time - 1 (target: be
 The export half imports tasks that already carry two annotations each, then compares evalstudio's paged,
 streamed CSV export (`evalstudio export`) with Label Studio's own JSON export download of the same project
 (`--repeats` runs of each, alternating; export ratio = median evalstudio time / median Label Studio time, and the
-ratio of each pair of runs). Peak memory (the highest of the runs) at two sizes shows whether memory stays flat. Nothing but 127.0.0.1 is contacted.
+ratio of each pair of runs). Peak memory (the highest of the runs) at two sizes shows whether memory stays flat.
+The last column is Label Studio's fixed cost per export request (a request for one task, median of 20), which
+evalstudio pays once per chunk of 500 tasks. Nothing but 127.0.0.1 is contacted.
 """
 
 from __future__ import annotations
@@ -102,7 +104,17 @@ def worker(kind: str, url: str, key: str, path: str, batch_size: int) -> dict:
     elif kind == "export":
         project_id = int(path)
         users = client.users()
-        count, _ = write_annotations(client.full_task_pages(project_id), project, users, Path(tempfile.mktemp(suffix=".csv")))
+        count, _ = write_annotations(client.full_task_pages(project_id, export_endpoint=True), project, users,
+                                      Path(tempfile.mktemp(suffix=".csv")))
+    elif kind == "export-probe":  # Label Studio's fixed cost of one export request: 20 requests for one task each
+        project_id = int(path)
+        first, _, _ = client._id_span(project_id)
+        times = []
+        for _ in range(20):
+            begin = time.perf_counter()
+            client._export_chunk(project_id, [first])
+            times.append(time.perf_counter() - begin)
+        return {"seconds": statistics.median(times), "count": 1, "peak_mb": peak_mb()}
     elif kind == "ls-export":
         project_id = int(path)
         out = Path(tempfile.mktemp(suffix=".json"))
@@ -252,7 +264,8 @@ def _run(args) -> None:
                             raise RuntimeError(f"export wrote {result['count']} rows, expected "
                                                f"{annotations * len(project.criteria)}")
                         runs[kind].append(result)
-                export_rows.append((size, annotations, runs["export"], runs["ls-export"]))
+                probe = measure("export-probe", server, project_id, args.batch_size)
+                export_rows.append((size, annotations, runs["export"], runs["ls-export"], probe))
             if backend:
                 _stop(backend, None)
 
@@ -285,14 +298,14 @@ def _run(args) -> None:
         print(f"\nExport of annotated tasks (two annotations each, {len(project.criteria)} criteria), median of "
               f"{args.repeats} run(s)\n")
         print("| tasks | annotations | evalstudio streamed CSV export | peak memory | Label Studio JSON export download "
-              "| export ratio | ratio per run |")
-        print("|---:|---:|---:|---:|---:|---:|---:|")
-        for size, annotations, ours, theirs in export_rows:
+              "| export ratio | ratio per run | one export request for one task (median of 20) |")
+        print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for size, annotations, ours, theirs, probe in export_rows:
             time_ours, time_theirs = med(ours, "seconds"), med(theirs, "seconds")
             per_run = ", ".join(f"{a['seconds'] / b['seconds']:.2f}" for a, b in zip(ours, theirs))
             print(f"| {size:,} | {annotations:,} | {time_ours:.1f} s ({ours[0]['count'] / time_ours:,.0f} rows/s) "
                   f"| {max(r['peak_mb'] for r in ours):.0f} MB | {time_theirs:.1f} s | {time_ours / time_theirs:.2f} "
-                  f"| {per_run} |")
+                  f"| {per_run} | {1000 * probe['seconds']:.0f} ms |")
 
 
 def _free_port() -> int:

@@ -125,6 +125,11 @@ class Client:
         found = self._listed(title, "id,title")
         return found.id if found is not None else None
 
+    def find_project_counted(self, title: str) -> tuple[int | None, int]:
+        """(id, number of tasks) of the project titled `title`, in one request; (None, 0) when there is none."""
+        found = self._listed(title, "id,title,task_number")
+        return (found.id, found.task_number or 0) if found is not None else (None, 0)
+
     def _listed(self, title: str, include: str):
         """The project titled exactly `title` as the project list gives it (only the fields in `include`), or None."""
         # filtered by title on the server (a case-insensitive "contains", so compare exactly here), and only the
@@ -157,10 +162,10 @@ class Client:
                 with self._call(f"create project '{project.title}'"):
                     return self.sdk.projects.create(title=project.title, **fields).id, "created", 0
             except Transient:  # the create may have landed before the failure: look before giving up
-                current = self._listed(project.title, "id,title,task_number")
-                if current is None:
+                project_id, count = self.find_project_counted(project.title)
+                if project_id is None:
                     raise
-                return current.id, "created", current.task_number or 0
+                return project_id, "created", count
         changed = self._drift(project, current)
         if changed:  # an update sets fields to fixed values, so repeating it is safe
             self._read(f"update project '{project.title}'", lambda: self.sdk.projects.update(id=current.id, **changed))
@@ -242,14 +247,20 @@ class Client:
             ids.extend(t.id for t in page)
         return sorted(ids)
 
-    def full_task_pages(self, project_id: int, action: str = "export tasks", page_size: int = PAGE_SIZE) -> Iterator[list[dict]]:
-        """Pages of tasks with annotations and predictions as plain dicts (the layout of a JSON export).
+    def full_task_pages(self, project_id: int, action: str = "export tasks", page_size: int = PAGE_SIZE,
+                        export_endpoint: bool = False) -> Iterator[list[dict]]:
+        """Pages of tasks with annotations and predictions as plain dicts (the layout of a JSON export), asked for
+        `page_size` task ids at a time (a range of consecutive ids, or the listed ids when the project's are
+        sparse), EXPORT_IN_FLIGHT chunks at a time and yielded in id order, in constant memory, each chunk retried
+        on its own after a transient failure.
 
-        Label Studio's own export (`/api/projects/ID/export`, JSON), asked for `page_size` task ids at a time (a
-        range of consecutive ids, or the listed ids when the project's are sparse), EXPORT_IN_FLIGHT chunks at a
-        time and yielded in id order: the fastest path Label Studio offers (its export serializer; the Data
-        Manager's task API computes far more per task), in constant memory, each chunk retried on its own after a
-        transient failure and asked for in halves when the server finds the request line too long (HTTP 414)."""
+        `export_endpoint`: through Label Studio's own export (`/api/projects/ID/export`, JSON), the fastest path it
+        offers (its export serializer; the Data Manager's task API computes far more per task), each chunk asked
+        for in halves when the server finds the request line too long (HTTP 414). Label Studio keeps a copy of
+        everything its export endpoint serves in its data folder (export/: a JSON file and an info file per
+        request, never deleted), as it does for its own Export button: only `evalstudio export` takes this path.
+        Otherwise the Data Manager's task API, which leaves nothing behind: what `status`, `approvals`, `report`,
+        `prefill` and the learner's retraining (after every annotation) read, perhaps many times a day."""
         from concurrent.futures import ThreadPoolExecutor
         from itertools import islice
 
@@ -278,6 +289,8 @@ class Client:
         def fetch(start: int) -> list[dict]:
             chunk = ids[start:start + page_size]
             where = f"{action} of project {project_id} (task ids {chunk[0]}-{chunk[-1]}, of {total} tasks)"
+            if not export_endpoint:
+                return self._api_chunk(where, project_id, chunk[0], chunk[-1])
             page = ask(chunk, where)
             if any(task["predictions"] for task in page):
                 # Label Studio's export names predictions by id only: a chunk with predictions (a prefill project)

@@ -355,8 +355,13 @@ def placement_problems(client, parts: Sequence[Project], scans: Sequence[Scan],
     entry_of = {project.name: project.entry for project in study}
     on_server: dict[str, dict[str, str]] = {}  # project name -> evalstudio id -> item id
     for project in study:
-        project_id = client.find_project(project.title)
-        if project_id is not None and client.task_count(project_id):
+        # only the projects a check below reads: another entry's project, or a part with lists (a protocol of one
+        # project without lists asks Label Studio nothing here)
+        if not any(entry_of[project.name] != part.entry or (project.name == part.name and part.lists)
+                   for part in parts):
+            continue
+        project_id, count = client.find_project_counted(project.title)
+        if project_id is not None and count:
             on_server[project.name] = client.task_items(project_id)
     problems = []
     for part, checked in zip(parts, scans):

@@ -214,14 +214,46 @@ def test_live_export_pages_through_a_large_project(reg, client, annotators, labe
     users = client.users()
     file_text["annotator"] = file_text["annotator"].map(lambda uid: users[int(uid)])
     pd.testing.assert_frame_equal(live_text, file_text)
-    # and the same bytes as the path the export used before (the Data Manager's task API, still used for chunks
-    # whose tasks have predictions)
+    # and the same bytes as the path the export used before (the Data Manager's task API in chunks of 1000, still
+    # used for chunks whose tasks have predictions) and as the task API path that status, report, prefill and the
+    # learner read (chunks of 500, two in flight)
     ids = client.task_id_list(project_id)
     old_pages = (client._api_chunk("old path", project_id, ids[i], ids[min(i + 999, len(ids) - 1)])
                  for i in range(0, len(ids), 1000))
     write_annotations(old_pages, project, users, tmp_path / "old.csv")
-    write_annotations(client.full_task_pages(project_id), project, users, tmp_path / "new.csv")
-    assert (tmp_path / "old.csv").read_bytes() == (tmp_path / "new.csv").read_bytes()
+    write_annotations(client.full_task_pages(project_id, export_endpoint=True), project, users, tmp_path / "new.csv")
+    write_annotations(client.full_task_pages(project_id), project, users, tmp_path / "api.csv")
+    assert (tmp_path / "old.csv").read_bytes() == (tmp_path / "new.csv").read_bytes() == (tmp_path / "api.csv").read_bytes()
+
+
+def test_only_the_export_command_leaves_label_studio_a_copy(reg, client, annotators, label_studio, tmp_path):
+    """Label Studio writes a copy of whatever its export endpoint serves into its data folder (export/) and never
+    deletes it. The reads that run again and again (status, approvals, report, prefill's listing of predictions,
+    the learner's retraining after every annotation) go through the task API and leave nothing there; only
+    `evalstudio export` takes the export endpoint: two files per chunk of 500 tasks."""
+    from .test_cli import run
+
+    project = reg.entry("dialogue").model_copy(update={"title": "dialogue export copies"})
+    project_id, _ = client.ensure_project(project)
+    li = project.interface
+    task = lambda n: {"data": {"evalstudio_id": f"copy-{n}", "item_id": str(n), "context": "A: hi", "response": f"reply {n}",
+                               "knowledge": "", "knowledge_title": ""},
+                      "annotations": [{"completed_by": uid, "result": [region(li, c, 3) for c in project.criteria]}
+                                      for uid in list(annotators.values())[:2]]}
+    client.import_tasks(project_id, [task(n) for n in range(600)])
+    copies = lambda: sorted((label_studio.data_dir / "export").glob(f"project-{project_id}-at-*"))
+    before = copies()
+    tasks = client.export_tasks(project_id)
+    assert len(tasks) == 600 and all(len(t["annotations"]) == 2 for t in tasks)
+    assert len(client.predictions(project_id)) == 600
+    env = {"LABEL_STUDIO_URL": label_studio.url, "LABEL_STUDIO_API_KEY": label_studio.credentials().api_key}
+    result = run("status", project.name, "--project-id", str(project_id), env=env)
+    assert result.returncode == 0, result.stderr
+    assert copies() == before
+    result = run("export", project.name, "-o", str(tmp_path / "out.csv"), "--project-id", str(project_id), env=env)
+    assert result.returncode == 0, result.stderr
+    assert "1200 annotations" in result.stdout
+    assert len(copies()) == len(before) + 2 * 2  # 600 tasks: two chunks, each a JSON file and an info file
 
 
 def test_circa_study_report_gates_part2_annotators_on_part1_control_accuracy(reg, importer_for, client, annotators,

@@ -238,3 +238,21 @@ def test_an_item_belongs_to_one_project_of_a_study(label_studio, client, tmp_pat
     parts, scans = reg.parts("cmv"), [scan(p, importers.get("cmv"), [toms]) for p in reg.parts("cmv")]
     [problem] = placement_problems(client, parts, scans, parts)  # the other item may go in
     assert (problem.line, problem.field) == (2, "item_id")
+    # Label Studio is asked only about the projects a check reads: both projects of the CMV study, none for a
+    # protocol of one project without lists (whose import then spends no request on the placement)
+    asked = []
+
+    class Counting:
+        def __getattr__(self, name):
+            return getattr(client, name)
+
+        def find_project_counted(self, title):
+            asked.append(title)
+            return client.find_project_counted(title)
+
+    assert placement_problems(Counting(), parts, scans, parts) == [problem]
+    assert sorted(asked) == ["Placement test: threads", "Placement test: tom"]
+    asked.clear()
+    dialogue = reg.entry("dialogue")
+    dialogue_scan = scan(dialogue, importers.get("dialogue"), example_files("dialogue")[:1])
+    assert placement_problems(Counting(), [dialogue], [dialogue_scan], [dialogue]) == [] and asked == []

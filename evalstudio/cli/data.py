@@ -188,8 +188,11 @@ def export(
     """Write all annotations (skipped ones flagged) as one tidy table: project, task_id, item_id, system,
     annotator, criterion, value, annotation_id, created_at, lead_time, cancelled, agent, rationale.
 
-    Live exports are read page by page (1000 tasks per request, each retried on transient failures) and
-    written as they arrive, so memory stays flat however large the project is."""
+    Live exports are read through Label Studio's export endpoint, 500 tasks per request (each retried on
+    transient failures), and written as they arrive, so memory stays flat however large the project is. Label
+    Studio keeps a copy of what it exports in its data folder (export/), as for its own Export button; delete
+    old ones there when disk space matters. (status, approvals, report and prefill read through the task API,
+    which leaves no copy.)"""
     from ..exporters.files import FORMATS, check_output_file, write_table
     from ..exporters.tidy import annotation_frame, write_annotations
 
@@ -216,7 +219,7 @@ def export(
                 with Progress(TextColumn(f"exporting {project.name}"), BarColumn(), MofNCompleteColumn(),
                               TimeRemainingColumn(), console=err, transient=True) as progress:
                     bar = progress.add_task(project.name, total=client.task_count(pid))
-                    r, a = write_annotations(client.full_task_pages(pid), project, users, output,
+                    r, a = write_annotations(client.full_task_pages(pid, export_endpoint=True), project, users, output,
                                              on_page=lambda n: progress.advance(bar, n), append=number > 0, fmt=format,
                                              columns=columns)
                 rows, annotations = rows + r, annotations + a
