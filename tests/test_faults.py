@@ -142,15 +142,20 @@ def test_wrong_token_is_not_retried(label_studio):
     assert "0" * 40 not in str(e.value)
 
 
-def test_export_pages_are_retried(reg, importer_for, label_studio, client, tmp_path):
+@pytest.mark.parametrize("export_endpoint, path, skip", [
+    (True, "/export", 1),  # `evalstudio export`: Label Studio's export endpoint
+    (False, "/api/tasks", 3),  # status, report, prefill, the learner: the task API (after its two id probes)
+], ids=["export endpoint", "task API"])
+def test_export_pages_are_retried(reg, importer_for, label_studio, client, tmp_path, export_endpoint, path, skip):
     write_dialogue_file(tmp_path / "tasks.jsonl", TASKS)
     report = import_files(fresh_project(reg), importer_for("dialogue"), [tmp_path / "tasks.jsonl"], client)
-    # the export goes through Label Studio's export endpoint, 20 task ids at a time here: chunks 2 and 3 fail
-    faults = [Fault("GET", "/export", "status-before", skip=1, times=2, status=502),
-              Fault("GET", "/export", "drop-after", skip=1)]
+    # 20 task ids at a time here: after the first chunk, a chunk fails twice with a 502, then one is dropped after
+    # Label Studio answered (the second fault counts its skips once the first is spent)
+    faults = [Fault("GET", path, "status-before", skip=skip, times=2, status=502),
+              Fault("GET", path, "drop-after", skip=1 if export_endpoint else 0)]
     with FaultyProxy(label_studio.url, faults) as proxy:
         flaky = Client(Settings(proxy.url, label_studio.credentials().api_key), retry=FAST)
-        flaky_pages = list(flaky.full_task_pages(report.project_id, page_size=20))
+        flaky_pages = list(flaky.full_task_pages(report.project_id, page_size=20, export_endpoint=export_endpoint))
     assert all(f.times == 0 for f in faults)
     assert [len(p) for p in flaky_pages] == [20, 20, 10]
     assert [t for p in flaky_pages for t in p] == client.export_tasks(report.project_id)
@@ -164,7 +169,7 @@ def test_an_export_refused_as_too_long_is_asked_for_in_halves(reg, importer_for,
     faults = [Fault("GET", "/export", "status-before", times=2, status=414)]  # the first chunk, then its first half
     with FaultyProxy(label_studio.url, faults) as proxy:
         limited = Client(Settings(proxy.url, label_studio.credentials().api_key), retry=FAST)
-        pages = list(limited.full_task_pages(report.project_id, page_size=20))
+        pages = list(limited.full_task_pages(report.project_id, page_size=20, export_endpoint=True))
     assert faults[0].times == 0
     assert [len(p) for p in pages] == [20, 20, 10]
     assert [t for p in pages for t in p] == client.export_tasks(report.project_id)
