@@ -23,7 +23,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-CHUNK = 250  # records per message: small enough to keep memory flat, large enough that queues cost little
+CHUNK = 250  # records per message: small enough to keep memory flat, large enough that messages cost little
 MIN_BYTES = 1 << 20  # inputs smaller than this are validated in this process (forking costs more than it saves)
 MAX_WORKERS = 4
 

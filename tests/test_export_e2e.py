@@ -33,6 +33,12 @@ def annotators(client):
     return {email: known[email] for email in ANNOTATORS}
 
 
+def dialogue_task(n: int, prefix: str) -> dict:
+    """A minimal dialogue task, id `prefix-n`, for tests that need many tasks quickly."""
+    return {"data": {"evalstudio_id": f"{prefix}-{n}", "item_id": str(n), "context": "A: hi", "response": f"reply {n}",
+                     "knowledge": "", "knowledge_title": ""}}
+
+
 def designed_value(control, spec, rng):
     """A value a careful annotator could enter: inside the range, on the control's step, or one of the labels."""
     if spec.is_numeric:
@@ -237,8 +243,7 @@ def test_only_the_export_command_leaves_label_studio_a_copy(reg, client, annotat
     project = reg.entry("dialogue").model_copy(update={"title": "dialogue export copies"})
     project_id, _ = client.ensure_project(project)
     li = project.interface
-    task = lambda n: {"data": {"evalstudio_id": f"copy-{n}", "item_id": str(n), "context": "A: hi", "response": f"reply {n}",
-                               "knowledge": "", "knowledge_title": ""},
+    task = lambda n: {**dialogue_task(n, "copy"),
                       "annotations": [{"completed_by": uid, "result": [region(li, c, 3) for c in project.criteria]}
                                       for uid in list(annotators.values())[:2]]}
     client.import_tasks(project_id, [task(n) for n in range(600)])
@@ -338,12 +343,10 @@ def test_the_export_holds_exactly_the_projects_tasks_when_their_ids_interleave_w
     project = reg.entry("dialogue")
     pid = client.ensure_project(project.model_copy(update={"title": f"interleaved {others_per_task} a"}))[0]
     other = client.ensure_project(project.model_copy(update={"title": f"interleaved {others_per_task} b"}))[0]
-    task = lambda n, where: {"data": {"evalstudio_id": f"{where}-{n}", "item_id": str(n), "context": "A: hi",
-                                      "response": f"reply {n}", "knowledge": "", "knowledge_title": ""}}
     for n in range(25):
-        client.import_tasks(pid, [task(n, "mine")])
+        client.import_tasks(pid, [dialogue_task(n, "mine")])
         for k in range(others_per_task):
-            client.import_tasks(other, [task(n * 10 + k, "other")])
+            client.import_tasks(other, [dialogue_task(n * 10 + k, "other")])
     pages = list(client.full_task_pages(pid, page_size=20))
     exported = [t for page in pages for t in page]
     assert [t["id"] for t in exported] == client.task_id_list(pid)
