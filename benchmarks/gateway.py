@@ -1,7 +1,21 @@
-"""Latency the participant gateway adds: N concurrent annotators work through the labeling stream (open the next
-task, submit an answer), once directly against Label Studio and once through `evalstudio gateway`, in one run.
+"""What a participant waits for, through the participant gateway. Two modes:
+
+Stress (the default): N concurrent annotators work through the labeling stream without pause (open the next task,
+submit an answer), once directly against Label Studio and once through `evalstudio gateway`, in one run.
 
     python benchmarks/gateway.py [--annotators 50] [--rounds 10] [--database postgresql]
+
+Paced (--paced): a crowd study as it runs. P participants arrive over the first minutes (uniformly, as a crowd
+platform sends them), each signs in with their personal link and does T tasks, spending 20-60 s on each (uniform),
+through G gateway worker processes in front of Label Studio on PostgreSQL served by W gunicorn workers (`evalstudio
+server --workers W`). p50 and p99 of "next task" and "submit" as the participant sees them, the gateway's own time
+per request, errors, and at the end, for every task: annotations <= overlap and = distinct participants, and
+annotations stored = submissions acknowledged. With --faults the gateway (all its workers, SIGKILL) and Label
+Studio (SIGKILL) are each killed and started again twice during the run; participants ask again as the labeling
+page does, and must all finish.
+
+    python benchmarks/gateway.py --paced [--annotators 300] [--rounds 10] [--gateway-workers 2]
+                                 [--label-studio-workers 4] [--arrival 120] [--faults]
 
 One Label Studio (SQLite in a temp dir, or a throwaway PostgreSQL cluster: Debian's `postgresql` binaries, as in
 the tests) and one gateway process are started for the run. Each side has its own project
@@ -63,7 +77,7 @@ async def direct(url: str, tokens: list[str], project_id: int, rounds: int, resu
 
 
 async def gateway(url: str, links: list[str], rounds: int, result: list) -> dict[str, list]:
-    times = {"next": [], "submit": [], "added next": [], "added submit": []}
+    times = {"next": [], "submit": [], "added next": [], "added submit": [], "waits": []}
 
     def added(answer: httpx.Response) -> float:  # the gateway's own time: total minus its calls to Label Studio
         parts = dict(item.strip().split(";dur=") for item in answer.headers["server-timing"].split(","))
@@ -75,11 +89,15 @@ async def gateway(url: str, links: list[str], rounds: int, result: list) -> dict
                 sys.exit(f"sign-in failed for {link.split('/')[2]}")
             for _ in range(rounds):
                 t0 = time.perf_counter()
-                answer = (await web.get("/api/next/dialogue")).raise_for_status()
-                task = answer.json()
+                answer = await web.get("/api/next/dialogue")
+                while answer.status_code == 503 and answer.json().get("wait"):  # held by others just now: the
+                    times["waits"].append(1)  # page asks again; so does this annotator, at once
+                    answer = await web.get("/api/next/dialogue")
+                task = answer.raise_for_status().json()
+                if "finished" in task:
+                    break
                 t1 = time.perf_counter()
-                submitted = (await web.post(f"/api/submit/{task['ref']}", json={"result": result, "lead_time": 1.0})
-                             ).raise_for_status()
+                submitted = (await web.post(f"/api/submit/{task['ref']}", json={"result": result})).raise_for_status()
                 t2 = time.perf_counter()
                 times["added next"].append(added(answer))
                 times["added submit"].append(added(submitted))
@@ -91,10 +109,26 @@ async def gateway(url: str, links: list[str], rounds: int, result: list) -> dict
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--annotators", type=int, default=50)
-    parser.add_argument("--rounds", type=int, default=10)
-    parser.add_argument("--database", choices=["sqlite", "postgresql"], default="sqlite")
+    parser.add_argument("--annotators", type=int, default=None, help="participants (stress: 50, paced: 300)")
+    parser.add_argument("--rounds", type=int, default=10, help="tasks per participant")
+    parser.add_argument("--database", choices=["sqlite", "postgresql"], default=None,
+                        help="Label Studio's database (stress: sqlite, paced: postgresql)")
+    parser.add_argument("--paced", action="store_true", help="a crowd study at human pace (see above)")
+    parser.add_argument("--gateway-workers", type=int, default=2)
+    parser.add_argument("--label-studio-workers", type=int, default=4)
+    parser.add_argument("--arrival", type=float, default=120.0, help="seconds over which participants arrive")
+    parser.add_argument("--pace", type=float, nargs=2, default=(20.0, 60.0), help="seconds on a task: from, to")
+    parser.add_argument("--faults", action="store_true", help="kill and restart the gateway and Label Studio twice")
+    parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
+    if args.paced:
+        from crowd_pace import paced
+
+        args.annotators = args.annotators or 300
+        args.database = args.database or "postgresql"
+        return paced(args)
+    args.annotators = args.annotators or 50
+    args.database = args.database or "sqlite"
     tasks = args.annotators * args.rounds // 3 + 50
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -152,11 +186,12 @@ def main() -> None:
     print(f"{'path':<14}{'operation':<10}{'requests':>9}{'p50 ms':>9}{'p99 ms':>9}")
     for side, times in measured.items():
         for op, values in times.items():
-            if op.startswith("added"):
+            if op.startswith("added") or op == "waits":
                 continue
             print(f"{side:<14}{op:<10}{len(values):>9}{1000 * p(values, 50):>9.1f}{1000 * p(values, 99):>9.1f}")
     # Label Studio's own latency under this load varies by seconds between runs, so the difference of the two
     # sides' p99 says little; the gateway reports its own time per request (Server-Timing: total - upstream)
+    print(f"'next' answered 'held by others, ask again' {len(measured['gateway']['waits'])} time(s)")
     for op in ("next", "submit"):
         print(f"gateway's own time per request ({op}): p50 {1000 * p(measured['gateway']['added ' + op], 50):.2f} ms, "
               f"p99 {1000 * p(measured['gateway']['added ' + op], 99):.2f} ms")

@@ -74,7 +74,25 @@ def check_url(url: str, name: str = "LABEL_STUDIO_URL") -> str:
             host.encode("idna").decode("idna")  # what the HTTP client does with it (empty or bad labels fail)
         except UnicodeError:
             raise ServerError(f"{name}: {host!r} is not a valid host name") from None
+    import httpx
+
+    try:  # and what it accepts: e.g. a full-width host name, which IDNA maps but the client refuses
+        httpx.URL(url)
+    except (httpx.InvalidURL, ValueError, UnicodeError):
+        raise ServerError(f"{name}: {shown_url(url)!r} is not a URL the HTTP client accepts (host "
+                          f"{host!r})") from None
     return url
+
+
+def check_address(value: str, name: str) -> str:
+    """An IP address (a reverse proxy's), as uvicorn compares it with the connection's; one-line error otherwise."""
+    import ipaddress
+
+    try:
+        return str(ipaddress.ip_address(value.strip()))
+    except ValueError:
+        raise ServerError(f"{name}: {value[:60]!r} is not an IP address (give the address your reverse proxy "
+                          "connects from, e.g. 127.0.0.1)") from None
 
 
 def shown_url(url: str) -> str:

@@ -3,45 +3,39 @@
 Label Studio Community has no API to create an account with a password, so evalstudio signs each participant up
 through the organisation's invite link (the same form a person would fill in), with a generated password. The
 account's e-mail is `<participant id, lower case>@participants.invalid` (a reserved domain: no mail is ever sent
-there), so every annotation names its participant without anyone typing an id. Passwords are kept in a private
-file (0600) next to a sign-in sheet with one personal line per participant; re-running `add` with the same ids
-creates nothing twice.
+there), so every annotation names its participant without anyone typing an id. Accounts and passwords are kept in
+the study's ledger (evalstudio.ledger: a private database in the participants folder), beside a sign-in sheet with
+one personal line per participant; re-running `add` with the same ids creates nothing twice, and `add`, `close` and
+the gateway's self sign-up can run at the same time.
 """
 
 from __future__ import annotations
 
 import csv
+import fcntl
 import io
-import json
+import os
 import re
 import secrets
 import string
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
+from . import ledger
 from .credentials import private_dir, write_private
 from .errors import BadInput, EvalstudioError, InvalidInput, Problem
+from .ledger import Account
+
+__all__ = ["Account", "add", "close", "join", "load_accounts", "read_ids", "write_sheet"]
 
 DOMAIN = "participants.invalid"
 REMOVED = "removed user "  # how Client.users names a member removed from the organisation
 PARTICIPANT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 ID_COLUMNS = ("participant_id", "participant id", "prolific_pid", "prolific_id", "workerid", "worker_id")
 DEFAULT_FOLDER = Path(".evalstudio") / "participants"
-ACCOUNTS_FILE = "participants.json"
+ACCOUNTS_FILE = ledger.FILE  # the ledger: accounts, passwords and sign-in codes (0600)
 SHEET_FILE = "sign_in.csv"
-
-
-@dataclass
-class Account:
-    participant_id: str
-    email: str
-    password: str | None  # None: the account existed before evalstudio knew it (its password is the person's)
-    user_id: int | None = None
-    closed: str | None = None  # when `close` took the account out of the organisation (ISO time)
-    # the participant's sign-in code for the gateway (`evalstudio gateway`): the Label Studio password never leaves
-    # this machine; participants sign in at the gateway with their personal link
-    access: str | None = None
 
 
 def email_for(participant_id: str) -> str:
@@ -106,21 +100,16 @@ def read_ids(sources: Iterable[str]) -> list[str]:
     return list(ids.values())
 
 
+def has_ledger(folder: Path) -> bool:
+    """Whether `folder` holds a study's participants (a ledger, or a participants.json to take over)."""
+    return any((Path(folder) / name).exists() for name in (ledger.FILE, ledger.POINTER, ledger.OLD_ACCOUNTS))
+
+
 def load_accounts(folder: Path) -> dict[str, Account]:
-    path = folder / ACCOUNTS_FILE
-    if not path.exists():
+    """Every participant of the ledger in `folder` (none when the folder holds no study)."""
+    if not has_ledger(folder):
         return {}
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-        return {a["participant_id"]: Account(**a) for a in raw["accounts"]}
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise EvalstudioError(f"{path}: not a participants file written by evalstudio ({type(e).__name__}); "
-                              "move it away to start a new one") from None
-
-
-def save_accounts(folder: Path, accounts: dict[str, Account], url: str) -> None:
-    write_private(folder / ACCOUNTS_FILE, json.dumps(
-        {"label_studio": url, "accounts": [asdict(a) for a in accounts.values()]}, indent=1, ensure_ascii=False) + "\n")
+    return ledger.open_ledger(folder).accounts()
 
 
 def new_password(length: int = 18) -> str:
@@ -144,52 +133,92 @@ class Added:
     foreign: list[str]  # an account with that e-mail exists but evalstudio does not know its password
 
 
+def _sign_up(client, book: ledger.Ledger, account: Account, token: str) -> int:
+    """Create the Label Studio account of a ledger row (its password is in the ledger before the account exists: a
+    crash in between loses nothing). A sign-up refused because the e-mail exists is this row's account when the
+    ledger's password opens it (another process signed it up at the same moment)."""
+    try:
+        uid = client.sign_up(account.email, account.password, token)
+    except EvalstudioError:
+        uid = {e.lower(): u for u, e in client.users().items()}.get(account.email.lower())
+        if uid is None:
+            raise
+        try:
+            client.log_in(account.email, account.password)
+        except EvalstudioError:
+            raise EvalstudioError(f"an account {account.email} exists in Label Studio that evalstudio did not "
+                                  "create") from None
+    book.update(account.participant_id, user_id=uid)
+    return uid
+
+
 def add(client, ids: list[str], folder: Path = DEFAULT_FOLDER, on_progress: Callable[[int, int], None] | None = None,
         gateway_url: str | None = None) -> Added:
     """Create the missing accounts, then write the sign-in sheet for every known participant (with their personal
-    gateway links when `gateway_url` is given)."""
+    gateway links when `gateway_url` is given). Safe beside a gateway signing people up through the study link:
+    both go through the study's ledger."""
     private_dir(folder)
-    accounts = load_accounts(folder)
+    book = ledger.open_ledger(folder)
+    book.set_setting("label_studio", client.url)
     existing = {email.lower(): uid for uid, email in with_closed_named(client.users(), client.url, folder).items()}
     token = None
     result = Added([], [], [])
     for done, pid in enumerate(ids, 1):
         email = email_for(pid)
-        account = accounts.get(pid)
-        if email in existing:
-            if account is None or account.password is None:
-                accounts[pid] = Account(pid, email, None, existing[email])
-                result.foreign.append(pid)
+        known = book.account(pid)
+        if known is None and email in existing:  # made outside evalstudio: its password is the person's
+            known, _ = book.reserve(Account(pid, email, None, existing[email]))
+        if known is None or (known.password is None and email not in existing):
+            if known is not None:  # a foreign account that is gone: evalstudio makes it now
+                book.update(pid, password=new_password(), access=new_access_code())
             else:
-                account.user_id = existing[email]
-                result.present.append(pid)
+                book.reserve(Account(pid, email, new_password(), access=new_access_code()))
+            known = book.account(pid)
+        if known.password is None:
+            result.foreign.append(pid)
+        elif known.user_id is not None or email in existing:
+            if known.user_id is None:
+                book.update(pid, user_id=existing[email])
+            result.present.append(pid)
         else:
-            if account is None or account.password is None:
-                account = accounts[pid] = Account(pid, email, new_password())
-            # the password is on disk before the account exists: a crash in between loses nothing
-            save_accounts(folder, accounts, client.url)
             token = token or client.invite_token()
-            account.user_id = client.sign_up(email, account.password, token)
+            _sign_up(client, book, known, token)
             result.created.append(pid)
-        if accounts[pid].password is not None and accounts[pid].access is None:
-            accounts[pid].access = new_access_code()
         if on_progress:
             on_progress(done, len(ids))
-    save_accounts(folder, accounts, client.url)
-    write_sheet(folder, accounts.values(), client.url, gateway_url)
+    write_sheet(folder, None, client.url, gateway_url)
     return result
+
+
+def join(client, participant: str, folder: Path, token: str, cap: int | None = None,
+         platform: tuple[str | None, str | None] = (None, None)) -> Account:
+    """Sign one participant up through the study link: recorded in the ledger first (refused with ledger.Taken when
+    the id is known, ledger.StudyFull beyond `cap`), then made in Label Studio. A sign-up that fails is taken back
+    out of the ledger, so the person can try again."""
+    book = ledger.open_ledger(folder)
+    account = Account(participant, email_for(participant), new_password(), access=new_access_code(), source="join",
+                      platform_study=platform[0], platform_session=platform[1])
+    book.reserve(account, cap=cap, exclusive=True)
+    try:
+        _sign_up(client, book, account, token)
+    except EvalstudioError:
+        book.forget(participant)
+        raise
+    return book.account(participant)
 
 
 def with_closed_named(users: dict[int, str], url: str, folder: Path = DEFAULT_FOLDER) -> dict[int, str]:
     """`users` (id -> e-mail, as Client.users gives them) with the members Label Studio shows as removed named again
-    from the accounts file, when that file was written for this server (`url`): the participants `close` took out
-    of the organisation keep their annotations' names. Other users are never renamed."""
+    from the ledger, when the ledger was written for this server (`url`): the participants `close` took out of the
+    organisation keep their annotations' names. Other users are never renamed."""
     try:
-        raw = json.loads((folder / ACCOUNTS_FILE).read_text(encoding="utf-8"))
-        if raw.get("label_studio") != url:
+        if not has_ledger(folder):
             return users
-        known = {a.user_id: a.email for a in load_accounts(folder).values() if a.user_id is not None}
-    except (OSError, ValueError, AttributeError, EvalstudioError):
+        book = ledger.open_ledger(folder)
+        if book.setting("label_studio") != url:
+            return users
+        known = {a.user_id: a.email for a in book.accounts().values() if a.user_id is not None}
+    except (OSError, EvalstudioError):
         return users
     return {uid: known.get(uid, email) if email.startswith(REMOVED) else email for uid, email in users.items()}
 
@@ -200,42 +229,51 @@ def close(client, ids: Iterable[str], folder: Path = DEFAULT_FOLDER) -> tuple[li
     touched. Returns (closed now, closed before). Unknown ids are an error and nothing is closed."""
     from datetime import datetime, timezone
 
-    accounts = load_accounts(folder)
-    by_key = {pid.lower(): a for pid, a in accounts.items()}
+    book = ledger.open_ledger(folder) if has_ledger(folder) else None
     wanted = list(dict.fromkeys(ids))
-    unknown = [pid for pid in wanted if pid.lower() not in by_key or by_key[pid.lower()].password is None]
+    found = {pid: book.account(pid) if book else None for pid in wanted}
+    unknown = [pid for pid, a in found.items() if a is None or a.password is None]
     if unknown:
-        raise BadInput(f"{folder / ACCOUNTS_FILE}: no account created by evalstudio for {', '.join(unknown[:10])}"
+        raise BadInput(f"{folder / ledger.FILE}: no account created by evalstudio for {', '.join(unknown[:10])}"
                        + (" ..." if len(unknown) > 10 else ""))
     now, before = [], []
     for pid in wanted:
-        account = by_key[pid.lower()]
+        account = found[pid]
         if account.user_id is None:
             account.user_id = {e.lower(): uid for uid, e in client.users().items()}.get(account.email.lower())
         removed = account.user_id is not None and client.remove_member(account.user_id)
         (now if removed else before).append(account.participant_id)
-        account.closed = account.closed or datetime.now(timezone.utc).isoformat(timespec="seconds")
-        save_accounts(folder, accounts, client.url)
+        book.update(pid, user_id=account.user_id,
+                    closed=account.closed or datetime.now(timezone.utc).isoformat(timespec="seconds"))
     return now, before
 
 
-def write_sheet(folder: Path, accounts: Iterable[Account], url: str, gateway_url: str | None = None) -> Path:
+def write_sheet(folder: Path, accounts: Iterable[Account] | None, url: str, gateway_url: str | None = None) -> Path:
     """One line per participant with a personal sign-in message (private: it holds passwords and sign-in codes).
     With `gateway_url` (a crowd study behind `evalstudio gateway`) the message is the participant's personal
-    gateway link and holds no Label Studio password."""
-    out = io.StringIO()
-    writer = csv.writer(out)
-    writer.writerow(["participant_id", "email", "password", "sign_in_url", "message", "gateway_link"])
-    for a in accounts:
-        if a.password is None:
-            continue
-        link = gateway_link(gateway_url, a) if gateway_url and a.access else ""
-        if link:
-            message = f"Please open your personal link {link} to take part (keep it to yourself; it signs you in)."
-        else:
-            message = (f"Please sign in at {url}/user/login/ with the e-mail {a.email} and the password {a.password}, "
-                       "then open the project named in the study instructions and press 'Label All Tasks'.")
-        writer.writerow([a.participant_id, a.email, a.password, f"{url}/user/login/", message, link])
+    gateway link and holds no Label Studio password. `accounts` None: every account of the ledger, read under a
+    lock on the sheet, so that of several processes writing it the last one writes what all of them recorded."""
+    private_dir(folder)
     path = folder / SHEET_FILE
-    write_private(path, out.getvalue())
+    fd = os.open(folder / f".{SHEET_FILE}.lock", os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        shown = load_accounts(folder).values() if accounts is None else accounts
+        out = io.StringIO()
+        writer = csv.writer(out)
+        writer.writerow(["participant_id", "email", "password", "sign_in_url", "message", "gateway_link"])
+        for a in shown:
+            if a.password is None:
+                continue
+            link = gateway_link(gateway_url, a) if gateway_url and a.access else ""
+            if link:
+                message = f"Please open your personal link {link} to take part (keep it to yourself; it signs you in)."
+            else:
+                message = (f"Please sign in at {url}/user/login/ with the e-mail {a.email} and the password "
+                           f"{a.password}, then open the project named in the study instructions and press "
+                           "'Label All Tasks'.")
+            writer.writerow([a.participant_id, a.email, a.password, f"{url}/user/login/", message, link])
+        write_private(path, out.getvalue())
+    finally:
+        os.close(fd)
     return path

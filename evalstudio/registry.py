@@ -15,6 +15,7 @@ from label_studio_sdk.label_interface import LabelInterface
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .errors import RegistryError, UnknownName
+from .files import read_text_file
 from .mapping import POSITIONS, InputMap
 from .mapping import check_against_config as input_problems
 
@@ -101,6 +102,8 @@ class Crowd(BaseModel):
     # share of each participant's tasks that are gold items: Label Studio's uniform sampling mixes the pool's gold
     # share into every stream, so `status` checks that the pool holds at least this share (and random order)
     gold_rate: float | None = Field(default=None, gt=0, lt=1)
+    # participants the study takes in all (the gateway's study link refuses sign-ups beyond it, politely)
+    max_participants: int | None = Field(default=None, ge=1)
 
     @model_validator(mode="after")
     def _check(self):
@@ -200,14 +203,17 @@ class Project(BaseModel):
     @cached_property
     def label_config(self) -> str:
         try:
-            return self.config_path.read_text(encoding="utf-8").strip()  # as Label Studio stores it
+            return read_text_file(self.config_path).strip()  # as Label Studio stores it
         except OSError as e:
             raise RegistryError(f"projects.{self.name}.config: cannot read {self.config_path}: {e.strerror}") from e
+        except UnicodeDecodeError:
+            raise RegistryError(f"projects.{self.name}.config: {self.config_path} is not UTF-8 text") from None
 
     @cached_property
     def interface(self) -> LabelInterface:
+        config = self.label_config  # (its own error when the file cannot be read)
         try:
-            li = LabelInterface(self.label_config)
+            li = LabelInterface(config)
             if self.label_config not in _VALID_CONFIGS:  # schema validation is the slow part of loading a registry
                 li.validate()
                 if len(_VALID_CONFIGS) < 256:
@@ -342,7 +348,7 @@ _VALID_CONFIGS: set[str] = set()  # labeling configs (their text) that passed th
 def load(path: Path | str | None = None) -> Registry:
     path = Path(path) if path else default_path()
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_text_file(path)
     except OSError as e:
         raise RegistryError(f"cannot read {path}: {e.strerror}") from None
     except UnicodeDecodeError:

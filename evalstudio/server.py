@@ -117,11 +117,17 @@ def label_studio_executable() -> str:
 class LocalServer:
     def __init__(self, data_dir: Path, port: int = 8080, host: str = "127.0.0.1",
                  allow_loopback_ml: bool = True, extra_env: dict[str, str] | None = None,
-                 database_url: str | None = None):
+                 database_url: str | None = None, workers: int = 1):
         """database_url: postgresql://... to keep Label Studio's data in PostgreSQL instead of
-        SQLite in data_dir (the database must exist; Label Studio creates its tables)."""
+        SQLite in data_dir (the database must exist; Label Studio creates its tables). workers > 1: Label Studio is
+        served by that many gunicorn worker processes (after `label-studio start` has set the database up), as a
+        study with many participants at once should run it; `label-studio start` alone is one process."""
+        if not 1 <= workers <= 32:
+            raise ServerError(f"--workers {workers}: give 1 to 32 worker processes")
+        self.workers = workers
         self.data_dir = Path(data_dir).resolve()
         self.database_env = postgres_env(database_url) if database_url else {}
+        self.database_url = database_url
         self.port = port
         self.host = host
         self.allow_loopback_ml = allow_loopback_ml
@@ -182,11 +188,33 @@ class LocalServer:
         log.close()
         try:
             wait_healthy(self.url, timeout, self.process, "Label Studio")
+            if self.workers > 1:
+                self._serve_with_workers(env)
+                wait_healthy(self.url, timeout, self.process, "Label Studio's workers")
         except ServerError as e:
             self.stop()
             raise ServerError(f"{e}:\n{self.log_tail()}") from None
         self.write_dotenv()
         return self
+
+    def _serve_with_workers(self, env: dict[str, str]) -> None:
+        """Replace the set-up server (`label-studio start`: migrations, the login and its token, then Django's
+        one-process server) by gunicorn with `workers` processes of Label Studio's WSGI application, which serves
+        the same routes, front-end files included."""
+        import label_studio
+
+        self.stop()
+        package = str(Path(label_studio.__file__).resolve().parent)
+        env = {"DJANGO_SETTINGS_MODULE": "label_studio.core.settings.label_studio", **env}
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH", ""), package) if p)
+        log = open(self.log_path, "ab")
+        # gthread workers: a request waiting on the database does not hold a whole process
+        command = [sys.executable, "-m", "gunicorn", "label_studio.core.wsgi:application", "--workers",
+                   str(self.workers), "--threads", "4", "--worker-class", "gthread", "--bind",
+                   f"{self.host}:{self.port}", "--timeout", "120", "--log-level", "warning"]
+        self.process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL, start_new_session=True, umask=0o077)
+        log.close()
 
     def _sqlite_settings(self, env: dict[str, str]) -> dict[str, str]:
         """The environment that makes Label Studio use SETTINGS_MODULE (written into the data folder)."""
@@ -209,9 +237,12 @@ class LocalServer:
             pass
 
     def write_dotenv(self) -> Path:
-        """LABEL_STUDIO_URL / LABEL_STUDIO_API_KEY for other evalstudio commands (file readable by the owner only)."""
+        """LABEL_STUDIO_URL / LABEL_STUDIO_API_KEY for other evalstudio commands (file readable by the owner only);
+        with PostgreSQL also EVALSTUDIO_LEDGER_URL, so that the study's ledger (evalstudio.ledger) lives in the same
+        database as Label Studio's data."""
         path = self.data_dir / DOTENV
-        write_private(path, f"LABEL_STUDIO_URL={self.url}\nLABEL_STUDIO_API_KEY={self.credentials().api_key}\n")
+        ledger = f"EVALSTUDIO_LEDGER_URL={self.database_url}\n" if self.database_url else ""
+        write_private(path, f"LABEL_STUDIO_URL={self.url}\nLABEL_STUDIO_API_KEY={self.credentials().api_key}\n{ledger}")
         return path
 
     def log_tail(self, lines: int = 30) -> str:

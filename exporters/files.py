@@ -8,7 +8,11 @@ left alone. JSONL and Parquet keep every value exactly as it was given.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
+import tempfile
+from collections.abc import Iterator
 from contextlib import nullcontext
 from pathlib import Path
 from typing import IO
@@ -46,6 +50,31 @@ def write_output(path: Path, text: str) -> None:
     """A text output file, as `open_output` opens it."""
     with open_output(path) as f:
         f.write(text)
+
+
+@contextlib.contextmanager
+def staged_folder(output: Path) -> Iterator[Path]:
+    """An output folder written as a whole or not at all: the files are written into a private folder beside it and
+    moved into `output` (made if missing) only when everything is written; on an error nothing is left. A symbolic
+    link as `output` is refused (it would send the files wherever it points, over what is there)."""
+    output = Path(output)
+    if output.is_symlink():
+        raise BadInput(f"{output}: is a symbolic link; evalstudio does not write through one (give a folder)")
+    if output.exists() and not output.is_dir():
+        raise BadInput(f"{output}: is a file; -o names the folder for index.html and the CSVs")
+    parent = output.parent
+    if not parent.is_dir():
+        raise BadInput(f"{output}: the folder {parent} does not exist")
+    stage = Path(tempfile.mkdtemp(prefix=f".{output.name}.", dir=parent))
+    try:
+        yield stage
+        output.mkdir(exist_ok=True)
+        if output.is_symlink():  # made a link in the meantime
+            raise BadInput(f"{output}: is a symbolic link; evalstudio does not write through one (give a folder)")
+        for item in sorted(stage.iterdir()):
+            os.replace(item, output / item.name)  # a link in the folder is replaced itself, never followed
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
 
 
 def check_output_file(path: Path) -> None:

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from evalstudio import importers, lists, participants, registry
+from evalstudio import importers, ledger, lists, participants, registry
 from evalstudio.importing import iter_tasks, placement_problems, scan
 from evalstudio.registry import Lists
 
@@ -165,7 +165,7 @@ def test_participants_work_in_one_list_each_and_never_see_two_versions(label_stu
         for t in threads:
             t.join(timeout=600)
         assert not failures, failures
-        assigned = json.loads((folder / "lists.json").read_text())["circa_part2"]
+        assigned = ledger.open_ledger(folder).lists()["circa_part2"]
         assert sorted(Counter(assigned.values()).values()) == [2, 3]  # evenly, as far as five allow
         # a new session (signing in again) stays in the list: its next answer lands there (checked below)
         with httpx.Client(base_url=url, timeout=120, headers={"X-Evalstudio": "1"}) as web:

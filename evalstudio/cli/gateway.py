@@ -11,27 +11,33 @@ import typer
 from ..errors import BadInput, EvalstudioError
 from . import ProjectsOption, _fail, _load, app, console
 
-JOIN_FILE = "gateway.json"  # in the participants folder: the study link's key (0600)
+JOIN_FILE = "gateway.json"  # where earlier versions kept the study link's key (taken over into the ledger)
 
 
 def join_key(folder: Path, renew: bool = False) -> str:
-    """The key in the study's sign-up link, made once per participants folder (private file)."""
+    """The key in the study's sign-up link, made once per study (kept in the ledger, so that every gateway process
+    of the study offers the same link)."""
     import secrets
 
-    from ..credentials import write_private
+    from ..ledger import open_ledger
 
-    path = folder / JOIN_FILE
-    if path.is_file() and not renew:
-        try:
-            key = json.loads(path.read_text(encoding="utf-8"))["join_key"]
-            if isinstance(key, str) and len(key) >= 16:
-                return key
-        except (OSError, ValueError, KeyError, TypeError):
-            pass
-        raise EvalstudioError(f"{path}: not a gateway file written by evalstudio; move it away to make a new one")
-    key = secrets.token_urlsafe(18).replace("-", "x").replace("_", "y")
-    write_private(path, json.dumps({"join_key": key}) + "\n")
-    return key
+    book = open_ledger(folder)
+
+    def make() -> str:
+        old = folder / JOIN_FILE
+        if old.is_file():
+            try:
+                key = json.loads(old.read_text(encoding="utf-8"))["join_key"]
+                if isinstance(key, str) and len(key) >= 16:
+                    return key
+            except (OSError, ValueError, KeyError, TypeError):
+                pass
+            raise EvalstudioError(f"{old}: not a gateway file written by evalstudio; move it away to make a new one")
+        return secrets.token_urlsafe(18).replace("-", "x").replace("_", "y")
+
+    if renew:
+        book.set_setting("join_key", secrets.token_urlsafe(18).replace("-", "x").replace("_", "y"))
+    return book.setting("join_key", make)
 
 
 @app.command()
@@ -49,8 +55,14 @@ def gateway(
                                  "personal links of `participants add`.")] = True,
     new_join_link: Annotated[bool, typer.Option(help="Make a new study link (the old one stops working).")] = False,
     sign_ins_per_minute: Annotated[int, typer.Option(
-        help="Sign-in and sign-up attempts allowed per client address and minute (behind a reverse proxy, the "
-             "address it forwards).")] = 20,
+        help="Sign-in and sign-up attempts allowed per client address and minute (behind a reverse proxy named by "
+             "--trusted-proxy, the address it forwards).")] = 20,
+    trusted_proxy: Annotated[Optional[list[str]], typer.Option(
+        help="The address of your reverse proxy (repeat for several): only from it is X-Forwarded-For read as the "
+             "participant's address. Without it the header is ignored and the connection's address counts.")] = None,
+    workers: Annotated[int, typer.Option(
+        help="Gateway processes serving this port together (they share the study's ledger, so they behave as "
+             "one); more than one needs the ledger in PostgreSQL or SQLite on a local disk.", min=1, max=16)] = 1,
     projects: ProjectsOption = None,
 ):
     """Put a crowd study in front of participants without giving them Label Studio.
@@ -65,7 +77,7 @@ def gateway(
 
     from .. import participants
     from ..client import Client
-    from ..connection import check_url, settings_from_env
+    from ..connection import check_address, check_url, settings_from_env
     from ..credentials import private_dir
     from ..gateway import GatewayConfig, build_app, load_parts
     from ..gateway.setup import find_frontend
@@ -90,7 +102,9 @@ def gateway(
                                parts=loaded, label_studio_url=client.url, api_key=settings.api_key,
                                participants_folder=target, public_url=shown_public, join_key=key,
                                completion_code=crowd.completion_code if crowd else None, chunks=chunks, module=module,
-                               rate_per_minute=max(1, sign_ins_per_minute))
+                               rate_per_minute=max(1, sign_ins_per_minute),
+                               max_participants=crowd.max_participants if crowd else None)
+        proxies = [check_address(a, "--trusted-proxy") for a in trusted_proxy or []]
     except (EvalstudioError, ValueError) as e:
         raise _fail(e)
     console.print(f"Gateway for '{protocol}' on http://{host}:{port} (participants open {shown_public}).",
@@ -102,9 +116,18 @@ def gateway(
                       soft_wrap=True)
     console.print("Personal links: `evalstudio participants add IDS --gateway-url "
                   f"{shown_public}` writes them to sign_in.csv. Ctrl-C stops.", highlight=False, markup=False)
+    if config.max_participants:
+        console.print(f"The study link takes {config.max_participants} participants in all.", highlight=False)
+    # no access log: personal links carry the participant's sign-in code in their path. X-Forwarded-For is read only
+    # from the proxies named (uvicorn's proxy headers), never from anyone else
+    options = dict(host=host, port=port, log_level="warning", access_log=False, proxy_headers=bool(proxies),
+                   forwarded_allow_ips=",".join(proxies) if proxies else "")
     try:
-        # no access log: personal links carry the participant's sign-in code in their path
-        uvicorn.run(build_app(config), host=host, port=port, log_level="warning", access_log=False,
-                    proxy_headers=True, forwarded_allow_ips="127.0.0.1")
+        if workers == 1:
+            uvicorn.run(build_app(config), **options)
+        else:
+            from ..gateway.workers import serve
+
+            serve(config, workers, options)
     except KeyboardInterrupt:
         pass

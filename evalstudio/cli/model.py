@@ -93,9 +93,14 @@ def connect(
 ):
     """Register the ML backend with the protocol's Label Studio project, with the backend's basic auth for
     predictions and for the annotation webhook (once; running it again renews the credentials)."""
+    from ..connection import check_url
     from ..credentials import ml_auth
 
     try:
+        try:
+            url = check_url(url, "--url")
+        except EvalstudioError as e:  # a wrong option: a usage error
+            raise BadInput(str(e)) from None
         parts = _load(projects).parts(protocol)
         for project in parts:
             Client.require_prefill(project)

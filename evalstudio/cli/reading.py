@@ -119,7 +119,21 @@ def study_tables(parts, per_part, frames, folder=None):
     if order:
         table["warnings"] = ["; ".join(w for w in (row_w, order.get(a, "")) if w)
                              for a, row_w in zip(table["annotator"], table["warnings"])]
-    return crowd, table, coverage, remaining, annotations
+    return crowd, _with_platform_ids(table, folder), coverage, remaining, annotations
+
+
+def _with_platform_ids(table, folder: Path | None):
+    """The participant table with what the crowd platform passed in the study link at sign-up (Prolific's STUDY_ID
+    and SESSION_ID, MTurk's assignmentId), where the ledger has any."""
+    from .. import participants
+
+    by_email = {a.email: a for a in participants.load_accounts(folder or participants.DEFAULT_FOLDER).values()
+                if a.platform_study or a.platform_session}
+    if by_email and not table.empty:
+        table = table.copy()
+        table["platform_study"] = [getattr(by_email.get(a), "platform_study", None) for a in table["annotator"]]
+        table["platform_session"] = [getattr(by_email.get(a), "platform_session", None) for a in table["annotator"]]
+    return table
 
 
 def pd_notna(value) -> bool:

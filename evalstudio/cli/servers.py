@@ -30,6 +30,9 @@ def server(
         help="Keep Label Studio's data in PostgreSQL instead: postgresql://user:password@host:port/name (the database "
              f"must exist). With a password, set it in ${DATABASE_URL_ENV} instead: a command line is visible to "
              "every local user.")] = None,
+    workers: Annotated[int, typer.Option(
+        help="Serve Label Studio with this many gunicorn worker processes (a study with many participants at once, "
+             "best with PostgreSQL); 1: Label Studio's own one-process server.", min=1, max=32)] = 1,
 ):
     """Run a local Label Studio (SQLite in DATA_DIR, or PostgreSQL with --database-url) until Ctrl-C.
 
@@ -40,7 +43,7 @@ def server(
         if database_url and os.environ.get(DATABASE_URL_ENV) != database_url and urlsplit(database_url).password:
             raise EvalstudioError(f"--database-url: do not put a password on the command line (every local user sees it "
                                   f"in `ps`); set {DATABASE_URL_ENV} instead")
-        local = LocalServer(data_dir, port, database_url=database_url)
+        local = LocalServer(data_dir, port, database_url=database_url, workers=workers)
         with console.status("starting Label Studio (first start takes about a minute)..."):
             local.start()
     except (EvalstudioError, ValueError) as e:

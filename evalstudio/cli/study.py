@@ -26,8 +26,8 @@ def participants_add(
         help="Participant ids, or files of them: one id per line, or a CSV with a participant_id / WorkerId column "
              "(Prolific's and MTurk's exports).")],
     folder: Annotated[Optional[Path], typer.Option(
-        "--folder", help="Private folder (0700) for participants.json (passwords, 0600) and sign_in.csv "
-                         "(default: .evalstudio/participants).")] = None,
+        "--folder", help="Private folder (0700) for the study's ledger (ledger.sqlite3: accounts, passwords, "
+                         "sessions and answers, 0600) and sign_in.csv (default: .evalstudio/participants).")] = None,
     public_url: Annotated[Optional[str], typer.Option(
         help="The address participants open, if not LABEL_STUDIO_URL (e.g. behind a reverse proxy).")] = None,
     gateway_url: Annotated[Optional[str], typer.Option(
@@ -41,7 +41,14 @@ def participants_add(
     to send through Prolific or MTurk. Running it again with more ids creates only the new accounts."""
     from .. import participants
 
+    from ..connection import check_url
+
     try:
+        try:
+            gateway_url = check_url(gateway_url, "--gateway-url") if gateway_url is not None else None
+            public_url = check_url(public_url, "--public-url") if public_url is not None else None
+        except EvalstudioError as e:  # a wrong option: a usage error
+            raise BadInput(str(e)) from None
         ids = participants.read_ids(sources)
         client = Client(settings_from_env())
         target = folder or participants.DEFAULT_FOLDER
@@ -51,12 +58,12 @@ def participants_add(
             added = participants.add(client, ids, target, lambda done, total: bar.update(task, completed=done),
                                      gateway_url=gateway_url)
         if public_url:
-            participants.write_sheet(target, participants.load_accounts(target).values(), public_url.rstrip("/"),
-                                     gateway_url)
+            participants.write_sheet(target, None, public_url, gateway_url)
     except EvalstudioError as e:
         raise _fail(e)
     console.print(f"{len(added.created)} account(s) created, {len(added.present)} already present; passwords in "
-                  f"{target / participants.ACCOUNTS_FILE}, sign-in messages in {target / participants.SHEET_FILE}",
+                  f"the study's ledger ({target / participants.ACCOUNTS_FILE}), sign-in messages in "
+                  f"{target / participants.SHEET_FILE}",
                   highlight=False)
     if added.foreign:
         err.print(f"warning: {len(added.foreign)} account(s) existed before evalstudio created them (their password "
@@ -92,6 +99,27 @@ def participants_close(
         raise _fail(e)
     console.print(f"{len(now)} participant(s) closed" + (f", {len(before)} closed before" if before else ""),
                   highlight=False)
+
+
+@participants_app.command("backup")
+def participants_backup(
+    destination: Annotated[Path, typer.Argument(help="A new file for the copy (it holds passwords: keep it private).")],
+    folder: Annotated[Optional[Path], typer.Option(
+        "--folder", help="The folder `add` wrote (default: .evalstudio/participants).")] = None,
+):
+    """Copy the study's ledger (participants, sign-in codes, sessions, served tasks and answers with their measured
+    times, lists) to a new file, consistently, while gateways keep running. Restore by putting the copy back as
+    ledger.sqlite3 in the participants folder with every gateway stopped."""
+    from .. import ledger, participants
+
+    target = folder or participants.DEFAULT_FOLDER
+    try:
+        if not participants.has_ledger(target):
+            raise BadInput(f"{target}: no study ledger here (run `participants add` or the gateway first)")
+        ledger.open_ledger(target).backup(destination)
+    except EvalstudioError as e:
+        raise _fail(e)
+    console.print(f"ledger copied to {destination}", highlight=False)
 
 
 # --- status and approvals -----------------------------------------------------------------------------------------
@@ -171,7 +199,10 @@ def _status_once(protocol, from_export, project_id, participants_folder, output,
             protocol, projects, from_export, project_id, participants_folder)
         tampered, unchecked = _tampering(protocol, parts, per_part, from_export, project_id)
         if output is not None:
-            write_status(output, protocol, crowd, table, coverage, remaining, annotations, tampered)
+            from ..exporters.files import staged_folder
+
+            with staged_folder(output) as stage:  # written whole or not at all
+                write_status(stage, protocol, crowd, table, coverage, remaining, annotations, tampered)
         closed = _close_finished(table, crowd, participants_folder) if close_finished else []
     except EvalstudioError as e:
         raise _fail(e)
@@ -286,7 +317,10 @@ def approvals(
         if output.exists() and not output.is_dir():
             raise BadInput(f"{output}: is a file; -o names the folder for the approval files")
         decided = study.decisions(table, crowd)
-        written = write_approvals(decided, chosen, output, mturk_results)
+        from ..exporters.files import staged_folder
+
+        with staged_folder(output) as stage:  # written whole or not at all
+            written = [output / p.name for p in write_approvals(decided, chosen, stage, mturk_results)]
     except EvalstudioError as e:
         raise _fail(e)
     counts = decided["decision"].value_counts()

@@ -13,8 +13,10 @@ holds their Label Studio credentials on this machine and makes, on their behalf,
 * Label Studio's front-end files (`/react-app/`, `/static/`), streamed as they are, to render the labeling view.
 
 Every other path and method is answered by the gateway itself (404 or 405) and never reaches Label Studio. Where
-Label Studio's sampling has no say (the quota per participant, Part I before Part II) the gateway decides at the
-moment a participant asks for more.
+Label Studio's sampling has no say (the quota per participant, Part I before Part II, one complete answer per
+participant and task, at most the overlap per task, the time on a task) the gateway decides, from the study's ledger
+(evalstudio.ledger), never from what the browser sends. The gateway keeps nothing in its memory that a restart or a
+second gateway process would need: any number of them can serve one study (`--workers`).
 """
 
 from .app import build_app  # noqa: F401

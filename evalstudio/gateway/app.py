@@ -6,10 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import hmac
 import json
-import secrets
-import threading
 import time
 
 import httpx
@@ -18,21 +15,20 @@ from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from .. import participants
 from ..errors import EvalstudioError, ServerError
+from ..ledger import Ledger, Ref
 from . import pages
-from .checks import ACCESS_CODE, ASSET_PATH, PARTICIPANT_ID, REF, Refused, check_result, lead_time, shown_data
-from .sessions import SESSION_HOURS, Limiter, ListAssignments, Ref, Session
+from .admission import Admission, Session, _error
+from .checks import ASSET_PATH, REF, Refused, check_result, shown_data
 from .setup import GatewayConfig, Part
 
-COOKIE = "evalstudio_gateway"
 _UPSTREAM: contextvars.ContextVar[float] = contextvars.ContextVar("upstream_seconds", default=0.0)
+WITHDRAWALS = 3  # tasks that others filled meanwhile, withdrawn from one participant's stream in one request
 HELD_WAITS = (0.5, 1.0, 2.0)  # seconds between asking Label Studio again for a task it holds for others just now
 UPSTREAM_RETRIES = 3  # a request that failed inside Label Studio (5xx) is tried this many times more
-MAX_BODY = 1_000_000  # bytes in one request body (an annotation is a few kB)
 ASSET_HEADERS = ("content-type", "content-length", "content-encoding", "etag", "last-modified", "cache-control")
 
 
@@ -42,11 +38,7 @@ def _user_id(value) -> int | None:
     return value if isinstance(value, int) else None
 
 
-def _error(message: str, status: int = 400) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status)
-
-
-class Gateway:
+class Gateway(Admission):
     def __init__(self, config: GatewayConfig):
         self.config = config
         self.parts = {p.name: p for p in config.parts}
@@ -54,14 +46,15 @@ class Gateway:
         self.entries: dict[str, list[Part]] = {}
         for part in config.parts:
             self.entries.setdefault(part.entry or part.name, []).append(part)
-        self.lists = ListAssignments(config.participants_folder)
-        self.sessions: dict[str, Session] = {}
-        self.tokens: dict[str, str] = {}  # participant -> Label Studio token (fetched once, kept in memory)
+        # the study's ledger: participants, sessions, served tasks, answers, finished parts, lists, attempts. This
+        # process keeps nothing that another gateway process or a restart would need.
+        self.ledger = Ledger(config.participants_folder)
+        self.tokens: dict[str, str] = {}  # participant -> Label Studio token: a cache of the ledger's
+        self.locks: dict[str, asyncio.Lock] = {}  # one request of a participant at a time in this process
         self._overlap: dict[str, int] = {}  # part -> annotations per task (Label Studio's maximum_annotations)
-        self.sign_ins = Limiter(config.rate_per_minute)
-        self.joins = Limiter(config.joins_per_minute)
-        self.accounts_lock = threading.Lock()
+        self._before: dict[tuple[str, str], int] = {}  # (participant, part) -> annotations Label Studio had first
         self._admin: object | None = None
+        self._invite: str | None = None
         # Label Studio's front-end settings (feature flags and edition), read once as the first participant to open
         # a labeling page: the editor renders and behaves as in Label Studio's own app only with the same flags
         self.front_end: dict | None = None
@@ -69,125 +62,34 @@ class Gateway:
         self.upstream = httpx.AsyncClient(base_url=config.label_studio_url, timeout=60,
                                           limits=httpx.Limits(max_connections=200, max_keepalive_connections=100))
 
-    # ---- sessions ---------------------------------------------------------------------------------------------
-    def session(self, request: Request) -> Session | None:
-        key = request.cookies.get(COOKIE, "")
-        found = self.sessions.get(key) if key else None
-        if found is None or found.expires < time.time():
-            return None
-        return found
-
-    def _admin_client(self):
-        """The researcher's client (sign-ups, reading a participant's token), made once."""
-        if self._admin is None:
-            from ..client import Client
-            from ..connection import Settings
-
-            self._admin = Client(Settings(self.config.label_studio_url, self.config.api_key), timeout=60)
-        return self._admin
-
-    async def _open_session(self, account: participants.Account) -> tuple[str, Session]:
-        token = self.tokens.get(account.participant_id)
-        if token is None:
-            token = await run_in_threadpool(self._admin_client().log_in, account.email, account.password)
-            self.tokens[account.participant_id] = token
-        key = secrets.token_urlsafe(32)
-        session = Session(account.participant_id, account.user_id, token,
-                          time.time() + SESSION_HOURS * 3600)
-        if len(self.sessions) > 50_000:
-            now = time.time()
-            self.sessions = {k: s for k, s in self.sessions.items() if s.expires >= now}
-        self.sessions[key] = session
-        return key, session
-
-    def _with_cookie(self, response: Response, key: str) -> Response:
-        response.set_cookie(COOKIE, key, max_age=SESSION_HOURS * 3600, httponly=True, samesite="lax",
-                            secure=self.config.public_url.startswith("https://"), path="/")
-        return response
-
-    def _account(self, participant: str, code: str) -> participants.Account | None:
-        """The account `participant` when `code` is its sign-in code (compared in constant time)."""
-        if not PARTICIPANT_ID.fullmatch(participant or "") or not ACCESS_CODE.fullmatch(code or ""):
-            return None
-        accounts = participants.load_accounts(self.config.participants_folder)
-        account = next((a for pid, a in accounts.items() if pid.lower() == participant.lower()), None)
-        if account is None or account.access is None or account.password is None:
-            hmac.compare_digest(code, code)  # the same work whether or not the account exists
-            return None
-        return account if hmac.compare_digest(account.access, code) else None
-
-    @staticmethod
-    def _check_header(request: Request) -> None:
-        """JSON routes answer only the gateway's own pages: a cross-site form cannot set this header."""
-        if request.headers.get("x-evalstudio") != "1":
-            raise Refused("missing the gateway's request header")
-
-    def _client_key(self, request: Request) -> str:
-        return request.client.host if request.client else "unknown"
-
     # ---- pages ------------------------------------------------------------------------------------------------
-    def _html(self, render, *args, status: int = 200) -> HTMLResponse:
-        nonce = secrets.token_urlsafe(16)
-        response = HTMLResponse(render(nonce, *args), status_code=status)
-        response.headers["Content-Security-Policy"] = (
-            f"default-src 'none'; script-src 'self' 'nonce-{nonce}'; style-src 'self' 'unsafe-inline'; "
-            "img-src 'self' data: blob:; font-src 'self' data:; connect-src 'self'; media-src 'self' blob:; "
-            "base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
-        return response
-
     async def home(self, request: Request) -> Response:
-        session = self.session(request)
+        session = await self.session(request)
         if session is None:
             return self._html(pages.sign_in, self.config.study)
+        finished = self.ledger.finished(session.participant)
         states = []
         for entry, choices in self.entries.items():
             part = choices[0] if len(choices) == 1 else self._assigned(session, entry)
             if part is None:  # a list not chosen yet: open to the participant
                 states.append({"name": entry, "title": choices[0].title, "state": "open"})
                 continue
-            if self._known_finished(session, part):
+            if self._known_finished(session, part, finished):
                 state = "finished"
-            elif part.after and part.after not in session.finished:
-                state = f"after {self.parts[part.after].title}" if part.after in self.parts else "open"
+            elif part.after and part.after in self.parts and not self._known_finished(
+                    session, self.parts[part.after], finished):
+                state = f"after {self.parts[part.after].title}"
             else:
                 state = "open"
             states.append({"name": entry, "title": part.title, "state": state})
         return self._html(pages.start, self.config.study, session.participant, states, self.config.completion_code)
-
-    async def _start(self, account: participants.Account) -> tuple[str | None, str, int]:
-        """A session for `account`: (key, "", 200), or (None, what to tell the participant, HTTP status)."""
-        if account.closed:
-            return None, "Your part of this study is complete. Thank you!", 403
-        try:
-            key, _ = await self._open_session(account)
-        except EvalstudioError:
-            return None, "The study server is not reachable; please try again in a minute.", 502
-        return key, "", 200
-
-    async def _admit(self, request: Request, participant: str, code: str,
-                     invalid: tuple[str, int]) -> tuple[str | None, str, int]:
-        """Sign in with a participant id and sign-in code (rate-limited per address and per account); `invalid` is
-        the message and status for a wrong pair."""
-        if not self.sign_ins.allow(self._client_key(request)) or not self.sign_ins.allow("account:" + participant.lower()):
-            return None, "Too many attempts; please wait a minute.", 429
-        account = await run_in_threadpool(self._account, participant, code)
-        if account is None:
-            return None, *invalid
-        return await self._start(account)
-
-    async def personal_link(self, request: Request) -> Response:
-        key, message, status = await self._admit(request, request.path_params["participant"][:100],
-                                                 request.path_params["code"][:100], ("This link is not valid.", 404))
-        if key is None:
-            return self._html(pages.sign_in, self.config.study, "", message, status=status)
-        return self._with_cookie(RedirectResponse("/", status_code=303), key)
 
     async def label(self, request: Request) -> Response:
         entry = request.path_params["part"]
         if entry not in self.entries:
             return _error("not found", 404)
         part = self.entries[entry][0]  # the lists of an entry share config, instructions and title
-        session = self.session(request)
+        session = await self.session(request)
         if session is None:
             return RedirectResponse("/", status_code=303)
         try:
@@ -200,7 +102,7 @@ class Gateway:
 
     # ---- counterbalanced lists --------------------------------------------------------------------------------
     def _assigned(self, session: Session, entry: str) -> Part | None:
-        number = self.lists.get(entry, session.participant)
+        number = self.ledger.list_of(entry, session.participant)
         return next((p for p in self.entries[entry] if p.list_number == number), None)
 
     async def _part_for(self, session: Session, entry: str) -> Part | None:
@@ -217,110 +119,21 @@ class Gateway:
             return part
         counts = {p.list_number: await self._count(session, p) for p in choices}
         worked = [number for number, n in counts.items() if n]
-        self.lists.assign(entry, session.participant, [p.list_number for p in choices],
-                          max(worked, key=counts.get) if worked else None)
+        await self._w(self.ledger.assign_list, entry, session.participant, [p.list_number for p in choices],
+                                max(worked, key=counts.get) if worked else None)
         return self._assigned(session, entry)
 
     async def _front_end(self, session: Session) -> dict:
         async with self.front_end_lock:
             if self.front_end is None:
-                account = participants.load_accounts(self.config.participants_folder).get(session.participant)
+                account = self.ledger.account(session.participant)
                 if account is None or account.password is None:
                     raise ServerError("the participant's account is gone")
                 self.front_end = await run_in_threadpool(self._admin_client().front_end_settings, account.email,
                                                          account.password)
             return self.front_end
 
-    async def join_page(self, request: Request) -> Response:
-        key = request.path_params["key"]
-        if not self.config.join_key or not hmac.compare_digest(key, self.config.join_key):
-            return _error("not found", 404)
-        given = next((request.query_params.get(k) for k in ("PROLIFIC_PID", "workerId", "participant")
-                      if request.query_params.get(k)), "")
-        return self._html(pages.join, self.config.study, key, given if PARTICIPANT_ID.fullmatch(given) else "")
-
     # ---- JSON API ---------------------------------------------------------------------------------------------
-    async def _body(self, request: Request) -> dict:
-        self._check_header(request)
-        if int(request.headers.get("content-length") or 0) > MAX_BODY:
-            raise Refused("the request is too large")
-        chunks, size = [], 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > MAX_BODY:
-                raise Refused("the request is too large")
-            chunks.append(chunk)
-        try:
-            body = json.loads(b"".join(chunks) or b"{}")
-        except ValueError:
-            raise Refused("the request is not JSON") from None
-        if not isinstance(body, dict):
-            raise Refused("the request is not a JSON object")
-        return body
-
-    async def sign_in(self, request: Request) -> Response:
-        try:
-            body = await self._body(request)
-        except Refused as e:
-            return _error(str(e))
-        participant, code = str(body.get("participant", ""))[:100], str(body.get("code", ""))[:100]
-        key, message, status = await self._admit(request, participant, code,
-                                                 ("Unknown participant id or wrong sign-in code.", 403))
-        if key is None:
-            return _error(message, status)
-        return self._with_cookie(JSONResponse({"ok": True}), key)
-
-    async def sign_out(self, request: Request) -> Response:
-        try:
-            self._check_header(request)
-        except Refused as e:
-            return _error(str(e))
-        self.sessions.pop(request.cookies.get(COOKIE, ""), None)
-        response = JSONResponse({"ok": True})
-        response.delete_cookie(COOKIE, path="/")
-        return response
-
-    async def join(self, request: Request) -> Response:
-        try:
-            body = await self._body(request)
-        except Refused as e:
-            return _error(str(e))
-        key, participant = str(body.get("key", ""))[:100], str(body.get("participant", ""))[:100]
-        if not self.config.join_key or not hmac.compare_digest(key, self.config.join_key):
-            return _error("not found", 404)
-        if not self.sign_ins.allow(self._client_key(request)) or not self.joins.allow("all"):
-            return _error("Too many sign-ups right now; please wait a minute.", 429)
-        if not PARTICIPANT_ID.fullmatch(participant):
-            return _error("That is not a participant id (letters, digits, _ and -).")
-        try:
-            account = await run_in_threadpool(self._create, participant)
-        except Refused as e:
-            return _error(str(e), 409)
-        except EvalstudioError:
-            return _error("The study server is not reachable; please try again in a minute.", 502)
-        key, message, status = await self._start(account)
-        if key is None:
-            return _error(message, status)
-        link = participants.gateway_link(self.config.public_url, account)
-        return self._with_cookie(JSONResponse({"ok": True, "link": link}), key)
-
-    def _create(self, participant: str) -> participants.Account:
-        with self.accounts_lock:
-            folder = self.config.participants_folder
-            if any(pid.lower() == participant.lower() for pid in participants.load_accounts(folder)):
-                raise Refused("This participant id has signed up already: please use your personal link.")
-            added = participants.add(self._admin_client(), [participant], folder, gateway_url=self.config.public_url)
-            if not added.created:
-                raise Refused("This participant id has signed up already: please use your personal link.")
-            return participants.load_accounts(folder)[participant]
-
-    def _api_session(self, request: Request) -> Session:
-        self._check_header(request)
-        session = self.session(request)
-        if session is None:
-            raise PermissionError("Please sign in again (open your personal link).")
-        return session
-
     async def _call(self, token: str, method: str, path: str, **kwargs) -> httpx.Response:
         """One request to Label Studio with `token`, its time added to the request's upstream time. A GET that
         fails inside Label Studio (a 5xx: a busy database under many participants) is asked again, up to
@@ -344,11 +157,13 @@ class Gateway:
         return await self._call(session.token, method, path, **kwargs)
 
     async def _count(self, session: Session, part: Part) -> int:
-        """The participant's annotations in the part's project, asked of Label Studio once per session."""
-        if part.name not in session.counts:
-            session.counts[part.name] = await self._tasks_where(part, {
+        """The participant's answers in the part: the ledger's, or what Label Studio had of theirs when this process
+        first asked (annotations from before the ledger), whichever is more."""
+        key = (session.key, part.name)
+        if key not in self._before:
+            self._before[key] = await self._tasks_where(part, {
                 "filter": "filter:tasks:annotators", "operator": "contains", "type": "List", "value": session.user_id})
-        return session.counts[part.name]
+        return max(self._before[key], self.ledger.answered_count(session.participant, part.name))
 
     async def _tasks_where(self, part: Part, *conditions: dict) -> int:
         """How many of the part's tasks meet all `conditions` (Data Manager filters), asked as the admin."""
@@ -358,46 +173,47 @@ class Gateway:
         answer.raise_for_status()
         return int(answer.json().get("total") or 0)
 
+    async def _overlap_of(self, part: Part) -> int:
+        if part.name not in self._overlap:
+            answer = await self._call(self.config.api_key, "GET", f"/api/projects/{part.project_id}")
+            answer.raise_for_status()
+            self._overlap[part.name] = int(answer.json().get("maximum_annotations") or 1)
+        return self._overlap[part.name]
+
     async def _held(self, session: Session, part: Part) -> bool:
         """Whether the part still has a task that this participant has not annotated and that has fewer annotations
         than the project asks for, although Label Studio just said it has no task for them: Label Studio holds
         those tasks for other participants (a lock while someone works on a task, and for a moment after each
         submission: it stores the annotation before it releases the lock, so the task briefly counts that person
         twice). Such a "no task" is not the end of the participant's work."""
-        if part.name not in self._overlap:
-            answer = await self._call(self.config.api_key, "GET", f"/api/projects/{part.project_id}")
-            answer.raise_for_status()
-            self._overlap[part.name] = int(answer.json().get("maximum_annotations") or 1)
+        overlap = await self._overlap_of(part)
         return await self._tasks_where(
             part, {"filter": "filter:tasks:annotators", "operator": "not_contains", "type": "List",
                    "value": session.user_id},
             {"filter": "filter:tasks:total_annotations", "operator": "less", "type": "Number",
-             "value": self._overlap[part.name]}) > 0
+             "value": overlap}) > 0
 
-    @staticmethod
-    def _known_finished(session: Session, part: Part) -> bool:
-        """Finished as far as this session knows (no question to Label Studio)."""
-        return part.name in session.finished or (
-            part.quota is not None and session.counts.get(part.name, 0) >= part.quota)
+    def _known_finished(self, session: Session, part: Part, finished: set[str] | None = None) -> bool:
+        """Finished as the ledger knows (no question to Label Studio)."""
+        finished = self.ledger.finished(session.participant) if finished is None else finished
+        return part.name in finished or (
+            part.quota is not None and self.ledger.answered_count(session.participant, part.name) >= part.quota)
 
     async def _finished(self, session: Session, part: Part) -> bool:
         if self._known_finished(session, part):
             return True
         if part.quota is not None and await self._count(session, part) >= part.quota:
-            session.finished.add(part.name)
+            await self._w(self.ledger.finish, session.participant, part.name)
             return True
         return False
 
     def _previous(self, session: Session, part: Part, before: str | None = None) -> str | None:
-        done = session.history.get(part.name, [])
+        done = self.ledger.history(session.participant, part.name)
         if before in done:
             done = done[:done.index(before)]
         return done[-1] if done else None
 
-    def _progress(self, session: Session, part: Part) -> str:
-        count = session.counts.get(part.name)
-        if count is None:
-            return ""
+    def _progress(self, count: int, part: Part) -> str:
         return f"{count} of {part.quota} done" if part.quota else f"{count} done"
 
     async def api(self, request: Request) -> Response:
@@ -405,9 +221,12 @@ class Gateway:
         started = time.perf_counter()
         _UPSTREAM.set(0.0)
         try:
-            session = self._api_session(request)
-            async with session.lock:  # one request of a participant at a time: no double submission
+            session = await self._api_session(request)
+            lock = self.locks.setdefault(session.key, asyncio.Lock())
+            async with lock:  # one request of a participant at a time in this process (the ledger decides between)
                 response = await self._route(request, session)
+            if not lock.locked() and len(self.locks) > 10_000:
+                self.locks.pop(session.key, None)
             # what the gateway added, for the benchmark and for anyone watching: its own time vs Label Studio's
             response.headers["Server-Timing"] = (f"upstream;dur={1000 * _UPSTREAM.get():.2f}, "
                                                  f"total;dur={1000 * (time.perf_counter() - started):.2f}")
@@ -416,7 +235,7 @@ class Gateway:
             return _error(str(e), 401)
         except Refused as e:
             return _error(str(e), 400)
-        except httpx.HTTPError:
+        except (httpx.HTTPError, EvalstudioError):
             return _error("The study server is not reachable; please try again in a minute.", 502)
 
     async def _route(self, request: Request, session: Session) -> Response:
@@ -426,15 +245,15 @@ class Gateway:
             if part is None:
                 return _error("not found", 404)
             return await self._next(session, part)
-        if not REF.fullmatch(arg) or arg not in session.refs:
+        ref = self.ledger.ref(session.participant, arg) if REF.fullmatch(arg) else None
+        if ref is None or ref.part not in self.parts:
             return _error("not found", 404)
-        ref = session.refs[arg]
         part = self.parts[ref.part]
         if request.method == "GET" and action == "task":
-            return await self._task(session, part, arg, ref)
+            return await self._task(session, part, ref)
         if request.method == "POST" and action in ("submit", "update"):
             body = await self._body(request)
-            return await self._save(session, part, arg, ref, body, update=action == "update")
+            return await self._save(session, part, ref, body)
         return _error("not found", 404)
 
     async def _next(self, session: Session, part: Part) -> Response:
@@ -445,70 +264,122 @@ class Gateway:
                 return JSONResponse({"finished": f"Please finish “{first.title}” first.", "previous": previous})
         if await self._finished(session, part):
             return JSONResponse({"finished": "You have done every task of this part. Thank you!", "previous": previous})
-        await self._count(session, part)
+        count = await self._count(session, part)
+        overlap = await self._overlap_of(part)
+        held = self.ledger.open_ref(session.participant, part.name)
+        if held is not None:  # a task served and not answered (a reload, a new sign-in, a restart): the same one
+            if not await self._w(self.ledger.full, held.ref, overlap):
+                task = await self._as(session, "GET", f"/api/tasks/{held.task_id}")
+                task.raise_for_status()
+                return self._shown(part, held, task.json(), previous, count)
+            await self._withdraw(session, held)
+        for _ in range(WITHDRAWALS):
+            task = await self._from_stream(session, part, previous)
+            if isinstance(task, Response):
+                return task
+            ref = await self._w(self.ledger.serve, session.participant, part.name, int(task["id"]))
+            if ref.annotation_id is not None or ref.part != part.name:
+                # Label Studio offers a task this participant has answered through the gateway (their annotation was
+                # deleted in Label Studio since): never a second answer from one participant to one task
+                await self._w(self.ledger.finish, session.participant, part.name)
+                return JSONResponse({"finished": "There are no more tasks for you in this part. Thank you!",
+                                     "previous": previous})
+            if not await self._w(self.ledger.full, ref.ref, overlap):
+                return self._shown(part, ref, task, previous, count)
+            await self._withdraw(session, ref)  # others answered it meanwhile: not this participant's to do
+        return JSONResponse({"error": "Every task left in this part is being worked on by other participants just "
+                                      "now.", "wait": True}, status_code=503)
+
+    async def _from_stream(self, session: Session, part: Part, previous: str | None) -> dict | Response:
+        """The next task Label Studio's stream gives the participant, or the answer that tells them why none."""
         answer = await self._as(session, "GET", f"/api/projects/{part.project_id}/next")
         waits = iter(HELD_WAITS)  # Label Studio's "no task" may be a moment's (see _held): asked again after these
         while answer.status_code == 404:
-            held = await self._held(session, part)
+            held_by_others = await self._held(session, part)
             wait = next(waits, None)
-            if not held or wait is None:
+            if not held_by_others or wait is None:
                 break
             await asyncio.sleep(wait)
             answer = await self._as(session, "GET", f"/api/projects/{part.project_id}/next")
         if answer.status_code == 404:
-            if held:  # the page keeps asking; the participant is not sent away
+            if held_by_others:  # the page keeps asking; the participant is not sent away
                 return JSONResponse({"error": "Every task left in this part is being worked on by other participants "
                                               "just now.", "wait": True}, status_code=503)
-            session.finished.add(part.name)
+            await self._w(self.ledger.finish, session.participant, part.name)
             return JSONResponse({"finished": "There are no more tasks for you in this part. Thank you!",
                                  "previous": previous})
         if answer.status_code in (401, 403):
             return JSONResponse({"finished": "Your part of this study is complete. Thank you!", "previous": previous})
         answer.raise_for_status()
-        task = answer.json()
-        ref = secrets.token_urlsafe(18)
-        session.refs[ref] = Ref(int(task["id"]), part.name, len(session.refs) + 1)
-        shown = {"ref": ref, "number": session.refs[ref].number, "data": shown_data(task.get("data") or {}, part.fields),
-                 "previous": previous, "progress": self._progress(session, part), "update": False}
+        return answer.json()
+
+    async def _withdraw(self, session: Session, ref: Ref) -> None:
+        """Take a task that has its answers from others out of this participant's stream: Label Studio keeps giving
+        a participant the task it locked for them until they annotate or skip it, so the gateway skips it for them
+        (a cancelled annotation: not an answer, and recorded as surplus in the ledger)."""
+        # (should it fail, the stream offers the task again and the next request withdraws it again)
+        await self._as(session, "POST", f"/api/tasks/{ref.task_id}/annotations",
+                       json={"result": [], "was_cancelled": True})
+
+    def _shown(self, part: Part, ref: Ref, task: dict, previous: str | None, count: int) -> Response:
+        shown = {"ref": ref.ref, "number": ref.number, "data": shown_data(task.get("data") or {}, part.fields),
+                 "previous": previous, "progress": self._progress(count, part), "update": False}
         if part.prefill:
             shown["predictions"] = [{"id": i + 1, "result": p.get("result") or []}
                                     for i, p in enumerate(task.get("predictions") or [])][:1]
         return JSONResponse(shown)
 
-    async def _task(self, session: Session, part: Part, key: str, ref: Ref) -> Response:
+    async def _task(self, session: Session, part: Part, ref: Ref) -> Response:
         if ref.annotation_id is None:
             return _error("This task has no saved answer yet.", 404)
         task = await self._as(session, "GET", f"/api/tasks/{ref.task_id}")
         annotation = await self._as(session, "GET", f"/api/annotations/{ref.annotation_id}")
         task.raise_for_status()
         annotation.raise_for_status()
-        return JSONResponse({"ref": key, "number": ref.number, "update": True,
+        return JSONResponse({"ref": ref.ref, "number": ref.number, "update": True,
                              "data": shown_data(task.json().get("data") or {}, part.fields),
                              "result": check_result(annotation.json().get("result") or [], part.controls),
-                             "previous": self._previous(session, part, key),
-                             "progress": self._progress(session, part)})
+                             "previous": self._previous(session, part, ref.ref),
+                             "progress": self._progress(await self._count(session, part), part)})
 
-    async def _save(self, session: Session, part: Part, key: str, ref: Ref, body: dict, update: bool) -> Response:
-        result = check_result(body.get("result"), part.controls)
-        payload = {"result": result}
-        seconds = lead_time(body.get("lead_time"))
-        if seconds is not None:
-            payload["lead_time"] = seconds
-        if update:
-            if ref.annotation_id is None:
-                return _error("This task has no saved answer to update.", 409)
-            answer = await self._as(session, "PATCH", f"/api/annotations/{ref.annotation_id}", json=payload)
-            answer.raise_for_status()
-            return JSONResponse({"ok": True})
-        if ref.annotation_id is None and ref.sent:  # the page asks again after an answer that never came back
+    async def _save(self, session: Session, part: Part, ref: Ref, body: dict) -> Response:
+        """The participant's answer to a task they were served. Only `result` is read from the request, checked
+        against the labeling config (every required control answered, every value on its control's scale); its
+        origin and its time on the task are the gateway's: the time from serving the task to this submission.
+        One annotation per participant and task: a second submission updates the first."""
+        result = check_result(body.get("result"), part.controls, complete=True)
+        if ref.annotation_id is None and part.quota is not None and await self._count(session, part) >= part.quota:
+            return _error("You have done every task of this part.", 409)
+        state, was_sent = await self._w(self.ledger.claim, ref.ref, await self._overlap_of(part), part.quota)
+        if state == "answered":
+            ref = self.ledger.ref(session.participant, ref.ref)
+            return await self._update(session, part, ref, result)
+        if state == "busy":
+            return JSONResponse({"error": "Your answer is being saved; one moment.", "retry": True}, status_code=503)
+        if state == "full":
+            await self._withdraw(session, ref)
+            return JSONResponse({"error": "Other participants have given this task all the answers it needs, so "
+                                          "yours is not needed; here is your next task.", "next": True},
+                                status_code=409)
+        if state == "quota":
+            return _error("You have done every task of this part.", 409)
+        try:
+            response = await self._create(session, part, ref, result, was_sent)
+        except BaseException:  # (on the loop: a cancelled request must still end its lease)
+            self.ledger.release(ref.ref)  # not sent, or its answer lost: the next try asks Label Studio first
+            raise
+        if response.status_code != 200:
+            await self._w(self.ledger.release, ref.ref)
+        return response
+
+    async def _create(self, session: Session, part: Part, ref: Ref, result: list[dict], was_sent: bool) -> Response:
+        if was_sent:  # an earlier submission went out and its answer was lost: Label Studio may have it
             landed = await self._landed(session, ref)
             if landed is not None:
-                self._saved(session, part, key, ref, landed)
-        if ref.annotation_id is not None:  # "saved": the page treats a repeated submission as done
-            return JSONResponse({"error": "This task is answered already.", "saved": True}, status_code=409)
-        if part.quota is not None and await self._count(session, part) >= part.quota:
-            return _error("You have done every task of this part.", 409)
-        ref.sent = True
+                await self._w(self.ledger.answered, ref.ref, landed)
+                return JSONResponse({"ok": True})
+        payload = {"result": await self._with_origin(session, part, ref, result),
+                   "lead_time": round(time.time() - ref.served, 3)}
         for attempt in range(UPSTREAM_RETRIES + 1):
             answer = await self._as(session, "POST", f"/api/tasks/{ref.task_id}/annotations",
                                     params={"project": part.project_id}, json=payload)
@@ -517,20 +388,40 @@ class Gateway:
             # failed inside Label Studio: it may have stored the annotation before failing; send it again only if not
             landed = await self._landed(session, ref)
             if landed is not None:
-                self._saved(session, part, key, ref, landed)
+                await self._w(self.ledger.answered, ref.ref, landed)
                 return JSONResponse({"ok": True})
             await asyncio.sleep(0.25 * 2 ** attempt)
-        if answer.status_code >= 400 and answer.status_code < 500:
+        if 400 <= answer.status_code < 500:
             return _error("The study server did not accept this answer.", 409)
         answer.raise_for_status()
-        self._saved(session, part, key, ref, int(answer.json()["id"]))
+        await self._w(self.ledger.answered, ref.ref, int(answer.json()["id"]), payload["lead_time"])
         return JSONResponse({"ok": True})
 
-    @staticmethod
-    def _saved(session: Session, part: Part, key: str, ref: Ref, annotation_id: int) -> None:
-        ref.annotation_id = annotation_id
-        session.counts[part.name] = session.counts.get(part.name, 0) + 1
-        session.history.setdefault(part.name, []).append(key)
+    async def _update(self, session: Session, part: Part, ref: Ref, result: list[dict]) -> Response:
+        answer = await self._as(session, "PATCH", f"/api/annotations/{ref.annotation_id}",
+                                json={"result": await self._with_origin(session, part, ref, result)})
+        if 400 <= answer.status_code < 500:
+            return _error("The study server did not accept this answer.", 409)
+        answer.raise_for_status()
+        return JSONResponse({"ok": True})
+
+    async def _with_origin(self, session: Session, part: Part, ref: Ref, result: list[dict]) -> list[dict]:
+        """Each region's origin as the gateway knows it: `manual`, or with prefilling on (model-assisted labelling)
+        `prediction` where the answer is the prediction shown and `prediction-changed` where the participant changed
+        it. Never what the browser says."""
+        predicted: dict[str, object] = {}
+        if part.prefill:
+            task = await self._as(session, "GET", f"/api/tasks/{ref.task_id}")
+            task.raise_for_status()
+            first = (task.json().get("predictions") or [{}])[0]
+            predicted = {r.get("from_name"): r.get("value") for r in first.get("result") or [] if isinstance(r, dict)}
+        out = []
+        for region in result:
+            name = region["from_name"]
+            origin = "manual" if name not in predicted else (
+                "prediction" if predicted[name] == region["value"] else "prediction-changed")
+            out.append({**region, "origin": origin})
+        return out
 
     async def _landed(self, session: Session, ref: Ref) -> int | None:
         """The participant's annotation of the task, if Label Studio has one (a submission whose answer was lost)."""

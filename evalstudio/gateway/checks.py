@@ -12,6 +12,7 @@ from ..registry import Project, control_range, control_step
 PARTICIPANT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 ACCESS_CODE = re.compile(r"[A-Za-z0-9]{16,64}")
 REF = re.compile(r"[A-Za-z0-9_-]{16,64}")
+PLATFORM_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")  # a crowd platform's study or session id
 ASSET_PATH = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,200}(?:/[A-Za-z0-9][A-Za-z0-9._-]{0,200}){0,6}")
 MAX_TEXT = 20_000  # characters in one text answer (a Sotopia rationale is a few sentences)
 TYPES = {"Choices": "choices", "Number": "number", "Rating": "rating", "TextArea": "textarea"}
@@ -31,6 +32,7 @@ class Control:
     high: float | None = None
     step: float | None = None
     multiple: bool = False
+    required: bool = False
 
 
 def controls_of(project: Project) -> dict[str, Control]:
@@ -47,7 +49,8 @@ def controls_of(project: Project) -> dict[str, Control]:
         out[control.name] = Control(
             control.name, control.tag, tuple(control.to_name or ()),
             tuple(control.labels) if control.tag == "Choices" else (), low, high, step,
-            str(control.attr.get("choice", "single")).lower() == "multiple")
+            str(control.attr.get("choice", "single")).lower() == "multiple",
+            str(control.attr.get("required", "false")).lower() == "true")
     return out
 
 
@@ -63,10 +66,12 @@ def _number(value, control: Control) -> float:
     return value
 
 
-def check_result(result, controls: dict[str, Control]) -> list[dict]:
+def check_result(result, controls: dict[str, Control], complete: bool = False) -> list[dict]:
     """The result list of an annotation, rebuilt from what the controls allow: each region names a control of the
-    project, its object, its type and a value of the control's kind; anything else is refused. Returns a clean copy
-    (only from_name, to_name, type, value and origin), so nothing extra reaches Label Studio."""
+    project, its object, its type and a value of the control's kind; anything else is refused. With `complete`,
+    every required control (required="true" in the labeling config) must be answered. Returns a clean copy (only
+    from_name, to_name, type and value; the origin is the gateway's to set), so nothing extra reaches Label
+    Studio."""
     if not isinstance(result, list) or len(result) > 4 * max(len(controls), 1):
         raise Refused("the answer is not a list of results")
     clean, seen = [], set()
@@ -101,19 +106,13 @@ def check_result(result, controls: dict[str, Control]) -> list[dict]:
         else:
             key = TYPES[control.tag]
             clean_value = {key: _number(value.get(key), control)}
-        cleaned = {"from_name": control.name, "to_name": region["to_name"], "type": region["type"],
-                   "value": clean_value}
-        if region.get("origin") in ("manual", "prediction", "prediction-changed"):
-            cleaned["origin"] = region["origin"]
-        clean.append(cleaned)
+        clean.append({"from_name": control.name, "to_name": region["to_name"], "type": region["type"],
+                      "value": clean_value})
+    missing = [c.name for c in controls.values() if c.required and c.name not in seen] if complete else []
+    if missing:
+        raise Refused(f"please answer every question: {', '.join(missing)} "
+                      f"{'is' if len(missing) == 1 else 'are'} not answered")
     return clean
-
-
-def lead_time(value) -> float | None:
-    """Seconds spent on the task as the labeling view measured them (None when missing or implausible)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        return None
-    return float(value) if 0 <= value < 7 * 24 * 3600 else None
 
 
 def shown_data(data: dict, fields: set[str]) -> dict:

@@ -80,12 +80,14 @@ document.getElementById('form').addEventListener('submit', async (event) => {
     return page(f"{study}: sign in", body, nonce)
 
 
-def join(nonce: str, study: str, key: str, participant: str) -> str:
+def join(nonce: str, study: str, key: str, participant: str, platform: dict | None = None) -> str:
+    # the crowd platform's study and session ids from the study link (kept with the sign-up)
     script = _API + f"""
-const KEY = {_json(key)};
+const KEY = {_json(key)}, PLATFORM = {_json(platform or {})};
 document.getElementById('form').addEventListener('submit', async (event) => {{
   event.preventDefault();
-  const answer = await api('/api/join', {{key: KEY, participant: document.getElementById('participant').value.trim()}});
+  const answer = await api('/api/join', {{...PLATFORM, key: KEY,
+                                         participant: document.getElementById('participant').value.trim()}});
   if (answer.error) {{ say('error', answer.error); return; }}
   document.getElementById('form').hidden = true;
   document.getElementById('link').textContent = answer.link;
@@ -135,14 +137,14 @@ queue.push = (chunk) => register([chunk[0], chunk[1]]);  // modules only: no ent
 LABELING_APP = """
 queue.push = register;
 const PART = SETUP.part;
-let editor = null, current = null, startedAt = 0;
+let editor = null, current = null;
 function status(text) { say('status', text); }
 function interfaces(update) {
   return ['panel', update ? 'update' : 'submit', 'controls', 'infobar', 'topbar', 'annotations:current'];
 }
 // An answer the study server could not give now (busy, restarting, a dropped connection) is asked for again, a few
 // times and further apart, with a message; a submission repeated after a lost answer is saved once (the gateway
-// answers "saved" when Label Studio already has it).
+// keeps one annotation per participant and task: a repeated submission updates it).
 const WAITS = [2, 4, 8, 15, 30, 30];
 async function patiently(path, body) {
   for (const wait of WAITS) {
@@ -153,12 +155,12 @@ async function patiently(path, body) {
   }
   return api(path, body);
 }
+// Only the answer is sent: the gateway measures the time on the task itself and sets every answer's origin.
 async function send(annotation) {
-  const seconds = (Date.now() - startedAt) / 1000;
   const path = current.update ? '/api/update/' + current.ref : '/api/submit/' + current.ref;
-  const answer = await patiently(path, {result: annotation.serializeAnnotation(), lead_time: seconds});
-  if (answer.error && !answer.saved) { status(answer.error); return; }
-  status('');
+  const answer = await patiently(path, {result: annotation.serializeAnnotation()});
+  if (answer.error && !answer.next) { status(answer.error); return; }
+  status(answer.next ? answer.error : '');  // "next": the task had its answers from others; on to the next one
   delete document.getElementById('editor').dataset.task;  // saved: no task is open until the next one renders
   // the editor finishes its own submit after this callback: move on once it has
   setTimeout(() => load('/api/next/' + PART), 50);
@@ -169,7 +171,7 @@ function render(task) {
   root.dataset.task = task.number;  // which of this session's tasks is open (the page's tests wait on it)
   root.replaceChildren(document.createElement('div'));
   root.firstChild.id = 'label-studio';
-  current = task; startedAt = Date.now();
+  current = task;
   document.getElementById('previous').disabled = !task.previous;
   document.getElementById('progress').textContent = task.progress || '';
   editor = new window.LabelStudio('label-studio', {

@@ -48,6 +48,7 @@ class GatewayConfig:
     module: int = 0
     rate_per_minute: int = 20  # sign-in and join attempts per client address and minute
     joins_per_minute: int = 60  # new accounts per minute, all addresses together
+    max_participants: int | None = None  # crowd.max_participants: the study link refuses sign-ups beyond it
 
 
 def load_parts(client, projects: list[Project]) -> list[Part]:
@@ -57,10 +58,28 @@ def load_parts(client, projects: list[Project]) -> list[Part]:
         project_id = client.require_project(project)
         crowd = project.crowd
         quota = crowd.per_participant if crowd and isinstance(crowd.per_participant, int) else None
-        parts.append(Part(project.name, project.entry_title, project_id, project.label_config, project.shown_instructions,
+        parts.append(Part(project.name, project.entry_title, project_id, without_comments(project.label_config),
+                          without_comments(project.shown_instructions),
                           frozenset(project.data_fields()), controls_of(project), quota,
                           crowd.after if crowd else None, project.prefill, project.entry, project.list_number))
     return parts
+
+
+def without_comments(markup: str) -> str:
+    """A labeling config or instructions without their comments: what a participant's browser receives is what the
+    view shows (a config's comments are notes for the researcher, and some name the design, e.g. where a shown
+    interpretation comes from). Comments are found by the XML parser, never by pattern: text that only looks like
+    one (inside an attribute or CDATA) stays. Instructions that are not well-formed XML lose only complete
+    <!-- ... --> runs."""
+    import xml.etree.ElementTree as ET
+
+    if "<!--" not in markup:
+        return markup
+    try:
+        ET.fromstring(markup)
+    except ET.ParseError:
+        return re.sub(r"<!--.*?-->", "", markup, flags=re.S)
+    return ET.canonicalize(markup, with_comments=False, strip_text=False)
 
 
 def find_frontend(url: str) -> tuple[list[int], int]:

@@ -1,0 +1,249 @@
+"""The paced crowd of `benchmarks/gateway.py --paced` (see its docstring): participants at human pace through
+several gateway workers, Label Studio on PostgreSQL with several workers, optionally with both killed and started
+again during the run. Only 127.0.0.1 is contacted."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import platform
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+import httpx
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from evalstudio import importers, ledger, participants, registry  # noqa: E402
+from evalstudio.client import Client  # noqa: E402
+from evalstudio.importing import import_files  # noqa: E402
+from evalstudio.server import LocalServer, wait_healthy  # noqa: E402
+from tests.conftest import free_port  # noqa: E402
+from tests.postgres import TempPostgres  # noqa: E402
+
+OVERLAP = 3
+GIVE_UP = 900  # seconds a participant keeps asking again before the run counts them as lost
+
+
+def q(values: list[float], percent: int) -> float:
+    if not values:
+        return float("nan")
+    return statistics.quantiles(values, n=100, method="inclusive")[percent - 1] if len(values) > 1 else values[0]
+
+
+class Gateway:
+    def __init__(self, env: dict, folder: Path, workers: int):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env, self.folder, self.workers = env, folder, workers
+        self.process = None
+
+    def start(self) -> None:
+        log = open(self.folder.parent / "gateway.log", "ab")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "evalstudio.cli", "gateway", "dialogue", "--port", str(self.port), "--participants",
+             str(self.folder), "--sign-ins-per-minute", "100000", "--workers", str(self.workers)],
+            env=self.env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        wait_healthy(self.url, 300, self.process, "the gateway")
+
+    def kill(self) -> None:
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            self.process.wait(timeout=60)
+
+
+class Crowd:
+    """The simulated participants and what they saw."""
+
+    def __init__(self, args, url: str, links: dict[str, str], result: list):
+        self.args, self.url, self.links, self.result = args, url, links, result
+        self.rng = random.Random(args.seed)
+        self.latency = {"next": [], "submit": []}  # one request that was answered, as the participant timed it
+        self.seen = {"next": [], "submit": []}  # from the first try to the answer, waits for retries included
+        self.own = {"next": [], "submit": []}  # the gateway's own time (Server-Timing: total - upstream)
+        self.upstream = {"next": [], "submit": []}  # Label Studio's time within the gateway's answer
+        self.errors = Counter()
+        self.acknowledged: set[tuple[str, str]] = set()
+        self.finished: set[str] = set()
+        self.surplus = 0
+
+    async def ask(self, web: httpx.AsyncClient, op: str, method: str, path: str, **kwargs) -> httpx.Response:
+        """A request asked again, as the labeling page does, while the study server is unreachable or busy."""
+        first = time.perf_counter()
+        while True:
+            started = time.perf_counter()
+            try:
+                answer = await web.request(method, path, **kwargs)
+            except httpx.HTTPError as e:
+                self.errors[f"{op}: {type(e).__name__}"] += 1
+                answer = None
+            if answer is not None and answer.status_code < 500:
+                self.latency[op].append(time.perf_counter() - started)
+                self.seen[op].append(time.perf_counter() - first)
+                timing = answer.headers.get("server-timing")
+                if timing:
+                    parts = dict(item.strip().split(";dur=") for item in timing.split(","))
+                    self.own[op].append((float(parts["total"]) - float(parts["upstream"])) / 1000)
+                    self.upstream[op].append(float(parts["upstream"]) / 1000)
+                return answer
+            if answer is not None:
+                if answer.status_code == 503 and op == "next" and answer.json().get("wait"):
+                    self.errors["next: held by others (asked again)"] += 1
+                else:
+                    self.errors[f"{op}: HTTP {answer.status_code}"] += 1
+            if time.perf_counter() - first > GIVE_UP:
+                raise RuntimeError(f"{op} unanswered for {GIVE_UP} s")
+            await asyncio.sleep(2.0)
+
+    async def participant(self, pid: str, arrives: float, paces: list[float]) -> None:
+        await asyncio.sleep(arrives)
+        async with httpx.AsyncClient(base_url=self.url, timeout=120, headers={"X-Evalstudio": "1"}) as web:
+            signed = None
+            while signed is None or signed.status_code != 303:  # asked again while the gateway restarts
+                try:
+                    signed = await web.get(self.links[pid])
+                except httpx.HTTPError:
+                    signed = None
+                if signed is None or signed.status_code != 303:
+                    self.errors["sign-in"] += 1
+                    await asyncio.sleep(2.0)
+            pace = iter(paces)
+            while True:
+                task = (await self.ask(web, "next", "GET", "/api/next/dialogue")).json()
+                if "finished" in task:
+                    self.finished.add(pid)
+                    return
+                if "ref" not in task:
+                    self.errors[f"next: {task.get('error', task)}"] += 1
+                    await asyncio.sleep(2.0)
+                    continue
+                await asyncio.sleep(next(pace, 20.0))
+                answer = await self.ask(web, "submit", "POST", f"/api/submit/{task['ref']}", json={"result": self.result})
+                body = answer.json()
+                if body.get("ok"):
+                    self.acknowledged.add((pid, task["ref"]))
+                elif body.get("next"):
+                    self.surplus += 1
+                else:
+                    self.errors[f"submit: {body.get('error')}"] += 1
+
+    async def run(self, faults) -> None:
+        ids = sorted(self.links)
+        low, high = self.args.pace
+        work = [self.participant(pid, self.rng.uniform(0, self.args.arrival),
+                                 [self.rng.uniform(low, high) for _ in range(self.args.rounds + 5)]) for pid in ids]
+        if faults is not None:
+            work.append(faults())
+        await asyncio.gather(*work)
+
+
+def paced(args) -> None:
+    tasks = math.ceil(args.annotators * args.rounds / OVERLAP) + 50
+    events: list[str] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        postgres = TempPostgres(free_port()).start() if args.database == "postgresql" else None
+        database_url = postgres.create_database("crowd_benchmark") if postgres else None
+        server = LocalServer(tmp / "ls", port=free_port(), database_url=database_url,
+                             workers=args.label_studio_workers).start(timeout=600)
+        gateway = None
+        try:
+            client = Client(server.settings())
+            raw = yaml.safe_load((ROOT / "projects.yaml").read_text())
+            raw["projects"]["dialogue"].update({"title": "paced crowd", "annotators_per_task": OVERLAP,
+                                                "order": "random"})
+            raw["projects"]["dialogue"]["crowd"]["per_participant"] = args.rounds
+            for entry in raw["projects"].values():
+                entry["config"] = str(ROOT / entry["config"])
+            projects_file = tmp / "projects.yaml"
+            projects_file.write_text(yaml.safe_dump(raw, allow_unicode=True))
+            project = registry.load(projects_file).get("dialogue")
+            items = tmp / "items.jsonl"
+            items.write_text("".join(json.dumps({"id": f"p{i}", "context": f"A: question number {i}?",
+                                                 "responses": [{"system": "s", "text": f"answer {i}"}]}) + "\n"
+                                     for i in range(tasks)))
+            project_id = import_files(project, importers.get("dialogue"), [items], client).project_id
+            folder = tmp / "participants"
+            ids = [f"CROWD{i}" for i in range(args.annotators)]
+            started = time.time()
+            participants.add(client, ids, folder)
+            events.append(f"{len(ids)} accounts made in {time.time() - started:.0f} s")
+            accounts = participants.load_accounts(folder)
+            env = {"PATH": "/usr/bin:/bin", "LABEL_STUDIO_URL": server.url,
+                   "LABEL_STUDIO_API_KEY": server.credentials().api_key, "EVALSTUDIO_PROJECTS": str(projects_file)}
+            gateway = Gateway(env, folder, args.gateway_workers)
+            gateway.start()
+            result = [{"from_name": c.name, "to_name": c.to_name[0], "type": "rating", "value": {"rating": 3}}
+                      for c in project.interface.controls]
+            crowd = Crowd(args, gateway.url, {i: f"/s/{i}/{accounts[i].access}" for i in ids}, result)
+            t0 = time.time()
+
+            async def faults():
+                loop = asyncio.get_running_loop()
+                # spread over the run's expected length: arrivals, then the tasks at their mean pace
+                expected = args.arrival + args.rounds * sum(args.pace) / 2
+                for share, what in ((0.15, "gateway"), (0.35, "label studio"), (0.55, "gateway"),
+                                    (0.75, "label studio")):
+                    at = share * expected
+                    await asyncio.sleep(max(0.0, t0 + at - time.time()))
+                    down = time.time()
+                    if what == "gateway":
+                        gateway.kill()
+                        await loop.run_in_executor(None, gateway.start)
+                    else:
+                        os.killpg(server.process.pid, signal.SIGKILL)
+                        server.process.wait()
+                        await loop.run_in_executor(None, lambda: server.start(timeout=600))
+                    events.append(f"{what} killed at {down - t0:.0f} s, serving again {time.time() - down:.0f} s "
+                                  "later")
+
+            asyncio.run(crowd.run(faults if args.faults else None))
+            duration = time.time() - t0
+            stored = [(t["id"], a["completed_by"]) for page in client.full_task_pages(project_id) for t in page
+                      for a in t["annotations"]]
+            answered = [r for r in ledger.Ledger(folder).answers() if r.annotation_id is not None]
+        finally:
+            if gateway is not None:
+                gateway.stop()
+            server.stop()
+            if postgres is not None:
+                postgres.stop()
+    per_task = Counter(task for task, _ in stored)
+    distinct = {task: len({user if isinstance(user, int) else user.get("id") for t, user in stored if t == task})
+                for task in per_task}
+    print(f"{args.annotators} participants x {args.rounds} tasks, {args.pace[0]:g}-{args.pace[1]:g} s a task, arriving "
+          f"over {args.arrival:g} s; {args.gateway_workers} gateway workers; Label Studio on {args.database} with "
+          f"{args.label_studio_workers} workers{'; with faults' if args.faults else ''}; "
+          f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+          f"{time.strftime('%Y-%m-%d')}; {duration:.0f} s")
+    for event in events:
+        print(f"  {event}")
+    print(f"{'operation':<10}{'answered':>9}{'p50 ms':>9}{'p99 ms':>9}{'max ms':>9}{'seen p99 ms':>13}"
+          f"{'LS p50 ms':>11}{'LS p99 ms':>11}{'own p50 ms':>12}{'own p99 ms':>12}")
+    for op in ("next", "submit"):
+        values = crowd.latency[op]
+        print(f"{op:<10}{len(values):>9}{1000 * q(values, 50):>9.0f}{1000 * q(values, 99):>9.0f}"
+              f"{1000 * max(values):>9.0f}{1000 * q(crowd.seen[op], 99):>13.0f}{1000 * q(crowd.upstream[op], 50):>11.0f}"
+              f"{1000 * q(crowd.upstream[op], 99):>11.0f}{1000 * q(crowd.own[op], 50):>12.2f}"
+              f"{1000 * q(crowd.own[op], 99):>12.2f}")
+    print(f"errors and repeats: {dict(crowd.errors) or 'none'}; refused as surplus: {crowd.surplus}")
+    print(f"participants finished: {len(crowd.finished)} of {args.annotators}")
+    print(f"annotations stored {len(stored)}, submissions acknowledged {len(crowd.acknowledged)}, answers in the "
+          f"ledger {len(answered)}")
+    print(f"tasks over the overlap of {OVERLAP}: {sum(n > OVERLAP for n in per_task.values())}; tasks with a "
+          f"participant twice: {sum(per_task[t] != distinct[t] for t in per_task)}")

@@ -1,0 +1,252 @@
+"""Who reaches the study through the gateway: sign-in by personal link or code, self sign-up through the study
+link (capped, with the crowd platform's ids), sessions and attempt limits, all kept in the study's ledger, so that
+any gateway process serves any participant and a restart signs no one out."""
+
+from __future__ import annotations
+
+import hmac
+import json
+import secrets
+from dataclasses import dataclass, field
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+
+from .. import participants
+from ..errors import EvalstudioError
+from ..ledger import StudyFull, Taken
+from . import pages
+from .checks import ACCESS_CODE, PARTICIPANT_ID, PLATFORM_ID, Refused
+
+COOKIE = "evalstudio_gateway"
+SESSION_HOURS = 24
+MAX_BODY = 1_000_000  # bytes in one request body (an annotation is a few kB)
+
+
+def _error(message: str, status: int = 400) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status)
+
+
+@dataclass
+class Session:
+    """A signed-in participant, as the ledger knows them (read for every request: any process may serve it)."""
+    participant: str  # the id as given
+    user_id: int | None
+    token: str = field(repr=False)
+
+    @property
+    def key(self) -> str:
+        return self.participant.lower()
+
+
+class Admission:
+    """The gateway's doors (a part of Gateway, which gives it `config`, `ledger`, `tokens`, `_admin` and
+    `_invite`)."""
+
+    @staticmethod
+    async def _w(write, *args, **kwargs):
+        """A ledger write, in a worker thread: its commit waits for the disk without holding up the other
+        participants' requests on the event loop (reads stay on the loop: they never wait for a commit)."""
+        return await run_in_threadpool(write, *args, **kwargs)
+
+    # ---- sessions ---------------------------------------------------------------------------------------------
+    async def session(self, request: Request) -> Session | None:
+        participant = self.ledger.session(request.cookies.get(COOKIE, ""))
+        account = self.ledger.account(participant) if participant else None
+        if account is None or account.closed or account.password is None:
+            return None
+        token = self.tokens.get(account.participant_id) or self.ledger.token(account.participant_id)
+        if token is None:
+            token = await run_in_threadpool(self._admin_client().log_in, account.email, account.password)
+            await self._w(self.ledger.update, account.participant_id, token=token)
+        self.tokens[account.participant_id] = token
+        return Session(account.participant_id, account.user_id, token)
+
+    def _admin_client(self):
+        """The researcher's client (sign-ups, reading a participant's token), made once."""
+        if self._admin is None:
+            from ..client import Client
+            from ..connection import Settings
+
+            self._admin = Client(Settings(self.config.label_studio_url, self.config.api_key), timeout=60)
+        return self._admin
+
+    def _with_cookie(self, response: Response, key: str) -> Response:
+        response.set_cookie(COOKIE, key, max_age=SESSION_HOURS * 3600, httponly=True, samesite="lax",
+                            secure=self.config.public_url.startswith("https://"), path="/")
+        return response
+
+    def _account(self, participant: str, code: str) -> participants.Account | None:
+        """The account `participant` when `code` is its sign-in code (compared in constant time)."""
+        if not PARTICIPANT_ID.fullmatch(participant or "") or not ACCESS_CODE.fullmatch(code or ""):
+            return None
+        account = self.ledger.account(participant)
+        if account is None or account.access is None or account.password is None:
+            hmac.compare_digest(code, code)  # the same work whether or not the account exists
+            return None
+        return account if hmac.compare_digest(account.access, code) else None
+
+    @staticmethod
+    def _check_header(request: Request) -> None:
+        """JSON routes answer only the gateway's own pages: a cross-site form cannot set this header."""
+        if request.headers.get("x-evalstudio") != "1":
+            raise Refused("missing the gateway's request header")
+
+    @staticmethod
+    def _client_key(request: Request) -> str:
+        """The participant's address: the connection's, or what a reverse proxy named by --trusted-proxy forwarded
+        (uvicorn reads X-Forwarded-For only from those; from anyone else it is ignored)."""
+        return request.client.host if request.client else "unknown"
+
+    def _html(self, render, *args, status: int = 200) -> HTMLResponse:
+        nonce = secrets.token_urlsafe(16)
+        response = HTMLResponse(render(nonce, *args), status_code=status)
+        response.headers["Content-Security-Policy"] = (
+            f"default-src 'none'; script-src 'self' 'nonce-{nonce}'; style-src 'self' 'unsafe-inline'; "
+            "img-src 'self' data: blob:; font-src 'self' data:; connect-src 'self'; media-src 'self' blob:; "
+            "base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+        return response
+
+    async def _start(self, account: participants.Account) -> tuple[str | None, str, int]:
+        """A session for `account`: (cookie, "", 200), or (None, what to tell the participant, HTTP status)."""
+        if account.closed:
+            return None, "Your part of this study is complete. Thank you!", 403
+        if self.ledger.token(account.participant_id) is None:
+            try:
+                token = await run_in_threadpool(self._admin_client().log_in, account.email, account.password)
+            except EvalstudioError:
+                return None, "The study server is not reachable; please try again in a minute.", 502
+            await self._w(self.ledger.update, account.participant_id, token=token)
+        return await self._w(self.ledger.open_session, account.participant_id, SESSION_HOURS), "", 200
+
+    async def _allowed(self, *keys: str, limit: int) -> bool:
+        for key in keys:
+            if not await self._w(self.ledger.allow, key, limit):
+                return False
+        return True
+
+    async def _admit(self, request: Request, participant: str, code: str,
+                     invalid: tuple[str, int]) -> tuple[str | None, str, int]:
+        """Sign in with a participant id and sign-in code, rate-limited per address and per address and account:
+        someone who knows a participant's id and not their code uses up only their own address's attempts."""
+        address = self._client_key(request)
+        if not await self._allowed(f"address:{address}", f"account:{participant.lower()}:{address}",
+                                   limit=self.config.rate_per_minute):
+            return None, "Too many attempts; please wait a minute.", 429
+        account = self._account(participant, code)
+        if account is None:
+            return None, *invalid
+        return await self._start(account)
+
+    async def personal_link(self, request: Request) -> Response:
+        key, message, status = await self._admit(request, request.path_params["participant"][:100],
+                                                 request.path_params["code"][:100], ("This link is not valid.", 404))
+        if key is None:
+            return self._html(pages.sign_in, self.config.study, "", message, status=status)
+        return self._with_cookie(RedirectResponse("/", status_code=303), key)
+
+    async def join_page(self, request: Request) -> Response:
+        key = request.path_params["key"]
+        if not self.config.join_key or not hmac.compare_digest(key, self.config.join_key):
+            return _error("not found", 404)
+        given = next((request.query_params.get(k) for k in ("PROLIFIC_PID", "workerId", "participant")
+                      if request.query_params.get(k)), "")
+        # what the platform passes about the study and this sitting (Prolific's STUDY_ID and SESSION_ID, MTurk's
+        # assignmentId), kept with the sign-up
+        platform = {name: request.query_params.get(k, "") for name, k in (
+            ("study", "STUDY_ID"), ("session", "SESSION_ID"), ("session", "assignmentId")) if request.query_params.get(k)}
+        platform = {k: v for k, v in platform.items() if PLATFORM_ID.fullmatch(v)}
+        return self._html(pages.join, self.config.study, key, given if PARTICIPANT_ID.fullmatch(given) else "",
+                          platform)
+
+    async def _body(self, request: Request) -> dict:
+        self._check_header(request)
+        if int(request.headers.get("content-length") or 0) > MAX_BODY:
+            raise Refused("the request is too large")
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > MAX_BODY:
+                raise Refused("the request is too large")
+            chunks.append(chunk)
+        try:
+            body = json.loads(b"".join(chunks) or b"{}")
+        except ValueError:
+            raise Refused("the request is not JSON") from None
+        if not isinstance(body, dict):
+            raise Refused("the request is not a JSON object")
+        return body
+
+    async def sign_in(self, request: Request) -> Response:
+        try:
+            body = await self._body(request)
+        except Refused as e:
+            return _error(str(e))
+        participant, code = str(body.get("participant", ""))[:100], str(body.get("code", ""))[:100]
+        key, message, status = await self._admit(request, participant, code,
+                                                 ("Unknown participant id or wrong sign-in code.", 403))
+        if key is None:
+            return _error(message, status)
+        return self._with_cookie(JSONResponse({"ok": True}), key)
+
+    async def sign_out(self, request: Request) -> Response:
+        try:
+            self._check_header(request)
+        except Refused as e:
+            return _error(str(e))
+        await self._w(self.ledger.end_session, request.cookies.get(COOKIE, ""))
+        response = JSONResponse({"ok": True})
+        response.delete_cookie(COOKIE, path="/")
+        return response
+
+    async def join(self, request: Request) -> Response:
+        try:
+            body = await self._body(request)
+        except Refused as e:
+            return _error(str(e))
+        key, participant = str(body.get("key", ""))[:100], str(body.get("participant", ""))[:100]
+        if not self.config.join_key or not hmac.compare_digest(key, self.config.join_key):
+            return _error("not found", 404)
+        if not await self._allowed(f"address:{self._client_key(request)}", limit=self.config.rate_per_minute) or \
+                not await self._allowed("joins", limit=self.config.joins_per_minute):
+            return _error("Too many sign-ups right now; please wait a minute.", 429)
+        if not PARTICIPANT_ID.fullmatch(participant):
+            return _error("That is not a participant id (letters, digits, _ and -).")
+        platform = tuple(str(body.get(k) or "")[:100] or None for k in ("study", "session"))
+        if any(v is not None and not PLATFORM_ID.fullmatch(v) for v in platform):
+            return _error("The study link carries an id that is not one.")
+        try:
+            account = await run_in_threadpool(self._sign_up, participant, platform)
+        except Taken:
+            return _error("This participant id has signed up already: please use your personal link.", 409)
+        except StudyFull:
+            return _error("Thank you for your interest: this study has all the participants it needs.", 409)
+        except EvalstudioError:
+            return _error("The study server is not reachable; please try again in a minute.", 502)
+        key, message, status = await self._start(account)
+        if key is None:
+            return _error(message, status)
+        link = participants.gateway_link(self.config.public_url, account)
+        return self._with_cookie(JSONResponse({"ok": True, "link": link}), key)
+
+    def _sign_up(self, participant: str, platform: tuple[str | None, str | None]) -> participants.Account:
+        client = self._admin_client()
+        if self._invite is None:
+            self._invite = client.invite_token()
+        try:
+            account = participants.join(client, participant, self.config.participants_folder, self._invite,
+                                        self.config.max_participants, platform)
+        except EvalstudioError:
+            self._invite = None  # the researcher may have renewed the invite link: read it again next time
+            raise
+        participants.write_sheet(self.config.participants_folder, None, client.url, self.config.public_url)
+        return account
+
+    async def _api_session(self, request: Request) -> Session:
+        self._check_header(request)
+        session = await self.session(request)
+        if session is None:
+            raise PermissionError("Please sign in again (open your personal link).")
+        return session
+

@@ -1,0 +1,559 @@
+"""The study's ledger: who may answer what, once, completely, and when.
+
+Everything the gateway and the command line share about a crowd study lives here, in one transactional database:
+participants and their sign-in secrets, sessions, the task references the gateway served with the server-side time
+it served them, answers given through the gateway with their measured time, finished parts, counterbalanced lists,
+sign-up and sign-in attempts. A restart, a crash or a second gateway process loses nothing and doubles nothing.
+
+Where it lives: SQLite in the participants folder (`ledger.sqlite3`, WAL, a busy timeout, private 0600 in a 0700
+folder), safe for several processes at once; or a PostgreSQL database when EVALSTUDIO_LEDGER_URL names one (e.g.
+the one Label Studio keeps its data in), in a schema of its own whose name the folder's `ledger.json` records.
+
+Every write is one short transaction taken exclusively (SQLite's BEGIN IMMEDIATE; a transaction-scoped advisory
+lock on PostgreSQL), so read-check-write sequences such as "sign up unless the study is full" or "count this
+answer unless the task has its answers" cannot interleave between processes. The schema has a version and a
+migration path (MIGRATIONS); a participants.json and lists.json of earlier versions are taken over on first use.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import secrets
+import socket
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from .credentials import private_dir, write_private
+from .ledger_schema import MIGRATIONS, LedgerError, take_over
+
+FILE = "ledger.sqlite3"
+POINTER = "ledger.json"  # with a PostgreSQL ledger: which schema holds this folder's ledger
+URL_ENV = "EVALSTUDIO_LEDGER_URL"
+OLD_ACCOUNTS = "participants.json"  # where earlier versions kept the accounts (taken over)
+BUSY_SECONDS = 30
+# a submission being sent to Label Studio holds its reference this long at most (the gateway's tries take at most
+# 4 x 60 s), or until the process that sends it is found dead
+LEASE_SECONDS = 300
+
+SCHEMA = max(MIGRATIONS)
+
+
+class StudyFull(LedgerError):
+    """The study has as many participants as crowd.max_participants allows."""
+
+
+class Taken(LedgerError):
+    """The participant id is in the ledger already."""
+
+
+@dataclass
+class Account:
+    participant_id: str
+    email: str
+    password: str | None  # None: the account existed before evalstudio knew it (its password is the person's)
+    user_id: int | None = None
+    closed: str | None = None  # when `close` took the account out of the organisation (ISO time)
+    # the participant's sign-in code for the gateway (`evalstudio gateway`): the Label Studio password never leaves
+    # this machine; participants sign in at the gateway with their personal link
+    access: str | None = None
+    source: str = "add"
+    platform_study: str | None = None
+    platform_session: str | None = None
+
+
+ACCOUNT_COLUMNS = [f.name for f in fields(Account)]
+
+
+@dataclass
+class Ref:
+    """A task the gateway served a participant."""
+    ref: str
+    participant: str
+    part: str
+    task_id: int
+    number: int
+    served: float
+    lease: float | None = None
+    owner: str | None = None
+    sent: bool = False
+    annotation_id: int | None = None
+    answered: float | None = None
+    seconds: float | None = None
+    surplus: bool = False
+
+
+REF_COLUMNS = [f.name for f in fields(Ref)]
+
+
+def digest(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def _key(participant: str) -> str:
+    return participant.lower()
+
+
+class Ledger:
+    """One study's ledger (see the module's docstring). Thread-safe. Two connections: one for the write
+    transactions (serialised), one for reads, so that a read never waits for a write's commit to reach the disk
+    (the gateway reads on its event loop and writes in worker threads)."""
+
+    def __init__(self, folder: Path, url: str | None = None):
+        self.folder = Path(folder)
+        private_dir(self.folder)
+        self._lock = threading.RLock()
+        self._read_lock = threading.Lock()
+        url = url if url is not None else os.environ.get(URL_ENV) or None
+        if url:
+            self._open_postgres(url)
+        else:
+            self._open_sqlite()
+        self._migrate()
+        self._reader = self._connect()
+
+    # ---- connections ------------------------------------------------------------------------------------------
+    def _open_sqlite(self) -> None:
+        self.kind, path = "sqlite", self.folder / FILE
+        self.where = str(path)
+        if not path.exists():  # created private: 0600 from the start (SQLite's -wal and -shm files copy its mode)
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+
+        def connect():
+            try:
+                db = sqlite3.connect(path, timeout=BUSY_SECONDS, isolation_level=None, check_same_thread=False)
+                db.execute("PRAGMA journal_mode=WAL")
+                # FULL: a committed answer survives a power cut too, not only a killed process
+                db.execute("PRAGMA synchronous=FULL")
+                db.execute(f"PRAGMA busy_timeout={BUSY_SECONDS * 1000}")
+            except sqlite3.DatabaseError as e:
+                raise LedgerError(f"{path}: not a ledger evalstudio can open ({e}); move it away to start a new "
+                                  "one") from None
+            return db
+        self._connect = connect
+        self._db = connect()
+
+    def _open_postgres(self, url: str) -> None:
+        import re
+
+        try:
+            import psycopg
+        except ImportError:  # pragma: no cover - psycopg comes with label-studio
+            raise LedgerError(f"{URL_ENV} names a PostgreSQL ledger, but psycopg is not installed") from None
+        from .connection import shown_url
+
+        pointer = self.folder / POINTER
+        schema = None
+        if pointer.is_file():
+            try:
+                schema = json.loads(pointer.read_text(encoding="utf-8"))["schema"]
+            except (OSError, ValueError, KeyError, TypeError):
+                schema = None
+            if not isinstance(schema, str) or not re.fullmatch(r"evalstudio_[a-f0-9]{12}", schema):
+                raise LedgerError(f"{pointer}: not a ledger pointer written by evalstudio; move it away to start anew")
+        else:
+            schema = f"evalstudio_{secrets.token_hex(6)}"
+            write_private(pointer, json.dumps({"schema": schema}) + "\n")
+        self.kind, self.where = "postgresql", f"{shown_url(url)} (schema {schema})"
+
+        def connect():
+            try:
+                db = psycopg.connect(url, autocommit=True, connect_timeout=30)
+                db.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+                db.execute(f"SET search_path TO {schema}")
+            except psycopg.Error as e:
+                raise LedgerError(f"cannot open the ledger in PostgreSQL at {shown_url(url)} "
+                                  f"({type(e).__name__})") from None
+            return db
+        self._connect = connect
+        self._db = connect()
+        self._lock_id = int.from_bytes(hashlib.sha256(schema.encode()).digest()[:7], "big")
+
+    def close(self) -> None:
+        with self._lock, self._read_lock:
+            self._db.close()
+            self._reader.close()
+
+    def backup(self, destination: Path) -> None:
+        """A consistent copy of a SQLite ledger, taken while gateways keep writing (SQLite's online backup), private
+        (0600). A PostgreSQL ledger is backed up with the database (pg_dump --schema NAME)."""
+        if self.kind != "sqlite":
+            raise LedgerError(f"the ledger is in PostgreSQL ({self.where}): back it up with pg_dump --schema of that "
+                              "schema, or with the whole database")
+        destination = Path(destination)
+        if destination.exists():
+            raise LedgerError(f"{destination}: exists already; give a new file name")
+        os.close(os.open(destination, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        with self._lock, contextlib.closing(sqlite3.connect(destination)) as copy:
+            self._db.backup(copy)
+
+    def __enter__(self) -> "Ledger":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _sql(self, sql: str) -> str:
+        return sql.replace("?", "%s") if self.kind == "postgresql" else sql
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator["_Tx"]:
+        """One exclusive transaction (writers queue; readers go on)."""
+        with self._lock:
+            if self.kind == "sqlite":
+                self._db.execute("BEGIN IMMEDIATE")
+            else:
+                self._db.execute("BEGIN")
+                self._db.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_id,))
+            try:
+                yield _Tx(self, self._db)
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    @contextlib.contextmanager
+    def _read(self) -> Iterator["_Tx"]:
+        """A read on the read connection (SQLite: a snapshot of the last commit; it never waits for a writer)."""
+        with self._read_lock:
+            yield _Tx(self, self._reader)
+
+    def _migrate(self) -> None:
+        with self._write() as tx:
+            tx.run("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            row = tx.one("SELECT value FROM meta WHERE key = 'schema'")
+            version = int(row[0]) if row else 0
+            if version > SCHEMA:
+                raise LedgerError(f"{self.where}: the ledger was written by a newer evalstudio (schema {version}, "
+                                  f"this one knows {SCHEMA}); upgrade evalstudio")
+            for number in range(version + 1, SCHEMA + 1):
+                for statement in MIGRATIONS[number]:
+                    tx.run(statement)
+            if version < SCHEMA:
+                tx.run("INSERT INTO meta (key, value) VALUES ('schema', ?) ON CONFLICT (key) DO UPDATE SET value = ?",
+                       (str(SCHEMA), str(SCHEMA)))
+            take_over(self.folder, tx)
+
+    # ---- settings ---------------------------------------------------------------------------------------------
+    def setting(self, key: str, make=None) -> str | None:
+        """A study setting; with `make`, created by it the first time (one value for every process)."""
+        with self._read() as tx:
+            row = tx.one("SELECT value FROM settings WHERE key = ?", (key,))
+        if row or make is None:
+            return row[0] if row else None
+        with self._write() as tx:
+            tx.run("INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING", (key, make()))
+            return tx.one("SELECT value FROM settings WHERE key = ?", (key,))[0]
+
+    def set_setting(self, key: str, value: str) -> None:
+        with self._write() as tx:
+            tx.run("INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = ?",
+                   (key, value, value))
+
+    # ---- participants -----------------------------------------------------------------------------------------
+    def accounts(self) -> dict[str, Account]:
+        with self._read() as tx:
+            rows = tx.all(f"SELECT {', '.join(ACCOUNT_COLUMNS)} FROM participants ORDER BY joined, key")
+        return {row[0]: Account(*row) for row in rows}
+
+    def account(self, participant: str) -> Account | None:
+        with self._read() as tx:
+            row = tx.one(f"SELECT {', '.join(ACCOUNT_COLUMNS)} FROM participants WHERE key = ?", (_key(participant),))
+        return Account(*row) if row else None
+
+    def count(self) -> int:
+        with self._read() as tx:
+            return int(tx.one("SELECT COUNT(*) FROM participants")[0])
+
+    def reserve(self, account: Account, cap: int | None = None, exclusive: bool = False) -> tuple[Account, bool]:
+        """Record `account` unless its id is there already: (the ledger's account, whether it was recorded now).
+        With `cap`, refused (StudyFull) when the study has that many participants; with `exclusive`, an id that is
+        there already is refused (Taken) instead of returned."""
+        with self._write() as tx:
+            found = tx.one(f"SELECT {', '.join(ACCOUNT_COLUMNS)} FROM participants WHERE key = ?",
+                           (_key(account.participant_id),))
+            if found:
+                if exclusive:
+                    raise Taken(account.participant_id)
+                return Account(*found), False
+            if cap is not None and int(tx.one("SELECT COUNT(*) FROM participants")[0]) >= cap:
+                raise StudyFull(f"the study has its {cap} participants")
+            tx.run(f"INSERT INTO participants ({', '.join(ACCOUNT_COLUMNS)}, key, joined) "
+                   f"VALUES ({', '.join('?' * (len(ACCOUNT_COLUMNS) + 2))})",
+                   (*(getattr(account, c) for c in ACCOUNT_COLUMNS), _key(account.participant_id), time.time()))
+            return account, True
+
+    def update(self, participant: str, **values) -> None:
+        """Set columns of a participant's row (user_id, password, access, closed, token)."""
+        allowed = {"user_id", "password", "access", "closed", "token", "email"}
+        if not values or set(values) - allowed:
+            raise ValueError(f"cannot set {sorted(set(values) - allowed)} of a participant")
+        with self._write() as tx:
+            tx.run(f"UPDATE participants SET {', '.join(f'{k} = ?' for k in values)} WHERE key = ?",
+                   (*values.values(), _key(participant)))
+
+    def forget(self, participant: str) -> None:
+        """Remove a participant that was reserved but never became an account (a failed sign-up)."""
+        with self._write() as tx:
+            tx.run("DELETE FROM participants WHERE key = ? AND user_id IS NULL", (_key(participant),))
+
+    def token(self, participant: str) -> str | None:
+        with self._read() as tx:
+            row = tx.one("SELECT token FROM participants WHERE key = ?", (_key(participant),))
+        return row[0] if row else None
+
+    # ---- sessions ---------------------------------------------------------------------------------------------
+    def open_session(self, participant: str, hours: float) -> str:
+        key = secrets.token_urlsafe(32)
+        now = time.time()
+        with self._write() as tx:
+            tx.run("DELETE FROM sessions WHERE expires < ?", (now,))
+            tx.run("INSERT INTO sessions (digest, participant, expires) VALUES (?, ?, ?)",
+                   (digest(key), _key(participant), now + hours * 3600))
+        return key
+
+    def session(self, key: str) -> str | None:
+        """The participant (lower-case id) of a live session cookie, else None."""
+        if not key:
+            return None
+        with self._read() as tx:
+            row = tx.one("SELECT participant, expires FROM sessions WHERE digest = ?", (digest(key),))
+        return row[0] if row and row[1] >= time.time() else None
+
+    def end_session(self, key: str) -> None:
+        with self._write() as tx:
+            tx.run("DELETE FROM sessions WHERE digest = ?", (digest(key),))
+
+    # ---- served tasks and answers -----------------------------------------------------------------------------
+    def serve(self, participant: str, part: str, task_id: int) -> Ref:
+        """The participant's reference to a task: the one they hold already, else a new one (first served now)."""
+        who = _key(participant)
+        with self._write() as tx:
+            row = tx.one(f"SELECT {', '.join(REF_COLUMNS)} FROM refs WHERE participant = ? AND task_id = ?",
+                         (who, task_id))
+            if row:
+                return _ref(row)
+            number = int(tx.one("SELECT COUNT(*) FROM refs WHERE participant = ?", (who,))[0]) + 1
+            ref = Ref(secrets.token_urlsafe(18), who, part, int(task_id), number, time.time())
+            tx.run(f"INSERT INTO refs ({', '.join(REF_COLUMNS)}) VALUES ({', '.join('?' * len(REF_COLUMNS))})",
+                   tuple(int(v) if isinstance(v, bool) else v for v in (getattr(ref, c) for c in REF_COLUMNS)))
+            return ref
+
+    def ref(self, participant: str, ref: str) -> Ref | None:
+        """A reference of this participant's (someone else's is None)."""
+        with self._read() as tx:
+            row = tx.one(f"SELECT {', '.join(REF_COLUMNS)} FROM refs WHERE ref = ? AND participant = ?",
+                         (ref, _key(participant)))
+        return _ref(row) if row else None
+
+    def open_ref(self, participant: str, part: str) -> Ref | None:
+        """The task the participant was served in `part` and has not answered (they reloaded, or came back)."""
+        with self._read() as tx:
+            row = tx.one(f"SELECT {', '.join(REF_COLUMNS)} FROM refs WHERE participant = ? AND part = ? AND "
+                         "annotation_id IS NULL AND surplus = 0 ORDER BY number LIMIT 1", (_key(participant), part))
+        return _ref(row) if row else None
+
+    def claim(self, ref: str, overlap: int | None = None, quota: int | None = None) -> tuple[str, bool]:
+        """Take a reference for sending its answer: (state, whether an earlier submission went out). States: 'ok'
+        (send it; it is marked sent and leased), 'busy' (another request is sending it just now), 'answered' (it has
+        its annotation), 'full' (the task has `overlap` answers from others: this one is surplus, never sent) or
+        'quota' (the participant has `quota` answers in the part)."""
+        now = time.time()
+        with self._write() as tx:
+            row = tx.one("SELECT task_id, lease, owner, annotation_id, surplus, sent, participant, part FROM refs "
+                         "WHERE ref = ?", (ref,))
+            task_id, lease, owner, annotation_id, surplus, sent, participant, part = row
+            sent = bool(sent)
+            if annotation_id is not None:
+                return "answered", sent
+            if surplus:
+                return "full", sent
+            if lease is not None and lease > now and _alive(owner):
+                return "busy", sent
+            if overlap is not None and _taken(tx, "task_id = ?", (task_id,), ref, now) >= overlap:
+                tx.run("UPDATE refs SET surplus = 1 WHERE ref = ?", (ref,))
+                return "full", sent
+            if quota is not None and _taken(tx, "participant = ? AND part = ?", (participant, part), ref, now) >= quota:
+                return "quota", sent
+            tx.run("UPDATE refs SET lease = ?, owner = ?, sent = 1 WHERE ref = ?", (now + LEASE_SECONDS, _OWNER(), ref))
+            return "ok", sent
+
+    def full(self, ref: str, overlap: int) -> bool:
+        """Whether the task of `ref` has its `overlap` of answers (or answers being sent) from other participants;
+        if so the reference is marked surplus: never sent."""
+        with self._read() as tx:  # (read first: the common answer, "not full", writes nothing)
+            task_id, surplus = tx.one("SELECT task_id, surplus FROM refs WHERE ref = ?", (ref,))
+            if surplus:
+                return True
+            if _taken(tx, "task_id = ?", (task_id,), ref, time.time()) < overlap:
+                return False
+        with self._write() as tx:
+            tx.run("UPDATE refs SET surplus = 1 WHERE ref = ?", (ref,))
+        return True
+
+    def release(self, ref: str) -> None:
+        """End a reference's lease (its answer was recorded, or sending it failed and may be tried again)."""
+        with self._write() as tx:
+            tx.run("UPDATE refs SET lease = NULL WHERE ref = ? AND lease IS NOT NULL", (ref,))
+
+    def answered(self, ref: str, annotation_id: int, seconds: float | None = None) -> None:
+        """Record the stored annotation of a reference, with its time on the task as the server measured it
+        (`seconds`, sent to Label Studio as its lead time; default: from serving to now)."""
+        now = time.time()
+        with self._write() as tx:
+            served, known = tx.one("SELECT served, annotation_id FROM refs WHERE ref = ?", (ref,))
+            if known is None:
+                tx.run("UPDATE refs SET annotation_id = ?, answered = ?, seconds = ?, lease = NULL WHERE ref = ?",
+                       (int(annotation_id), now, now - served if seconds is None else seconds, ref))
+
+    def answered_count(self, participant: str, part: str) -> int:
+        with self._read() as tx:
+            return int(tx.one("SELECT COUNT(*) FROM refs WHERE participant = ? AND part = ? AND annotation_id IS NOT "
+                              "NULL", (_key(participant), part))[0])
+
+    def history(self, participant: str, part: str) -> list[str]:
+        """The participant's answered references in `part`, in the order answered."""
+        with self._read() as tx:
+            rows = tx.all("SELECT ref FROM refs WHERE participant = ? AND part = ? AND annotation_id IS NOT NULL "
+                          "ORDER BY answered, number", (_key(participant), part))
+        return [r[0] for r in rows]
+
+    def answers(self) -> list[Ref]:
+        """Every reference, answered or not (for `status` and the tests)."""
+        with self._read() as tx:
+            return [_ref(r) for r in tx.all(f"SELECT {', '.join(REF_COLUMNS)} FROM refs ORDER BY served")]
+
+    def times(self) -> dict[int, float]:
+        """annotation id -> seconds on the task as the gateway measured them."""
+        with self._read() as tx:
+            rows = tx.all("SELECT annotation_id, seconds FROM refs WHERE annotation_id IS NOT NULL")
+        return {int(a): float(s) for a, s in rows if s is not None}
+
+    # ---- parts and lists --------------------------------------------------------------------------------------
+    def finish(self, participant: str, part: str) -> None:
+        with self._write() as tx:
+            tx.run("INSERT INTO finished (participant, part, at) VALUES (?, ?, ?) ON CONFLICT (participant, part) "
+                   "DO NOTHING", (_key(participant), part, time.time()))
+
+    def finished(self, participant: str) -> set[str]:
+        with self._read() as tx:
+            return {r[0] for r in tx.all("SELECT part FROM finished WHERE participant = ?", (_key(participant),))}
+
+    def list_of(self, entry: str, participant: str) -> int | None:
+        with self._read() as tx:
+            row = tx.one("SELECT number FROM lists WHERE entry = ? AND participant = ?", (entry, participant))
+        return int(row[0]) if row else None
+
+    def assign_list(self, entry: str, participant: str, numbers: list[int], worked: int | None) -> int:
+        """The participant's list: `worked` (the list with their annotations) if given, else the list with the
+        fewest participants (the lowest number on a tie)."""
+        with self._write() as tx:
+            row = tx.one("SELECT number FROM lists WHERE entry = ? AND participant = ?", (entry, participant))
+            if row:
+                return int(row[0])
+            sizes = {n: 0 for n in numbers}
+            for number, count in tx.all("SELECT number, COUNT(*) FROM lists WHERE entry = ? GROUP BY number", (entry,)):
+                if number in sizes:
+                    sizes[number] = int(count)
+            chosen = worked if worked in sizes else min(numbers, key=lambda n: (sizes[n], n))
+            tx.run("INSERT INTO lists (entry, participant, number) VALUES (?, ?, ?)", (entry, participant, chosen))
+            return chosen
+
+    def lists(self) -> dict[str, dict[str, int]]:
+        with self._read() as tx:
+            rows = tx.all("SELECT entry, participant, number FROM lists ORDER BY entry, participant")
+        out: dict[str, dict[str, int]] = {}
+        for entry, participant, number in rows:
+            out.setdefault(entry, {})[participant] = int(number)
+        return out
+
+    # ---- rate limits ------------------------------------------------------------------------------------------
+    def allow(self, key: str, limit: int, seconds: float = 60.0) -> bool:
+        """At most `limit` events per key within `seconds`, counted over every process of the study."""
+        now = time.time()
+        with self._write() as tx:
+            tx.run("DELETE FROM attempts WHERE key = ? AND at < ?", (key, now - seconds))
+            if int(tx.one("SELECT COUNT(*) FROM attempts WHERE key = ?", (key,))[0]) >= limit:
+                return False
+            tx.run("INSERT INTO attempts (key, at) VALUES (?, ?)", (key, now))
+            if secrets.randbelow(1000) == 0:  # now and then, forget idle keys
+                tx.run("DELETE FROM attempts WHERE at < ?", (now - 3600,))
+            return True
+
+
+def _taken(tx: "_Tx", where: str, params: tuple, ref: str, now: float) -> int:
+    """How many references other than `ref` that match `where` have an answer, or a live lease on sending one (a
+    lease of a process found dead does not count)."""
+    answered = tx.one(f"SELECT COUNT(*) FROM refs WHERE {where} AND ref <> ? AND annotation_id IS NOT NULL",
+                      (*params, ref))[0]
+    leases = tx.all(f"SELECT owner FROM refs WHERE {where} AND ref <> ? AND annotation_id IS NULL AND lease > ?",
+                    (*params, ref, now))
+    return int(answered) + sum(_alive(owner) for (owner,) in leases)
+
+
+def _OWNER() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _alive(owner: str | None) -> bool:
+    """Whether the process that holds a lease may still be sending: another host's is taken to be; on this host,
+    only while that process exists."""
+    host, _, pid = (owner or "").rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return True
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _ref(row) -> Ref:
+    ref = Ref(*row)
+    ref.sent, ref.surplus = bool(ref.sent), bool(ref.surplus)
+    return ref
+
+
+class _Tx:
+    def __init__(self, ledger: Ledger, connection):
+        self.ledger, self.connection = ledger, connection
+
+    def run(self, sql: str, params: tuple = ()):
+        return self.connection.execute(self.ledger._sql(sql), params)
+
+    def one(self, sql: str, params: tuple = ()):
+        return self.run(sql, params).fetchone()
+
+    def all(self, sql: str, params: tuple = ()):
+        return self.run(sql, params).fetchall()
+
+
+_OPEN: dict[tuple[str, str, int], Ledger] = {}
+_OPEN_LOCK = threading.Lock()
+
+
+def open_ledger(folder: Path) -> Ledger:
+    """The ledger of a participants folder, opened once per process (and per ledger URL; a forked process opens its
+    own: a database connection is never shared across a fork)."""
+    key = (str(Path(folder).resolve()), os.environ.get(URL_ENV, ""), os.getpid())
+    with _OPEN_LOCK:
+        ledger = _OPEN.get(key)
+        if ledger is None or not Path(folder).is_dir() or (
+                ledger.kind == "sqlite" and not (Path(folder) / FILE).exists()):
+            ledger = _OPEN[key] = Ledger(folder)
+        return ledger
+
+
+def close_all() -> None:
+    """Close this process's ledgers (before it forks workers: a database connection must not cross a fork)."""
+    with _OPEN_LOCK:
+        for key in [k for k in _OPEN if k[2] == os.getpid()]:
+            _OPEN.pop(key).close()

@@ -1,0 +1,202 @@
+"""The study's ledger on its own (no Label Studio): several processes writing at once lose nothing and break no
+rule, earlier files are taken over, and a newer schema is refused. On SQLite and on PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import sqlite3
+import stat
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from evalstudio import ledger
+from evalstudio.ledger import Account, Ledger
+
+BACKENDS = ["sqlite", "postgresql"]
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request, monkeypatch):
+    """The ledger's database: SQLite in the folder, or a fresh PostgreSQL database named by EVALSTUDIO_LEDGER_URL
+    (inherited by the processes a test starts)."""
+    if request.param == "postgresql":
+        monkeypatch.setenv(ledger.URL_ENV, request.getfixturevalue("postgres").create_database(
+            f"ledger_{os.urandom(4).hex()}"))
+    else:
+        monkeypatch.delenv(ledger.URL_ENV, raising=False)
+    return request.param
+
+
+def _in_processes(target, jobs: list[tuple]) -> list:
+    """Run target(*job) in one process per job, all at once; their results in job order. Spawned, not forked: a
+    fork of the test process (which runs threads: pytest-xdist's, the servers' readers) can deadlock on a lock some
+    thread held at that moment."""
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(len(jobs)) as pool:
+        return pool.starmap(target, jobs)
+
+
+def _sign_up(folder: str, ids: list[str], cap: int | None) -> list[str]:
+    book = Ledger(Path(folder))
+    taken = []
+    for pid in ids:
+        try:
+            book.reserve(Account(pid, f"{pid.lower()}@participants.invalid", "pw", access="a" * 24), cap=cap,
+                         exclusive=True)
+            taken.append(pid)
+        except (ledger.StudyFull, ledger.Taken):
+            pass
+        book.assign_list("circa_part2", pid, [1, 2, 3], None)
+    return taken
+
+
+def test_concurrent_sign_ups_keep_every_one_and_the_cap(backend, tmp_path):
+    """Four processes sign up 40 ids each (10 of them the same in every process) and assign lists at once: every
+    id is recorded exactly once, each by one process, the lists are as even as the order allows, and with a cap
+    exactly the cap is taken."""
+    folder = tmp_path / "study"
+    Ledger(folder).close()
+    shared = [f"SAME{i}" for i in range(10)]
+    jobs = [(str(folder), shared + [f"P{p}X{i}" for i in range(30)], None) for p in range(4)]
+    taken = _in_processes(_sign_up, jobs)
+    book = Ledger(folder)
+    accounts = book.accounts()
+    assert len(accounts) == 10 + 4 * 30
+    assert sorted(pid for t in taken for pid in t) == sorted(accounts)  # each by exactly one process
+    sizes = Counter(book.lists()["circa_part2"].values())
+    assert sum(sizes.values()) == len(accounts) and max(sizes.values()) - min(sizes.values()) <= 1
+
+    capped = tmp_path / "capped"
+    Ledger(capped).close()
+    taken = _in_processes(_sign_up, [(str(capped), [f"C{p}X{i}" for i in range(20)], 30) for p in range(4)])
+    assert sum(map(len, taken)) == 30 == Ledger(capped).count()
+
+
+def _claim(folder: str, participant: str, task_id: int) -> str:
+    book = Ledger(Path(folder))
+    ref = book.serve(participant, "dialogue", task_id)
+    state, _ = book.claim(ref.ref, overlap=2)
+    if state == "ok":
+        book.answered(ref.ref, 1000 + int(participant[1:]))
+    return state
+
+
+def test_at_most_overlap_answers_per_task_whatever_the_race(backend, tmp_path):
+    """Eight participants in eight processes answer one task whose overlap is 2: exactly two answers count, the
+    other six are surplus; a participant served the same task twice holds one reference."""
+    folder = tmp_path / "study"
+    Ledger(folder).close()
+    states = _in_processes(_claim, [(str(folder), f"p{i}", 7) for i in range(8)])
+    assert Counter(states) == {"ok": 2, "full": 6}
+    book = Ledger(folder)
+    answered = [r for r in book.answers() if r.annotation_id is not None]
+    assert len(answered) == 2 and len({r.participant for r in answered}) == 2
+    first, again = book.serve("p9", "dialogue", 8), book.serve("P9", "dialogue", 8)
+    assert first.ref == again.ref and first.served == again.served
+
+
+def test_a_lease_keeps_a_second_request_from_sending_the_same_answer(backend, tmp_path):
+    book = Ledger(tmp_path / "study")
+    ref = book.serve("p1", "dialogue", 1)
+    assert book.claim(ref.ref) == ("ok", False)
+    assert book.claim(ref.ref) == ("busy", True)  # another request (or process) is sending it
+    book.release(ref.ref)  # the sending failed: may be tried again, and the next try knows it went out
+    assert book.claim(ref.ref) == ("ok", True)
+    # a process that claimed a reference and died (a gateway killed while sending): its lease is void at once
+    other = book.serve("p2", "dialogue", 1)
+    assert _in_processes(_claim_and_die, [(str(tmp_path / "study"), other.ref)]) == [("ok", False)]
+    assert book.claim(other.ref) == ("ok", True)
+    book.answered(ref.ref, 55, seconds=12.5)
+    assert book.claim(ref.ref) == ("answered", True)
+    assert book.times() == {55: 12.5}
+    assert book.open_ref("p1", "dialogue") is None and book.history("p1", "dialogue") == [ref.ref]
+
+
+def _claim_and_die(folder: str, ref: str):
+    return tuple(Ledger(Path(folder)).claim(ref))
+
+
+def test_rate_limits_hold_across_processes(backend, tmp_path):
+    folder = tmp_path / "study"
+    Ledger(folder).close()
+    allowed = _in_processes(_allow_many, [(str(folder),)] * 4)
+    assert sum(allowed) == 20
+
+
+def _allow_many(folder: str) -> int:
+    book = Ledger(Path(folder))
+    return sum(book.allow("address:203.0.113.9", 20) for _ in range(10))
+
+
+def test_files_of_earlier_versions_are_taken_over_once(tmp_path, monkeypatch):
+    """participants.json, lists.json and gateway.json of an earlier evalstudio: every account, list and the study
+    link's key are in the ledger afterwards; the old files are renamed, not deleted."""
+    from evalstudio.cli.gateway import join_key
+
+    monkeypatch.delenv(ledger.URL_ENV, raising=False)
+    folder = tmp_path / "participants"
+    folder.mkdir(mode=0o700)
+    old = [{"participant_id": "OLD1", "email": "old1@participants.invalid", "password": "pw1", "user_id": 4,
+            "closed": None, "access": "x" * 24},
+           {"participant_id": "Old2", "email": "old2@participants.invalid", "password": None, "user_id": 5,
+            "closed": "2026-11-01T10:00:00+00:00", "access": None}]
+    (folder / "participants.json").write_text(json.dumps({"label_studio": "http://127.0.0.1:8080", "accounts": old}))
+    (folder / "lists.json").write_text(json.dumps({"circa_part2": {"OLD1": 2}}))
+    (folder / "gateway.json").write_text(json.dumps({"join_key": "k" * 24}))
+    book = ledger.open_ledger(folder)
+    accounts = book.accounts()
+    assert {pid: (a.email, a.password, a.user_id, a.closed, a.access) for pid, a in accounts.items()} == {
+        a["participant_id"]: (a["email"], a["password"], a["user_id"], a["closed"], a["access"]) for a in old}
+    assert book.lists() == {"circa_part2": {"OLD1": 2}}
+    assert join_key(folder) == "k" * 24
+    assert book.setting("label_studio") == "http://127.0.0.1:8080"
+    assert sorted(p.name for p in folder.iterdir() if "json" in p.name) == [
+        "gateway.json", "lists.json.taken-over", "participants.json.taken-over"]
+    assert stat.S_IMODE(os.stat(folder / ledger.FILE).st_mode) == 0o600
+    assert Ledger(folder).accounts() == accounts  # opened again: nothing taken twice
+
+
+def test_a_broken_or_newer_ledger_is_refused_with_its_path(tmp_path, monkeypatch):
+    monkeypatch.delenv(ledger.URL_ENV, raising=False)
+    folder = tmp_path / "newer"
+    Ledger(folder).close()
+    with sqlite3.connect(folder / ledger.FILE) as db:
+        db.execute("UPDATE meta SET value = '99' WHERE key = 'schema'")
+    with pytest.raises(ledger.LedgerError, match="newer evalstudio"):
+        Ledger(folder)
+    broken = tmp_path / "broken"
+    broken.mkdir(mode=0o700)
+    (broken / ledger.FILE).write_bytes(b"not a database" * 100)
+    with pytest.raises(ledger.LedgerError, match=str(broken / ledger.FILE)):
+        Ledger(broken)
+    (broken / ledger.FILE).unlink()
+    (broken / "participants.json").write_text("{not json")
+    with pytest.raises(ledger.LedgerError, match="participants.json: not a participants file"):
+        Ledger(broken)
+
+
+def test_a_backup_is_a_private_consistent_copy(tmp_path, monkeypatch):
+    from .test_cli import run
+
+    monkeypatch.delenv(ledger.URL_ENV, raising=False)
+    folder = tmp_path / "participants"
+    book = Ledger(folder)
+    book.reserve(Account("B1", "b1@participants.invalid", "secret-pw", 7, access="c" * 24))
+    book.answered(book.serve("B1", "dialogue", 3).ref, 11, 4.5)
+    copy = tmp_path / "backup.sqlite3"
+    done = run("participants", "backup", str(copy), "--folder", str(folder))
+    assert done.returncode == 0, done.stderr
+    assert stat.S_IMODE(os.stat(copy).st_mode) == 0o600
+    restored = tmp_path / "restored"
+    restored.mkdir(mode=0o700)
+    copy.rename(restored / ledger.FILE)
+    again = Ledger(restored)
+    assert again.accounts() == book.accounts() and again.times() == {11: 4.5}
+    (tmp_path / "taken").write_text("x")
+    refused = run("participants", "backup", str(tmp_path / "taken"), "--folder", str(folder))
+    assert refused.returncode != 0 and "exists already" in refused.stderr
+    assert (tmp_path / "taken").read_text() == "x"

@@ -1,0 +1,165 @@
+"""Who reaches a study through the gateway, as a hostile, scripted crowd meets it: the study link's cap and the
+platform's ids, X-Forwarded-For only from a trusted proxy, no lock-out by someone who only knows an id, sign-ups,
+`participants add` and `participants close` at the same time through two gateway processes (nothing lost), and every
+URL a user gives checked. A real Label Studio, real gateway processes."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import httpx
+import pytest
+
+from evalstudio import ledger, participants
+
+from .conftest import only_on_the_first_database
+from .test_cli import run
+from .test_study_ledger import HEADERS, Gateway, complete, dialogue_study, ledger_beside_label_studio  # noqa: F401
+
+pytestmark = pytest.mark.server
+
+
+def test_the_study_link_takes_its_cap_and_records_the_platforms_ids(label_studio, client, tmp_path):
+    """crowd.max_participants: 3. Three people join through the study link with Prolific's STUDY_ID and SESSION_ID
+    in it; the fourth is refused politely and gets no account; `status` shows the platform's ids."""
+    only_on_the_first_database(label_studio)
+    projects_file, project, project_id = dialogue_study(tmp_path, client, "capped study", items=3,
+                                                        crowd={"max_participants": 3, "platform": "prolific"})
+    folder = tmp_path / "participants"
+    with Gateway(label_studio, "dialogue", folder, projects_file) as gateway:
+        key = ledger.open_ledger(folder).setting("join_key")
+        codes = []
+        for i in range(4):
+            with httpx.Client(base_url=gateway.url, timeout=120, headers=HEADERS) as web:
+                page = web.get(f"/join/{key}?PROLIFIC_PID=CAP{i}&STUDY_ID=study42&SESSION_ID=sess{i}")
+                assert page.status_code == 200 and "sess" in page.text
+                joined = web.post("/api/join", json={"key": key, "participant": f"CAP{i}", "study": "study42",
+                                                     "session": f"sess{i}"})
+                codes.append(joined.status_code)
+                if joined.status_code == 200:  # one answer each, so that `status` lists them
+                    task = web.get("/api/next/dialogue").json()
+                    assert web.post(f"/api/submit/{task['ref']}", json={"result": complete(project)}).json() == {
+                        "ok": True}
+        assert codes == [200, 200, 200, 409]
+        assert "all the participants it needs" in joined.json()["error"]
+    accounts = participants.load_accounts(folder)
+    assert sorted(accounts) == ["CAP0", "CAP1", "CAP2"]
+    assert {(a.platform_study, a.platform_session, a.source) for a in accounts.values()} == {
+        ("study42", f"sess{i}", "join") for i in range(3)}
+    assert "cap3@participants.invalid" not in client.users().values()
+    env = {"LABEL_STUDIO_URL": label_studio.url, "LABEL_STUDIO_API_KEY": label_studio.credentials().api_key,
+           "EVALSTUDIO_PROJECTS": str(projects_file)}
+    status = run("status", "dialogue", "--participants", str(folder), "-o", str(tmp_path / "status"), env=env)
+    assert status.returncode == 0, status.stderr
+    table = (tmp_path / "status" / "participants.csv").read_text()
+    assert "study42" in table and "sess1" in table
+
+
+def test_forwarded_addresses_count_only_from_a_trusted_proxy_and_an_id_locks_no_one_out(label_studio, client,
+                                                                                          tmp_path):
+    """Without --trusted-proxy, X-Forwarded-For is ignored: varying it does not escape the per-address limit. With
+    --trusted-proxy 127.0.0.1 the proxy's forwarded address counts, and someone who knows a participant's id and
+    sends 30 wrong codes from their address does not lock that participant out at theirs."""
+    only_on_the_first_database(label_studio)
+    projects_file, project, _ = dialogue_study(tmp_path, client, "proxies", items=1)
+    folder = tmp_path / "participants"
+    participants.add(client, ["VICTIM1"], folder)
+    victim = participants.load_accounts(folder)["VICTIM1"]
+    with Gateway(label_studio, "dialogue", folder, projects_file) as gateway, \
+            httpx.Client(base_url=gateway.url, timeout=60, headers=HEADERS) as web:
+        codes = [web.post("/api/sign-in", json={"participant": "NOBODY", "code": "W" * 24},
+                          headers={"X-Forwarded-For": f"198.51.100.{i}"}).status_code for i in range(25)]
+        assert codes[0] == 403 and codes[-1] == 429
+    with Gateway(label_studio, "dialogue", folder, projects_file, "--trusted-proxy", "127.0.0.1") as gateway, \
+            httpx.Client(base_url=gateway.url, timeout=60, headers=HEADERS) as web:
+        codes = [web.post("/api/sign-in", json={"participant": "VICTIM1", "code": "W" * 24},
+                          headers={"X-Forwarded-For": "198.51.100.7"}).status_code for _ in range(30)]
+        assert codes[0] == 403 and codes[-1] == 429  # the attacker's address is stopped
+        other = [web.post("/api/sign-in", json={"participant": "NOBODY", "code": "W" * 24},
+                          headers={"X-Forwarded-For": f"203.0.113.{i}"}).status_code for i in range(25)]
+        assert set(other) == {403}  # each forwarded address its own
+        mine = web.post("/api/sign-in", json={"participant": "VICTIM1", "code": victim.access},
+                        headers={"X-Forwarded-For": "192.0.2.55"})
+        assert mine.status_code == 200, mine.text  # the participant, at their own address, is not locked out
+
+
+def _join(url: str, key: str, pid: str, out: dict) -> None:
+    with httpx.Client(base_url=url, timeout=300, headers=HEADERS) as web:
+        for _ in range(20):
+            answer = web.post("/api/join", json={"key": key, "participant": pid})
+            if answer.status_code != 502:
+                break
+            time.sleep(1)
+        out[pid] = (answer.status_code, answer.json().get("link"))
+
+
+def test_concurrent_writers_keep_every_sign_up_and_close(label_studio, client, tmp_path):
+    """50 self sign-ups through two gateway processes sharing one study, while `participants add` runs three times
+    with new ids and `participants close` runs: every sign-up, every added id and every close is kept, and every
+    participant can sign in afterwards (a closed one is told their part is complete)."""
+    projects_file, project, _ = dialogue_study(tmp_path, client, "concurrent writers", items=2)
+    folder = tmp_path / "participants"
+    participants.add(client, [f"PRE{i}" for i in range(4)], folder)
+    env = {"LABEL_STUDIO_URL": label_studio.url, "LABEL_STUDIO_API_KEY": label_studio.credentials().api_key,
+           "EVALSTUDIO_PROJECTS": str(projects_file)}
+    options = ("--sign-ins-per-minute", "500")
+    with Gateway(label_studio, "dialogue", folder, projects_file, *options) as one, \
+            Gateway(label_studio, "dialogue", folder, projects_file, *options) as two:
+        key = ledger.open_ledger(folder).setting("join_key")
+        joined: dict = {}
+        threads = [threading.Thread(target=_join, args=((one, two)[i % 2].url, key, f"SELF{i}", joined))
+                   for i in range(50)]
+        for t in threads:
+            t.start()
+        cli = []
+        for batch in range(3):
+            cli.append(run("participants", "add", *[f"CLI{batch}X{i}" for i in range(5)], "--folder", str(folder),
+                           env=env))
+        cli.append(run("participants", "close", "PRE0", "PRE1", "--folder", str(folder), env=env))
+        for t in threads:
+            t.join(timeout=600)
+    assert all(done.returncode == 0 for done in cli), [done.stderr for done in cli]
+    assert {pid: code for pid, (code, _) in joined.items()} == {f"SELF{i}": 200 for i in range(50)}
+    accounts = participants.load_accounts(folder)
+    expected = {f"SELF{i}" for i in range(50)} | {f"CLI{b}X{i}" for b in range(3) for i in range(5)} | {
+        f"PRE{i}" for i in range(4)}
+    assert set(accounts) == expected
+    assert {pid for pid, a in accounts.items() if a.closed} == {"PRE0", "PRE1"}
+    emails = {e.lower() for e in client.users().values()}
+    assert all(a.email in emails and a.user_id for a in accounts.values() if not a.closed)  # (closed: out of the org)
+    sheet = (folder / participants.SHEET_FILE).read_text()
+    assert all(pid in sheet for pid in expected)
+    with Gateway(label_studio, "dialogue", folder, projects_file, *options) as gateway:
+        for pid, account in accounts.items():
+            with httpx.Client(base_url=gateway.url, timeout=60) as web:
+                answer = web.get(f"/s/{pid}/{account.access}")
+                if account.closed:
+                    assert answer.status_code == 403 and "complete" in answer.text
+                else:
+                    assert answer.status_code == 303, (pid, answer.text)
+        link = joined["SELF7"][1]
+        assert link.endswith(f"/s/SELF7/{accounts['SELF7'].access}")
+
+
+@pytest.mark.parametrize("option, value", [("--gateway-url", "javascript:alert(1)"),
+                                           ("--gateway-url", "http://exa mple.com"),
+                                           ("--public-url", "http://[::1"),
+                                           ("--gateway-url", "http://ａｂｃ.com")])
+def test_every_url_a_user_gives_is_checked(tmp_path, option, value):
+    done = run("participants", "add", "URL1", "--folder", str(tmp_path / "p"), option, value,
+               env={"LABEL_STUDIO_URL": "http://127.0.0.1:9", "LABEL_STUDIO_API_KEY": "unused"})
+    assert done.returncode == 2 and option in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "p").exists()
+
+
+@pytest.mark.parametrize("command", [["participants", "add", "X1"], ["status", "dialogue"], ["gateway", "dialogue"]])
+def test_a_bad_label_studio_url_is_one_line_not_a_traceback(tmp_path, command):
+    for url in ("http://ａｂｃ.com", "javascript:alert(1)"):
+        done = run(*command, env={"LABEL_STUDIO_URL": url, "LABEL_STUDIO_API_KEY": "unused"}, cwd=tmp_path)
+        assert done.returncode in (1, 2) and "LABEL_STUDIO_URL" in done.stderr, done.stderr
+        assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    done = run("connect", "sotopia", "--url", "http://ａｂｃ.com", env={"LABEL_STUDIO_URL": "http://127.0.0.1:9",
+                                                                       "LABEL_STUDIO_API_KEY": "unused"})
+    assert done.returncode == 2 and "--url" in done.stderr and "Traceback" not in done.stderr, done.stderr
