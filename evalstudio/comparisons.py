@@ -100,8 +100,9 @@ def read_comparisons(path: Path, columns: dict | None = None, outcomes: dict | N
     add((outcome.isna() & (table["outcome"] != "")).to_numpy(), found["outcome"],
         lambda i: f"'{given[i][:40]}' is not an outcome: {known}; map other codes in the spec's outcomes")
     if found["annotator"]:
-        keys = ["item", "annotator", "left", "right"]
-        duplicated = table.duplicated(keys).to_numpy()
+        # the pair unordered: the same two systems with the sides swapped are the same comparison
+        pair = table.assign(first=np.minimum(table["left"], table["right"]), second=np.maximum(table["left"], table["right"]))
+        duplicated = pair.duplicated(["item", "annotator", "first", "second"]).to_numpy()
         who = table["annotator"].to_numpy()
         add(duplicated, found["item"], lambda i: f"annotator '{who[i][:40]}' compared this pair on this item twice")
     problems.raise_if_any()

@@ -31,6 +31,14 @@ def _amount(value) -> str:
 # signed up with, a cell starting with "=") is left out of the platform files and named, never changed: a changed
 # id would approve or pay no one, or someone else.
 PLATFORM_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+ASSIGNMENT_ID = re.compile(r"[A-Za-z0-9]{1,64}")  # MTurk's AssignmentIds: capitals and digits
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _visible(value) -> str:
+    """A participant id with its control characters written out (ESC as \\x1b): approvals.csv is read by people,
+    in a terminal or a spreadsheet, where raw escape bytes would act instead of show."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(value))
 
 
 def not_platform_ids(decisions: pd.DataFrame) -> list[str]:
@@ -43,7 +51,8 @@ def write_approvals(decisions: pd.DataFrame, platform: str, folder: Path, mturk_
     platform id, see `not_platform_ids`)."""
     folder.mkdir(parents=True, exist_ok=True)
     written = [folder / "approvals.csv"]
-    write_csv(decisions, written[0])
+    write_csv(decisions.assign(**{c: [_visible(v) for v in decisions[c]] for c in ("participant", "annotator")
+                                  if c in decisions}), written[0])
     decisions = decisions.loc[[bool(PLATFORM_ID.fullmatch(str(p))) for p in decisions["participant"]]]  # loc: a
     # boolean list, also when empty (a plain [] would select no columns)
     approve = decisions[decisions["decision"] == "approve"]
@@ -93,6 +102,17 @@ def _fill_mturk_results(path: Path, decisions: pd.DataFrame, out: Path) -> dict[
             columns.append(c)
     by_worker = {p.lower(): (d, r) for p, d, r in zip(decisions["participant"], decisions["decision"], decisions["reason"])}
     assignments = {}
+    # a row whose ids MTurk never writes (a cell starting with "=", control characters) would be rewritten by the
+    # spreadsheet-safe CSV writer and then approve or reject nothing, or someone else: it is left out and named
+    odd = [row for row in rows if not (PLATFORM_ID.fullmatch(str(row["WorkerId"]))
+                                       and ASSIGNMENT_ID.fullmatch(str(row["AssignmentId"])))]
+    rows = [row for row in rows if row not in odd]
+    if odd:
+        import logging
+
+        logging.getLogger(__name__).warning(
+            "%s: %d row(s) with a WorkerId or AssignmentId MTurk does not write are left out of %s (look at them by "
+            "hand): %s", path, len(odd), out.name, ", ".join(_visible(r["AssignmentId"])[:40] for r in odd[:5]))
     for row in rows:
         decision, reason = by_worker.get(str(row["WorkerId"]).lower(), (None, ""))
         row["Approve"] = "x" if decision == "approve" else ""

@@ -196,11 +196,12 @@ def test_bad_comparisons_are_reported_at_their_lines(tmp_path):
     from .test_analyze_input import invoke, write
 
     path = write(tmp_path, "c.csv", "item,annotator,left,right,outcome\n1,a,x,y,left\n2,a,x,x,right\n3,a,x,y,"
-                                    "better\n,a,x,y,tie\n1,a,x,y,right\n")
+                                    "better\n,a,x,y,tie\n1,a,x,y,right\n1,a,y,x,left\n")
     result = invoke(path, "-o", tmp_path / "out")
     assert result.exit_code == 2 and not (tmp_path / "out").exists()
     for expected in (":3: right: the same system on both sides", ":4: outcome: 'better' is not an outcome",
-                     ":5: item: empty", ":6: item: annotator 'a' compared this pair on this item twice"):
+                     ":5: item: empty", ":6: item: annotator 'a' compared this pair on this item twice",
+                     ":7: item: annotator 'a' compared this pair on this item twice"):  # (the sides swapped)
         assert f"{path}{expected}" in result.stderr, result.stderr
     spec = write(tmp_path, "spec.yaml", "layout: pairwise\ncolumns: {left: first, right: second, outcome: pick}\n"
                                         "outcomes: {left: ['1'], right: ['2'], tie: ['0']}\n")

@@ -87,6 +87,18 @@ def test_new_appends_to_a_projects_file_refuses_to_overwrite_and_leaves_nothing_
     assert (tmp_path / "projects.yaml").read_bytes() == before and not (tmp_path / "examples" / "third").exists()
 
 
+def test_new_refused_by_a_linked_projects_file_leaves_nothing_behind(tmp_path):
+    """A projects.yaml that is a symbolic link is refused before anything is written (it left the XML and the
+    example behind, which then blocked the next try)."""
+    real = tmp_path / "real.yaml"
+    real.write_text("projects: {}\n", encoding="utf-8")
+    (tmp_path / "projects.yaml").symlink_to(real)
+    with pytest.raises(BadInput, match="is a symbolic link"):
+        create("linked", "likert", tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["projects.yaml", "real.yaml"]
+    assert real.read_text() == "projects: {}\n"
+
+
 def test_evalstudio_new_on_the_command_line(tmp_path):
     result = CliRunner().invoke(app, ["new", "cli_study", "--template", "best-worst", "--dir", str(tmp_path)])
     assert result.exit_code == 0, result.output

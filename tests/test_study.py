@@ -216,6 +216,30 @@ def test_participant_text_that_looks_like_markup_is_printed_as_it_is(dialogue, t
     for name in ("prolific_approve.txt", "prolific_bonus.csv", "prolific_reject.csv"):
         assert "@x.com" not in (tmp_path / "a" / name).read_text(), name  # left out, not rewritten
     assert (tmp_path / "a" / "prolific_approve.txt").read_text().split() == ["w1", "w2", "w4"]  # (no gold rule here)
+    table = (tmp_path / "a" / "approvals.csv").read_text()
+    assert not any(c in table for c in "\x1b\x07")  # control characters written out, as on the terminal
+    if "\x1b" in hostile:
+        assert "w3\\x1b]0;title\\x07" in table
+
+
+def test_an_mturk_row_with_ids_mturk_never_writes_is_left_out_not_rewritten(dialogue, tmp_path):
+    """A results row whose AssignmentId is a formula (or holds control characters) was rewritten by the
+    spreadsheet-safe writer ('=...) and still marked Approve: uploaded, it approves nothing or someone else. It is
+    left out of the upload file and named; the other rows are filled as usual."""
+    export = tmp_path / "export.json"
+    export.write_text(json.dumps(make_tasks(dialogue)), encoding="utf-8")
+    results = tmp_path / "Batch_1_results.csv"
+    with open(results, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["HITId", "AssignmentId", "WorkerId"])
+        writer.writerows([["H0", "A0", "W1"], ["H1", '=HYPERLINK("http://x","A1")', "W2"], ["H2", "A2\x1b", "W3"],
+                          ["H3", "A3", "W4"]])
+    out = tmp_path / "mturk"
+    done = run("approvals", "dialogue", "--from-export", str(export), "--mturk-results", str(results), "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    upload = pd.read_csv(out / "mturk_upload.csv", keep_default_na=False)
+    assert upload["AssignmentId"].tolist() == ["A0", "A3"] and upload["Approve"].tolist() == ["x", "x"]
+    assert "2 row(s) with a WorkerId or AssignmentId MTurk does not write are left out" in " ".join(done.stderr.split())
 
 
 @pytest.mark.parametrize("protocol, gold", [  # one row per protocol with JSON records (Circa's gold: Part I)

@@ -53,67 +53,68 @@ def analyze(
     from ..exporters.metaeval import analyze as run, write_analysis
     from ..ratings import orient_metrics, read_metrics, read_ratings, read_spec, spec_from_protocol
 
-    try:
-        if output.exists() and not output.is_dir():
-            raise BadInput(f"{output}: is a file; -o names the folder for index.html and the CSVs")
-        if spec is not None and protocol is not None:
-            raise BadInput("give --spec or --protocol, not both")
-        from ..stats.aggregation import crowdkit_available
+    from ..exporters.files import staged_folder
 
-        if mace and not crowdkit_available():
-            raise BadInput("--mace needs crowd-kit: pip install 'evalstudio[crowd]'")
-        if not crowdkit_available():
-            console.print("Dawid-Skene is left out: crowd-kit is not installed (pip install 'evalstudio[crowd]').")
-        if ratings is None and protocol is None:
-            raise BadInput("give a ratings file, or --protocol to read that protocol's projects from Label Studio")
-        chosen_spec = read_spec(spec) if spec else None
-        # without a spec, the columns say whether a file holds comparisons or best-worst annotations
-        columns = header(ratings) if ratings is not None and protocol is None and chosen_spec is None else []
-        for layout, looks, run_layout, what in (
-                ("best_worst", looks_best_worst, _best_worst, "best-worst annotations"),
-                ("pairwise", looks_pairwise, _comparisons, "comparisons")):  # analysed on their own terms
-            if ratings is not None and protocol is None and (
-                    (chosen_spec is not None and chosen_spec.layout == layout)
-                    or (chosen_spec is None and looks(columns))):
-                if lower_is_better or (metrics is not None and layout != "pairwise"):
-                    raise BadInput(f"{what} are analysed without --metrics and --lower-is-better"
-                                   + (" (--metrics takes an LLM judge's verdicts on comparisons)"
-                                      if layout != "pairwise" else ""))
-                page = run_layout(ratings, chosen_spec, output, bootstrap, metrics)
-                console.print(f"analysis written to {page}")
+    try:
+        with staged_folder(output) as stage:  # written whole or not at all
+            if spec is not None and protocol is not None:
+                raise BadInput("give --spec or --protocol, not both")
+            from ..stats.aggregation import crowdkit_available
+
+            if mace and not crowdkit_available():
+                raise BadInput("--mace needs crowd-kit: pip install 'evalstudio[crowd]'")
+            if not crowdkit_available():
+                console.print("Dawid-Skene is left out: crowd-kit is not installed (pip install 'evalstudio[crowd]').")
+            if ratings is None and protocol is None:
+                raise BadInput("give a ratings file, or --protocol to read that protocol's projects from Label Studio")
+            chosen_spec = read_spec(spec) if spec else None
+            # without a spec, the columns say whether a file holds comparisons or best-worst annotations
+            columns = header(ratings) if ratings is not None and protocol is None and chosen_spec is None else []
+            for layout, looks, run_layout, what in (
+                    ("best_worst", looks_best_worst, _best_worst, "best-worst annotations"),
+                    ("pairwise", looks_pairwise, _comparisons, "comparisons")):  # analysed on their own terms
+                if ratings is not None and protocol is None and (
+                        (chosen_spec is not None and chosen_spec.layout == layout)
+                        or (chosen_spec is None and looks(columns))):
+                    if lower_is_better or (metrics is not None and layout != "pairwise"):
+                        raise BadInput(f"{what} are analysed without --metrics and --lower-is-better"
+                                       + (" (--metrics takes an LLM judge's verdicts on comparisons)"
+                                          if layout != "pairwise" else ""))
+                    page = run_layout(ratings, chosen_spec, stage, bootstrap, metrics)
+                    console.print(f"analysis written to {output / page.name}")
+                    return
+            if protocol is not None and (ratings is None or ratings.suffix.lower() == ".json") and \
+                    _load(projects).study(protocol).compare is not None:
+                if lower_is_better:
+                    raise BadInput("comparisons and best-worst annotations are analysed without --lower-is-better")
+                page = _preference_project(protocol, projects, ratings, stage, bootstrap, metrics)
+                console.print(f"analysis written to {output / page.name}")
                 return
-        if protocol is not None and (ratings is None or ratings.suffix.lower() == ".json") and \
-                _load(projects).study(protocol).compare is not None:
-            if lower_is_better:
-                raise BadInput("comparisons and best-worst annotations are analysed without --lower-is-better")
-            page = _preference_project(protocol, projects, ratings, output, bootstrap, metrics)
-            console.print(f"analysis written to {page}")
-            return
-        if protocol is not None and (ratings is None or ratings.suffix.lower() == ".json"):
-            tidy, full_spec, model = _label_studio(protocol, projects, ratings)
-            scores = read_metrics(metrics, full_spec, list(full_spec.criteria)) if metrics else model
-        else:
-            chosen = chosen_spec or (spec_from_protocol(_load(projects).get(protocol)) if protocol else None)
-            tidy, full_spec = read_ratings(ratings, chosen)
-            scores = read_metrics(metrics, full_spec, list(full_spec.criteria)) if metrics else None
-        if tidy.empty:
-            raise BadInput("no ratings to analyse")
-        flipped = list(dict.fromkeys([*(full_spec.lower_is_better), *(lower_is_better or [])]))
-        if flipped:
-            if scores is None:
-                raise BadInput("--lower-is-better / lower_is_better names metrics, but there are none: give --metrics")
-            scores = orient_metrics(scores, flipped, str(metrics or "the model outputs"))
-        notes = tidy.attrs.get("notes", [])  # e.g. rejected MTurk assignments left out
-        for note in notes:
-            console.print(note)
-        console.print(_summary(tidy, full_spec, scores))
-        with console.status("computing statistics..."):
-            tables = run(tidy, full_spec, scores, n_boot=bootstrap, resamples=resamples, mace=mace)
-            page = write_analysis(tables, f"{full_spec.name}: analysis", output,
-                                  [f"Ratings: {ratings.name if ratings else 'Label Studio'}"
-                                   + (f"; metrics: {metrics.name}" if metrics else "")]
-                                  + ([f"Lower is better, scores negated: {', '.join(flipped)}"] if flipped else [])
-                                  + notes)
+            if protocol is not None and (ratings is None or ratings.suffix.lower() == ".json"):
+                tidy, full_spec, model = _label_studio(protocol, projects, ratings)
+                scores = read_metrics(metrics, full_spec, list(full_spec.criteria)) if metrics else model
+            else:
+                chosen = chosen_spec or (spec_from_protocol(_load(projects).get(protocol)) if protocol else None)
+                tidy, full_spec = read_ratings(ratings, chosen)
+                scores = read_metrics(metrics, full_spec, list(full_spec.criteria)) if metrics else None
+            if tidy.empty:
+                raise BadInput("no ratings to analyse")
+            flipped = list(dict.fromkeys([*(full_spec.lower_is_better), *(lower_is_better or [])]))
+            if flipped:
+                if scores is None:
+                    raise BadInput("--lower-is-better / lower_is_better names metrics, but there are none: give --metrics")
+                scores = orient_metrics(scores, flipped, str(metrics or "the model outputs"))
+            notes = tidy.attrs.get("notes", [])  # e.g. rejected MTurk assignments left out
+            for note in notes:
+                console.print(note)
+            console.print(_summary(tidy, full_spec, scores))
+            with console.status("computing statistics..."):
+                tables = run(tidy, full_spec, scores, n_boot=bootstrap, resamples=resamples, mace=mace)
+                page = write_analysis(tables, f"{full_spec.name}: analysis", stage,
+                                      [f"Ratings: {ratings.name if ratings else 'Label Studio'}"
+                                       + (f"; metrics: {metrics.name}" if metrics else "")]
+                                      + ([f"Lower is better, scores negated: {', '.join(flipped)}"] if flipped else [])
+                                      + notes)
     except EvalstudioError as e:
         raise _fail(e)
     console.print(_results(tables))
@@ -121,7 +122,7 @@ def analyze(
     if not_computed is not None and not not_computed.empty:
         console.print(f"Not computed ({len(not_computed)}; why, in not_computed.csv and the page): "
                       + "; ".join(dict.fromkeys(f"{r.table} for {r.criterion}" for r in not_computed.itertuples())))
-    console.print(f"analysis written to {page}")
+    console.print(f"analysis written to {output / page.name}")
 
 
 def _results(tables):

@@ -255,30 +255,31 @@ def report(
     from ..exporters.report import build_report
     from ..exporters.tidy import model_frame
 
-    try:
-        if output.exists() and not output.is_dir():
-            raise BadInput(f"{output}: is a file; -o names the folder for index.html and the CSVs")
-        reg, parts, per_part, frames, users = _read_study(protocol, projects, from_export, project_id)
-        tasks = [task for part_tasks in per_part for task in part_tasks]
-        annotations = pd.concat(frames, ignore_index=True)
-        crowd_study = any(part.crowd for part in parts)
-        if exclude_rejected or crowd_study:
-            from ..exporters.files import write_output
+    from ..exporters.files import staged_folder, write_output
 
-            state = study_tables(parts, per_part, frames)
-        if exclude_rejected:
-            annotations = _without_rejected(annotations, parts, *state[:2])
-        with console.status("computing statistics..."):
-            page = build_report(reg.study(protocol), tasks, output, users, n_boot=bootstrap,
-                                min_control_accuracy=min_control_accuracy, annotations=annotations,
-                                model=pd.concat([model_frame(t, p) for p, t in zip(parts, per_part)], ignore_index=True),
-                                exclude_prefilled=exclude_prefilled, keep_bad_instances=keep_bad_instances,
-                                quotas=quotas(parts, per_part))
-        if crowd_study:  # its status page goes with the report
-            write_status(output, protocol, *state)
-            index = page.read_text(encoding="utf-8")
-            write_output(page, index.replace("</h1>", "</h1><p><a href='status.html'>Study status</a>: coverage, "
-                                                     "participants, attention checks.</p>", 1))
+    try:
+        with staged_folder(output) as stage:  # written whole or not at all
+            reg, parts, per_part, frames, users = _read_study(protocol, projects, from_export, project_id)
+            tasks = [task for part_tasks in per_part for task in part_tasks]
+            annotations = pd.concat(frames, ignore_index=True)
+            crowd_study = any(part.crowd for part in parts)
+            if exclude_rejected or crowd_study:
+                state = study_tables(parts, per_part, frames)
+            if exclude_rejected:
+                annotations = _without_rejected(annotations, parts, *state[:2])
+            with console.status("computing statistics..."):
+                page = build_report(reg.study(protocol), tasks, stage, users, n_boot=bootstrap,
+                                    min_control_accuracy=min_control_accuracy, annotations=annotations,
+                                    model=pd.concat([model_frame(t, p) for p, t in zip(parts, per_part)],
+                                                    ignore_index=True),
+                                    exclude_prefilled=exclude_prefilled, keep_bad_instances=keep_bad_instances,
+                                    quotas=quotas(parts, per_part))
+            if crowd_study:  # its status page goes with the report
+                write_status(stage, protocol, *state)
+                index = page.read_text(encoding="utf-8")
+                write_output(page, index.replace("</h1>", "</h1><p><a href='status.html'>Study status</a>: coverage, "
+                                                         "participants, attention checks.</p>", 1))
+            page = output / page.name
     except EvalstudioError as e:
         raise _fail(e)
     console.print(f"report written to {page}")

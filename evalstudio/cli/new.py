@@ -60,6 +60,8 @@ def create(name: str, template: str, folder: Path) -> list[Path]:
     projects = folder / "projects.yaml"
     targets = {"config": folder / "labeling_configs" / f"{name}.xml",
                "example": folder / "examples" / name / f"example{example.suffix}"}
+    if projects.is_symlink():  # refused before anything is written (the write through it would be refused later)
+        raise BadInput(f"{projects}: is a symbolic link; evalstudio does not write through one (use the file itself)")
     before = projects.read_text(encoding="utf-8") if projects.exists() else None
     if before is not None:
         try:
@@ -95,12 +97,14 @@ def create(name: str, template: str, folder: Path) -> list[Path]:
             raise BadInput(f"the {template} template's example does not validate: "
                            + "; ".join(map(str, result.problems[:3])))
     except BaseException:
-        if before is None:
-            projects.unlink(missing_ok=True)
-        else:
-            write_output(projects, before)
-        for path in reversed(made):
-            path.rmdir() if path.is_dir() else path.unlink(missing_ok=True)
+        try:
+            if before is None:
+                projects.unlink(missing_ok=True)
+            else:
+                write_output(projects, before)
+        finally:  # what this command made goes, whatever happened to projects.yaml
+            for path in reversed(made):
+                path.rmdir() if path.is_dir() else path.unlink(missing_ok=True)
         raise
     return [projects, targets["config"], targets["example"]]
 
