@@ -152,6 +152,23 @@ class Crowd:
         await asyncio.gather(*work)
 
 
+def dialogue_study(folder: Path, settings: dict, per_participant: int | None, tasks: int):
+    """A projects.yaml whose dialogue entry has `settings`, and `tasks` synthetic one-response items:
+    (projects file, the dialogue project, the items file)."""
+    raw = yaml.safe_load((ROOT / "projects.yaml").read_text())
+    raw["projects"]["dialogue"].update(settings)
+    raw["projects"]["dialogue"]["crowd"]["per_participant"] = per_participant
+    for entry in raw["projects"].values():
+        entry["config"] = str(ROOT / entry["config"])
+    projects_file = folder / "projects.yaml"
+    projects_file.write_text(yaml.safe_dump(raw, allow_unicode=True))
+    items = folder / "items.jsonl"
+    items.write_text("".join(json.dumps({"id": f"b{i}", "context": f"A: question number {i}?",
+                                         "responses": [{"system": "s", "text": f"answer {i}"}]}) + "\n"
+                             for i in range(tasks)))
+    return projects_file, registry.load(projects_file).get("dialogue"), items
+
+
 def paced(args) -> None:
     tasks = math.ceil(args.annotators * args.rounds / OVERLAP) + 50
     events: list[str] = []
@@ -164,19 +181,8 @@ def paced(args) -> None:
         gateway = None
         try:
             client = Client(server.settings())
-            raw = yaml.safe_load((ROOT / "projects.yaml").read_text())
-            raw["projects"]["dialogue"].update({"title": "paced crowd", "annotators_per_task": OVERLAP,
-                                                "order": "random"})
-            raw["projects"]["dialogue"]["crowd"]["per_participant"] = args.rounds
-            for entry in raw["projects"].values():
-                entry["config"] = str(ROOT / entry["config"])
-            projects_file = tmp / "projects.yaml"
-            projects_file.write_text(yaml.safe_dump(raw, allow_unicode=True))
-            project = registry.load(projects_file).get("dialogue")
-            items = tmp / "items.jsonl"
-            items.write_text("".join(json.dumps({"id": f"p{i}", "context": f"A: question number {i}?",
-                                                 "responses": [{"system": "s", "text": f"answer {i}"}]}) + "\n"
-                                     for i in range(tasks)))
+            projects_file, project, items = dialogue_study(tmp, {"title": "paced crowd", "annotators_per_task": OVERLAP,
+                                                                 "order": "random"}, args.rounds, tasks)
             project_id = import_files(project, importers.get("dialogue"), [items], client).project_id
             folder = tmp / "participants"
             ids = [f"CROWD{i}" for i in range(args.annotators)]

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import platform
 import statistics
 import subprocess
@@ -41,17 +40,18 @@ import time
 from pathlib import Path
 
 import httpx
-import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from evalstudio import importers, participants, registry  # noqa: E402
+from evalstudio import importers, participants  # noqa: E402
 from evalstudio.client import Client  # noqa: E402
 from evalstudio.importing import import_files  # noqa: E402
 from evalstudio.server import LocalServer, wait_healthy  # noqa: E402
 from tests.conftest import free_port  # noqa: E402
 from tests.postgres import TempPostgres  # noqa: E402
+
+from crowd_pace import dialogue_study  # noqa: E402  (beside this file)
 
 
 def p(values: list[float], q: float) -> float:
@@ -138,18 +138,8 @@ def main() -> None:
         gateway_process = None
         try:
             client = Client(server.settings())
-            raw = yaml.safe_load((ROOT / "projects.yaml").read_text())
-            raw["projects"]["dialogue"].update({"title": "gateway benchmark", "annotators_per_task": 3})
-            raw["projects"]["dialogue"]["crowd"]["per_participant"] = None
-            for entry in raw["projects"].values():
-                entry["config"] = str(ROOT / entry["config"])
-            projects_file = tmp / "projects.yaml"
-            projects_file.write_text(yaml.safe_dump(raw, allow_unicode=True))
-            project = registry.load(projects_file).get("dialogue")
-            items = tmp / "items.jsonl"
-            items.write_text("".join(json.dumps({"id": f"b{i}", "context": f"A: question number {i}?",
-                                                 "responses": [{"system": "s", "text": f"answer {i}"}]}) + "\n"
-                                     for i in range(tasks)))
+            projects_file, project, items = dialogue_study(
+                tmp, {"title": "gateway benchmark", "annotators_per_task": 3}, None, tasks)
             direct_project = import_files(project.model_copy(update={"title": "gateway benchmark direct"}),
                                           importers.get("dialogue"), [items], client).project_id
             import_files(project, importers.get("dialogue"), [items], client)
