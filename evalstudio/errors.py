@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """`text` with its control characters written out (ESC as \\x1b): what is printed or written for people holds
+    file names, cell values, participant ids and e-mail addresses, and an escape sequence in them would drive the
+    terminal (clear the screen, set the window title, hide what follows)."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 class EvalstudioError(Exception):

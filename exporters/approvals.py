@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..errors import BadInput
+from ..errors import BadInput, printable
 from .files import write_csv, write_output
 
 
@@ -32,15 +32,6 @@ def _amount(value) -> str:
 # id would approve or pay no one, or someone else.
 PLATFORM_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 ASSIGNMENT_ID = re.compile(r"[A-Za-z0-9]{1,64}")  # MTurk's AssignmentIds: capitals and digits
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def _visible(value) -> str:
-    """A participant id with its control characters written out (ESC as \\x1b): approvals.csv is read by people,
-    in a terminal or a spreadsheet, where raw escape bytes would act instead of show."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(value))
-
-
 def not_platform_ids(decisions: pd.DataFrame) -> list[str]:
     """The participants whose id the platform files cannot take as it is."""
     return [str(p) for p in decisions["participant"] if not PLATFORM_ID.fullmatch(str(p))]
@@ -51,7 +42,7 @@ def write_approvals(decisions: pd.DataFrame, platform: str, folder: Path, mturk_
     platform id, see `not_platform_ids`)."""
     folder.mkdir(parents=True, exist_ok=True)
     written = [folder / "approvals.csv"]
-    write_csv(decisions.assign(**{c: [_visible(v) for v in decisions[c]] for c in ("participant", "annotator")
+    write_csv(decisions.assign(**{c: [printable(str(v)) for v in decisions[c]] for c in ("participant", "annotator")
                                   if c in decisions}), written[0])
     decisions = decisions.loc[[bool(PLATFORM_ID.fullmatch(str(p))) for p in decisions["participant"]]]  # loc: a
     # boolean list, also when empty (a plain [] would select no columns)
@@ -112,7 +103,7 @@ def _fill_mturk_results(path: Path, decisions: pd.DataFrame, out: Path) -> dict[
 
         logging.getLogger(__name__).warning(
             "%s: %d row(s) with a WorkerId or AssignmentId MTurk does not write are left out of %s (look at them by "
-            "hand): %s", path, len(odd), out.name, ", ".join(_visible(r["AssignmentId"])[:40] for r in odd[:5]))
+            "hand): %s", path, len(odd), out.name, ", ".join(printable(str(r["AssignmentId"]))[:40] for r in odd[:5]))
     for row in rows:
         decision, reason = by_worker.get(str(row["WorkerId"]).lower(), (None, ""))
         row["Approve"] = "x" if decision == "approve" else ""

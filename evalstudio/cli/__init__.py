@@ -3,7 +3,6 @@ and what the groups share."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -12,7 +11,7 @@ from rich.console import Console
 from rich.text import Text
 
 from .. import registry
-from ..errors import BadInput
+from ..errors import BadInput, printable  # noqa: F401 - printable: the commands import it from here
 
 app = typer.Typer(
     help="Published human-evaluation protocols (sotopia, cmv, circa, dialogue, health) as ready-to-run "
@@ -21,16 +20,6 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def printable(text: str) -> str:
-    """`text` with its control characters written out (ESC as \\x1b): what is printed holds file names, cell
-    values, participant ids and e-mail addresses, and an escape sequence in them would drive the terminal (clear
-    the screen, set the window title, hide what follows)."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
-
-
 class _Console(Console):
     """Markup off: a participant can sign up as "[/x]"@x.com, and rich would read the brackets as markup and crash
     the command; styles are given as Text, never as markup in a string. Every string it renders (printed, or a
