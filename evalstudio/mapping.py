@@ -2,7 +2,7 @@
 config's $variables, so a new protocol needs a YAML entry and an XML file, no Python.
 
     input:
-      formats: [jsonl, csv]                 # which files it reads (default: jsonl, csv, tsv, parquet)
+      formats: [jsonl, csv]                 # which files it reads (default: jsonl, json (an array), csv, tsv, parquet)
       expand: responses                     # optional: a list field; one task per element (paths `each.X` in it)
       item_id: id                           # a path, or a list of paths hashed into one id (default: hash of data)
       system: each.system                   # hidden: the system whose output is rated
@@ -36,9 +36,11 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .errors import Problem
-from .sources import FieldError, RecordInvalid, attempt, control_value, no_context, read_jsonl, read_table, stable_id
+from .sources import (FieldError, RecordInvalid, attempt, control_value, no_context, read_json, read_jsonl,
+                      read_table, stable_id)
 
-FORMATS = {"jsonl": (".jsonl", ".ndjson"), "csv": (".csv",), "tsv": (".tsv", ".tab"), "parquet": (".parquet",)}
+FORMATS = {"jsonl": (".jsonl", ".ndjson"), "json": (".json",), "csv": (".csv",), "tsv": (".tsv", ".tab"),
+           "parquet": (".parquet",)}
 PATH = re.compile(r"^(each\.)?[^.\s?][^.?]*(\.[^.?]+)*\??$")
 POSITIONS = string.ascii_lowercase[:10]  # a, b, c, ...: FIELD_a is shown first (left), FIELD_b second, ...
 # Tags that show a list or an object as it is; every other tag is given text.
@@ -109,7 +111,7 @@ class InputMap(BaseModel):
     """How a projects.yaml entry reads its input files (see the module's documentation)."""
 
     model_config = ConfigDict(extra="forbid")
-    formats: list[Literal["jsonl", "csv", "tsv", "parquet"]] = ["jsonl", "csv", "tsv", "parquet"]
+    formats: list[Literal["jsonl", "json", "csv", "tsv", "parquet"]] = ["jsonl", "json", "csv", "tsv", "parquet"]
     expand: str | None = None
     item_id: str | list[str] | None = None
     system: str | None = None
@@ -154,6 +156,12 @@ class InputMap(BaseModel):
             paths += [self.candidates.source] if self.candidates.source else [
                 p for c in self.candidates.each for p in c.values()]
         return frozenset(p.removesuffix("?").split(".")[0] for p in paths if p and not p.startswith("each."))
+
+    def element_fields(self) -> frozenset[str]:
+        """The fields of an expanded element the mapping reads (`each.X`); any other is kept, under `element`."""
+        paths = [self.system, *(self.data.values()), *(self.meta.values())]
+        paths += [self.item_id] if isinstance(self.item_id, str) else self.item_id or []
+        return frozenset(p.removesuffix("?")[5:].split(".")[0] for p in paths if p and p.startswith("each."))
 
 
 class Missing(Exception):
@@ -230,6 +238,8 @@ class MappingImporter:
             return
         if kind == "jsonl":
             yield from read_jsonl(path)
+        elif kind == "json":
+            yield from read_json(path)
         elif kind in ("csv", "tsv"):
             yield from read_table(path, "," if kind == "csv" else "\t")
         else:
@@ -280,6 +290,11 @@ class MappingImporter:
         if errors:
             raise RecordInvalid(errors)
         item_id = self._item_id(get, shown, candidates)
+        if isinstance(element, dict):  # an element's fields the mapping does not read are kept too (as a record's
+            # are): USR's published ratings of each response, say, stay with the response's task
+            kept = {k: v for k, v in element.items() if k not in self.spec.element_fields()}
+            if kept and "element" not in hidden:
+                hidden["element"] = kept
         base = {**hidden, "item_id": item_id}
         attempt(errors, self._model_outputs, base)
         if errors:

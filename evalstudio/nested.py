@@ -12,11 +12,17 @@ dialogue and summarisation releases). The spec says where things are, and no fla
                                  #   `#` the record's number in the file (the default)
       system: model              # optional, as item
       ratings: scores            # where each criterion's ratings are in the element (default: the element itself)
-      annotators: workers        # optional: a list of annotator ids in the order of every rating list; without
-                                 #   it, annotator k is the k-th rating of each list (position)
+      annotators: workers        # optional: a list of annotator ids in the order of every rating list (in the
+                                 #   element, or record.X: one list per record, as USR keeps them); without it,
+                                 #   annotator k is the k-th rating of each list (position)
     criteria:
       Natural: {scale: interval, min: 1, max: 3}
       Overall: {scale: interval, min: 1, max: 5, column: "Overall Quality"}   # column: the key, when it differs
+
+A file with two kinds of record (FED: turn-level records with a `response`, dialog-level ones without, each kind
+with criteria of its own and both with an "Overall") selects, per criterion, the records it is read from:
+`where: response` (records that have the field; `record.X` or an element's X) or `where: "!response"` (records that
+lack it). A criterion is never looked for in a record of the other kind; in its own kind it must be there.
 
 A criterion's ratings are a list (one per annotator) or a single value (one annotator). Paths are keys joined by
 dots (a list element by its number from 0). The file is a JSON array of records or JSON Lines (one record a line);
@@ -33,6 +39,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict
 
 from .errors import BadInput, Problems
+from .sources import JsonArrayError, json_array
 
 RECORD = "record."
 NUMBER = "#"
@@ -78,13 +85,26 @@ def _text(value) -> str | None:
     return str(value)
 
 
+def _selects(where: str, record: dict, element: dict) -> bool:
+    """Whether a criterion's `where:` takes this record: it has the field (record.X or X of the element), or with
+    a leading "!" it lacks it."""
+    wanted = not where.startswith("!")
+    path = where.lstrip("!")
+    source, key = (record, path[len(RECORD):]) if path.startswith(RECORD) else (element, path)
+    try:
+        _get(source, key)
+        found = True
+    except _Missing:
+        found = False
+    return found == wanted
+
+
 def records(path: Path) -> Iterator[tuple[int, object]]:
     """(line where it starts, record) of a JSON array or of JSON Lines. BadInput when the file is neither."""
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise BadInput(f"{path}: cannot read it: {str(e).splitlines()[0][:200]}") from None
-    decoder = json.JSONDecoder()
     start = len(text) - len(text.lstrip())
     if text[start:start + 1] != "[":  # JSON Lines
         for number, line in enumerate(text.splitlines(), 1):
@@ -94,32 +114,10 @@ def records(path: Path) -> Iterator[tuple[int, object]]:
                 except (ValueError, RecursionError) as e:
                     raise BadInput(f"{path}:{number}: not JSON: {str(e)[:100]}") from None
         return
-    position, line = start + 1, 1 + text.count("\n", 0, start)
-
-    def skip(position: int, line: int) -> tuple[int, int]:  # past white space, counting its lines
-        after = len(text) - len(text[position:].lstrip())
-        return after, line + text.count("\n", position, after)
-
-    position, line = skip(position, line)
-    if text[position:position + 1] == "]":
-        position += 1
-    else:
-        while True:  # the array's elements one by one, each with the line it starts on
-            try:
-                value, end = decoder.raw_decode(text, position)
-            except (ValueError, RecursionError) as e:
-                raise BadInput(f"{path}:{line}: not JSON: {str(e)[:100]}") from None
-            yield line, value
-            position, line = skip(end, line + text.count("\n", position, end))
-            if text[position:position + 1] == ",":
-                position, line = skip(position + 1, line)
-            elif text[position:position + 1] == "]":
-                position += 1
-                break
-            else:
-                raise BadInput(f"{path}:{line}: expected ',' or ']' after a record")
-    if text[position:].strip():
-        raise BadInput(f"{path}:{line}: text after the JSON array")
+    try:
+        yield from json_array(text)
+    except JsonArrayError as e:
+        raise BadInput(f"{path}:{e.line}: {e}") from None
 
 
 def read_nested(path: Path, nested: Nested, criteria: dict, problems: Problems) -> pd.DataFrame:
@@ -177,14 +175,18 @@ def read_nested(path: Path, nested: Nested, criteria: dict, problems: Problems) 
                 problem(line, nested.ratings or None, "the ratings are not an object of criteria")
                 continue
             ids = None
-            if nested.annotators is not None:
-                ids = at(element, nested.annotators, line, "annotators")
+            if nested.annotators is not None:  # record.X: one list for every element of the record (USR)
+                source, key = (record, nested.annotators[len(RECORD):]) if nested.annotators.startswith(RECORD) \
+                    else (element, nested.annotators)
+                ids = at(source, key, line, "annotators", nested.annotators)
                 if ids is ABSENT:
                     continue
                 if not isinstance(ids, list) or any(_text(i) in (None, "") for i in ids):
                     problem(line, nested.annotators, "not a list of annotator ids")
                     continue
             for criterion, spec in criteria.items():
+                if spec.where is not None and not _selects(spec.where, record, element):
+                    continue  # a record of the other kind (FED: dialog-level, for a turn-level criterion)
                 key = spec.column or criterion
                 if key not in ratings:
                     problem(line, key, f"no ratings of '{criterion}' (item '{keys['item'][:40]}')")

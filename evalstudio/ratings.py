@@ -71,6 +71,9 @@ class CriterionSpec(BaseModel):
     missing: list[str] = []
     column: str | None = None  # wide_criteria: the column holding this criterion
     min_votes: int | None = Field(None, ge=1)  # majority label: votes it needs (Circa: 3 of 5); default more than half
+    # layout nested: the records this criterion is read from, by a field they have ("response") or lack
+    # ("!response"), for files that hold two kinds of record (FED: turn-level and dialog-level ratings)
+    where: str | None = None
 
     @field_validator("missing")
     @classmethod
@@ -143,6 +146,9 @@ class Spec(BaseModel):
             raise ValueError("layout nested and a nested: section go together (nested: says where the ratings are)")
         if self.layout == "nested" and self.columns:
             raise ValueError("layout nested takes its fields from nested:, not columns:")
+        wheres = [name for name, c in self.criteria.items() if c.where is not None]
+        if wheres and self.layout != "nested":
+            raise ValueError(f"criteria {', '.join(wheres)}: where: selects records of layout nested only")
         pairwise_only = {"left", "right", "outcome"} & set(self.columns)
         if pairwise_only and self.layout != "pairwise":
             raise ValueError(f"columns {', '.join(sorted(pairwise_only))} belong to layout pairwise")

@@ -54,13 +54,87 @@ def _encoding_problem(path: Path, bad: _BadEncoding) -> Problem:
     return Problem(str(path), bad.line, None, f"not valid UTF-8 (byte 0x{byte:02x}); save the file as UTF-8")
 
 
+class JsonArrayError(ValueError):
+    """A JSON array that cannot be read on: where (line) and why."""
+
+    def __init__(self, line: int, message: str):
+        super().__init__(message)
+        self.line = line
+
+
+def json_array(text: str) -> Iterator[tuple[int, Any]]:
+    """The elements of a JSON array (the text starts with "[" after white space), each with the line it starts on,
+    decoded one by one (a file of many records is never one object in memory twice). JsonArrayError when the text
+    stops being a JSON array."""
+    decoder = json.JSONDecoder()
+
+    def skip(position: int, line: int) -> tuple[int, int]:  # past white space, counting its lines
+        after = len(text) - len(text[position:].lstrip())
+        return after, line + text.count("\n", position, after)
+
+    position, line = skip(0, 1)
+    position, line = skip(position + 1, line)  # past "["
+    if text[position:position + 1] == "]":
+        position += 1
+    else:
+        while True:
+            try:
+                value, end = decoder.raw_decode(text, position)
+            except (ValueError, RecursionError) as e:
+                raise JsonArrayError(line, f"not JSON: {str(e)[:100]}") from None
+            yield line, value
+            position, line = skip(end, line + text.count("\n", position, end))
+            if text[position:position + 1] == ",":
+                position, line = skip(position + 1, line)
+            elif text[position:position + 1] == "]":
+                position += 1
+                break
+            else:
+                raise JsonArrayError(line, "expected ',' or ']' after a record")
+    if text[position:].strip():
+        raise JsonArrayError(line, "text after the JSON array")
+
+
+def read_json(path: Path) -> Iterator[tuple[int, dict | Problem]]:
+    """A JSON array of objects (.json), each record with the line where it starts."""
+    try:
+        text = path.read_bytes().decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as e:
+        line = path.read_bytes()[:e.start].count(b"\n") + 1
+        yield line, Problem(str(path), line, None, f"not valid UTF-8 (byte 0x{e.object[e.start]:02x}); save the "
+                                                   "file as UTF-8")
+        return
+    if not text.lstrip().startswith("["):
+        yield 1, Problem(str(path), 1, None, "not a JSON array of records (a .json file holds [ {...}, {...} ]; "
+                                             "JSON Lines, one record a line, go in a .jsonl file)")
+        return
+    seen = False
+    try:
+        for line, value in json_array(text):
+            seen = True
+            if not isinstance(value, dict):
+                yield line, Problem(str(path), line, None, f"expected a JSON object, got {type(value).__name__}")
+                continue
+            yield line, value
+    except JsonArrayError as e:
+        yield e.line, Problem(str(path), e.line, None, str(e))
+        return
+    if not seen:
+        yield 0, Problem(str(path), None, None, "file is empty: no records")
+
+
 def read_jsonl(path: Path) -> Iterator[tuple[int, dict | Problem]]:
-    """One JSON object per line; blank lines are skipped."""
+    """One JSON object per line; blank lines are skipped. A JSON array (which a .jsonl file sometimes is) is one
+    problem that says so, not one per line."""
     seen = False
     try:
         for line_no, line in enumerate(_lines(path), start=1):
             if not line.strip():
                 continue
+            if not seen and line.lstrip().startswith("["):
+                yield line_no, Problem(str(path), line_no, None, "a JSON array, not JSON Lines (one record a line): "
+                                                                 "name the file .json to read it as an array")
+                return
             seen = True
             try:
                 obj = json.loads(line)

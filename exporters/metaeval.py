@@ -425,7 +425,7 @@ def analyze(ratings: pd.DataFrame, spec: Spec, metrics: pd.DataFrame | None = No
 
 def summary(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """One row per criterion, what `analyze` prints: scale, ratings, items, alpha with its CI, the leave-one-out
-    ceiling (mean Pearson r of each annotator with the rest), and the metric that correlates best with the humans
+    ceiling (mean Spearman rho of each annotator with the rest, as USR and FED report it), and the metric that correlates best with the humans
     (Pearson r at system level when there are 3 or more systems, else over segments)."""
     rows = []
     agreement_table = tables["agreement"]
@@ -433,7 +433,7 @@ def summary(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     for _, a in agreement_table.iterrows():
         row = {"criterion": a["criterion"], "scale": a["scale"], "ratings": int(a["ratings"]),
                "items": int(a["items"]), "alpha": a.get("alpha", np.nan), "alpha_lo": a.get("alpha_lo", np.nan),
-               "alpha_hi": a.get("alpha_hi", np.nan), "loo_pearson": a.get("loo_pearson", np.nan),
+               "alpha_hi": a.get("alpha_hi", np.nan), "loo_spearman": a.get("loo_spearman", np.nan),
                "best_metric": "", "best_level": "", "best_r": np.nan}
         if not corrs.empty:
             c = corrs[(corrs["criterion"] == a["criterion"]) & (corrs["method"] == "pearson")

@@ -487,7 +487,7 @@ def test_the_terminal_shows_each_criterions_results(tmp_path):
     line = next(line for line in result.stdout.splitlines() if line.strip().startswith("q "))
     assert "interval" in line and str(len(ratings)) in line
     assert f"{agreement['alpha']:.3f} [{agreement['alpha_lo']:.2f}, {agreement['alpha_hi']:.2f}]" in line
-    assert f"{agreement['loo_pearson']:.3f}" in line
+    assert f"{agreement['loo_spearman']:.3f}" in line  # the column says Spearman
     assert best["metric"] == "close" and "close" in line and f"{best['value']:.3f}" in line
 
 

@@ -15,8 +15,10 @@ from . import ProjectsOption, _fail, _load, app, console
 def analyze(
     ratings: Annotated[Optional[Path], typer.Argument(
         help="Ratings file (.csv, .tsv, .jsonl or .parquet): long (item, annotator, criterion, value, and optionally "
-             "system and agent; criterion may be left out with one criterion) or wide (see --spec); or a Label Studio JSON export (.json) of a --protocol project. Without "
-             "it, --protocol's projects are read live from Label Studio.")] = None,
+             "system and agent; criterion may be left out with one criterion) or wide (see --spec); nested JSON "
+             "(.json array or .jsonl: a context with its responses, each with a list of ratings per criterion, as "
+             "USR and FED publish them; --spec with layout: nested); or a Label Studio JSON export (.json) of a "
+             "--protocol project. Without it, --protocol's projects are read live from Label Studio.")] = None,
     output: Annotated[Path, typer.Option("--output", "-o", help="Folder for index.html and the CSVs.")] = Path("analysis"),
     metrics: Annotated[Optional[Path], typer.Option(
         help="Metric scores: item, system, metric, criterion, value, and optionally confidence (system and "
@@ -134,16 +136,17 @@ def _results(tables):
 
     rows = summary(tables)
     number = lambda v: "-" if v != v else f"{v:.3f}"  # NaN -> -
-    table = Table(title="Results per criterion (LOO r: the leave-one-annotator-out ceiling; best metric: Pearson r "
-                        "at system level, or over segments)", title_justify="left", box=box.SIMPLE_HEAD)
-    for column in ("criterion", "scale", "n", "alpha [95% CI]", "LOO r", "best metric", "r"):
-        table.add_column(column, justify="right" if column in ("n", "r", "LOO r") else "left", overflow="fold",
-                         no_wrap=column in ("alpha [95% CI]", "n", "r", "LOO r"),
+    table = Table(title="Results per criterion (LOO rho: the leave-one-annotator-out ceiling, Spearman, as USR and "
+                        "FED report it; Pearson and Kendall in agreement.csv; best metric: Pearson r at system level, "
+                        "or over segments)", title_justify="left", box=box.SIMPLE_HEAD)
+    for column in ("criterion", "scale", "n", "alpha [95% CI]", "LOO rho", "best metric", "r"):
+        table.add_column(column, justify="right" if column in ("n", "r", "LOO rho") else "left", overflow="fold",
+                         no_wrap=column in ("alpha [95% CI]", "n", "r", "LOO rho"),
                          min_width=8 if column in ("criterion", "scale", "best metric") else None)
     for r in rows.itertuples():
         alpha = number(r.alpha) + (f" [{r.alpha_lo:.2f}, {r.alpha_hi:.2f}]" if r.alpha_lo == r.alpha_lo else "")
         best = f"{r.best_metric} ({r.best_level})" if r.best_metric else "-"
-        table.add_row(str(r.criterion), str(r.scale), str(r.ratings), alpha, number(r.loo_pearson), best,
+        table.add_row(str(r.criterion), str(r.scale), str(r.ratings), alpha, number(r.loo_spearman), best,
                       number(r.best_r))
     return table
 
