@@ -175,8 +175,8 @@ class Client:
     def project_fields(project: Project) -> dict:
         """The Label Studio project settings that evalstudio sets from projects.yaml."""
         return dict(
-            label_config=project.label_config,
-            expert_instruction=project.shown_instructions,
+            label_config=project.config_for("label-studio"),
+            expert_instruction=project.instructions_for("label-studio"),
             show_instruction=True,
             maximum_annotations=project.annotators_per_task,
             description=f"evalstudio protocol: {project.name}",

@@ -289,6 +289,24 @@ def _spooled(project: Project, importer, paths: Sequence[Path], unknown: dict[st
             yield from converter.record(context, path, line, record, unknown)
 
 
+def _in_send_order(spool: Path, items: dict[str, tuple[str, str]]) -> Iterator[str]:
+    """The spool's lines in the order the import sends them (order.send_order: no two tasks of one context back to
+    back, no system in a fixed place), read by offset: the order needs only each line's key and item."""
+    from .order import send_order
+
+    offsets, keys = [], []
+    with open(spool, "rb") as spooled:
+        offset = 0
+        for line in spooled:
+            key = str(json.loads(line.split(b"\t", 1)[0]))
+            offsets.append(offset)
+            offset += len(line)
+            keys.append((key, items.get(key, (key, ""))[0]))
+        for position in send_order(keys):
+            spooled.seek(offsets[position])
+            yield spooled.readline().decode("utf-8")
+
+
 def _scan(project: Project, importer, paths: Sequence[Path], result: Scan, out, workers: int | None) -> None:
     first_seen: dict[str, str] = {}
     versions: dict[str, dict[str, str]] = {}  # item -> system -> where (for the design check)
@@ -353,6 +371,8 @@ def placement_problems(client, parts: Sequence[Project], scans: Sequence[Scan],
     to exactly one project of a study: cmv_tom or cmv_threads, never both), or, in a list's project, a second version
     of an item the list already holds (its participants would see both)."""
     entry_of = {project.name: project.entry for project in study}
+    shared = {(a.entry, b) for a in study for b in a.shares_items}
+    shared |= {(b, a) for a, b in shared}  # (either entry may say so)
     on_server: dict[str, dict[str, str]] = {}  # project name -> evalstudio id -> item id
     for project in study:
         # only the projects a check below reads: another entry's project, or a part with lists (a protocol of one
@@ -369,8 +389,9 @@ def placement_problems(client, parts: Sequence[Project], scans: Sequence[Scan],
         for key, (item, where) in checked.items.items():
             incoming.setdefault(item, (key, where))
         for other, tasks in on_server.items():
-            if other == part.name or entry_of[other] == part.entry:
-                continue  # the part itself, or another list of the same entry (every list holds every item)
+            if other == part.name or entry_of[other] == part.entry or (part.entry, entry_of[other]) in shared:
+                continue  # the part itself, another list of the same entry (every list holds every item), or an
+                # entry that shares its items (projects.yaml shares_items)
             for item in sorted(set(tasks.values()) & incoming.keys()):
                 path, line = _where(incoming[item][1])
                 problems.append(Problem(path, line, "item_id", f"item {item!r} is already in {other}, another "
@@ -560,19 +581,18 @@ def _import_files(project, importer, paths, client, batch_size, on_progress, ski
 
     try:
         if checked.spool is not None:  # what the scan validated, converted and serialised: sent as it is
-            with open(checked.spool, encoding="utf-8") as spooled:
-                for line in spooled:
-                    key_text, where_text, digest_text, task_text = line.rstrip("\n").split("\t", 3)
-                    key = json.loads(key_text)
-                    if skip and _where(json.loads(where_text)) in skip:
-                        continue  # a task of a record that also had a problem (e.g. a duplicate id)
-                    digests[str(key)] = digest_text
-                    if key in seen:
-                        report.already_present += 1
-                    else:
-                        add(key, task_text)
-                    if on_progress:
-                        on_progress(sent(), checked.tasks)
+            for line in _in_send_order(checked.spool, checked.items):
+                key_text, where_text, digest_text, task_text = line.rstrip("\n").split("\t", 3)
+                key = json.loads(key_text)
+                if skip and _where(json.loads(where_text)) in skip:
+                    continue  # a task of a record that also had a problem (e.g. a duplicate id)
+                digests[str(key)] = digest_text
+                if key in seen:
+                    report.already_present += 1
+                else:
+                    add(key, task_text)
+                if on_progress:
+                    on_progress(sent(), checked.tasks)
             flush(final=True)
             if problems := changed():
                 rollback(problems)

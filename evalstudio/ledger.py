@@ -41,6 +41,7 @@ BUSY_SECONDS = 30
 # a submission being sent to Label Studio holds its reference this long at most (the gateway's tries take at most
 # 4 x 60 s), or until the process that sends it is found dead
 LEASE_SECONDS = 300
+HOLD_SECONDS = 1800  # a task served and not answered is held for its participant this long (Label Studio's lock)
 
 SCHEMA = max(MIGRATIONS)
 
@@ -90,6 +91,14 @@ class Ref:
 
 
 REF_COLUMNS = [f.name for f in fields(Ref)]
+
+
+@dataclass(frozen=True)
+class Load:
+    """What the ledger knows of one task when a participant is served: answers stored, and holds (served to
+    another participant who has not answered yet, within HOLD_SECONDS)."""
+    answered: int = 0
+    holding: int = 0
 
 
 def digest(key: str) -> str:
@@ -344,6 +353,51 @@ class Ledger:
             tx.run(f"INSERT INTO refs ({', '.join(REF_COLUMNS)}) VALUES ({', '.join('?' * len(REF_COLUMNS))})",
                    tuple(int(v) if isinstance(v, bool) else v for v in (getattr(ref, c) for c in REF_COLUMNS)))
             return ref
+
+    def serve_chosen(self, participant: str, part: str, choose) -> Ref | None:
+        """Serve the participant the task `choose(taken, mine)` picks, in one transaction with what it sees: `taken`
+        maps each task of the part to its answers stored and its holds (served within HOLD_SECONDS to another
+        participant who has not answered and whose reference is not surplus), `mine` is the tasks the participant
+        has had. Two processes never serve one task beyond what `choose` allows. None: nothing chosen."""
+        who, now = _key(participant), time.time()
+        with self._write() as tx:
+            rows = tx.all("SELECT task_id, participant, annotation_id, surplus, served FROM refs WHERE part = ?",
+                          (part,))
+            counts: dict[int, list[int]] = {}
+            mine: set[int] = set()
+            for task_id, owner, annotation_id, surplus, served in rows:
+                if owner == who:
+                    mine.add(int(task_id))
+                    continue
+                c = counts.setdefault(int(task_id), [0, 0])
+                if annotation_id is not None:
+                    c[0] += 1
+                elif not surplus and served > now - HOLD_SECONDS:
+                    c[1] += 1
+            task_id = choose({t: Load(a, h) for t, (a, h) in counts.items()}, mine)
+            if task_id is None:
+                return None
+            number = int(tx.one("SELECT COUNT(*) FROM refs WHERE participant = ?", (who,))[0]) + 1
+            ref = Ref(secrets.token_urlsafe(18), who, part, int(task_id), number, now)
+            tx.run(f"INSERT INTO refs ({', '.join(REF_COLUMNS)}) VALUES ({', '.join('?' * len(REF_COLUMNS))})",
+                   tuple(int(v) if isinstance(v, bool) else v for v in (getattr(ref, c) for c in REF_COLUMNS)))
+            return ref
+
+    def served_by_part(self, participant: str) -> dict[str, set[int]]:
+        """part -> the tasks the participant was served there (answered or not)."""
+        with self._read() as tx:
+            rows = tx.all("SELECT part, task_id FROM refs WHERE participant = ?", (_key(participant),))
+        out: dict[str, set[int]] = {}
+        for part, task_id in rows:
+            out.setdefault(part, set()).add(int(task_id))
+        return out
+
+    def last_context_task(self, participant: str, part: str) -> int | None:
+        """The task the participant was served last in `part` (answered or not)."""
+        with self._read() as tx:
+            row = tx.one("SELECT task_id FROM refs WHERE participant = ? AND part = ? ORDER BY number DESC LIMIT 1",
+                         (_key(participant), part))
+        return int(row[0]) if row else None
 
     def ref(self, participant: str, ref: str) -> Ref | None:
         """A reference of this participant's (someone else's is None)."""

@@ -12,7 +12,7 @@ from typing import Literal, NamedTuple
 
 import yaml
 from label_studio_sdk.label_interface import LabelInterface
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import RegistryError, UnknownName
 from .files import read_text_file
@@ -167,16 +167,32 @@ class Project(BaseModel):
     compare: Compare | None = None
     instructions: str
     annotators_per_task: int = Field(ge=1)
+
+    @field_validator("instructions")
+    @classmethod
+    def _channels(cls, value: str) -> str:
+        from .channels import channel_problems
+
+        if problems := channel_problems(value):
+            raise ValueError("; ".join(problems))
+        return value
+
     agents: list[str] = []
     metadata_controls: list[str] = []
+    # Other entries of the study whose items this one may hold too (cmv_threads: every thread, cmv_tom: the delta
+    # threads with ToM values). Without it an item belongs to one project of a study; with it the gateway still never
+    # gives one participant an item twice, and `status` flags an annotator who answered one in two projects.
+    shares_items: list[str] = []
     predictor: Literal["stored", "learner", "llm"] = "stored"
     # Model-assisted labelling: the ML backend's predictions fill the annotator's answer controls. Off by default:
     # in a human evaluation the answers start empty (no anchoring); with it off evalstudio creates no predictions.
     prefill: bool = False
     # Several Label Studio projects can make one study (Circa: Part I, then Part II); they share `study`.
     study: str | None = None
-    # Task order per annotator: "random" (Label Studio's uniform sampling) or "sequential".
-    order: Literal["sequential", "random"] = "sequential"
+    # Task order (evalstudio/order.py): "random" (the default) gives each annotator an order of their own (through
+    # the gateway with no two tasks of one context back to back; in Label Studio its uniform sampling), "sequential"
+    # everyone the import's order (no two tasks of one context back to back, no system in a fixed place).
+    order: Literal["sequential", "random"] = "random"
     # Participant ids from the annotator's account e-mail (e.g. prolific: <PID>@email.prolific.com).
     participant_id: Literal["prolific"] | None = None
     # Study design checked at import: every item has exactly `versions` systems, the same set for all items
@@ -209,9 +225,20 @@ class Project(BaseModel):
         except UnicodeDecodeError:
             raise RegistryError(f"projects.{self.name}.config: {self.config_path} is not UTF-8 text") from None
 
+    def config_for(self, channel: str) -> str:
+        """The labeling config as annotators of `channel` get it ("label-studio" or "gateway": a Text or Header
+        marked channel="..." for the other channel left out; evalstudio/channels.py)."""
+        from .channels import config_for
+
+        return config_for(self.label_config, channel)
+
     @cached_property
     def interface(self) -> LabelInterface:
+        from .channels import config_channel_problems
+
         config = self.label_config  # (its own error when the file cannot be read)
+        if problems := config_channel_problems(config):
+            raise RegistryError(f"{self.config_path}: {'; '.join(problems)}")
         try:
             li = LabelInterface(config)
             if self.label_config not in _VALID_CONFIGS:  # schema validation is the slow part of loading a registry
@@ -244,15 +271,18 @@ class Project(BaseModel):
     def study_name(self) -> str:
         return self.study or self.entry
 
-    @property
-    def shown_instructions(self) -> str:
-        """The instructions as annotators see them: `{bonus}` becomes the crowd bonus's amounts and currency (Circa:
-        "25, 15, 10 EUR"), so the promise shown and the bonus `approvals` pays come from one place."""
-        if "{bonus}" not in self.instructions:
-            return self.instructions
+    def instructions_for(self, channel: str) -> str:
+        """The instructions as annotators of `channel` see them ("label-studio" or "gateway": elements marked for the
+        other channel left out, evalstudio/channels.py); `{bonus}` becomes the crowd bonus's amounts and currency
+        (Circa: "25, 15, 10 EUR"), so the promise shown and the bonus `approvals` pays come from one place."""
+        from .channels import for_channel
+
+        text = for_channel(self.instructions, channel)
+        if "{bonus}" not in text:
+            return text
         bonus = self.crowd.bonus if self.crowd else None
         amounts = ", ".join(f"{a:g}" for a in bonus.amounts) if bonus and bonus.amounts else "to be announced"
-        return self.instructions.replace("{bonus}", f"{amounts} {bonus.currency}" if bonus and bonus.amounts else amounts)
+        return text.replace("{bonus}", f"{amounts} {bonus.currency}" if bonus and bonus.amounts else amounts)
 
     @property
     def entry_title(self) -> str:
@@ -412,6 +442,11 @@ def load(path: Path | str | None = None) -> Registry:
         if first and (first not in entries or not project.study or entries[first].study != project.study):
             raise RegistryError(f"{_Where(path, text, project.entry)}.crowd.after: '{first}' is not another project "
                                 f"of the study '{project.study or name}'")
+        for other in project.shares_items:
+            if other not in entries or other == project.entry or not project.study or \
+                    entries[other].study != project.study:
+                raise RegistryError(f"{_Where(path, text, project.entry)}.shares_items: '{other}' is not another "
+                                    f"project of the study '{project.study or name}'")
         if first and entries[first].lists:
             raise RegistryError(f"{_Where(path, text, project.entry)}.crowd.after: '{first}' has counterbalanced "
                                 "lists; a part done first cannot have lists")

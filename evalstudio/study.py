@@ -174,6 +174,26 @@ def list_warnings(annotations: pd.DataFrame, parts: list[Project]) -> dict[str, 
     return {annotator: "; ".join(found) for annotator, found in out.items()}
 
 
+def shared_item_warnings(annotations: pd.DataFrame, parts: list[Project],
+                         per_part: list[list[dict]]) -> dict[str, str]:
+    """annotator -> warning for participants who answered one item (item_id) in two projects of the study (cmv: a
+    delta thread in cmv_tom and in cmv_threads): they met it twice, which the gateway never does (possible only in
+    Label Studio itself)."""
+    item_of = {int(t["id"]): str((t.get("data") or {}).get("item_id")) for tasks in per_part for t in tasks
+               if (t.get("data") or {}).get("item_id") is not None}
+    done = annotations[~annotations["cancelled"].astype(bool)]
+    if done.empty or not item_of or len({p.entry for p in parts}) < 2:
+        return {}
+    done = done.assign(item=done["task_id"].map(lambda t: item_of.get(int(t))),
+                       entry=done["project"].map({p.name: p.entry for p in parts})).dropna(subset=["item"])
+    twice = done.groupby(["annotator", "item"])["entry"].nunique()
+    out: dict[str, str] = {}
+    for (annotator, _), n in twice[twice > 1].items():
+        out[annotator] = out.get(annotator, 0) + 1
+    return {a: f"answered {n} item(s) in two projects of the study (met them twice; the gateway gives each participant "
+               "an item once)" for a, n in out.items()}
+
+
 def gold_rate_warnings(parts: list[Project], per_part: list[list[dict]]) -> list[str]:
     """Parts whose task pool cannot give each participant crowd.gold_rate gold items: Label Studio's uniform
     sampling draws every participant's stream from the pool, so the pool's gold share is the rate they see."""

@@ -17,9 +17,8 @@ sign (∆, Δ or !delta, also written as the double-escaped entity &amp;#8710;),
 reply before it. A thread without a delta is a non-delta thread: its first comment by another author, and the OP's
 first reply after it. XML items carry no ToM values (`evalstudio generate cmv` can extract them).
 
-Delta samples with ToM values become cmv_tom tasks (the document's Q1-Q7); threads without ToM values and non-delta
-threads become cmv_threads tasks (Q1 only; no label says whether there was a delta, though the OP's reply may
-show one; `delta` is in the meta).
+Every thread becomes a cmv_threads task (Q1 only, delta and non-delta mixed: nothing shown says whether there was a
+delta; `delta` is in the meta); a delta sample with ToM values also becomes a cmv_tom task (the document's Q1-Q7).
 """
 
 from __future__ import annotations
@@ -68,11 +67,22 @@ def convert(record: dict, project, context) -> list[dict]:
     item_id = str(record.get("id") or f"{post.get('id', '')}-{comment.get('id', '')}".strip("-")
                   or stable_id(texts["post"], texts["comment"]))
     tom = record.get("tom") or {}
-    # Delta samples with ToM values are the document's items (cmv_tom: Q1-Q7); threads without ToM values and
-    # non-delta threads get Q1 only (cmv_threads), where nothing shown says whether the OP awarded a delta.
-    part = "cmv_tom" if delta and tom else "cmv_threads"
-    data = {"evalstudio_id": f"cmv-{item_id}", "item_id": item_id, "part": part, "delta": delta,
-            "system": record.get("model_version") or ("tom-extractor" if tom else "thread"), **texts}
+    # Every thread, delta or not, is a cmv_threads task: the blind persuasiveness instrument (Q1 only, nothing shown
+    # says whether the OP awarded a delta), so the delta / non-delta contrast is measured by one instrument on a mix
+    # of both. A delta thread with ToM values is also a cmv_tom task (the document's Q1-Q7); the gateway never gives
+    # one participant an item twice. The thread task holds nothing that `generate` adds (ToM values, the extractor's
+    # name): it is the same task before and after ToM values are written, so nothing has to move.
+    thread = {"evalstudio_id": f"cmv-{item_id}", "item_id": item_id, "part": "cmv_threads", "delta": delta,
+              "system": "thread", **texts}
+    if "model_answers" in record and project.entry == "cmv_threads":
+        answers = require(record, "model_answers", dict)
+        collect(*(_answer_check(answers, name) for name in project.criteria))
+        thread["model_answers"] = {name: answers[name] for name in project.criteria}
+        thread["model_version"] = record.get("model_version") or "unknown"
+    if not (delta and tom):
+        return [thread]
+    data = {"evalstudio_id": f"cmv-{item_id}", "item_id": item_id, "part": "cmv_tom", "delta": delta,
+            "system": record.get("model_version") or "tom-extractor", **texts}
     if not isinstance(tom, dict):
         raise FieldError("tom", "expected {post: {...}, comment: {...}}")
     shown: dict[str, dict[str, str]] = {"post": {}, "comment": {}}
@@ -84,12 +94,12 @@ def convert(record: dict, project, context) -> list[dict]:
     data["tom"] = tom
     if record.get("tom_generated_by"):  # ToM values written by `evalstudio generate` (the ML backend's LLM)
         data["tom_generated_by"] = str(record["tom_generated_by"])
-    if "model_answers" in record:
+    if "model_answers" in record and project.entry == "cmv_tom":
         answers = require(record, "model_answers", dict)
         collect(*(_answer_check(answers, name) for name in project.criteria))
         data["model_answers"] = {name: answers[name] for name in project.criteria}
         data["model_version"] = record.get("model_version") or "unknown"
-    return [data]
+    return [data, thread]
 
 
 _TITLES = {"beliefs": "Beliefs", "desires": "Desires", "intentions": "Intentions", "emotions": "Emotions",

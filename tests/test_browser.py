@@ -180,6 +180,8 @@ CHECKLISTS = {
             "Dimensions and scales for evaluating social interactions:",
             "[We provide some annotation examples below] Annotator's Rationale Rating Assessment",
         ],
+        "once": ["Carefully read the given social interaction between two agents"],
+        "gateway_only": ["Your Prolific ID is taken from the link you followed from Prolific"],
         "shown": lambda d: [d["scenario"][:60], d["dialogue"][:60], d["agent1_name"], d["agent2_goal"][:40]],
         "hidden": lambda m: [m["model_reasoning"]["agent1"]["goal"][:50], m["model_reasoning"]["agent2"]["believability"][:50]],
     },
@@ -193,14 +195,20 @@ CHECKLISTS = {
             "You will see 30 samples, each containing:",
             "Consistency: Apply the same criteria across all 30 samples.",
             "No discussion: Annotate independently; don’t coordinate answers with others.",
-            "Q7 — Perspective Taking — Do the TOM Perspective Taking values make sense given the text? — Yes / No",
+            "Do the TOM Perspective Taking values make sense given the text?",
             "Answer Q1–Q7 with Yes or No, using the criteria above.",
-            "Sign up or log in using your email and password.",
+            "Annotation Instructions", "What You Will Annotate", "The Binary Questions", "Summary of Questions",
+            "How Progress and Resuming Work", "Tips",
             "How to Annotate in This Website",
             "Output & Next Steps",
             "We will compute inter-annotator agreement (e.g., majority vote or Cohen's Kappa) and use your labels as ground truth for meta-evaluation against our automated persuasiveness and TOM metrics.",
             "Thank you for your careful annotation.",
         ],
+        # steps that exist in one channel only (labeling_configs/cmv_tom.xml, Texts marked channel="...")
+        "label_studio_only": ["Sign up or log in using your email and password.",
+                              "Go to the Annotate page (Label All Tasks)."],
+        "gateway_only": ["Open your personal study link", "Start the annotation from the study overview.",
+                         "Save & Previous (“← Previous” at the top)"],
         "shown": lambda d: [d["post"][:50], d["comment"][:50], d["delta_reply"][:40], d["comment_beliefs"][:40],
                             d["post_tom"][:30]],
         "hidden": lambda m: ["tom-extractor", m.get("model_version") or "tom-extractor"],
@@ -211,7 +219,11 @@ CHECKLISTS = {
             "We are not asking whether you would be persuaded. We are asking whether this comment, in context, offers a clear reason for the OP to change their view.",
             "For each sample you answer 1 binary (Yes/No) question about persuasiveness",
             "Comment — this is what you judge",
+            "How to Annotate in This Website", "Summary of Questions", "Tips", "Output & Next Steps",
+            "Thank you for your careful annotation.",
         ],
+        "label_studio_only": ["Sign up or log in using your email and password."],
+        "gateway_only": ["Start the annotation from the study overview."],
         "shown": lambda d: [d["post"][:50], d["comment"][:50]],
         # delta and non-delta threads look the same: no delta marker, no OP reply (it awards the ∆), no word of a
         # designated persuasive comment; no ToM question is asked about values that do not exist
@@ -240,7 +252,7 @@ CHECKLISTS = {
         ],
         # the project's instructions (projects.yaml), shown above the view by the gateway: the incentive of document
         # 002, its amounts from crowd.bonus
-        "instructions": ["To incentivize annotators, we provide Amazon coupons (25, 15, 10 EUR) for those that annotated the most examples."],
+        "instructions": ["To incentivize annotators, we provided Amazon coupons (25, 15, 10 EUR) for those that annotated the most examples."],
         "shown": lambda d: [d["context"], d["question"], d["answer"], d["interpretation"], d["explanation"][:50]],
         "hidden": lambda m: ["gold", "prediction", "model's", "Model's"],
     },
@@ -255,6 +267,7 @@ CHECKLISTS = {
             "NOTE: THERE ARE A MAXIMUM OF 5 HITs YOU CAN COMPLETE. COMPLETING ALL 5 HITs WILL GIVE YOU A BONUS! WE ENCOURAGE YOU TO DO ALL 5 HITs",
             "Specific Definitions",
         ],
+        "once": ["The annotation task is to label responses to a given prompt."],
         "shown": lambda d: [d["context"][:50], d["response"][:50]],
         "hidden": lambda m: [m["system"], m.get("model_version", "")],
     },
@@ -350,7 +363,9 @@ def test_annotator_view_follows_the_protocol_document(reg, importer_for, client,
     page.screenshot(path=str(SHOTS / f"{protocol}-panels.png"), full_page=True)
     body = flat(page.inner_text("body"))
     checklist = CHECKLISTS[protocol]
-    missing = [phrase for phrase in checklist["phrases"] if flat(phrase) not in body]
+    missing = [phrase for phrase in checklist["phrases"] + checklist.get("label_studio_only", [])
+               if flat(phrase) not in body]
+    assert not [p for p in checklist.get("gateway_only", []) if flat(p) in body]  # the gateway's steps, not here
     assert not missing, missing
     for snippet in checklist["shown"](task["data"]):
         assert flat(snippet) in body, snippet

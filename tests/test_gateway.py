@@ -27,6 +27,9 @@ pytestmark = [pytest.mark.server, pytest.mark.usefixtures("database_independent"
 HERE = Path(__file__).resolve().parent
 ROUTES = HERE / "data" / "label_studio_routes.json"  # every Label Studio route, classified (see the sweep test)
 METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+# what exists only in Label Studio's own pages: never in what a participant of the gateway reads
+LABEL_STUDIO_STEPS = ["Label All Tasks", "Annotate page", "back arrow", "Prolific e-mail address", "email.prolific.com",
+                      "sign up and log in", "Sign up or log in"]
 
 
 @pytest.fixture(scope="module")
@@ -361,6 +364,10 @@ def test_every_annotator_view_through_the_gateway(reg, client, study_gateways, p
         page.on("pageerror", lambda e: errors.append(str(e)))
         page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
         page.goto(f"{url}/s/{pid}/{account.access}")
+        # the study's header names it as participants know it (its title), never by its projects.yaml name
+        study_header = page.inner_text("header .title")
+        # (the test's own projects are titled "GV: " + the title, shortened)
+        assert study_header.startswith("GV: ") and project.title.startswith(study_header[4:]), study_header
         if project.crowd and project.crowd.after:  # the part that comes first (Circa's control questions)
             finish_through_the_api(page, url, reg.entry(project.crowd.after))
         page.goto(f"{url}/label/{protocol}")
@@ -371,14 +378,22 @@ def test_every_annotator_view_through_the_gateway(reg, client, study_gateways, p
         page.locator("button", has_text="Submit").first.wait_for(timeout=180_000)
         page.wait_for_timeout(1000)
         assert empty_controls(page, project) == []  # no anchoring: nothing answered before the participant does
+        if protocol == "dialogue":  # document 003: the HIT note in view, bold; the HIT and the question in it
+            note = page.get_by_text("NOTE: THERE ARE A MAXIMUM OF 5 HITs", exact=False).first
+            assert note.is_visible() and int(note.evaluate("e => getComputedStyle(e).fontWeight")) >= 700
+            assert page.inner_text("#progress") == "HIT 1 of 5, question 1 of 11"
         open_panels(page)
         SHOTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(SHOTS / f"gateway-{protocol}.png"), full_page=True)
         body = flat(page.inner_text("body"))
         checklist = CHECKLISTS[protocol]
         missing = [phrase for phrase in checklist["phrases"] + checklist.get("instructions", [])
-                   if flat(phrase) not in body]
+                   + checklist.get("gateway_only", []) if flat(phrase) not in body]
+        # nothing a participant of the gateway cannot do: no Label Studio step, no Label Studio sign-up
+        assert not [p for p in checklist.get("label_studio_only", []) + LABEL_STUDIO_STEPS if flat(p) in body]
         assert not missing, missing
+        # what the labeling config shows is not repeated by the instructions above it
+        assert [flat(p) for p in checklist.get("once", []) if body.count(flat(p)) != 1] == []
         assert "undefined" not in body and "<p viewer" not in body
         assert_usable(page, project, body)
         values = designed_values(project)
@@ -468,7 +483,12 @@ def test_a_decimal_comma_is_the_decimal_it_means(label_studio, client, tmp_path,
             page.keyboard.type(text)
             page.keyboard.press("Tab")
             assert box.input_value() == shown, (name, box.input_value())
-        assert "read as a decimal point" in page.inner_text("#status")
+            # the note is under this field and says what it holds, in words that read right
+            note, field = page.locator("#comma-note"), box.bounding_box()
+            assert note.is_visible() and note.inner_text() == (
+                f"A decimal comma is read as a decimal point: this field holds {shown}."), note.inner_text()
+            assert 0 <= note.bounding_box()["y"] - (field["y"] + field["height"]) <= 20
+            assert abs(note.bounding_box()["x"] - field["x"]) <= 2
         box = page.locator('input[name="machine_intelligence"]')  # 0.9 is off the scale: the designed value instead
         box.fill("")
         box.click()
@@ -532,11 +552,11 @@ def test_an_unrated_slider_looks_unrated_and_its_midpoint_is_one_click(label_stu
 
 
 def test_a_task_others_hold_is_not_the_end_of_a_participants_work(label_studio, client, reg, tmp_path):
-    """Label Studio's stream says "no task" to a participant while the tasks they still have to do are held by
-    others: locked while two participants work on the only task (overlap 2), and for a moment after each
-    submission (Label Studio stores the annotation before it releases the lock; a crowd test once sent a participant
-    away with a task left that way). The gateway tells the participant to wait (503, which the page asks again)
-    instead of sending them away, and says they are finished only when no task is left for them."""
+    """No task is free for a participant while the tasks they still have to do are held by others: two participants
+    work on the only task (overlap 2; held in the ledger from serving to answering, as Label Studio's own lock holds
+    a task; a crowd test once sent a participant away with a task left that way). The gateway tells the participant
+    to wait (503, which the page asks again) instead of sending them away, and says they are finished only when no
+    task is left for them."""
     from .test_cli import _projects_file
 
     def one_task_for_two(raw):
@@ -590,7 +610,7 @@ def test_no_comment_of_the_config_reaches_the_page(reg, study_gateways, protocol
         assert web.get(f"/s/{account.participant_id}/{account.access}").status_code == 303
         page = web.get(f"/label/{project.entry}")
     assert page.status_code == 200
-    comments = re.findall(r"<!--(.*?)-->", project.label_config + (project.shown_instructions or ""), flags=re.S)
+    comments = re.findall(r"<!--(.*?)-->", project.label_config + project.instructions_for("gateway"), flags=re.S)
     assert "<!--" not in page.text and "\\u003c!--" not in page.text
     for comment in comments:
         words = " ".join(comment.split())

@@ -29,14 +29,14 @@ def test_project_is_created_from_projects_yaml_and_setup_is_idempotent(reg, clie
     assert client.ensure_project(project) == (project_id, "unchanged")
     remote = client.project(project_id)
     assert remote.title == project.title
-    assert remote.label_config == project.label_config
-    assert remote.expert_instruction == project.shown_instructions and remote.show_instruction
+    assert remote.label_config == project.config_for("label-studio")  # (the gateway's lines left out)
+    assert remote.expert_instruction == project.instructions_for("label-studio") and remote.show_instruction
     assert remote.maximum_annotations == project.annotators_per_task
     # no anchoring: Label Studio neither prefills nor fetches predictions for the shipped protocols
     assert remote.show_collab_predictions is False and remote.evaluate_predictions_automatically is False
-    # health: each annotator draws the next dialogue at random from those not yet done (Label Studio's uniform
-    # sampling), so the four versions of a scenario come in a per-annotator random order
-    assert remote.sampling == ("Uniform sampling" if protocol == "health" else "Sequential sampling")
+    # order: random (the default, evalstudio/order.py): each annotator draws the next task at random from those not
+    # yet done (Label Studio's uniform sampling), so no system has a fixed place in anyone's order
+    assert project.order == "random" and remote.sampling == "Uniform sampling"
     # the server's own validator accepts the config
     client.sdk.projects.validate_label_config(id=project_id, label_config=project.label_config)
 
@@ -50,11 +50,11 @@ def test_a_drifted_project_is_put_back_and_counted_in_one_lookup(reg, client, tm
     assert (status, count) == ("created", 0)
     assert client.ensure_project_counted(project) == (project_id, "unchanged", 0)
     client.sdk.projects.update(id=project_id, show_collab_predictions=True, maximum_annotations=7,
-                               sampling="Uniform sampling")
+                               sampling="Sequential sampling")
     assert client.ensure_project_counted(project) == (project_id, "updated", 0)
     remote = client.project(project_id)
     assert (remote.show_collab_predictions, remote.maximum_annotations, remote.sampling) == (
-        False, project.annotators_per_task, "Sequential sampling")
+        False, project.annotators_per_task, "Uniform sampling")
     data = tmp_path / "three.jsonl"
     data.write_text("".join(json.dumps({"id": f"d{k}", "context": ["A: hi", "B: hello"], "system": "s",
                                         "response": f"reply {k}"}) + "\n" for k in range(3)), encoding="utf-8")

@@ -211,35 +211,82 @@ def test_participants_work_in_one_list_each_and_never_see_two_versions(label_stu
     assert "worked in lists 1, 2 of circa_part2" in " ".join(status.stdout.split())
 
 
-def test_an_item_belongs_to_one_project_of_a_study(label_studio, client, tmp_path):
-    """CMV: a thread imported into cmv_threads, then the same item with ToM values (which would go to cmv_tom) is
-    refused with file:line, and nothing of that import is written; the lists of one entry are not "other projects"."""
+def test_cmv_measures_persuasiveness_blind_and_nothing_moves_after_generate(label_studio, client, tmp_path):
+    """CMV, as a study runs: the threads are imported (delta threads without ToM values, and non-delta ones); then
+    `generate` gives the delta threads their ToM values and the same files are imported again. The delta threads go
+    to cmv_tom and stay, unchanged, in cmv_threads: cmv_threads, the instrument that measures persuasiveness, holds
+    delta and non-delta threads mixed; nothing is deleted or moved, and `status` finds nothing changed. Through the
+    gateway a participant who answered a delta thread in cmv_tom never gets it in cmv_threads. Without
+    `shares_items` an item still belongs to one project of a study: the import refuses it with file:line."""
     from .test_cli import _projects_file, run
+    from .test_gateway import signed_in
 
     def own(raw):
-        raw["projects"]["cmv_tom"]["title"] = "Placement test: tom"
-        raw["projects"]["cmv_threads"]["title"] = "Placement test: threads"
+        raw["projects"]["cmv_tom"].update(title="Blind test: tom", annotators_per_task=1)
+        raw["projects"]["cmv_threads"].update(title="Blind test: threads", annotators_per_task=1)
     projects_file = _projects_file(tmp_path, own)
-    reg = registry.load(projects_file)
     env = {"LABEL_STUDIO_URL": label_studio.url, "LABEL_STUDIO_API_KEY": label_studio.credentials().api_key,
            "EVALSTUDIO_PROJECTS": str(projects_file), "EVALSTUDIO_RECORDS": str(tmp_path / "records")}
-    record = json.loads((example_files("cmv")[-1]).read_text(encoding="utf-8").splitlines()[0])
-    threads = tmp_path / "threads.jsonl"
-    threads.write_text(json.dumps({k: v for k, v in record.items() if k not in ("tom", "model_answers")}) + "\n")
-    toms = tmp_path / "tom.jsonl"
-    toms.write_text(json.dumps({**record, "id": "another-item"}) + "\n" + json.dumps(record) + "\n")
-    first = run("import", "cmv", str(threads), env=env)
-    assert first.returncode == 0 and "cmv_threads: 1 task(s) created" in first.stdout, first.stderr
-    second = run("import", "cmv", str(toms), env=env)
-    assert second.returncode == 2  # invalid input
-    assert f"{toms}:2: item_id: item '{record['id']}' is already in cmv_threads" in second.stderr
+    delta = [json.loads(line) for line in example_files("cmv")[-1].read_text(encoding="utf-8").splitlines()]
+    assert all(r.get("delta", True) and r.get("tom") for r in delta)
+    # and as many non-delta threads (the contrast): the same posts, another comment, no delta awarded
+    records = [x for r in delta for x in (r, {
+        "id": f"{r['id']}-nd", "post": r["post"], "delta": False,
+        "comment": {"id": "nd", "author": "someone", "text": "I do not think so, but I have no argument."},
+        "op_reply": {"author": r["post"].get("author", "op"), "text": "Thanks, that does not change my view."}})]
+    before = tmp_path / "threads.jsonl"  # as read before `generate`: no ToM values
+    before.write_text("".join(json.dumps({k: v for k, v in r.items() if k != "tom"}) + "\n" for r in records))
+    after = tmp_path / "threads_tom.jsonl"  # as `generate` writes it
+    after.write_text("".join(json.dumps(r) + "\n" for r in records))
+    first = run("import", "cmv", str(before), env=env)
+    assert first.returncode == 0 and f"cmv_threads: {len(records)} task(s) created" in first.stdout, first.stderr
+    second = run("import", "cmv", str(after), env=env)
+    assert second.returncode == 0, second.stderr
+    assert f"cmv_tom: {len(delta)} task(s) created" in second.stdout
+    assert f"cmv_threads: 0 task(s) created, {len(records)} already present" in second.stdout, second.stdout
+    tom_id, threads_id = client.find_project("Blind test: tom"), client.find_project("Blind test: threads")
+    threads = client.export_tasks(threads_id)
+    assert {t["meta"]["delta"] for t in threads} == {True, False}  # mixed in the one instrument
+    assert all("delta_reply" not in t["data"] and "tom" not in t["meta"] for t in threads)
+    status = run("status", "cmv", env={**env, "COLUMNS": "250"})
+    assert status.returncode == 0 and "CHANGED SINCE SETUP" not in status.stderr, status.stderr
+
+    folder = tmp_path / "participants"
+    participants.add(client, ["BLIND1"], folder)
+    with gateway_process(label_studio, "cmv", folder, projects_file) as url:
+        web = signed_in({"url": url, "accounts": participants.load_accounts(folder)}, "BLIND1")
+        book = ledger.open_ledger(folder)
+        seen = {}
+        for entry in ("cmv_tom", "cmv_threads"):
+            seen[entry] = []
+            while "ref" in (task := web.get(f"/api/next/{entry}").json()):
+                seen[entry].append(task["data"]["post"])
+                controls = registry.load(projects_file).get(entry).interface.controls
+                result = [{"from_name": c.name, "to_name": c.to_name[0], "type": "choices",
+                           "value": {"choices": ["Yes"]}} for c in controls if c.name.startswith("q")]
+                assert web.post(f"/api/submit/{task['ref']}", json={"result": result}).json() == {"ok": True}
+        assert len(seen["cmv_tom"]) == len(delta)
+        assert len(seen["cmv_threads"]) == len(records) - len(delta)  # the delta threads: met once, in cmv_tom
+        assert book.answered_count("BLIND1", "cmv_threads") == len(records) - len(delta)
+
+    def one_project_per_item(raw):
+        own(raw)
+        raw["projects"]["cmv_threads"].pop("shares_items")
+        raw["projects"]["cmv_tom"]["title"] = "Placement test: tom"
+        raw["projects"]["cmv_threads"]["title"] = "Placement test: threads"
+    strict = tmp_path / "strict"
+    strict.mkdir()
+    env["EVALSTUDIO_PROJECTS"] = str(_projects_file(strict, one_project_per_item))
+    assert run("import", "cmv", str(before), env=env).returncode == 0
+    refused = run("import", "cmv", str(after), env=env)
+    assert refused.returncode == 2  # invalid input
+    line = 1 + records.index(delta[0])
+    assert f"{after}:{line}: item_id: item '{delta[0]['id']}' is already in cmv_threads" in refused.stderr
     assert client.find_project("Placement test: tom") is None or \
         client.task_count(client.find_project("Placement test: tom")) == 0  # nothing half-imported
-    parts, scans = reg.parts("cmv"), [scan(p, importers.get("cmv"), [toms]) for p in reg.parts("cmv")]
-    [problem] = placement_problems(client, parts, scans, parts)  # the other item may go in
-    assert (problem.line, problem.field) == (2, "item_id")
     # Label Studio is asked only about the projects a check reads: both projects of the CMV study, none for a
     # protocol of one project without lists (whose import then spends no request on the placement)
+    reg = registry.load(env["EVALSTUDIO_PROJECTS"])
     asked = []
 
     class Counting:
@@ -250,8 +297,9 @@ def test_an_item_belongs_to_one_project_of_a_study(label_studio, client, tmp_pat
             asked.append(title)
             return client.find_project_counted(title)
 
-    assert placement_problems(Counting(), parts, scans, parts) == [problem]
-    assert sorted(asked) == ["Placement test: threads", "Placement test: tom"]
+    parts = reg.parts("cmv")
+    assert len(placement_problems(Counting(), parts, [scan(p, importers.get("cmv"), [after]) for p in parts], parts))
+    assert sorted(set(asked)) == ["Placement test: threads", "Placement test: tom"]
     asked.clear()
     dialogue = reg.entry("dialogue")
     dialogue_scan = scan(dialogue, importers.get("dialogue"), example_files("dialogue")[:1])

@@ -335,13 +335,10 @@ def test_kill_9_while_participants_work(label_studio, client, tmp_path):
     finally:
         gateway.stop()
     assert failures == []
-    # answers, and the skips by which the gateway withdrew a task that others had filled meanwhile (if any)
     everything = annotations_by(client, project_id)
     stored = [(t, u, a) for t, u, a in everything if not a["was_cancelled"]]
-    withdrawn = [(t, u) for t, u, a in everything if a["was_cancelled"]]
+    assert len(stored) == len(everything)  # the gateway chooses the tasks: nothing to skip in Label Studio's stream
     book = ledger.open_ledger(folder)
-    assert sorted(withdrawn) == sorted((r.task_id, accounts[r.participant.upper()].user_id) for r in book.answers()
-                                       if r.surplus)
     assert Counter(user for _, user, _ in stored) == Counter({accounts[pid].user_id: 4 for pid in ids})
     assert len(stored) == len(set(acknowledged)) == len(acknowledged) == 24
     per_task = Counter(task for task, _, _ in stored)
@@ -351,10 +348,10 @@ def test_kill_9_while_participants_work(label_studio, client, tmp_path):
 
 
 def test_a_task_that_others_filled_is_not_answered_beyond_its_overlap(label_studio, client, tmp_path):
-    """Label Studio's stream sometimes gives a task to one participant too many (a lock that expired, a race on
-    SQLite). Made here through the ledger: two participants hold the one-annotation task. The first answer counts;
-    the second is refused with a polite "next" (nothing stored), the task is withdrawn from that participant's
-    stream (a skip), and they go on to another task."""
+    """A task can be served to one participant too many (a hold that expired while its participant was away, or an
+    earlier version's stream). Made here through the ledger: two participants hold the one-annotation task. The
+    first answer counts; the second is refused with a polite "next" (nothing stored, not even a skip), and they go
+    on to another task."""
     projects_file, project, project_id = dialogue_study(tmp_path, client, "over served", items=2, overlap=1)
     folder = tmp_path / "participants"
     participants.add(client, ["OVER1", "OVER2"], folder)
@@ -363,7 +360,7 @@ def test_a_task_that_others_filled_is_not_answered_beyond_its_overlap(label_stud
         first = signed_in(gateway.url, accounts["OVER1"])
         task = first.get("/api/next/dialogue").json()
         book = ledger.open_ledger(folder)
-        over = book.serve("OVER2", "dialogue", book.ref("OVER1", task["ref"]).task_id)  # the stream's surplus
+        over = book.serve("OVER2", "dialogue", book.ref("OVER1", task["ref"]).task_id)  # one participant too many
         second = signed_in(gateway.url, accounts["OVER2"])
         assert second.get("/api/next/dialogue").json()["ref"] == over.ref
         assert first.post(f"/api/submit/{task['ref']}", json={"result": complete(project)}).json() == {"ok": True}
@@ -375,4 +372,4 @@ def test_a_task_that_others_filled_is_not_answered_beyond_its_overlap(label_stud
     stored = annotations_by(client, project_id)
     answers = [(t, u) for t, u, a in stored if not a["was_cancelled"]]
     assert len(answers) == 2 and len({t for t, _ in answers}) == 2  # one answer per task: the overlap holds
-    assert [(t, u) for t, u, a in stored if a["was_cancelled"]] == [(over.task_id, accounts["OVER2"].user_id)]
+    assert [(t, u) for t, u, a in stored if a["was_cancelled"]] == []

@@ -14,6 +14,20 @@ from . import ProjectsOption, _fail, _load, app, console
 JOIN_FILE = "gateway.json"  # where earlier versions kept the study link's key (taken over into the ledger)
 
 
+def study_title(parts, name: str) -> str:
+    """What participants read as the name of a study of several protocols: the words all its titles begin with
+    ("Circa Part I: ..." and "Circa Part II: ..." give "Circa", "ChangeMyView: persuasion ..." and "ChangeMyView:
+    persuasiveness ..." give "ChangeMyView"), else the study's name."""
+    common = []
+    for words in zip(*(p.entry_title.split() for p in parts)):
+        if len(set(words)) > 1:
+            break
+        common.append(words[0])
+    while common and common[-1].rstrip(":").lower() in ("part", "-", "–", "—", ""):
+        common.pop()
+    return " ".join(common).rstrip(":") or name
+
+
 def join_key(folder: Path, renew: bool = False) -> str:
     """The key in the study's sign-up link, made once per study (kept in the ledger, so that every gateway process
     of the study offers the same link)."""
@@ -98,7 +112,7 @@ def gateway(
         key = join_key(target, renew=new_join_link) if join else None
         crowd = next((p.crowd for p in parts if p.crowd), None)
         one_entry = len({p.entry for p in parts}) == 1  # one protocol (with its lists, if it has them)
-        config = GatewayConfig(study=registry.study(protocol).title if one_entry else protocol,
+        config = GatewayConfig(study=registry.study(protocol).title if one_entry else study_title(parts, protocol),
                                parts=loaded, label_studio_url=client.url, api_key=settings.api_key,
                                participants_folder=target, public_url=shown_public, join_key=key,
                                completion_code=crowd.completion_code if crowd else None, chunks=chunks, module=module,

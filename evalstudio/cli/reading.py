@@ -114,8 +114,9 @@ def study_tables(parts, per_part, frames, folder=None):
     table = study.participant_table(annotations, crowd, pd.concat(golds, ignore_index=True), n_tasks,
                                     study.numeric_criteria(parts), _names(annotations["annotator"].unique(), folder))
     order = study.order_warnings(annotations, parts)
-    for annotator, warning in study.list_warnings(annotations, parts).items():
-        order[annotator] = "; ".join(w for w in (order.get(annotator), warning) if w)
+    for warnings in (study.list_warnings(annotations, parts), study.shared_item_warnings(annotations, parts, per_part)):
+        for annotator, warning in warnings.items():
+            order[annotator] = "; ".join(w for w in (order.get(annotator), warning) if w)
     if order:
         table["warnings"] = ["; ".join(w for w in (row_w, order.get(a, "")) if w)
                              for a, row_w in zip(table["annotator"], table["warnings"])]

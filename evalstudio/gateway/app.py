@@ -23,11 +23,10 @@ from ..ledger import Ledger, Ref
 from . import pages
 from .admission import Admission, Session, _error
 from .checks import ASSET_PATH, REF, Refused, check_result, shown_data
+from .serving import Catalogue, Serving
 from .setup import GatewayConfig, Part
 
 _UPSTREAM: contextvars.ContextVar[float] = contextvars.ContextVar("upstream_seconds", default=0.0)
-WITHDRAWALS = 3  # tasks that others filled meanwhile, withdrawn from one participant's stream in one request
-HELD_WAITS = (0.5, 1.0, 2.0)  # seconds between asking Label Studio again for a task it holds for others just now
 UPSTREAM_RETRIES = 3  # a request that failed inside Label Studio (5xx) is tried this many times more
 ASSET_HEADERS = ("content-type", "content-length", "content-encoding", "etag", "last-modified", "cache-control")
 
@@ -38,7 +37,7 @@ def _user_id(value) -> int | None:
     return value if isinstance(value, int) else None
 
 
-class Gateway(Admission):
+class Gateway(Serving, Admission):
     def __init__(self, config: GatewayConfig):
         self.config = config
         self.parts = {p.name: p for p in config.parts}
@@ -53,6 +52,9 @@ class Gateway(Admission):
         self.locks: dict[str, asyncio.Lock] = {}  # one request of a participant at a time in this process
         self._overlap: dict[str, int] = {}  # part -> annotations per task (Label Studio's maximum_annotations)
         self._before: dict[tuple[str, str], int] = {}  # (participant, part) -> annotations Label Studio had first
+        self._catalogues: dict[str, Catalogue] = {}  # part -> its tasks as Label Studio has them (a cache)
+        self._catalogue_locks: dict[str, asyncio.Lock] = {}
+        self._orders: dict[tuple[str, str], tuple[Catalogue, list[int]]] = {}  # (participant, part) -> their order
         self._admin: object | None = None
         self._invite: str | None = None
         # Label Studio's front-end settings (feature flags and edition), read once as the first participant to open
@@ -180,19 +182,6 @@ class Gateway(Admission):
             self._overlap[part.name] = int(answer.json().get("maximum_annotations") or 1)
         return self._overlap[part.name]
 
-    async def _held(self, session: Session, part: Part) -> bool:
-        """Whether the part still has a task that this participant has not annotated and that has fewer annotations
-        than the project asks for, although Label Studio just said it has no task for them: Label Studio holds
-        those tasks for other participants (a lock while someone works on a task, and for a moment after each
-        submission: it stores the annotation before it releases the lock, so the task briefly counts that person
-        twice). Such a "no task" is not the end of the participant's work."""
-        overlap = await self._overlap_of(part)
-        return await self._tasks_where(
-            part, {"filter": "filter:tasks:annotators", "operator": "not_contains", "type": "List",
-                   "value": session.user_id},
-            {"filter": "filter:tasks:total_annotations", "operator": "less", "type": "Number",
-             "value": overlap}) > 0
-
     def _known_finished(self, session: Session, part: Part, finished: set[str] | None = None) -> bool:
         """Finished as the ledger knows (no question to Label Studio)."""
         finished = self.ledger.finished(session.participant) if finished is None else finished
@@ -214,6 +203,12 @@ class Gateway(Admission):
         return done[-1] if done else None
 
     def _progress(self, count: int, part: Part) -> str:
+        """What the page shows of the participant's progress: with batches (dialogue: 11 questions per HIT, at most
+        5 HITs) the HIT and the question in it, as the document's HIT page numbers them."""
+        if part.batch:
+            size, most = part.batch
+            hit = min(count // size + 1, most)
+            return f"HIT {hit} of {most}, question {count - (hit - 1) * size + 1} of {size}"
         return f"{count} of {part.quota} done" if part.quota else f"{count} done"
 
     async def api(self, request: Request) -> Response:
@@ -256,71 +251,6 @@ class Gateway(Admission):
             return await self._save(session, part, ref, body)
         return _error("not found", 404)
 
-    async def _next(self, session: Session, part: Part) -> Response:
-        previous = self._previous(session, part)
-        if part.after and part.after in self.parts:
-            first = self.parts[part.after]
-            if not await self._finished(session, first):
-                return JSONResponse({"finished": f"Please finish “{first.title}” first.", "previous": previous})
-        if await self._finished(session, part):
-            return JSONResponse({"finished": "You have done every task of this part. Thank you!", "previous": previous})
-        count = await self._count(session, part)
-        overlap = await self._overlap_of(part)
-        held = self.ledger.open_ref(session.participant, part.name)
-        if held is not None:  # a task served and not answered (a reload, a new sign-in, a restart): the same one
-            if not await self._w(self.ledger.full, held.ref, overlap):
-                task = await self._as(session, "GET", f"/api/tasks/{held.task_id}")
-                task.raise_for_status()
-                return self._shown(part, held, task.json(), previous, count)
-            await self._withdraw(session, held)
-        for _ in range(WITHDRAWALS):
-            task = await self._from_stream(session, part, previous)
-            if isinstance(task, Response):
-                return task
-            ref = await self._w(self.ledger.serve, session.participant, part.name, int(task["id"]))
-            if ref.annotation_id is not None or ref.part != part.name:
-                # Label Studio offers a task this participant has answered through the gateway (their annotation was
-                # deleted in Label Studio since): never a second answer from one participant to one task
-                await self._w(self.ledger.finish, session.participant, part.name)
-                return JSONResponse({"finished": "There are no more tasks for you in this part. Thank you!",
-                                     "previous": previous})
-            if not await self._w(self.ledger.full, ref.ref, overlap):
-                return self._shown(part, ref, task, previous, count)
-            await self._withdraw(session, ref)  # others answered it meanwhile: not this participant's to do
-        return JSONResponse({"error": "Every task left in this part is being worked on by other participants just "
-                                      "now.", "wait": True}, status_code=503)
-
-    async def _from_stream(self, session: Session, part: Part, previous: str | None) -> dict | Response:
-        """The next task Label Studio's stream gives the participant, or the answer that tells them why none."""
-        answer = await self._as(session, "GET", f"/api/projects/{part.project_id}/next")
-        waits = iter(HELD_WAITS)  # Label Studio's "no task" may be a moment's (see _held): asked again after these
-        while answer.status_code == 404:
-            held_by_others = await self._held(session, part)
-            wait = next(waits, None)
-            if not held_by_others or wait is None:
-                break
-            await asyncio.sleep(wait)
-            answer = await self._as(session, "GET", f"/api/projects/{part.project_id}/next")
-        if answer.status_code == 404:
-            if held_by_others:  # the page keeps asking; the participant is not sent away
-                return JSONResponse({"error": "Every task left in this part is being worked on by other participants "
-                                              "just now.", "wait": True}, status_code=503)
-            await self._w(self.ledger.finish, session.participant, part.name)
-            return JSONResponse({"finished": "There are no more tasks for you in this part. Thank you!",
-                                 "previous": previous})
-        if answer.status_code in (401, 403):
-            return JSONResponse({"finished": "Your part of this study is complete. Thank you!", "previous": previous})
-        answer.raise_for_status()
-        return answer.json()
-
-    async def _withdraw(self, session: Session, ref: Ref) -> None:
-        """Take a task that has its answers from others out of this participant's stream: Label Studio keeps giving
-        a participant the task it locked for them until they annotate or skip it, so the gateway skips it for them
-        (a cancelled annotation: not an answer, and recorded as surplus in the ledger)."""
-        # (should it fail, the stream offers the task again and the next request withdraws it again)
-        await self._as(session, "POST", f"/api/tasks/{ref.task_id}/annotations",
-                       json={"result": [], "was_cancelled": True})
-
     def _shown(self, part: Part, ref: Ref, task: dict, previous: str | None, count: int) -> Response:
         shown = {"ref": ref.ref, "number": ref.number, "data": shown_data(task.get("data") or {}, part.fields),
                  "previous": previous, "progress": self._progress(count, part), "update": False}
@@ -357,7 +287,6 @@ class Gateway(Admission):
         if state == "busy":
             return JSONResponse({"error": "Your answer is being saved; one moment.", "retry": True}, status_code=503)
         if state == "full":
-            await self._withdraw(session, ref)
             return JSONResponse({"error": "Other participants have given this task all the answers it needs, so "
                                           "yours is not needed; here is your next task.", "next": True},
                                 status_code=409)

@@ -19,6 +19,7 @@ button, .button { font: inherit; padding: .45em 1em; border-radius: 4px; border:
                   cursor: pointer; text-decoration: none; color: inherit; }
 button.primary, .button.primary { background: #1f6feb; border-color: #1f6feb; color: #fff; }
 input[type=text], input[type=password] { font: inherit; padding: .4em; width: 22em; }
+.field-note { position: absolute; z-index: 1000; max-width: 28em; padding: .3em .6em; font-size: .9em; background: #fff8e1; border: 1px solid #f0d070; border-radius: 4px; }
 .message { padding: .8em 1em; background: #fff8e1; border: 1px solid #f0d070; border-radius: 4px; }
 .error { color: #b00020; }
 details.instructions > summary { cursor: pointer; font-weight: 600; }
@@ -223,7 +224,7 @@ document.getElementById('previous').addEventListener('click', () => {
 // A decimal comma is read as the decimal it means. Label Studio's Number control (an <input type=number> whose value
 // the editor keeps) drops a typed comma whatever the browser's language, so "1,0" would be stored as 10 and "5,5" as
 // 55; here a comma typed or pasted into a number field becomes a point before the field sees it ("1,0" -> 1.0,
-// "0,9" -> 0.9, which the range check then refuses), and a note above the editor says so.
+// "0,9" -> 0.9, which the range check then refuses), and a note under the field says so.
 document.addEventListener('beforeinput', (event) => {
   const field = event.target;
   if (!(field instanceof HTMLInputElement) || field.type !== 'number' || !field.closest('#editor')) return;
@@ -231,8 +232,36 @@ document.addEventListener('beforeinput', (event) => {
   if (!text || !text.includes(',')) return;
   event.preventDefault();
   document.execCommand('insertText', false, text.replaceAll(',', '.'));
-  status('A decimal comma is read as a decimal point: ' + text + ' was entered as ' + text.replaceAll(',', '.') + '.');
+  commaNote(field);
 }, true);
+// the note sits under the field the comma was typed into (not in the editor's own tree, which React redraws) and
+// says what the field now holds once it holds a number
+function commaNote(field) {
+  let note = document.getElementById('comma-note');
+  if (!note) {
+    note = document.createElement('div');
+    note.id = 'comma-note';
+    note.className = 'field-note';
+    note.setAttribute('role', 'status');
+    document.body.appendChild(note);
+  }
+  const place = () => {
+    const box = field.getBoundingClientRect();
+    note.style.left = (window.scrollX + box.left) + 'px';
+    note.style.top = (window.scrollY + box.bottom + 4) + 'px';
+    const value = field.value;
+    note.textContent = 'A decimal comma is read as a decimal point' +
+      (value !== '' && !isNaN(Number(value)) ? ': this field holds ' + Number(value) + '.' : '.');
+    note.hidden = false;
+  };
+  place();
+  field.addEventListener('input', place);
+  field.addEventListener('blur', () => {
+    place();
+    field.removeEventListener('input', place);
+    setTimeout(() => { if (document.activeElement !== field) note.hidden = true; }, 6000);
+  }, {once: true});
+}
 // An unrated slider (Label Studio's Number slider: a range input with no value, which a browser draws at mid-range)
 // gives no input event when the participant clicks or taps the very value it rests on, so its midpoint could only be
 // chosen by moving away and back. A click that leaves a slider unrated chooses the value under the pointer.
@@ -263,9 +292,12 @@ def labeling(nonce: str, study: str, title: str, part: str, config: str, instruc
                                                            "sentry_environment")})
     # the project's instructions come from the researcher's projects.yaml (trusted HTML); scripts in them do not
     # run (the page's Content-Security-Policy allows only the gateway's own scripts)
+    # (instructions that the labeling config shows already are marked for Label Studio only: none, no box)
+    box = (f'<details class="instructions box" open><summary>Instructions</summary>{instructions}</details>'
+           if instructions.strip() else "")
     body = f"""<header><span class="title">{escape(title)}</span><span id="progress"></span>
 <button id="previous" disabled>&larr; Previous</button><a class="button" href="/">Study overview</a></header>
-<main class="labeling"><details class="instructions box" open><summary>Instructions</summary>{instructions}</details>
+<main class="labeling">{box}
 <p id="status" class="message" hidden></p><div id="editor"></div></main>
 <script nonce="{nonce}">window.APP_SETTINGS = {app_settings};</script>
 <script nonce="{nonce}" src="/react-app/runtime.js"></script>

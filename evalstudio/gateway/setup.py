@@ -32,6 +32,8 @@ class Part:
     prefill: bool
     entry: str = ""  # the projects.yaml entry (a list's project: the entry it is a list of); participants see this
     list_number: int | None = None  # counterbalanced lists: which list this project is
+    batch: tuple[int, int] | None = None  # crowd batch_size and max_batches (MTurk HITs): shown in the progress
+    order: str = "random"  # random: each participant's own order; sequential: the import's order, for everyone
 
 
 @dataclass
@@ -58,10 +60,12 @@ def load_parts(client, projects: list[Project]) -> list[Part]:
         project_id = client.require_project(project)
         crowd = project.crowd
         quota = crowd.per_participant if crowd and isinstance(crowd.per_participant, int) else None
-        parts.append(Part(project.name, project.entry_title, project_id, without_comments(project.label_config),
-                          without_comments(project.shown_instructions),
+        parts.append(Part(project.name, project.entry_title, project_id, without_comments(project.config_for("gateway")),
+                          without_comments(project.instructions_for("gateway")),
                           frozenset(project.data_fields()), controls_of(project), quota,
-                          crowd.after if crowd else None, project.prefill, project.entry, project.list_number))
+                          crowd.after if crowd else None, project.prefill, project.entry, project.list_number,
+                          (crowd.batch_size, crowd.max_batches) if crowd and crowd.batch_size and crowd.max_batches
+                          else None, project.order))
     return parts
 
 

@@ -1,0 +1,145 @@
+"""Which task a participant of the gateway gets next. The gateway decides, not Label Studio's stream: the order is
+the participant's own (gateway/order.py), the ledger serves each task to at most its overlap of participants in one
+transaction across every gateway process, and Label Studio is asked only for the part's tasks (read as the admin,
+kept a few seconds) and for the task shown."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from dataclasses import dataclass
+
+from starlette.responses import JSONResponse, Response
+
+from ..ledger import Ref
+from .admission import Session
+from ..order import choose, participant_order, seed_of, waiting
+from .setup import Part
+
+CATALOGUE_SECONDS = 10.0  # a part's tasks (ids, contexts, Label Studio's answer counts) are read again after this
+CATALOGUE_PAGE = 1000
+
+
+@dataclass
+class Catalogue:
+    """A part's tasks as Label Studio has them: context (item id) and answers stored per task, and who gave them."""
+    contexts: dict[int, str]
+    outside: dict[int, int]
+    annotators: dict[int, set[int]]
+    read: float
+
+
+def _user_ids(value) -> set[int]:
+    out = set()
+    for each in value or []:
+        each = each.get("id") if isinstance(each, dict) else each
+        if isinstance(each, int):
+            out.add(each)
+    return out
+
+
+class Serving:
+    """The gateway's choice of tasks (mixed into the Gateway)."""
+
+    async def _catalogue(self, part: Part) -> Catalogue:
+        cached = self._catalogues.get(part.name)
+        if cached is not None and time.monotonic() - cached.read < CATALOGUE_SECONDS:
+            return cached
+        async with self._catalogue_locks.setdefault(part.name, asyncio.Lock()):
+            cached = self._catalogues.get(part.name)
+            if cached is not None and time.monotonic() - cached.read < CATALOGUE_SECONDS:
+                return cached
+            contexts, outside, annotators = {}, {}, {}
+            page = 1
+            while True:
+                answer = await self._call(self.config.api_key, "GET", "/api/tasks", params={
+                    "project": part.project_id, "page": page, "page_size": CATALOGUE_PAGE, "fields": "task_only",
+                    "review": "true", "include": "id,data,total_annotations,annotators"})
+                if answer.status_code == 404 and page > 1:
+                    break
+                answer.raise_for_status()
+                tasks = answer.json().get("tasks") or []
+                for task in tasks:
+                    task_id = int(task["id"])
+                    data = task.get("data") or {}
+                    contexts[task_id] = str(data.get("item_id", task_id))
+                    outside[task_id] = int(task.get("total_annotations") or 0)
+                    annotators[task_id] = _user_ids(task.get("annotators"))
+                if len(tasks) < CATALOGUE_PAGE:
+                    break
+                page += 1
+            self._catalogues[part.name] = Catalogue(contexts, outside, annotators, time.monotonic())
+            return self._catalogues[part.name]
+
+    def _order_of(self, session: Session, part: Part, catalogue: Catalogue) -> list[int]:
+        key = (session.key, part.name)
+        cached = self._orders.get(key)
+        if cached is not None and cached[0] is catalogue:
+            return cached[1]
+        if part.order == "sequential":  # everyone the import's order (order.interleaved), as Label Studio's stream
+            order = sorted(catalogue.contexts)
+        else:
+            salt = self.ledger.setting("order-salt", make=lambda: secrets.token_hex(16))
+            order = participant_order(catalogue.contexts, seed_of(salt, session.participant, part.name))
+        if len(self._orders) > 10_000:
+            self._orders.clear()
+        self._orders[key] = (catalogue, order)
+        return order
+
+    async def _next(self, session: Session, part: Part) -> Response:
+        previous = self._previous(session, part)
+        if part.after and part.after in self.parts:
+            first = self.parts[part.after]
+            if not await self._finished(session, first):
+                return JSONResponse({"finished": f"Please finish “{first.title}” first.", "previous": previous})
+        if await self._finished(session, part):
+            return JSONResponse({"finished": "You have done every task of this part. Thank you!", "previous": previous})
+        count = await self._count(session, part)
+        overlap = await self._overlap_of(part)
+        held = self.ledger.open_ref(session.participant, part.name)
+        if held is not None and not await self._w(self.ledger.full, held.ref, overlap):
+            # a task served and not answered (a reload, a new sign-in, a restart): the same one
+            return await self._show(session, part, held, previous, count)
+        catalogue = await self._catalogue(part)
+        order = self._order_of(session, part, catalogue)
+        theirs = {t for t, users in catalogue.annotators.items() if session.user_id in users}  # in Label Studio
+        elsewhere = await self._items_seen_elsewhere(session, part)  # one item never twice in a study
+        theirs |= {t for t, item in catalogue.contexts.items() if item in elsewhere}
+        last = self.ledger.last_context_task(session.participant, part.name)
+        last_context = catalogue.contexts.get(last) if last is not None else None
+        seen: dict = {}
+
+        def pick(taken, mine):
+            seen.update(taken=taken, mine=mine | theirs)
+            return choose(order, catalogue.contexts, catalogue.outside, taken, mine | theirs, overlap, last_context)
+
+        ref = await self._w(self.ledger.serve_chosen, session.participant, part.name, pick)
+        if ref is not None:
+            return await self._show(session, part, ref, previous, count)
+        if waiting(order, catalogue.outside, seen["taken"], seen["mine"], overlap):
+            return JSONResponse({"error": "Every task left in this part is being worked on by other participants "
+                                          "just now.", "wait": True}, status_code=503)
+        await self._w(self.ledger.finish, session.participant, part.name)
+        return JSONResponse({"finished": "There are no more tasks for you in this part. Thank you!",
+                             "previous": previous})
+
+    async def _items_seen_elsewhere(self, session: Session, part: Part) -> set[str]:
+        """The items (item ids) the participant was served in the study's other projects: cmv's delta threads are in
+        cmv_tom and in cmv_threads, and one participant meets each in one of them only."""
+        seen: set[str] = set()
+        for name, tasks in self.ledger.served_by_part(session.participant).items():
+            if name == part.name or name not in self.parts:
+                continue
+            contexts = (await self._catalogue(self.parts[name])).contexts
+            seen |= {contexts[t] for t in tasks if t in contexts}
+        return seen
+
+    async def _show(self, session: Session, part: Part, ref: Ref, previous: str | None, count: int) -> Response:
+        task = await self._as(session, "GET", f"/api/tasks/{ref.task_id}")
+        if task.status_code == 404:  # deleted in Label Studio since the part's tasks were read: never answered
+            await self._w(self.ledger.full, ref.ref, 0)
+            self._catalogues.pop(part.name, None)
+            return JSONResponse({"error": "This task was withdrawn; one moment.", "wait": True}, status_code=503)
+        task.raise_for_status()
+        return self._shown(part, ref, task.json(), previous, count)
