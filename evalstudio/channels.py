@@ -105,10 +105,20 @@ def channel_problems(html: str) -> list[str]:
 _MARKED = re.compile(r'[ \t]*<(\w+)\b([^<>]*?)\s+channel="([^"]*)"([^<>]*?)(/?)>(?:[ \t]*\n)?')
 
 
+# Label Studio writes each choice's keyboard shortcut after it ("0[1]", "Yes[1]"), which reads like part of a digit
+# answer; the shortcuts still work, the hints are not shown (in every config with choices, whether or not it says so)
+HINTS_HIDDEN = ".lsf-choice .lsf-hint { display: none; }"
+
+
 def config_for(xml: str, channel: str) -> str:
-    """A labeling config as `channel` ("label-studio" or "gateway") gets it (see above)."""
+    """A labeling config as `channel` ("label-studio" or "gateway") gets it (see above), with the choices'
+    shortcut hints hidden."""
     if channel not in CHANNELS:
         raise ValueError(f"unknown channel {channel!r}; valid: {', '.join(CHANNELS)}")
+    if "<Choices" in xml and HINTS_HIDDEN not in xml:
+        root = re.search(r"<View\b[^>]*>", xml)
+        if root and not root.group(0).endswith("/>"):
+            xml = f"{xml[:root.end()]}<Style>{HINTS_HIDDEN}</Style>{xml[root.end():]}"
     if ' channel="' not in xml:
         return xml
 

@@ -365,7 +365,7 @@ def design_problems(project: Project, versions: dict[str, dict[str, str]]) -> li
 
 
 def placement_problems(client, parts: Sequence[Project], scans: Sequence[Scan],
-                       study: Sequence[Project]) -> list[Problem]:
+                       study: Sequence[Project], moves: dict | None = None) -> list[Problem]:
     """What importing `parts` (with their `scans`) would do wrong to the study's projects on the server (`study`:
     every project of the parts' studies): an item that is already in another project of the study (an item belongs
     to exactly one project of a study: cmv_tom or cmv_threads, never both), or, in a list's project, a second version
@@ -374,6 +374,7 @@ def placement_problems(client, parts: Sequence[Project], scans: Sequence[Scan],
     shared = {(a.entry, b) for a in study for b in a.shares_items}
     shared |= {(b, a) for a, b in shared}  # (either entry may say so)
     on_server: dict[str, dict[str, str]] = {}  # project name -> evalstudio id -> item id
+    ids_of: dict[str, int] = {}  # project name -> its Label Studio id
     for project in study:
         # only the projects a check below reads: another entry's project, or a part with lists (a protocol of one
         # project without lists asks Label Studio nothing here)
@@ -383,6 +384,7 @@ def placement_problems(client, parts: Sequence[Project], scans: Sequence[Scan],
         project_id, count = client.find_project_counted(project.title)
         if project_id is not None and count:
             on_server[project.name] = client.task_items(project_id)
+            ids_of[project.name] = project_id
     problems = []
     for part, checked in zip(parts, scans):
         incoming: dict[str, tuple[str, str]] = {}  # item id -> (evalstudio id, where) of its first incoming task
@@ -393,6 +395,9 @@ def placement_problems(client, parts: Sequence[Project], scans: Sequence[Scan],
                 continue  # the part itself, another list of the same entry (every list holds every item), or an
                 # entry that shares its items (projects.yaml shares_items)
             for item in sorted(set(tasks.values()) & incoming.keys()):
+                if moves is not None:  # (the tasks the message tells the researcher to delete: a move, not tampering)
+                    moves.setdefault(ids_of[other], {}).update(
+                        {key: part.name for key, held in tasks.items() if held == item})
                 path, line = _where(incoming[item][1])
                 problems.append(Problem(path, line, "item_id", f"item {item!r} is already in {other}, another "
                                         f"project of the study '{part.study_name}': an item belongs to one project "

@@ -59,7 +59,8 @@ def record_path(url: str, project_id: int, folder: Path | None = None) -> Path:
     return Path(folder) / f"{server}-project-{int(project_id)}.json"
 
 
-def save_record(path: Path, url: str, project_id: int, digests: dict[str, dict | str]) -> Path:
+def save_record(path: Path, url: str, project_id: int, digests: dict[str, dict | str],
+                extra: dict | None = None) -> Path:
     """Add `digests` (evalstudio id -> task digest, or the JSON text of one, as the import's spool holds it, which
     evalstudio wrote itself) to the record of one project; private to its owner (the folder 0700 if evalstudio
     makes it, the file 0600), written whole or not at all."""
@@ -69,6 +70,7 @@ def save_record(path: Path, url: str, project_id: int, digests: dict[str, dict |
     private_dir(path.parent)
     record = load_record(path) or {"url": url.rstrip("/"), "project_id": int(project_id), "tasks": {}}
     record["tasks"].update(digests)
+    record.update(extra or {})
     # written member by member, a digest given as text as it is (json.dumps: json.dump encodes in Python, 3x slower)
     text = lambda digest: digest if isinstance(digest, str) else json.dumps(digest, separators=(",", ":"))
     members = [f"{json.dumps(key)}:{json.dumps(value)}" for key, value in record.items() if key != "tasks"]
@@ -79,6 +81,16 @@ def save_record(path: Path, url: str, project_id: int, digests: dict[str, dict |
         out.write("{" + ",".join(members) + "}")
     os.replace(temporary, path)
     return path
+
+
+def mark_moving(path: Path, keys: dict[str, str]) -> None:
+    """Note in a project's record the tasks an import asked the researcher to delete (evalstudio id -> the project
+    their item moves to): when they are gone, that is the move the tool asked for, not tampering."""
+    record = load_record(path)
+    if record is None:
+        return
+    moving = {**record.get("moving", {}), **keys}
+    save_record(path, record["url"], record["project_id"], {}, extra={"moving": moving})
 
 
 def load_record(path: Path) -> dict | None:
@@ -115,7 +127,9 @@ def changed_tasks(tasks: list[dict], record: dict, id_field: str) -> list[str]:
             what.append("its meta field(s) " + ", ".join(changed))
         if what:
             problems.append(f"task {task['id']} ({id_field} {key!r}): {' and '.join(what)} changed since import")
-    missing = len(set(recorded) - found)
+    gone = set(recorded) - found
+    moving = record.get("moving") or {}
+    missing = len(gone - set(moving))  # (those an import asked to delete, to move their item, are no finding)
     if missing:
         problems.append(f"{missing} imported task(s) are gone from the project")
     return problems

@@ -336,6 +336,19 @@ def _parse_numbers(text: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     return values, np.isfinite(values)
 
 
+def missing_hint(value: str) -> str:
+    """How to declare a value as "no rating", in words that match it: a code with the annotator's reason after it
+    ("N/A (I can't tell)") needs a pattern, which the plain code ('N/A') would not match."""
+    import re
+
+    text = str(value).strip()
+    coded = re.fullmatch(r"(.*?\S)\s*\(.*\)", text, flags=re.S)
+    if coded and len(coded.group(1)) <= 20:
+        pattern = f"re:{re.escape(coded.group(1))}( \\(.*\\))?"
+        return f"if it means no rating, declare it as missing, e.g. missing: ['{pattern}'] (it and the plain code)"
+    return f"if it means no rating, declare it as missing, e.g. missing: ['{text[:20]}']"
+
+
 def missing_codes(text: pd.Series, codes: list[str], matched: dict[str, int] | None = None) -> np.ndarray:
     """Which values are "no rating": a code given as it is matches the whole (stripped) value; a code written
     `re:PATTERN` is a regular expression the whole value must match (real files write "N/A (cannot judge)",
@@ -403,7 +416,7 @@ def read_ratings(path: Path, spec: Spec | None = None) -> tuple[pd.DataFrame, Sp
             bad = ~missing & ~ok
             sub[rows] = bad
             problems.add_rows(sub, line, "value", lambda i: f"'{given[i][:40]}' is not a number ({crit.scale} criterion "
-                                                            f"'{name}'; declare codes such as 'N/A' as missing)")
+                                                            f"'{name}'; {missing_hint(given[i])})")
             low = crit.min if crit.min is not None else -np.inf
             high = crit.max if crit.max is not None else np.inf
             out = ok & ~missing & ((number < low) | (number > high))

@@ -421,17 +421,17 @@ def load(path: Path | str | None = None) -> Registry:
             for key in ("control", "rationale", "model_output", "model_rationale"):
                 template = getattr(spec, key)
                 if template and not _valid_template(template):
-                    raise RegistryError(f"{where}.criteria.{criterion}.{key}: '{template}' may only use the "
+                    raise RegistryError(f"{where.at(f'criteria.{criterion}.{key}')}: '{template}' may only use the "
                                         "placeholder {agent}")
                 if template and "{agent}" in template and not project.agents:
-                    raise RegistryError(f"{where}.criteria.{criterion}.{key}: uses {{agent}} but the project lists "
-                                        "no agents")
+                    raise RegistryError(f"{where.at(f'criteria.{criterion}.{key}')}: uses {{agent}} but the project "
+                                        "lists no agents")
         problems = check_against_config(project)
         if project.input is not None:
             problems += input_problems(project)
         problems += _compare_problems(project)
-        if problems:
-            raise RegistryError(f"{where}:\n  " + "\n  ".join(problems))
+        if problems:  # each at its own line (a criterion's, not the entry's first)
+            raise RegistryError(where.each(problems))
         for listed in _lists_of(project, where):
             if listed is not project and (listed.name in raw["projects"] or listed.name in projects):
                 raise RegistryError(f"{where}.lists: the name of its list project '{listed.name}' is taken")
@@ -476,6 +476,22 @@ class _Where:
 
     def __str__(self) -> str:
         return f"{self.path}:{_yaml_line(self.text, ('projects', self.name)) or 1}: projects.{self.name}"
+
+    def at(self, key: str) -> str:
+        """`file:line: projects.NAME.KEY` with the line of KEY itself (a criterion's, say), where the YAML has it."""
+        parts = ("projects", self.name, *(k for k in key.split(".") if k))
+        return f"{self.path}:{_yaml_line(self.text, parts) or 1}: projects.{self.name}.{key}"
+
+    def each(self, problems: list[str]) -> str:
+        """Problems that start with their key ("criteria.q1.min: ...") as one line each, at the key's own line."""
+        out = []
+        for problem in problems:
+            key, sep, message = problem.partition(": ")
+            if sep and re.fullmatch(r"[\w.\- {}]+", key) and " " not in key.strip():
+                out.append(f"{self.at(key)}: {message}")
+            else:
+                out.append(f"{self}: {problem}")
+        return "\n".join(out)
 
 
 def _valid_template(template: str) -> bool:
@@ -605,11 +621,11 @@ def _yaml_line(text: str, loc: tuple) -> int | None:
     line = None
     for key in loc:
         if isinstance(node, yaml.MappingNode):
-            match = next((v for k, v in node.value if k.value == str(key)), None)
-            if match is None:
+            pair = next(((k, v) for k, v in node.value if k.value == str(key)), None)
+            if pair is None:
                 # the key is missing: point at the mapping that should hold it
                 return node.start_mark.line + 1
-            line, node = match.start_mark.line + 1, match
+            line, node = pair[0].start_mark.line + 1, pair[1]  # the key's line (a mapping's value starts below it)
         elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
             node = node.value[key]
             line = node.start_mark.line + 1

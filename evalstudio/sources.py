@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -131,7 +132,7 @@ def read_jsonl(path: Path) -> Iterator[tuple[int, dict | Problem]]:
         for line_no, line in enumerate(_lines(path), start=1):
             if not line.strip():
                 continue
-            if not seen and line.lstrip().startswith("["):
+            if not seen and re.match(r"\s*\[\s*(\{|$)", line):  # "[" alone, or "[{": an array of records
                 yield line_no, Problem(str(path), line_no, None, "a JSON array, not JSON Lines (one record a line): "
                                                                  "name the file .json to read it as an array")
                 return

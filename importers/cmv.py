@@ -99,7 +99,9 @@ def convert(record: dict, project, context) -> list[dict]:
         collect(*(_answer_check(answers, name) for name in project.criteria))
         data["model_answers"] = {name: answers[name] for name in project.criteria}
         data["model_version"] = record.get("model_version") or "unknown"
-    return [data, thread]
+    # (in a study whose cmv_threads does not share its items with cmv_tom, an item belongs to one of them: cmv_tom)
+    shared = project.entry != "cmv_threads" or "cmv_tom" in project.shares_items
+    return [data, thread] if shared else [data]
 
 
 _TITLES = {"beliefs": "Beliefs", "desires": "Desires", "intentions": "Intentions", "emotions": "Emotions",

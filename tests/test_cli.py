@@ -32,6 +32,16 @@ def test_validate_reports_file_line_field(tmp_path):
     result = run("validate", "health", str(bad))
     assert result.returncode == 2
     assert f"{bad}:1: exchanges: is empty" in result.stderr
+    # a dry run imports nothing, ever: it says what to do, not that nothing was imported
+    assert "fix them before importing" in result.stderr and "imported" not in result.stderr.replace("importing", "")
+
+
+def test_validate_of_a_study_counts_each_project_on_its_own_line():
+    result = run("validate", "cmv", *map(str, sorted((EXAMPLES / "cmv").iterdir())))
+    assert result.returncode == 0, result.stderr
+    lines = [" ".join(line.split()) for line in result.stdout.splitlines()]
+    assert "Valid task(s) for 'cmv' in 2 file(s):" in lines
+    assert "cmv_tom: 4" in lines and "cmv_threads: 8" in lines  # every thread is in cmv_threads
 
 
 def test_unknown_protocol_lists_valid_names():
@@ -163,7 +173,11 @@ def test_import_refuses_batches_in_flight_for_a_project_shown_in_order(tmp_path)
     from .largefile import write_dialogue_file
 
     write_dialogue_file(tmp_path / "tasks.jsonl", 5)
-    env = {"LABEL_STUDIO_URL": "http://127.0.0.1:9", "LABEL_STUDIO_API_KEY": "x" * 40}
+
+    def sequential(raw):
+        raw["projects"]["dialogue"]["order"] = "sequential"
+    env = {"LABEL_STUDIO_URL": "http://127.0.0.1:9", "LABEL_STUDIO_API_KEY": "x" * 40,
+           "EVALSTUDIO_PROJECTS": str(_projects_file(tmp_path, sequential))}
     out = run("import", "dialogue", str(tmp_path / "tasks.jsonl"), "--in-flight", "2", env=env)
     assert out.returncode == 2, out.stdout + out.stderr
     assert "order: sequential" in out.stderr and "--in-flight 1" in out.stderr and "reach" not in out.stderr

@@ -217,7 +217,8 @@ def test_cmv_measures_persuasiveness_blind_and_nothing_moves_after_generate(labe
     to cmv_tom and stay, unchanged, in cmv_threads: cmv_threads, the instrument that measures persuasiveness, holds
     delta and non-delta threads mixed; nothing is deleted or moved, and `status` finds nothing changed. Through the
     gateway a participant who answered a delta thread in cmv_tom never gets it in cmv_threads. Without
-    `shares_items` an item still belongs to one project of a study: the import refuses it with file:line."""
+    `shares_items` an item still belongs to one project of a study: the import refuses it with file:line, and once
+    the researcher has deleted the task(s) it names (the move it asks for), imports it and `status` is clean."""
     from .test_cli import _projects_file, run
     from .test_gateway import signed_in
 
@@ -284,6 +285,16 @@ def test_cmv_measures_persuasiveness_blind_and_nothing_moves_after_generate(labe
     assert f"{after}:{line}: item_id: item '{delta[0]['id']}' is already in cmv_threads" in refused.stderr
     assert client.find_project("Placement test: tom") is None or \
         client.task_count(client.find_project("Placement test: tom")) == 0  # nothing half-imported
+    # the move it asks for: delete the item's task from cmv_threads, import again; status calls it no tampering
+    strict_threads = client.find_project("Placement test: threads")
+    named = [t["id"] for t in client.export_tasks(strict_threads)
+             if t["data"]["item_id"] in {r["id"] for r in delta}]
+    assert len(named) == len(delta)
+    client.delete_tasks(strict_threads, named)
+    moved = run("import", "cmv", str(after), env=env)
+    assert moved.returncode == 0 and f"cmv_tom: {len(delta)} task(s) created" in moved.stdout, moved.stderr
+    status = run("status", "cmv", env={**env, "COLUMNS": "250"})
+    assert status.returncode == 0 and "CHANGED SINCE SETUP" not in status.stderr, status.stderr
     # Label Studio is asked only about the projects a check reads: both projects of the CMV study, none for a
     # protocol of one project without lists (whose import then spends no request on the placement)
     reg = registry.load(env["EVALSTUDIO_PROJECTS"])
@@ -298,7 +309,7 @@ def test_cmv_measures_persuasiveness_blind_and_nothing_moves_after_generate(labe
             return client.find_project_counted(title)
 
     parts = reg.parts("cmv")
-    assert len(placement_problems(Counting(), parts, [scan(p, importers.get("cmv"), [after]) for p in parts], parts))
+    assert placement_problems(Counting(), parts, [scan(p, importers.get("cmv"), [after]) for p in parts], parts) == []
     assert sorted(set(asked)) == ["Placement test: threads", "Placement test: tom"]
     asked.clear()
     dialogue = reg.entry("dialogue")

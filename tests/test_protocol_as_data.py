@@ -105,7 +105,7 @@ def test_evalstudio_new_on_the_command_line(tmp_path):
     assert "evalstudio validate cli_study examples/cli_study/example.jsonl" in " ".join(result.output.split())
     result = CliRunner().invoke(app, ["validate", "cli_study", str(tmp_path / "examples/cli_study/example.jsonl"),
                                       "--projects", str(tmp_path / "projects.yaml")])
-    assert result.exit_code == 0 and "2 task(s) valid" in result.output
+    assert result.exit_code == 0 and "2 valid task(s)" in result.output
 
 
 # ---- an entry is checked against its labeling config when it is loaded ------------------------------------------

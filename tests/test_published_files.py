@@ -121,3 +121,21 @@ def test_a_protocol_reads_a_json_array_and_keeps_what_an_element_holds(tmp_path)
     [problem] = scan(project, importer, [renamed]).problems
     assert (problem.line, problem.message) == (1, "a JSON array, not JSON Lines (one record a line): name the file "
                                                   ".json to read it as an array")
+
+
+def test_the_missing_code_suggested_is_one_that_matches(tmp_path):
+    """FED's annotators wrote "N/A (reason)" where they gave no rating. Without a missing code the file is refused,
+    and the message suggests a declaration that matches such values; declared as suggested, the file is read."""
+    import re
+
+    criteria = {"Correct": {"min": 0, "max": 2, "where": "response"}}
+    spec = {"layout": "nested", "nested": {"system": "system", "ratings": "annotations"}, "criteria": criteria}
+    refused = invoke(DATA / "fed" / "fed_slice.json", "--spec", write(tmp_path, "a.yaml", yaml.safe_dump(spec)),
+                     "-o", tmp_path / "a")
+    assert refused.exit_code == 2
+    suggested = re.search(r"missing: \['(re:[^']+)'\]", " ".join(refused.output.split()))
+    assert suggested, refused.output
+    spec["missing"] = [suggested.group(1)]
+    accepted = invoke(DATA / "fed" / "fed_slice.json", "--spec", write(tmp_path, "b.yaml", yaml.safe_dump(spec)),
+                      "-o", tmp_path / "b")
+    assert accepted.exit_code == 0, accepted.output

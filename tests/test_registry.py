@@ -168,3 +168,42 @@ def test_fuzzed_projects_yaml_gives_a_registry_or_a_clear_error(tmp_path_factory
                 assert str(path) in str(e)
 
     check()
+
+
+def test_an_entry_error_points_at_the_criterion_s_line(tmp_path):
+    """A criterion that does not fit its control is reported at the criterion's own line of projects.yaml (not the
+    entry's first), as file:line: projects.NAME.criteria.CRITERION: message."""
+    raw = yaml.safe_load((ROOT / "projects.yaml").read_text())
+    for entry in raw["projects"].values():
+        entry["config"] = str(ROOT / entry["config"])
+    raw["projects"]["dialogue"]["criteria"]["human_likeness"]["max"] = 7
+    path = tmp_path / "projects.yaml"
+    text = yaml.safe_dump(raw, sort_keys=False)
+    path.write_text(text)
+    with pytest.raises(RegistryError) as caught:
+        registry.load(path)
+    lines = text.splitlines()
+    entry = lines.index("  dialogue:") + 1
+    criterion = next(n for n, line in enumerate(lines, 1) if n > entry and line.strip() == "human_likeness:")
+    assert str(caught.value) == (f"{path}:{criterion}: projects.dialogue.criteria.human_likeness: range 1..7 but "
+                                 "control 'human_likeness' allows 1..5")
+
+
+@pytest.mark.parametrize("channel", ["label-studio", "gateway"])
+def test_every_config_with_choices_hides_the_shortcut_hints(reg, channel):
+    """Label Studio writes a choice's shortcut after it ("0[1]"), which reads as part of a digit answer: every config
+    with choices gets the rule that hides the hints, in both channels, whether or not it has it itself."""
+    from evalstudio.channels import HINTS_HIDDEN, config_for
+    from label_studio_sdk.label_interface import LabelInterface
+
+    configs = [reg.get(name).label_config for name in reg.projects]
+    configs += [(ROOT / "evalstudio" / "templates" / t / "config.xml").read_text() for t in
+                ("likert", "pairwise", "best-worst", "slider")]
+    configs.append('<View><Text name="t" value="$t"/><Choices name="c" toName="t"><Choice value="0"/>'
+                   '<Choice value="1"/></Choices></View>')
+    with_choices = [c for c in configs if "<Choices" in c]
+    assert len(with_choices) >= 3
+    for config in with_choices:
+        shown = config_for(config, channel)
+        assert shown.count(HINTS_HIDDEN) == 1
+        LabelInterface(shown).validate()

@@ -41,4 +41,4 @@ def test_wheel_installs_and_runs(tmp_path):
     assert made.returncode == 0, made.stdout + made.stderr
     checked = subprocess.run([bin_dir / "evalstudio", "validate", "mine", "examples/mine/example.jsonl"], cwd=workdir,
                              capture_output=True, text=True, env={"COLUMNS": "200", "PATH": str(bin_dir)})
-    assert checked.returncode == 0 and "4 task(s) valid" in checked.stdout, checked.stdout + checked.stderr
+    assert checked.returncode == 0 and "4 valid task(s)" in checked.stdout, checked.stdout + checked.stderr

@@ -70,11 +70,15 @@ def validate(
     except EvalstudioError as e:
         raise _fail(e)
     problems = list(dict.fromkeys(problem for r in results.values() for problem in r.problems))
-    if problems:
-        raise _fail(InvalidInput(problems))
-    counts = ", ".join(f"{r.tasks} for {name}" for name, r in results.items()) if len(results) > 1 else \
-        f"{next(iter(results.values())).tasks}"
-    console.print(f"{counts} task(s) valid for '{protocol}' in {len(files)} file(s).")
+    if problems:  # (a dry run: nothing is ever imported by validate, so the message says what to do instead)
+        raise _fail(InvalidInput(problems, "fix them before importing"))
+    files_text = f"{len(files)} file(s)"
+    if len(results) > 1:  # a study's projects: one line each ("cmv_tom: 0 valid task(s)")
+        console.print(f"Valid task(s) for '{protocol}' in {files_text}:")
+        for name, r in results.items():
+            console.print(f"  {name}: {r.tasks}")
+    else:
+        console.print(f"{next(iter(results.values())).tasks} valid task(s) for '{protocol}' in {files_text}.")
 
 
 @app.command("import")
@@ -121,8 +125,13 @@ def import_(
             raise InvalidInput(problems)
         client = Client(settings_from_env())
         study = list({p.name: p for part in parts for p in reg.parts(part.study_name)}.values())
-        misplaced = placement_problems(client, parts, scans, study)
+        moves: dict[int, dict[str, str]] = {}
+        misplaced = placement_problems(client, parts, scans, study, moves)
         if misplaced:  # nothing is imported: the study's projects stay as they are
+            from ..integrity import mark_moving, record_path
+
+            for project_id, keys in moves.items():  # deleting them, as the message asks, is then no tampering
+                mark_moving(record_path(client.url, project_id), keys)
             raise InvalidInput(misplaced)
         reports = [(project, _import(project, files, client, batch_size, skip_invalid, checked, in_flight))
                    for project, checked in zip(parts, scans)]
