@@ -1,7 +1,8 @@
-"""The protocol documents read line by line against what each channel shows (no server): every line of document 001
-that addresses annotators is in the cmv_tom view of both channels, with its headings and its tables as tables (one
-grid row per table row), changed only where the channel forces it; the text a gateway participant reads has none of
-Label Studio's steps and the reverse."""
+"""The protocol documents read line by line against what each channel shows (no server): every line of documents
+001 (cmv), 000 (sotopia) and 004 (health) that addresses annotators is in the view of both channels (the labeling
+config's texts, headings and panel titles, and the project's instructions), with CMV's headings and tables as
+tables (one grid row per table row), changed only where the channel forces it; the text a gateway participant
+reads has none of Label Studio's steps and the reverse."""
 
 from __future__ import annotations
 
@@ -98,3 +99,52 @@ def test_the_circa_coupons_are_one_promise(reg):
     for part in (part1, part2):
         for channel in ("label-studio", "gateway"):
             assert sentence.format(amounts) in flat(re.sub(r"<[^>]+>", "", part.instructions_for(channel)))
+
+
+def view_text(project, channel: str) -> str:
+    """All a channel shows of a project, as one line of text: the config's Text and Header values and Panel titles,
+    then the instructions without their markup."""
+    root = ET.fromstring(config_for(project.label_config, channel))
+    texts = [flat(html.unescape(e.get("value", ""))) for e in root.iter() if e.tag in ("Text", "Header", "Panel")]
+    instructions = re.sub(r"</?(b|i|strong|em|span)\b[^>]*>", "", project.instructions_for(channel))
+    instructions = re.sub(r"<[^>]+>", " ", instructions)
+    return " ".join(texts) + " " + flat(html.unescape(instructions))
+
+
+def on_screen(line: str, body: str) -> bool:
+    """A document line is on screen as it is, or as the view sets it: its list number dropped ("1. Two Trust
+    Scores" is a heading), a "Name: definition" line as the name's heading and the definition's text, a heading's
+    final colon as a panel title."""
+    if line in body:
+        return True
+    line = re.sub(r"^\d+\.\s+", "", line)
+    if line in body or line.rstrip(":") in body:
+        return True
+    name, sep, rest = line.partition(": ")
+    return bool(sep) and name in body and rest in body
+
+
+# lines of the documents that are not the instrument's text, or that a channel replaces, with the reason
+NOT_SHOWN = {
+    "000_0fda47d5a008ca57.txt": [
+        (r"\{%|\{\{", "the oTree page's template tags"),
+        (r"^Please enter your Prolific ID", "the Prolific ID comes from the account e-mail in Label Studio and from "
+                                           "the study link through the gateway (each channel says so)"),
+    ],
+    "004_440c62cc181d036c.txt": [],
+}
+
+
+@pytest.mark.parametrize("channel", ["label-studio", "gateway"])
+@pytest.mark.parametrize("protocol, document", [("sotopia", "000_0fda47d5a008ca57.txt"),
+                                                ("health", "004_440c62cc181d036c.txt")])
+def test_every_line_of_the_document_is_in_the_view(reg, protocol, document, channel):
+    body = view_text(reg.entry(protocol), channel)
+    missing = []
+    for raw in (SEEDS / document).read_text(encoding="utf-8").splitlines():
+        line = flat(re.sub(r"\*\*|`", "", re.sub(r"^\s*[-#>*]+\s*", "", raw)))
+        if len(line) < 4 or any(re.search(p, line) for p, _ in NOT_SHOWN[document]):
+            continue
+        if not on_screen(line, body):
+            missing.append(line)
+    assert missing == []
