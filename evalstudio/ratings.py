@@ -180,7 +180,7 @@ def read_spec(path: Path) -> Spec:
 def spec_from_protocol(project) -> Spec:
     """A protocol's criteria (projects.yaml) as a spec for ratings collected with it elsewhere, with the step its
     controls allow (a Rating's whole stars, a Number's step; none where any decimal is allowed)."""
-    from .registry import control_step
+    from .controls import control_step
 
     criteria = {}
     for name, c in project.criteria.items():

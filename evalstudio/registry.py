@@ -14,6 +14,7 @@ import yaml
 from label_studio_sdk.label_interface import LabelInterface
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from .controls import control_range, control_step
 from .errors import RegistryError, UnknownName
 from .files import read_text_file
 from .mapping import POSITIONS, InputMap
@@ -585,24 +586,6 @@ def _check_control(key: str, spec: Criterion, control) -> list[str]:
     if choices != spec.labels:
         return [f"{key}.labels: {spec.labels} but control '{control.name}' offers {choices}"]
     return []
-
-
-def control_range(control) -> tuple[float, float]:
-    """Numeric range of a Number or Rating control as (min, max)."""
-    if control.tag == "Rating":
-        return 1.0, float(control.attr.get("maxRating", 5))
-    lo, hi = control.attr.get("min"), control.attr.get("max")
-    if lo is None or hi is None:
-        raise RegistryError(f"Number control '{control.name}' needs both min and max")
-    return float(lo), float(hi)
-
-
-def control_step(control) -> float | None:
-    """The step of a Number control (default 1; None for step="any", any decimal); Ratings step by 1."""
-    if control.tag == "Rating":
-        return 1.0
-    step = control.attr.get("step", "1")
-    return None if str(step).strip().lower() == "any" else float(step)
 
 
 def _describe(error: ValidationError, path: Path, text: str, prefix: tuple) -> str:

@@ -7,7 +7,7 @@ import re
 
 from label_studio_sdk.label_interface import LabelInterface
 
-from .registry import control_range, control_step
+from .controls import control_range, control_step
 
 
 def dotted_get(data, path: str):

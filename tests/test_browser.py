@@ -15,7 +15,7 @@ import pytest
 
 from evalstudio.exporters.tidy import result_values
 from evalstudio.importing import import_files
-from evalstudio.registry import control_range, control_step
+from evalstudio.controls import control_range, control_step
 
 from .conftest import PROJECTS, ROOT, example_files, only_on_the_first_database
 

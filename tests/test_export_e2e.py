@@ -14,7 +14,7 @@ from evalstudio.exporters.report import build_report
 from evalstudio.exporters.tidy import annotation_frame, ratings, read_export, write_annotations
 from evalstudio import importers
 from evalstudio.importing import import_files, iter_tasks
-from evalstudio.registry import control_step
+from evalstudio.controls import control_step
 from evalstudio.results import region, task_fields
 
 from .conftest import PROJECTS, example_files

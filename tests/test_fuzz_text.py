@@ -16,7 +16,7 @@ import yaml
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from evalstudio.cli import _Console, _fail, printable
+from evalstudio.cli.base import _Console, _fail, printable
 from evalstudio.errors import InvalidInput, Problem
 from evalstudio.exporters.approvals import PLATFORM_ID, not_platform_ids, write_approvals
 from evalstudio.results import NUMBER  # a number is not a formula: '+0', '-1.5'
@@ -54,7 +54,7 @@ def test_text_printed_on_the_terminal_is_text(text):
 @given(hostile_text, hostile_text)
 def test_an_error_naming_hostile_text_is_printed_as_text(name, cell):
     """The error path (`_fail`) with a file name and a cell value of any text: one clean message, exit code 2."""
-    from evalstudio.cli import err
+    from evalstudio.cli.base import err
 
     out = io.StringIO()
     previous = err._file  # None: the console follows sys.stderr

@@ -15,7 +15,7 @@ import pytest
 from evalstudio.importing import import_files
 from evalstudio.ml_backend.model import predict_tasks
 from evalstudio.ml_backend.predictors import LearnerPredictor, LLMPredictor, StoredPredictor
-from evalstudio.registry import control_range
+from evalstudio.controls import control_range
 from evalstudio.results import dotted_get, task_fields
 
 from .conftest import PROJECTS, example_files

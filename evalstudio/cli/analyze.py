@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from ..errors import BadInput, EvalstudioError
-from . import ProjectsOption, _fail, _load, app, console
+from .base import ProjectsOption, _fail, _load, app, console
 
 
 @app.command()

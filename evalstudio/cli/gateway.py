@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from ..errors import BadInput, EvalstudioError
-from . import ProjectsOption, _fail, _load, app, console
+from .base import ProjectsOption, _fail, _load, app, console
 
 JOIN_FILE = "gateway.json"  # where earlier versions kept the study link's key (taken over into the ledger)
 

@@ -12,7 +12,7 @@ from ..client import Client
 from ..connection import DEFAULT_DATA_DIR, settings_from_env
 from ..credentials import ML_AUTH_FILE
 from ..errors import BadInput, EvalstudioError
-from . import ProjectsOption, _fail, _load, app, console, err
+from .base import ProjectsOption, _fail, _load, app, console, err
 
 
 @app.command("ml-backend")

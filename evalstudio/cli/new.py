@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from ..errors import BadInput, EvalstudioError
-from . import _fail, app, console
+from .base import _fail, app, console
 
 TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
 TEMPLATE_NAMES = ("likert", "slider", "pairwise", "best-worst")

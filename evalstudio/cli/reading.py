@@ -14,7 +14,7 @@ from ..client import Client
 from ..connection import settings_from_env
 from ..errors import BadInput
 from ..importing import import_files
-from . import _load, console, err
+from .base import _load, console, err
 
 
 def _import(project, files, client, batch_size=500, skip_invalid=False, checked=None, in_flight=1):

@@ -15,7 +15,7 @@ from ..client import Client
 from ..connection import DEFAULT_DATA_DIR
 from ..errors import EvalstudioError
 from ..server import LocalServer
-from . import REPO_EXAMPLES, ProjectsOption, _fail, _load, app, console
+from .base import REPO_EXAMPLES, ProjectsOption, _fail, _load, app, console
 from .reading import _import
 
 DATABASE_URL_ENV = "EVALSTUDIO_DATABASE_URL"

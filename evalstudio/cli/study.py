@@ -11,7 +11,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from ..client import Client
 from ..connection import settings_from_env
 from ..errors import BadInput, EvalstudioError
-from . import ProjectsOption, _fail, app, console, err, printable
+from .base import ProjectsOption, _fail, app, console, err
+from ..errors import printable
 from .reading import _read_study, participant_rows, study_tables, time_left_text, write_status
 
 participants_app = typer.Typer(
