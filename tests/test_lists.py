@@ -18,7 +18,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from evalstudio import importers, ledger, lists, participants, registry
-from evalstudio.importing import iter_tasks, placement_problems, scan
+from evalstudio.importing import iter_tasks, scan
+from evalstudio.placement import placement_problems
 from evalstudio.registry import Lists
 
 from .conftest import example_files, gateway_process
@@ -245,7 +246,7 @@ def test_cmv_measures_persuasiveness_blind_and_nothing_moves_after_generate(labe
     assert second.returncode == 0, second.stderr
     assert f"cmv_tom: {len(delta)} task(s) created" in second.stdout
     assert f"cmv_threads: 0 task(s) created, {len(records)} already present" in second.stdout, second.stdout
-    tom_id, threads_id = client.find_project("Blind test: tom"), client.find_project("Blind test: threads")
+    threads_id = client.find_project("Blind test: threads")
     threads = client.export_tasks(threads_id)
     assert {t["meta"]["delta"] for t in threads} == {True, False}  # mixed in the one instrument
     assert all("delta_reply" not in t["data"] and "tom" not in t["meta"] for t in threads)

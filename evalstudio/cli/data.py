@@ -13,7 +13,8 @@ from .. import importers, lists
 from ..client import Client
 from ..connection import settings_from_env
 from ..errors import BadInput, EvalstudioError, InvalidInput
-from ..importing import check_in_flight, placement_problems, scan
+from ..importing import check_in_flight, scan
+from ..placement import placement_problems
 from .base import ProjectsOption, _fail, _load, app, console, err
 from .reading import _import, _project_tasks, _read_study, _single, _users, quotas, study_tables, write_status
 
