@@ -8,7 +8,6 @@ from collections import Counter
 
 import httpx
 import pytest
-import yaml
 
 from evalstudio import importers, ledger, participants, registry
 from evalstudio.importing import import_files
@@ -70,8 +69,8 @@ def walked(label_studio, client, reg, tmp_path_factory):
         book = ledger.open_ledger(folder)
         # in projects.yaml's order (cmv: cmv_tom first; a participant then meets the delta threads there, and in
         # cmv_threads the others: never one item twice)
-        entries = [name for name in yaml.safe_load(projects_file.read_text())["projects"]
-                   if name in {p.entry for p in own.parts(study_name)}]
+        entries = list(dict.fromkeys(reg.get(name).entry for name in reg.projects
+                                     if reg.get(name).entry in {p.entry for p in own.parts(study_name)}))
         with gateway_process(label_studio, study_name, folder, projects_file) as url:
             study = {"url": url, "accounts": accounts}
             for walker, pid in ids.items():
