@@ -100,6 +100,14 @@ def only_on_the_first_database(label_studio) -> None:
         pytest.skip(f"independent of the database: runs once, on {DATABASES[0]}")
 
 
+def only_on_the_last_database(label_studio) -> None:
+    """For long database-independent tests: one run, on the last database. The first database's worker already
+    runs every other database-independent test (the browser views, say); these even the two halves' times out."""
+    database = "postgresql" if label_studio.database_env else "sqlite"
+    if database != DATABASES[-1]:
+        pytest.skip(f"independent of the database: runs once, on {DATABASES[-1]}")
+
+
 @pytest.fixture(scope="session", params=DATABASES)
 def label_studio(request, tmp_path_factory):
     server = start_label_studio(request, tmp_path_factory, request.param)

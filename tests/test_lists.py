@@ -220,8 +220,11 @@ def test_cmv_measures_persuasiveness_blind_and_nothing_moves_after_generate(labe
     gateway a participant who answered a delta thread in cmv_tom never gets it in cmv_threads. Without
     `shares_items` an item still belongs to one project of a study: the import refuses it with file:line, and once
     the researcher has deleted the task(s) it names (the move it asks for), imports it and `status` is clean."""
+    from .conftest import only_on_the_last_database
     from .test_cli import _projects_file, run
     from .test_gateway import signed_in
+
+    only_on_the_last_database(label_studio)  # (what it checks is the import's and the gateway's, not the database's)
 
     def own(raw):
         raw["projects"]["cmv_tom"].update(title="Blind test: tom", annotators_per_task=1)

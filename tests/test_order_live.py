@@ -13,7 +13,7 @@ from evalstudio import importers, ledger, participants, registry
 from evalstudio.importing import import_files
 from evalstudio.results import region
 
-from .conftest import PROJECTS, example_files, gateway_process, only_on_the_first_database
+from .conftest import PROJECTS, example_files, gateway_process, only_on_the_last_database
 from .test_gateway import signed_in
 from .test_order import adjacent, fewest_adjacent
 
@@ -41,7 +41,7 @@ def walked(label_studio, client, reg, tmp_path_factory):
     are done. Yields protocol -> {participant: [(task id, item id, system), ...] in the order served}."""
     from .test_cli import _projects_file
 
-    only_on_the_first_database(label_studio)
+    only_on_the_last_database(label_studio)
     walks: dict[str, dict[str, list[tuple[int, str, str]]]] = {}
 
     def walk(protocol: str):
@@ -122,7 +122,7 @@ def test_label_studio_s_own_stream(label_studio, client, tmp_path, order):
     twice in a row and the reference first in only some contexts."""
     from .test_cli import _projects_file
 
-    only_on_the_first_database(label_studio)
+    only_on_the_last_database(label_studio)
 
     def own(raw):
         raw["projects"]["dialogue"].update({"title": f"LS order {order}", "order": order,
