@@ -4,8 +4,6 @@ own stream. (The order's own properties, without a server: tests/test_order.py.)
 
 from __future__ import annotations
 
-from collections import Counter
-
 import httpx
 import pytest
 
