@@ -205,11 +205,7 @@ class Ledger(Store):
                          (who, task_id))
             if row:
                 return _ref(row)
-            number = int(tx.one("SELECT COUNT(*) FROM refs WHERE participant = ?", (who,))[0]) + 1
-            ref = Ref(secrets.token_urlsafe(18), who, part, int(task_id), number, time.time())
-            tx.run(f"INSERT INTO refs ({', '.join(REF_COLUMNS)}) VALUES ({', '.join('?' * len(REF_COLUMNS))})",
-                   tuple(int(v) if isinstance(v, bool) else v for v in (getattr(ref, c) for c in REF_COLUMNS)))
-            return ref
+            return _new_ref(tx, who, part, task_id, time.time())
 
     def serve_chosen(self, participant: str, part: str, choose) -> Ref | None:
         """Serve the participant the task `choose(taken, mine)` picks, in one transaction with what it sees: `taken`
@@ -234,11 +230,7 @@ class Ledger(Store):
             task_id = choose({t: Load(a, h) for t, (a, h) in counts.items()}, mine)
             if task_id is None:
                 return None
-            number = int(tx.one("SELECT COUNT(*) FROM refs WHERE participant = ?", (who,))[0]) + 1
-            ref = Ref(secrets.token_urlsafe(18), who, part, int(task_id), number, now)
-            tx.run(f"INSERT INTO refs ({', '.join(REF_COLUMNS)}) VALUES ({', '.join('?' * len(REF_COLUMNS))})",
-                   tuple(int(v) if isinstance(v, bool) else v for v in (getattr(ref, c) for c in REF_COLUMNS)))
-            return ref
+            return _new_ref(tx, who, part, task_id, now)
 
     def served_by_part(self, participant: str) -> dict[str, set[int]]:
         """part -> the tasks the participant was served there (answered or not)."""
@@ -425,6 +417,15 @@ def _alive(owner: str | None) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def _new_ref(tx: _Tx, who: str, part: str, task_id: int, served: float) -> Ref:
+    """A new reference of participant `who` (key) to a task, served now: their next number, inside `tx`."""
+    number = int(tx.one("SELECT COUNT(*) FROM refs WHERE participant = ?", (who,))[0]) + 1
+    ref = Ref(secrets.token_urlsafe(18), who, part, int(task_id), number, served)
+    tx.run(f"INSERT INTO refs ({', '.join(REF_COLUMNS)}) VALUES ({', '.join('?' * len(REF_COLUMNS))})",
+           tuple(int(v) if isinstance(v, bool) else v for v in (getattr(ref, c) for c in REF_COLUMNS)))
+    return ref
 
 
 def _ref(row) -> Ref:

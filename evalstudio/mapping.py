@@ -148,20 +148,22 @@ class InputMap(BaseModel):
                              "use another name")
         return self
 
-    def fields(self) -> frozenset[str]:
-        """The top-level record fields the mapping reads (any other is kept as the researcher's metadata)."""
+    def _paths(self) -> list[str]:
+        """Every path the mapping reads (record paths, and `each.` paths into an expanded element)."""
         paths = [self.expand, self.system, *(self.data.values()), *(self.meta.values())]
         paths += [self.item_id] if isinstance(self.item_id, str) else self.item_id or []
         if self.candidates:
             paths += [self.candidates.source] if self.candidates.source else [
                 p for c in self.candidates.each for p in c.values()]
-        return frozenset(p.removesuffix("?").split(".")[0] for p in paths if p and not p.startswith("each."))
+        return [p.removesuffix("?") for p in paths if p]
+
+    def fields(self) -> frozenset[str]:
+        """The top-level record fields the mapping reads (any other is kept as the researcher's metadata)."""
+        return frozenset(p.split(".")[0] for p in self._paths() if not p.startswith("each."))
 
     def element_fields(self) -> frozenset[str]:
         """The fields of an expanded element the mapping reads (`each.X`); any other is kept, under `element`."""
-        paths = [self.system, *(self.data.values()), *(self.meta.values())]
-        paths += [self.item_id] if isinstance(self.item_id, str) else self.item_id or []
-        return frozenset(p.removesuffix("?")[5:].split(".")[0] for p in paths if p and p.startswith("each."))
+        return frozenset(p[5:].split(".")[0] for p in self._paths() if p.startswith("each."))
 
 
 class Missing(Exception):
@@ -225,6 +227,7 @@ class MappingImporter:
         self.spec: InputMap = project.input
         self.NAME = project.entry
         self.FIELDS = self.spec.fields()
+        self._element_fields = self.spec.element_fields()  # (read once: _task runs per task)
         self._tags = {o.value_name: o.tag for o in project.interface.objects if o.value_is_variable}
 
     prepare = staticmethod(no_context)  # no cross-file context, like most importer modules
@@ -292,7 +295,7 @@ class MappingImporter:
         item_id = self._item_id(get, shown, candidates)
         if isinstance(element, dict):  # an element's fields the mapping does not read are kept too (as a record's
             # are): USR's published ratings of each response, say, stay with the response's task
-            kept = {k: v for k, v in element.items() if k not in self.spec.element_fields()}
+            kept = {k: v for k, v in element.items() if k not in self._element_fields}
             if kept and "element" not in hidden:
                 hidden["element"] = kept
         base = {**hidden, "item_id": item_id}

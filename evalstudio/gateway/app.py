@@ -54,7 +54,8 @@ class Gateway(Serving, Admission):
         self._before: dict[tuple[str, str], int] = {}  # (participant, part) -> annotations Label Studio had first
         self._catalogues: dict[str, Catalogue] = {}  # part -> its tasks as Label Studio has them (a cache)
         self._catalogue_locks: dict[str, asyncio.Lock] = {}
-        self._orders: dict[tuple[str, str], tuple[Catalogue, list[int]]] = {}  # (participant, part) -> their order
+        # (participant, part) -> their order, with the part's tasks (contexts) it was drawn from
+        self._orders: dict[tuple[str, str], tuple[dict[int, str], list[int]]] = {}
         self._admin: object | None = None
         self._invite: str | None = None
         # Label Studio's front-end settings (feature flags and edition), read once as the first participant to open

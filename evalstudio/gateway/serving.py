@@ -69,13 +69,15 @@ class Serving:
                 if len(tasks) < CATALOGUE_PAGE:
                     break
                 page += 1
+            if cached is not None and cached.contexts == contexts:
+                contexts = cached.contexts  # the same tasks: the participants' orders drawn from them still hold
             self._catalogues[part.name] = Catalogue(contexts, outside, annotators, time.monotonic())
             return self._catalogues[part.name]
 
     def _order_of(self, session: Session, part: Part, catalogue: Catalogue) -> list[int]:
         key = (session.key, part.name)
         cached = self._orders.get(key)
-        if cached is not None and cached[0] is catalogue:
+        if cached is not None and cached[0] is catalogue.contexts:  # drawn again only when the tasks change
             return cached[1]
         if part.order == "sequential":  # everyone the import's order (order.interleaved), as Label Studio's stream
             order = sorted(catalogue.contexts)
@@ -84,7 +86,7 @@ class Serving:
             order = participant_order(catalogue.contexts, seed_of(salt, session.participant, part.name))
         if len(self._orders) > 10_000:
             self._orders.clear()
-        self._orders[key] = (catalogue, order)
+        self._orders[key] = (catalogue.contexts, order)
         return order
 
     async def _next(self, session: Session, part: Part) -> Response:
