@@ -187,7 +187,11 @@ def test_cli_export_and_report(reg, importer_for, client, annotators, label_stud
 
 def test_live_export_pages_through_a_large_project(reg, client, annotators, label_studio, tmp_path):
     """2,500 tasks x 2 annotations (five chunks of 500 task ids through Label Studio's export endpoint): the streamed CLI export equals the tidy frame of
-    Label Studio's own JSON export, row for row."""
+    Label Studio's own JSON export, row for row. On PostgreSQL only (it takes 60-90 s): its rows come back in no
+    fixed order unless asked for one, so paging there is the stricter case; the tests below page through smaller
+    projects on both databases (600 tasks in two chunks; ids interleaved with another project's)."""
+    if not label_studio.database_env:
+        pytest.skip("paging a large project: tested on PostgreSQL, the stricter case")
     from .largefile import write_dialogue_file
     from .test_cli import run
 
