@@ -1,28 +1,36 @@
-# Two commands for a fresh machine:  make demo  |  make test
-# Both create ./.venv and install evalstudio with the Label Studio server into it on first use.
+# On a fresh machine:  make install  |  make demo  |  make test  |  make docs
+# Each creates ./.venv and installs evalstudio with the Label Studio server into it on first use.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test clean
+.PHONY: install demo test docs docs-serve clean
 
 # uv (from PyPI) resolves and installs the few hundred packages Label Studio brings in parallel, in a fraction of
 # pip's time on a fresh machine; it installs into the same .venv that pip would
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip uv
-	$(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[server,test,crowd]'
+	$(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[server,test,crowd,docs]'
 	touch $(STAMP)
 
 install: $(STAMP)
 
+# DEMO_ARGS: options for `evalstudio demo`, e.g. DEMO_ARGS='--port 8090 --ml-port 9091'
 demo: $(STAMP)
-	$(BIN)/evalstudio demo
+	$(BIN)/evalstudio demo $(DEMO_ARGS)
 
 # two workers (pytest-xdist), one per database: the SQLite and PostgreSQL halves run side by side (tests/conftest.py)
 test: $(STAMP)
 	$(BIN)/python -m pytest -n 2 --dist loadgroup
 
+# the documentation site into site/; --strict: a broken link or a page missing from the navigation fails
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+docs-serve: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
+
 clean:
-	rm -rf $(VENV) .evalstudio build dist *.egg-info
+	rm -rf $(VENV) .evalstudio build dist site *.egg-info

@@ -21,7 +21,8 @@ import numpy as np
 import pandas as pd
 
 from evalstudio.exporters import metaeval
-from evalstudio.ratings import CriterionSpec, Spec, read_metrics, read_ratings
+from evalstudio.readers.ratings import read_metrics, read_ratings
+from evalstudio.readers.spec import CriterionSpec, Spec
 
 
 def make_data(folder: Path, systems: int, items: int, annotators: int, metrics: int, seed: int = 0):

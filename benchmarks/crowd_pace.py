@@ -25,10 +25,12 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from evalstudio import importers, ledger, participants, registry  # noqa: E402
-from evalstudio.client import Client  # noqa: E402
-from evalstudio.importing import import_files  # noqa: E402
-from evalstudio.server import LocalServer, wait_healthy  # noqa: E402
+from evalstudio import importers  # noqa: E402
+from evalstudio.crowd import ledger, participants
+from evalstudio.labelstudio.client import Client  # noqa: E402
+from evalstudio.labelstudio.server import LocalServer, wait_healthy  # noqa: E402
+from evalstudio.protocols import registry
+from evalstudio.tasks.importing import import_files  # noqa: E402
 from tests.conftest import free_port  # noqa: E402
 from tests.postgres import TempPostgres  # noqa: E402
 

@@ -59,11 +59,12 @@ def peak_mb() -> float:
 
 def worker(kind: str, url: str, key: str, path: str, batch_size: int) -> dict:
     """One measured run in this process (so its peak memory is its own)."""
-    from evalstudio import importers, registry
-    from evalstudio.client import Client
-    from evalstudio.connection import Settings
+    from evalstudio import importers
     from evalstudio.exporters.tidy import write_annotations
-    from evalstudio.importing import import_files
+    from evalstudio.labelstudio.client import Client
+    from evalstudio.labelstudio.connection import Settings
+    from evalstudio.protocols import registry
+    from evalstudio.tasks.importing import import_files
 
     client = Client(Settings(url, key), timeout=600)
     project = registry.load(ROOT / "projects.yaml").get("dialogue")
@@ -139,10 +140,11 @@ def annotated_project(server, data_file: Path, batch_size: int) -> tuple[int, in
     """A project whose tasks each carry two annotations (made with Label Studio's import). (id, annotations)"""
     import numpy as np
 
-    from evalstudio import importers, registry
-    from evalstudio.client import Client
-    from evalstudio.importing import split_task, iter_tasks
-    from evalstudio.results import region
+    from evalstudio import importers
+    from evalstudio.labelstudio.client import Client
+    from evalstudio.protocols import registry
+    from evalstudio.tasks.scanning import iter_tasks, split_task
+    from evalstudio.values.results import region
 
     client = Client(server.settings(), timeout=600)
     project = registry.load(ROOT / "projects.yaml").get("dialogue")
@@ -209,9 +211,10 @@ def main():
 
 
 def _run(args) -> None:
-    from evalstudio import importers, registry
-    from evalstudio.importing import split_task, iter_tasks
-    from evalstudio.server import LocalServer
+    from evalstudio import importers
+    from evalstudio.labelstudio.server import LocalServer
+    from evalstudio.protocols import registry
+    from evalstudio.tasks.scanning import iter_tasks, split_task
     from tests.largefile import write_dialogue_file
 
     sizes = [int(s) for s in args.tasks.split(",") if s]

@@ -49,9 +49,10 @@ def main():
                         help="`evalstudio ml-backend` as shipped (gunicorn, 2 workers x 8 threads) or with --dev (Flask's server)")
     args = parser.parse_args()
 
-    from evalstudio import importers, registry
-    from evalstudio.importing import iter_tasks, split_task
-    from evalstudio.server import wait_healthy
+    from evalstudio import importers
+    from evalstudio.labelstudio.server import wait_healthy
+    from evalstudio.protocols import registry
+    from evalstudio.tasks.scanning import iter_tasks, split_task
 
     project = registry.load(ROOT / "projects.yaml").get("sotopia")
     tasks = [d for _, d in iter_tasks(project, importers.get("sotopia"), [ROOT / "examples/sotopia/episodes.jsonl"])]

@@ -10,9 +10,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from evalstudio.protocols.registry import Project
+
 from ..stats import agreement as ag
 from ..stats import alignment as al
-from ..registry import Project
 from .tidy import ratings, unit
 
 SKIPPED = "skipped"
@@ -28,7 +29,7 @@ def exclusions(annotations: pd.DataFrame, exclude_prefilled: bool = False, keep_
     Values accepted unchanged from a model prediction (model-assisted labelling) are the model's, not the
     annotator's: refused (EvalstudioError) unless `exclude_prefilled`. Items marked "Bad instance" by any
     annotator are left out unless `keep_bad_instances`."""
-    from ..errors import EvalstudioError
+    from evalstudio.base.errors import EvalstudioError
 
     notes = []
     if "surplus" in annotations and annotations["surplus"].any():
@@ -190,7 +191,7 @@ def annotator_qc(annotations: pd.DataFrame, project: Project) -> pd.DataFrame:
 
 def circa_control_accuracy(annotations: pd.DataFrame, tasks: pd.DataFrame, criterion: str = "interpretation") -> pd.DataFrame:
     """Per annotator: Part I answers on control items (gold label known) and the share that match the gold label."""
-    from ..study import gold_accuracy
+    from evalstudio.crowd.study import gold_accuracy
 
     gold = tasks.loc[tasks["is_control"].astype(bool), ["task_id", "gold_label"]]
     accuracy = gold_accuracy(annotations, gold.rename(columns={"gold_label": "gold"}).assign(criterion=criterion))

@@ -18,8 +18,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..errors import BadInput, printable
-from .files import write_csv, write_output
+from evalstudio.base.errors import BadInput, printable
+from evalstudio.base.files import write_output
+
+from .files import write_csv
 
 
 def _amount(value) -> str:

@@ -8,81 +8,18 @@ left alone. JSONL and Parquet keep every value exactly as it was given.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import shutil
-import tempfile
-from collections.abc import Iterator
 from contextlib import nullcontext
 from pathlib import Path
 from typing import IO
 
 import pandas as pd
 
-from ..errors import BadInput, EvalstudioError
-from ..results import NUMBER
+from evalstudio.base.errors import EvalstudioError
+from evalstudio.base.files import open_output
+from evalstudio.values.results import NUMBER
 
 FORMATS = ("csv", "jsonl", "parquet")
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-
-
-def open_output(path: Path, mode: str = "w", **options) -> IO:
-    """An output file opened for writing ("w", "wb") or appending ("a"), readable by this user only (0600: exports,
-    reports, status and approval files name participants), never through a symbolic link: a link planted where an
-    output goes (by another user of a shared folder) would make us overwrite whatever it points to."""
-    flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | (os.O_APPEND if mode.startswith("a") else os.O_TRUNC)
-    try:
-        descriptor = os.open(path, flags, 0o600)
-    except OSError as e:
-        if Path(path).is_symlink():
-            raise BadInput(f"{path}: is a symbolic link; evalstudio does not write through one (remove it, or give "
-                           "another output name)") from None
-        raise BadInput(f"{path}: cannot write it: {e.strerror}") from None
-    try:
-        os.fchmod(descriptor, 0o600)
-        return os.fdopen(descriptor, mode, **({} if "b" in mode else {"encoding": "utf-8", "newline": ""}) | options)
-    except BaseException:
-        os.close(descriptor)
-        raise
-
-
-def write_output(path: Path, text: str) -> None:
-    """A text output file, as `open_output` opens it."""
-    with open_output(path) as f:
-        f.write(text)
-
-
-@contextlib.contextmanager
-def staged_folder(output: Path) -> Iterator[Path]:
-    """An output folder written as a whole or not at all: the files are written into a private folder beside it and
-    moved into `output` (made if missing) only when everything is written; on an error nothing is left. A symbolic
-    link as `output` is refused (it would send the files wherever it points, over what is there)."""
-    output = Path(output)
-    if output.is_symlink():
-        raise BadInput(f"{output}: is a symbolic link; evalstudio does not write through one (give a folder)")
-    if output.exists() and not output.is_dir():
-        raise BadInput(f"{output}: is a file; -o names the folder for index.html and the CSVs")
-    parent = output.parent
-    if not parent.is_dir():
-        raise BadInput(f"{output}: the folder {parent} does not exist")
-    stage = Path(tempfile.mkdtemp(prefix=f".{output.name}.", dir=parent))
-    try:
-        yield stage
-        output.mkdir(exist_ok=True)
-        if output.is_symlink():  # made a link in the meantime
-            raise BadInput(f"{output}: is a symbolic link; evalstudio does not write through one (give a folder)")
-        for item in sorted(stage.iterdir()):
-            os.replace(item, output / item.name)  # a link in the folder is replaced itself, never followed
-    finally:
-        shutil.rmtree(stage, ignore_errors=True)
-
-
-def check_output_file(path: Path) -> None:
-    """An output file path whose folder exists and that is not a folder itself."""
-    if path.is_dir():
-        raise BadInput(f"{path}: is a folder; give a file name with -o")
-    if not path.parent.is_dir():
-        raise BadInput(f"{path}: the folder {path.parent} does not exist")
 
 
 def neutralise(value):

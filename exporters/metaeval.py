@@ -1,5 +1,5 @@
 """`evalstudio analyze`: the human ceiling, the meta-evaluation of metrics and the system ranking of a tidy ratings
-frame (from any file, `evalstudio.ratings`), as tables (no IO) and a report folder (CSVs + one HTML page).
+frame (from any file, `evalstudio.readers.ratings`), as tables (no IO) and a report folder (CSVs + one HTML page).
 
 Per criterion:
 - agreement: Krippendorff's alpha at the criterion's level (bootstrap CI over items), Gwet's AC1/AC2 and Fleiss'
@@ -22,8 +22,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..ratings import Spec
-from ..stats import aggregation, coefficients, correlation as corr, icc as icc_mod, significance as sig
+from evalstudio.readers.spec import Spec
+
+from ..stats import aggregation, coefficients
+from ..stats import correlation as corr
+from ..stats import icc as icc_mod
+from ..stats import significance as sig
 from ..stats.agreement import alpha_ci, krippendorff_alpha, leave_one_annotator_out, resample_counts
 from ..stats.alignment import fisher_ci
 
@@ -470,7 +474,9 @@ def empty_reasons(name: str, tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
 
 def write_analysis(tables: dict[str, pd.DataFrame], title: str, out_dir: Path, notes: list[str] = ()) -> Path:
     """CSVs (spreadsheet-safe) and index.html with plots."""
-    from .files import write_csv, write_output
+    from evalstudio.base.files import write_output
+
+    from .files import write_csv
     from .metaeval_page import page
 
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..errors import BadInput
-from ..registry import Project
-from ..results import task_fields
+from evalstudio.base.errors import BadInput
+from evalstudio.protocols.registry import Project
+from evalstudio.values.results import task_fields
+
 from .tidy import ANNOTATION_COLUMNS
 
 _LEADING_NUMBER = re.compile(r"^\s*(-?\d+(?:\.\d+)?)")

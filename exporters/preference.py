@@ -1,4 +1,4 @@
-"""`evalstudio analyze` of pairwise comparisons and of best-worst annotations (`evalstudio.comparisons`): win rates,
+"""`evalstudio analyze` of pairwise comparisons and of best-worst annotations (`evalstudio.readers.comparisons`): win rates,
 Bradley-Terry strengths with bootstrap intervals and on the Elo scale, Chatbot Arena's online Elo, position bias,
 and agreement between annotators on preferences; best-worst counting scores and split-half reliability; as tables
 (no IO) and a report folder (CSVs + one HTML page)."""
@@ -138,7 +138,9 @@ def _not_computed(notes: list[str]) -> pd.DataFrame:
 
 def _write_folder(tables: dict[str, pd.DataFrame], title: str, out_dir: Path, notes, sections: list[str]) -> Path:
     """Every table as a CSV (spreadsheet-safe, private) and index.html: the title, the notes, then `sections`."""
-    from .files import write_csv, write_output
+    from evalstudio.base.files import write_output
+
+    from .files import write_csv
     from .report import _page
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -224,7 +226,7 @@ def write_best_worst_analysis(tables: dict[str, pd.DataFrame], title: str, out_d
 
 def positions_of(tasks) -> dict:
     """task id -> the systems in the order shown (the task's hidden `candidates`, written at import)."""
-    from ..results import task_fields
+    from evalstudio.values.results import task_fields
 
     out = {}
     for task in tasks:

@@ -18,15 +18,17 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from ..registry import Project  # noqa: E402
+from evalstudio.base.files import write_output  # noqa: E402
+from evalstudio.protocols.registry import Project  # noqa: E402
+
 from . import analysis  # noqa: E402
-from .files import write_csv, write_output  # noqa: E402
+from .files import write_csv
 from .tidy import annotation_frame, model_frame, task_frame, unit  # noqa: E402
 
 
 def tinfo_tasks(tasks: list[dict]) -> list[dict]:
     """Every task's fields (data and meta) with its id."""
-    from ..results import task_fields
+    from evalstudio.values.results import task_fields
 
     return [{"task_id": t["id"], **task_fields(t)} for t in tasks]
 

@@ -26,9 +26,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..errors import BadExport
-from ..registry import Project
-from ..results import dotted_get, task_fields
+from evalstudio.base.errors import BadExport
+from evalstudio.protocols.registry import Project
+from evalstudio.values.results import dotted_get, task_fields
 
 ANNOTATION_COLUMNS = ["project", "task_id", "item_id", "system", "annotator", "criterion", "value", "annotation_id",
                       "created_at", "lead_time", "cancelled", "agent", "rationale", "from_prediction", "prefilled_unchanged", "surplus"]
@@ -112,7 +112,7 @@ def participant_id(annotator: str, kind: str | None) -> str | None:
     """The participant id carried by the annotator's account: Prolific's <PID>@email.prolific.com address, or the
     account `evalstudio participants add` created (<pid>@participants.invalid)."""
     if kind == "prolific":
-        from ..participants import participant_of
+        from evalstudio.crowd.participants import participant_of
 
         match = PROLIFIC_EMAIL.match(annotator or "")
         return match.group(1) if match else participant_of(annotator)
@@ -214,7 +214,9 @@ def write_annotations(pages: Iterable[list[dict]], project: Project, users: Mapp
     append: add to a file that already has the first project's rows (the next project of a study); columns: the
     columns of the whole file (a study's parts can differ, e.g. only a part with lists has `list`)."""
     shape = (lambda frame: frame.reindex(columns=columns)) if columns else (lambda frame: frame)
-    from .files import open_output, write_csv, write_jsonl, write_parquet
+    from evalstudio.base.files import open_output
+
+    from .files import write_csv, write_jsonl, write_parquet
 
     if fmt == "parquet":
         frames = [shape(annotation_frame([], project, users))]

@@ -11,19 +11,11 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from ..errors import UnknownName
+from evalstudio.base.errors import UnknownName
+
 from . import circa, cmv, dialogue, health, sotopia
 
 IMPORTERS: dict[str, ModuleType] = {m.NAME: m for m in (sotopia, cmv, circa, dialogue, health)}
-
-
-def for_project(project):
-    """The importer of a project: its Python module (`importer:`) or the mapping its entry describes (`input:`)."""
-    if project.input is not None:
-        from ..mapping import MappingImporter
-
-        return MappingImporter(project)
-    return get(project.importer)
 
 
 def get(name: str) -> ModuleType:

@@ -25,8 +25,8 @@ import csv
 import logging
 from pathlib import Path
 
-from ..errors import Problem
-from ..sources import FieldError, one_of, read_table, require, stable_id
+from evalstudio.base.errors import Problem
+from evalstudio.values.sources import FieldError, one_of, read_table, require, stable_id
 
 NAME = "circa"
 # The record fields this importer reads; any other field is kept with the task as metadata (and reported once).
@@ -198,7 +198,7 @@ def with_generated(row: dict, output: dict, model_version: str) -> dict:
 
 def write_records(rows: list[dict], path: Path) -> None:
     """CSV with every column of the input rows (the explanation CSV format `read` takes)."""
-    from ..exporters.files import open_output
+    from evalstudio.base.files import open_output
 
     columns = list(dict.fromkeys(k for row in rows for k in row))
     with open_output(path) as f:

@@ -28,8 +28,8 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from ..errors import Problem
-from ..sources import FieldError, collect, no_context, one_of, read_jsonl, require, stable_id
+from evalstudio.base.errors import Problem
+from evalstudio.values.sources import FieldError, collect, no_context, one_of, read_jsonl, require, stable_id
 
 NAME = "cmv"
 # The record fields this importer reads; any other field is kept with the task as metadata (and reported once).
@@ -129,7 +129,7 @@ def write_records(records: list[dict], path: Path) -> None:
     """JSONL, the format `read` takes (one record per line)."""
     import json
 
-    from ..exporters.files import open_output
+    from evalstudio.base.files import open_output
 
     with open_output(path) as f:
         for record in records:

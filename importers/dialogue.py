@@ -17,7 +17,19 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ..sources import FieldError, RecordInvalid, attempt, collect, control_value, no_context, read_jsonl, read_table, require, stable_id, turns_text
+from evalstudio.values.sources import (
+    FieldError,
+    RecordInvalid,
+    attempt,
+    collect,
+    control_value,
+    no_context,
+    read_jsonl,
+    read_table,
+    require,
+    stable_id,
+    turns_text,
+)
 
 NAME = "dialogue"
 # The record fields this importer reads; any other field is kept with the task as metadata (and reported once).

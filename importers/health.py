@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..sources import FieldError, no_context, read_jsonl, read_table, require, stable_id, turns_text
+from evalstudio.values.sources import FieldError, no_context, read_jsonl, read_table, require, stable_id, turns_text
+
 from .dialogue import check_ratings
 
 NAME = "health"

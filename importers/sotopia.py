@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from ..sources import FieldError, collect, control_value, no_context, read_jsonl, require, turns_text
+from evalstudio.values.sources import FieldError, collect, control_value, no_context, read_jsonl, require, turns_text
 
 NAME = "sotopia"
 # The record fields this importer reads; any other field is kept with the task as metadata (and reported once).

@@ -23,7 +23,8 @@ import threading
 
 from label_studio_ml.api import init_app
 
-from ..credentials import ML_AUTH_ENV, basic_auth_header, check_basic_auth, private_dir, write_private
+from evalstudio.base.credentials import ML_AUTH_ENV, basic_auth_header, check_basic_auth, private_dir, write_private
+
 from .model import MODEL_DIR_ENV, EvalstudioModel, model_dir, warm_up
 
 log = logging.getLogger("evalstudio.ml_backend")

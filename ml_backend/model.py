@@ -14,10 +14,11 @@ from pathlib import Path
 
 from label_studio_ml.model import LabelStudioMLBase
 
-from .. import registry
-from ..client import Client
-from ..connection import Settings, settings_from_env
-from ..errors import EvalstudioError
+from evalstudio.base.errors import EvalstudioError
+from evalstudio.labelstudio.client import Client
+from evalstudio.labelstudio.connection import Settings, settings_from_env
+from evalstudio.protocols import registry
+
 from .predictors import LearnerPredictor, LLMPredictor, NoPrediction, StoredPredictor, prediction_of
 
 log = logging.getLogger("evalstudio.ml_backend")

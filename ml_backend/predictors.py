@@ -19,9 +19,11 @@ from pathlib import Path
 import httpx
 import numpy as np
 
+from evalstudio.protocols.registry import Project
+from evalstudio.values.controls import control_range, control_step
+from evalstudio.values.results import dotted_get, task_fields
+
 from ..exporters.tidy import result_values
-from ..registry import Project, control_range, control_step
-from ..results import dotted_get, task_fields
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +67,7 @@ def prediction_of(project: Project, task: dict, chosen) -> tuple[dict, list[str]
     """(Label Studio prediction of `chosen` for `task`, the values left out): every value is checked against its
     control as an annotation's would be (a value the control refuses, or a control the config lacks, is left out
     and named); NoPrediction when nothing is left. The ML backend and the import (`stored` predictor) both use it."""
-    from ..results import region
+    from evalstudio.values.results import region
 
     output = chosen.predict(project, task)
     results, skipped = [], []

@@ -18,10 +18,11 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
-from evalstudio import importers, registry
-from evalstudio.client import Client
-from evalstudio.errors import ServerError
-from evalstudio.server import LocalServer, wait_healthy
+from evalstudio import importers
+from evalstudio.base.errors import ServerError
+from evalstudio.labelstudio.client import Client
+from evalstudio.labelstudio.server import LocalServer, wait_healthy
+from evalstudio.protocols import registry
 
 from .postgres import TempPostgres
 
@@ -31,7 +32,7 @@ DATA = Path(__file__).resolve().parent / "data"
 PROTOCOLS = ["sotopia", "cmv", "circa", "dialogue", "health"]  # protocols (studies), as on the command line
 PROJECTS = ["sotopia", "cmv_tom", "cmv_threads", "circa_part1", "circa_part2", "dialogue", "health"]  # their Label Studio projects
 # Hypothesis fuzzing: HYPOTHESIS_PROFILE=ci (the default, 150 cases per target, inside the CI budget) or `long`
-# (10,000 cases per target; see the README's "Security" section for how long it runs).
+# (10,000 cases per target; see docs/security.md for how long it runs).
 FUZZ_PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
 settings.register_profile("ci", max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("long", max_examples=10_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from evalstudio.sources import stable_id
+from evalstudio.values.sources import stable_id
 
 SAMPLES = Path(__file__).resolve().parents[1] / "examples" / "dialogue" / "mts_next_response.jsonl"
 

@@ -14,9 +14,10 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from evalstudio.base.errors import BadInput, InvalidInput
 from evalstudio.cli import app
-from evalstudio.errors import BadInput, InvalidInput
-from evalstudio.ratings import Spec, read_metrics, read_ratings, read_spec
+from evalstudio.readers.ratings import read_metrics, read_ratings
+from evalstudio.readers.spec import Spec, read_spec
 
 from .conftest import CLI_FUZZ_EXAMPLES
 
@@ -262,7 +263,7 @@ def test_a_label_studio_export_analyses_like_a_file(reg, tmp_path):
     model ratings the tasks carry as the metric `model` and stored predictions (an LLM judge's) by model version."""
     from scipy import stats
 
-    from evalstudio.results import region
+    from evalstudio.values.results import region
 
     from .test_study import make_tasks
 

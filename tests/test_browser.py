@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from evalstudio.exporters.tidy import result_values
-from evalstudio.importing import import_files
-from evalstudio.controls import control_range, control_step
+from evalstudio.tasks.importing import import_files
+from evalstudio.values.controls import control_range, control_step
 
 from .conftest import PROJECTS, ROOT, example_files, only_on_the_first_database
 
@@ -431,7 +431,7 @@ def test_prefill_opt_in_shows_predictions_and_the_export_flags_accepted_ones(reg
                                                                             session, tmp_path):
     """Model-assisted labelling, opted in: the model's ratings fill the controls, the annotator changes one and
     accepts the rest; the export flags the accepted values and the report refuses them unless told to leave them out."""
-    from evalstudio.errors import EvalstudioError
+    from evalstudio.base.errors import EvalstudioError
     from evalstudio.exporters.report import build_report
     from evalstudio.exporters.tidy import annotation_frame
 
@@ -449,7 +449,7 @@ def test_prefill_opt_in_shows_predictions_and_the_export_flags_accepted_ones(reg
     for name, value in ratings.items():  # the metric's three ratings fill their controls
         assert float(page.locator(f'input[name="{name}"]').input_value()) == value
     rest = {name: value for name, value in designed_values(project).items() if name not in ratings}
-    assert sorted(empty_controls(page, project)) == sorted(ratings)  # the others start empty (key order: see README)
+    assert sorted(empty_controls(page, project)) == sorted(ratings)  # the others start empty (key order: see docs/participants.md)
     changed = 9.5 if ratings["explainability"] != 9.5 else 1.5
     fill(page, project, {**rest, "explainability": changed})
     got = submit_and_read_back(page, client, task["id"], before=0)
@@ -475,7 +475,7 @@ def test_prefill_opt_in_shows_predictions_and_the_export_flags_accepted_ones(reg
 
 
 def test_docs_screenshots_exist_for_every_protocol():
-    """README shows docs/<project>.png (the task as it opens, answers empty); refresh them after `make test` with
+    """docs/participants.md shows docs/<project>.png (the task as it opens, answers empty); refresh them after `make test` with
     for p in sotopia cmv_tom cmv_threads circa_part1 circa_part2 dialogue health; do cp test-output/screenshots/$p.png docs/; done"""
     for protocol in PROJECTS:
         assert (ROOT / "docs" / f"{protocol}.png").is_file()

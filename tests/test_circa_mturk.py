@@ -14,7 +14,7 @@ import pytest
 from evalstudio.exporters import analysis
 from evalstudio.exporters.mturk import read_mturk_results
 from evalstudio.exporters.tidy import task_frame
-from evalstudio.importing import iter_tasks, split_task
+from evalstudio.tasks.scanning import iter_tasks, split_task
 
 from .conftest import DATA, EXAMPLES
 

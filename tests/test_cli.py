@@ -156,7 +156,7 @@ def test_bad_cli_arguments_get_a_message_not_a_traceback(tmp_path, make_args, me
 
 @pytest.mark.server
 def test_exporting_a_project_of_another_protocol_is_an_error(reg, importer_for, client, label_studio, tmp_path):
-    from evalstudio.importing import import_files
+    from evalstudio.tasks.importing import import_files
 
     report = import_files(reg.entry("sotopia"), importer_for("sotopia"), [EXAMPLES / "sotopia" / "episodes.jsonl"], client)
     env = {"LABEL_STUDIO_URL": label_studio.url, "LABEL_STUDIO_API_KEY": label_studio.credentials().api_key}

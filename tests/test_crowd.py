@@ -14,10 +14,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evalstudio import importers, participants
+from evalstudio import importers
+from evalstudio.crowd import participants
 from evalstudio.exporters.tidy import annotation_frame
-from evalstudio.importing import import_files
-from evalstudio.results import region
+from evalstudio.tasks.importing import import_files
+from evalstudio.values.results import region
 
 from .test_cli import run
 
@@ -197,7 +198,7 @@ def test_a_participant_who_reached_the_quota_is_closed_out_of_the_stream(client,
     accounts = participants.load_accounts(folder)
     tokens = {pid: client.log_in(a.email, a.password) for pid, a in accounts.items()}
     project_id = next(p.id for p in client.sdk.projects.list() if p.title == "crowd quota")
-    from evalstudio.registry import load
+    from evalstudio.protocols.registry import load
 
     project = load(projects).get("dialogue")
 

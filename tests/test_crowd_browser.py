@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from evalstudio.importing import import_files
+from evalstudio.tasks.importing import import_files
 
 from .conftest import gateway_process
 from .test_browser import CHROMIUM, CHROMIUM_ARGS, SHOTS, designed_values, fill, flat
@@ -40,7 +40,9 @@ def _three_participants(client, label_studio, tmp_path, stack):
 
     from playwright.sync_api import sync_playwright
 
-    from evalstudio import importers, participants, registry
+    from evalstudio import importers
+    from evalstudio.crowd import participants
+    from evalstudio.protocols import registry
 
     from .test_cli import _projects_file, run
 

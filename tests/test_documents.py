@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from evalstudio.channels import config_for
+from evalstudio.protocols.channels import config_for
 
 SEEDS = Path(__file__).resolve().parent / "data" / "seeds"  # a copy of ../shared/seeds' document (tests/data/SOURCE.md)
 CMV = "001_077fe21a06f91650.txt"

@@ -10,12 +10,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from evalstudio import importers
 from evalstudio.exporters.report import build_report
 from evalstudio.exporters.tidy import annotation_frame, ratings, read_export, write_annotations
-from evalstudio import importers
-from evalstudio.importing import import_files, iter_tasks
-from evalstudio.controls import control_step
-from evalstudio.results import region, task_fields
+from evalstudio.tasks.importing import import_files
+from evalstudio.tasks.scanning import iter_tasks
+from evalstudio.values.controls import control_step
+from evalstudio.values.results import region, task_fields
 
 from .conftest import PROJECTS, example_files
 
@@ -283,7 +284,7 @@ def test_circa_study_report_gates_part2_annotators_on_part1_control_accuracy(reg
     threshold of projects.yaml (0.5), leaves the failing annotator out of the explanation-rating statistics."""
     import yaml
 
-    from evalstudio import registry
+    from evalstudio.protocols import registry
 
     from .conftest import ROOT
     from .test_cli import run

@@ -8,12 +8,12 @@ import secrets
 
 import pytest
 
-from evalstudio.client import Client
-from evalstudio.connection import Settings
-from evalstudio.errors import ServerError
-from evalstudio.importing import ImportIncomplete, import_files
-from evalstudio.order import send_order
-from evalstudio.retry import RetryPolicy
+from evalstudio.base.errors import ServerError
+from evalstudio.base.retry import RetryPolicy
+from evalstudio.labelstudio.client import Client
+from evalstudio.labelstudio.connection import Settings
+from evalstudio.tasks.importing import ImportIncomplete, import_files
+from evalstudio.tasks.order import send_order
 
 from .conftest import free_port
 from .faulty_proxy import Fault, FaultyProxy
@@ -86,7 +86,7 @@ def test_a_lasting_failure_stops_with_counts_and_the_rerun_finishes(reg, importe
     assert (e.value.created, e.value.not_written) == (2 * BATCH, TASKS - 2 * BATCH)
     assert f"{2 * BATCH} task(s) written, 0 already present, {TASKS - 2 * BATCH} not written" in message
     project_id = client.require_project(project)
-    # the first two batches in the order the import sends the tasks (evalstudio.order.send_order: each record is a
+    # the first two batches in the order the import sends the tasks (evalstudio.tasks.order.send_order: each record is a
     # context of its own here, so a shuffle of them, the same in every run)
     sent = [expected[p] for p in send_order([(key, f"scale-{k:07d}") for k, key in enumerate(expected)])]
     assert sorted(server_ids(client, project_id)) == sorted(sent[:2 * BATCH])
@@ -120,7 +120,7 @@ def test_a_lasting_failure_with_batches_in_flight_reports_what_landed(reg, impor
 def test_batches_in_flight_are_refused_for_a_sequential_project(reg, importer_for, tmp_path, monkeypatch):
     """A project shown in order (order: sequential) keeps one batch at a time: concurrent batches would interleave
     the task ids that order follows. Refused before anything is read or sent."""
-    from evalstudio.errors import BadInput
+    from evalstudio.base.errors import BadInput
 
     write_dialogue_file(tmp_path / "tasks.jsonl", TASKS)
     project = fresh_project(reg).model_copy(update={"order": "sequential"})

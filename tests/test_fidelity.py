@@ -9,11 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evalstudio.errors import EvalstudioError
+from evalstudio.base.errors import EvalstudioError
 from evalstudio.exporters import analysis
 from evalstudio.exporters.tidy import annotation_frame, participant_id
-from evalstudio.importing import iter_tasks, split_task
-from evalstudio.results import region
+from evalstudio.tasks.scanning import iter_tasks, split_task
+from evalstudio.values.results import region
 
 from .conftest import EXAMPLES, example_files
 

@@ -16,10 +16,10 @@ import yaml
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
+from evalstudio.base.errors import InvalidInput, Problem
 from evalstudio.cli.base import _Console, _fail, printable
-from evalstudio.errors import InvalidInput, Problem
 from evalstudio.exporters.approvals import PLATFORM_ID, not_platform_ids, write_approvals
-from evalstudio.results import NUMBER  # a number is not a formula: '+0', '-1.5'
+from evalstudio.values.results import NUMBER  # a number is not a formula: '+0', '-1.5'
 
 from .conftest import CLI_FUZZ_EXAMPLES
 from .test_analyze_input import USR_LIKE, invoke

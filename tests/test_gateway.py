@@ -16,10 +16,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from evalstudio import importers, ledger, participants, registry
+from evalstudio import importers
+from evalstudio.crowd import ledger, participants
 from evalstudio.exporters.tidy import result_values
 from evalstudio.gateway.checks import Refused, check_result, controls_of
-from evalstudio.importing import import_files
+from evalstudio.protocols import registry
+from evalstudio.tasks.importing import import_files
 
 from .conftest import PROJECTS, example_files, gateway_process, only_on_the_first_database
 
@@ -215,15 +217,7 @@ def test_a_participant_changes_nothing_but_their_own_answers(study, client, reg)
 def test_labeling_in_a_browser_through_the_gateway(study, client, reg):
     """A participant opens their personal link, labels a task in Label Studio's own labeling view served by the
     gateway, and the annotation is theirs in Label Studio; "Previous" reopens it with the saved answer to change."""
-    from .test_browser import (
-        CHROMIUM,
-        CHROMIUM_ARGS,
-        SHOTS,
-        designed_values,
-        empty_controls,
-        fill,
-        flat,
-    )
+    from .test_browser import CHROMIUM, CHROMIUM_ARGS, SHOTS, designed_values, empty_controls, fill, flat
 
     sync_playwright = playwright_with_chromium()
 
@@ -316,7 +310,7 @@ def viewer(project_name: str) -> str:
 def finish_through_the_api(page, url: str, project) -> None:
     """Answer the participant's tasks of one project through the gateway's API (with the page's own session) until
     the gateway says the part is finished."""
-    from evalstudio.results import region
+    from evalstudio.values.results import region
 
     from .test_browser import designed_values
 
@@ -339,10 +333,10 @@ def test_every_annotator_view_through_the_gateway(reg, client, study_gateways, p
     submitted, and Label Studio holds exactly those values as the participant's annotation."""
     from .test_browser import (
         CHECKLISTS,
-        assert_usable,
         CHROMIUM,
         CHROMIUM_ARGS,
         SHOTS,
+        assert_usable,
         designed_values,
         empty_controls,
         fill,
@@ -621,7 +615,7 @@ def test_no_comment_of_the_config_reaches_the_page(reg, study_gateways, protocol
 def test_an_answer_counts_only_when_every_required_control_is_answered(reg, protocol):
     """Per protocol: the designed answer to every control passes the gateway's check; leaving out any one control
     the config marks required is refused with its name; the origin a browser sends never passes."""
-    from evalstudio.results import region
+    from evalstudio.values.results import region
 
     from .test_browser import designed_values
 

@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from evalstudio import importers
-from evalstudio.importing import import_files, iter_tasks, split_task
-from evalstudio.server import wait_healthy
+from evalstudio.labelstudio.server import wait_healthy
+from evalstudio.tasks.importing import import_files
+from evalstudio.tasks.scanning import iter_tasks, split_task
 
 from .conftest import ROOT, free_port
 from .fake_llm import FakeLLM

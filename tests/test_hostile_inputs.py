@@ -17,11 +17,11 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from evalstudio import importers
-from evalstudio.errors import Problem
-from evalstudio.importing import FileChanged, import_files, scan
+from evalstudio.base.errors import Problem
+from evalstudio.tasks.importing import FileChanged, import_files
+from evalstudio.tasks.scanning import scan
 
 from .conftest import CLI_FUZZ_EXAMPLES, LIVE_FUZZ_EXAMPLES, PROJECTS, ROOT, example_files
-
 
 EPISODE = {"episode_id": "e1", "scenario": "Two friends talk.", "agents_background": {"A": "a", "B": "b"},
            "social_goals": {"A": "g1", "B": "g2"},
@@ -114,7 +114,7 @@ def test_non_delta_threads_are_imported_for_q1_without_saying_so(reg, tmp_path):
     """A thread where the OP awarded no delta is the "not persuasive" contrast: imported into cmv_threads with the
     OP's reply (if any); the view shows neither (an OP's reply in a delta thread awards the ∆): both are kept in the
     task's meta, and no text of the view speaks of a delta."""
-    from evalstudio.importing import iter_tasks, split_task
+    from evalstudio.tasks.scanning import iter_tasks, split_task
 
     threads = ('<?xml version="1.0"?>\n<threads>\n'
                '<thread ID="n1">\n<title>CMV: x</title>\n<OP author="op">My view.</OP>\n'
@@ -301,7 +301,7 @@ export_tasks = st.lists(st.fixed_dictionaries({"id": st.integers(1, 10**6), "dat
 
 @given(content=export_tasks)
 def test_fuzzed_export_files_give_a_report_or_a_clear_error(reg, tmp_path_factory, content):
-    from evalstudio.errors import EvalstudioError
+    from evalstudio.base.errors import EvalstudioError
     from evalstudio.exporters.report import build_report
     from evalstudio.exporters.tidy import read_export
 
@@ -421,7 +421,7 @@ def test_fuzzed_exports_through_report_exit_0_or_2(tmp_path_factory, content):
 def test_the_fast_storable_check_never_passes_what_the_exact_one_refuses(value):
     """`storable` (json in C, for the import's speed) may send a task to the exact walk without need, never the
     other way round: whatever it passes has no problem the exact check would report."""
-    from evalstudio.sources import storable, storable_problems
+    from evalstudio.values.sources import storable, storable_problems
 
     data = {"field": value}
     if storable(data):
@@ -489,8 +489,8 @@ def test_an_output_folder_that_is_a_symbolic_link_is_refused_and_its_target_unto
 def test_a_refused_output_leaves_nothing_behind(tmp_path):
     """An analysis or report refused half-way (e.g. a report of prefilled answers) leaves none of its files: the
     folder is written whole or not at all, and an earlier complete one stays as it was."""
-    from evalstudio.errors import EvalstudioError
-    from evalstudio.exporters.files import staged_folder, write_output
+    from evalstudio.base.errors import EvalstudioError
+    from evalstudio.base.files import staged_folder, write_output
 
     out = tmp_path / "report"
     with pytest.raises(EvalstudioError):

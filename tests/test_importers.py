@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import csv
-import os
 import json
+import os
 import re
 from pathlib import Path
 
 import pytest
 
 from evalstudio import importers
-from evalstudio.errors import Problem
-from evalstudio.importing import iter_tasks, scan, split_task
+from evalstudio.base.errors import Problem
+from evalstudio.protocols.mapping import importer_for
+from evalstudio.tasks.scanning import iter_tasks, scan, split_task
 
 from .conftest import DATA, EXAMPLES, PROTOCOLS, example_files
 
@@ -295,7 +296,7 @@ def test_unknown_fields_are_kept_as_metadata_and_reported_once_per_file(reg, cap
     import json as _json
     import logging
 
-    from evalstudio.importing import scan, split_task
+    from evalstudio.tasks.scanning import scan, split_task
 
     if body is None:  # health: the shipped example with two extra fields on every record
         lines = [_json.loads(line) for line in example_files(protocol)[0].read_text().splitlines() if line.strip()]
@@ -345,11 +346,11 @@ def test_the_import_spool_holds_each_valid_task_as_it_is_sent_privately_and_is_r
     one line per valid task, the task JSON equal to split_task's, in a 0600 temporary file that discard removes."""
     import tempfile
 
-    from evalstudio import integrity
+    from evalstudio.tasks import integrity
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     for project in reg.parts(protocol):
-        importer = importers.for_project(project)
+        importer = importer_for(project)
         result = scan(project, importer, example_files(protocol), spool=True)
         assert result.spool is not None and result.spool.parent == tmp_path
         assert result.spool.stat().st_mode & 0o777 == 0o600
@@ -381,7 +382,7 @@ def test_validation_in_worker_processes_gives_exactly_what_the_serial_pass_gives
     order) writes the same spool bytes and finds the same tasks, problems (in the same order), metadata fields,
     items and list versions as the serial pass, on the examples with bad records, a duplicate and unknown fields
     mixed in; chunks of 3 records make every worker send many chunks (and some none but the end)."""
-    from evalstudio import parallel
+    from evalstudio.base import parallel
 
     monkeypatch.setattr(parallel, "CHUNK", 3)
     files = example_files(protocol)
@@ -407,7 +408,7 @@ def test_validation_in_worker_processes_gives_exactly_what_the_serial_pass_gives
             more.write_text("\n".join(extra) + "\n", encoding="utf-8")
             mixed.append(more)
     for project in reg.parts(protocol):
-        importer = importers.for_project(project)
+        importer = importer_for(project)
         serial = _scan_everything(project, importer, mixed, workers=1)
         assert serial[1] > 0 and serial[2], "the mixed files have valid tasks and problems"
         for workers in (2, 3):
@@ -420,7 +421,7 @@ def test_a_validation_worker_that_fails_or_dies_stops_the_scan_and_leaves_no_spo
     import multiprocessing
     import tempfile
 
-    from evalstudio import parallel
+    from evalstudio.base import parallel
     from tests.largefile import write_dialogue_file
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "spools"))
@@ -465,7 +466,7 @@ def test_small_inputs_and_threaded_callers_are_validated_in_this_process(tmp_pat
     on several cores get several workers."""
     import threading
 
-    from evalstudio import parallel
+    from evalstudio.base import parallel
     from tests.largefile import write_dialogue_file
 
     small, large = tmp_path / "small.jsonl", tmp_path / "large.jsonl"
@@ -544,7 +545,7 @@ def test_a_message_cut_off_by_a_dying_worker_is_reported_not_waited_for():
     import multiprocessing
     import struct
 
-    from evalstudio import parallel
+    from evalstudio.base import parallel
 
     fork = multiprocessing.get_context("fork")
     reader, writer = fork.Pipe(duplex=False)

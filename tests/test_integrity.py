@@ -9,7 +9,8 @@ import httpx
 import numpy as np
 import pytest
 
-from evalstudio import participants, registry
+from evalstudio.crowd import participants
+from evalstudio.protocols import registry
 
 from .conftest import example_files
 from .test_cli import _projects_file, run
@@ -86,7 +87,7 @@ def test_the_record_keeps_digests_given_as_the_spools_json_text_and_as_dicts(tmp
     import hashlib
     import json
 
-    from evalstudio import integrity
+    from evalstudio.tasks import integrity
 
     tasks = [{"data": {"evalstudio_id": f"t{k}", "text": "é\u2028\"x\""}, "meta": {"system": f"s{k}", "ratings": [k, 1.5]}}
              for k in range(4)]

@@ -7,10 +7,10 @@ import json
 import pytest
 
 from evalstudio import importers
-from evalstudio.errors import InvalidInput, ServerError
-from evalstudio.importing import import_files, iter_tasks, scan
-
-from evalstudio.results import task_fields
+from evalstudio.base.errors import InvalidInput, ServerError
+from evalstudio.tasks.importing import import_files
+from evalstudio.tasks.scanning import iter_tasks, scan
+from evalstudio.values.results import task_fields
 
 from .conftest import PROJECTS, example_files
 from .test_importers import BAD_INPUTS
@@ -34,7 +34,7 @@ def test_project_is_created_from_projects_yaml_and_setup_is_idempotent(reg, clie
     assert remote.maximum_annotations == project.annotators_per_task
     # no anchoring: Label Studio neither prefills nor fetches predictions for the shipped protocols
     assert remote.show_collab_predictions is False and remote.evaluate_predictions_automatically is False
-    # order: random (the default, evalstudio/order.py): each annotator draws the next task at random from those not
+    # order: random (the default, evalstudio/tasks/order.py): each annotator draws the next task at random from those not
     # yet done (Label Studio's uniform sampling), so no system has a fixed place in anyone's order
     assert project.order == "random" and remote.sampling == "Uniform sampling"
     # the server's own validator accepts the config

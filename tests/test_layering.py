@@ -85,3 +85,66 @@ def test_no_import_circle_in_the_package():
     graph = import_graph()
     assert len(graph) > 30  # (the graph was read: the package's modules and their imports)
     assert circles(graph) == []
+
+
+# The layers, lowest first. A module imports only modules of its own layer or a lower one (without a circle, above);
+# the folders read as the flow: an input file (values, importers, protocols) becomes tasks (tasks) in Label Studio
+# (labelstudio); their answers become the tidy frame and the report (exporters), whose numbers the statistics package
+# computes (stats); ratings files from anywhere come in through readers; the crowd study and its gateway sit beside.
+LAYERS = [
+    ("base", ["evalstudio.base", "evalstudio.stats"]),
+    ("values", ["evalstudio.values"]),
+    ("importers", ["evalstudio.importers"]),
+    ("protocols", ["evalstudio.protocols"]),
+    ("label studio and readers", ["evalstudio.labelstudio", "evalstudio.readers"]),
+    ("crowd", ["evalstudio.crowd"]),
+    ("exporters", ["evalstudio.exporters"]),
+    ("ml backend", ["evalstudio.ml_backend"]),
+    ("tasks", ["evalstudio.tasks"]),
+    ("gateway", ["evalstudio.gateway"]),
+    ("cli", ["evalstudio.cli"]),
+]
+MAX_LINES = 500
+
+
+def layer_of(module: str) -> int | None:
+    for rank, (_, packages) in enumerate(LAYERS):
+        if any(module == p or module.startswith(p + ".") for p in packages):
+            return rank
+    return None
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    return sorted(f"{a} ({LAYERS[layer_of(a)][0]}) imports {b} ({LAYERS[layer_of(b)][0]})"
+                  for a, targets in graph.items() for b in targets
+                  if layer_of(a) is not None and layer_of(b) is not None and layer_of(b) > layer_of(a))
+
+
+def test_the_layer_checker_finds_an_upward_import():
+    assert upward_imports({"evalstudio.base.errors": {"evalstudio.cli.base"}, "evalstudio.cli.base":
+                           {"evalstudio.base.errors"}}) == [
+        "evalstudio.base.errors (base) imports evalstudio.cli.base (cli)"]
+
+
+def test_every_module_is_in_a_layer_and_imports_only_its_own_or_lower_layers():
+    graph, found = import_graph(), modules()
+    assert [m for m in found if m != "evalstudio" and layer_of(m) is None] == []
+    assert upward_imports(graph) == []
+
+
+def test_no_module_is_longer_than_the_limit():
+    long = {name: n for name, path in modules().items()
+            if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    assert long == {}, f"split by responsibility: {long}"
+
+
+def test_the_statistics_import_nothing_else_of_evalstudio_and_nothing_of_label_studio():
+    stats = {name: path for name, path in modules().items() if name.startswith("evalstudio.stats")}
+    graph = import_graph()
+    assert {n: sorted(t for t in graph.get(n, ()) if not t.startswith("evalstudio.stats")) for n in stats} == \
+        {n: [] for n in stats}
+    for name, path in stats.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            assert not [n for n in names if n.startswith(("label_studio", "httpx"))], name

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from evalstudio import ledger
-from evalstudio.ledger import Account, Ledger
+from evalstudio.crowd import ledger
+from evalstudio.crowd.ledger import Account, Ledger
 
 BACKENDS = ["sqlite", "postgresql"]
 

@@ -17,10 +17,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from evalstudio import importers, ledger, lists, participants, registry
-from evalstudio.importing import iter_tasks, scan
-from evalstudio.placement import placement_problems
-from evalstudio.registry import Lists
+from evalstudio import importers
+from evalstudio.crowd import ledger, participants
+from evalstudio.protocols import registry
+from evalstudio.protocols.registry import Lists
+from evalstudio.tasks import lists
+from evalstudio.tasks.placement import placement_problems
+from evalstudio.tasks.scanning import iter_tasks, scan
 
 from .conftest import example_files, gateway_process
 

@@ -16,7 +16,10 @@ from typer.testing import CliRunner
 
 from evalstudio.cli import app
 from evalstudio.stats import agreement as ag
-from evalstudio.stats import coefficients, correlation as corr, icc as icc_mod, significance as sig
+from evalstudio.stats import coefficients
+from evalstudio.stats import correlation as corr
+from evalstudio.stats import icc as icc_mod
+from evalstudio.stats import significance as sig
 
 DATA = Path(__file__).parent / "data" / "metaeval"
 EXACT = 1e-9

@@ -5,18 +5,17 @@ from __future__ import annotations
 import json
 import logging
 import os
-
 from pathlib import Path
 
 import httpx
 import numpy as np
 import pytest
 
-from evalstudio.importing import import_files
 from evalstudio.ml_backend.model import predict_tasks
-from evalstudio.ml_backend.predictors import LearnerPredictor, LLMPredictor, StoredPredictor
-from evalstudio.controls import control_range
-from evalstudio.results import dotted_get, task_fields
+from evalstudio.ml_backend.predictors import LearnerPredictor, LLMPredictor
+from evalstudio.tasks.importing import import_files
+from evalstudio.values.controls import control_range
+from evalstudio.values.results import dotted_get, task_fields
 
 from .conftest import PROJECTS, example_files
 from .fake_llm import FakeLLM
@@ -218,7 +217,7 @@ def test_webhooks_train_only_connected_projects_in_one_bounded_worker(guarded_ap
 
 @pytest.mark.parametrize("protocol", PROJECTS)
 def test_llm_judge_answers_validate_against_the_config(reg, importer_for, protocol):
-    from evalstudio.importing import iter_tasks, split_task
+    from evalstudio.tasks.scanning import iter_tasks, split_task
 
     project = reg.entry(protocol)
     study = project.study_name
@@ -233,9 +232,8 @@ def test_llm_judge_answers_validate_against_the_config(reg, importer_for, protoc
                 rated = {r["from_name"] for r in prediction["result"]}
                 assert {c for _, c in sum((project.controls(n) for n in project.criteria), [])} <= rated
         prompt = llm.requests[0]["messages"][0]["content"]  # the protocol's rubric and the answer schema
-        import re
-
         import html
+        import re
 
         assert html.unescape(re.search(r"<h3>(.*?)</h3>", project.instructions).group(1)) in prompt
         # the protocol's own wording from the config: its first question or definition text reaches the judge
@@ -245,7 +243,7 @@ def test_llm_judge_answers_validate_against_the_config(reg, importer_for, protoc
 
 
 def test_malformed_llm_answers_are_reported_not_crashed_on(reg, importer_for, caplog):
-    from evalstudio.importing import iter_tasks
+    from evalstudio.tasks.scanning import iter_tasks
 
     project = reg.entry("health")
     tasks = [{"id": 7, "data": d} for _, d in iter_tasks(project, importer_for("health"), example_files("health"))][:1]
@@ -273,7 +271,7 @@ def test_learner_beats_a_constant_baseline_on_held_out_tasks(reg, importer_for, 
 
 
 def _learner_round(reg, importer_for, client, label_studio, tmp_path, part, n_train):
-    from evalstudio.results import region
+    from evalstudio.values.results import region
 
     from .test_cli import run
 
@@ -336,8 +334,8 @@ def test_learner_retrains_on_label_studio_annotation_webhooks(reg, importer_for,
 
     import yaml
 
-    from evalstudio.results import region
-    from evalstudio.server import wait_healthy
+    from evalstudio.labelstudio.server import wait_healthy
+    from evalstudio.values.results import region
 
     from .conftest import ROOT, free_port
 

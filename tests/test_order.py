@@ -1,4 +1,4 @@
-"""The order in which annotators meet the tasks (evalstudio/order.py), without a server: each participant's order
+"""The order in which annotators meet the tasks (evalstudio/tasks/order.py), without a server: each participant's order
 through the gateway, the gateway's choice under overlap, and the order the import sends to Label Studio, per
 protocol. (Through real gateways: tests/test_order_live.py.)"""
 
@@ -13,9 +13,10 @@ from hypothesis import strategies as st
 from scipy.stats import chisquare
 
 from evalstudio import importers
-from evalstudio.importing import _in_send_order, scan
-from evalstudio.ledger import Load
-from evalstudio.order import choose, send_order, participant_order, seed_of
+from evalstudio.crowd.ledger import Load
+from evalstudio.tasks.importing import _in_send_order
+from evalstudio.tasks.order import choose, participant_order, seed_of, send_order
+from evalstudio.tasks.scanning import scan
 
 from .conftest import PROJECTS, example_files
 

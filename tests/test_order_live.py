@@ -7,9 +7,11 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from evalstudio import importers, ledger, participants, registry
-from evalstudio.importing import import_files
-from evalstudio.results import region
+from evalstudio import importers
+from evalstudio.crowd import ledger, participants
+from evalstudio.protocols import registry
+from evalstudio.tasks.importing import import_files
+from evalstudio.values.results import region
 
 from .conftest import PROJECTS, example_files, gateway_process, only_on_the_last_database
 from .test_gateway import signed_in

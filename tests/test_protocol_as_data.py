@@ -20,12 +20,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from evalstudio import importers, registry
+from evalstudio.base.errors import BadInput, Problem, RegistryError
 from evalstudio.cli import app
 from evalstudio.cli.new import TEMPLATE_NAMES, create
-from evalstudio.errors import BadInput, Problem, RegistryError
-from evalstudio.importing import convert_record, import_files, iter_tasks, scan, split_task
-from evalstudio.results import region, task_fields
+from evalstudio.protocols import registry
+from evalstudio.protocols.mapping import importer_for
+from evalstudio.tasks.importing import import_files
+from evalstudio.tasks.scanning import convert_record, iter_tasks, scan, split_task
+from evalstudio.values.results import region, task_fields
 
 TEMPLATES = list(TEMPLATE_NAMES)
 from .test_browser import browser, session  # noqa: E402,F401 - the logged-in browser page of the browser tests
@@ -40,7 +42,7 @@ def made(folder: Path, template: str, name: str | None = None):
 
 
 def tasks_of(project, path: Path) -> list[dict]:
-    return [split_task(project, data) for _, data in iter_tasks(project, importers.for_project(project), [path])]
+    return [split_task(project, data) for _, data in iter_tasks(project, importer_for(project), [path])]
 
 
 # ---- the templates -------------------------------------------------------------------------------------------------
@@ -48,7 +50,7 @@ def tasks_of(project, path: Path) -> list[dict]:
 @pytest.mark.parametrize("template", TEMPLATES)
 def test_a_template_validates_and_its_tasks_show_only_what_the_config_shows(tmp_path, template):
     reg, project, example = made(tmp_path, template)
-    result = scan(project, importers.for_project(project), [example])
+    result = scan(project, importer_for(project), [example])
     assert result.problems == [] and result.tasks >= 2
     records = [json.loads(line) for line in example.read_text().splitlines()] if example.suffix == ".jsonl" else []
     systems = {json.dumps(s) for r in records for s in _systems(r)} | ({'"sys-1"', '"sys-2"'} if not records else set())
@@ -189,7 +191,7 @@ def test_a_record_that_does_not_fit_is_reported_at_its_line(tmp_path, template, 
     path = tmp_path / "input.jsonl"
     good = example.read_text().splitlines()[0] if example.suffix == ".jsonl" else None
     path.write_text((good + "\n" if good else "") + json.dumps(record) + "\n")
-    problems = scan(project, importers.for_project(project), [path]).problems
+    problems = scan(project, importer_for(project), [path]).problems
     assert any(p.line == (2 if good else 1) and p.field == field and message in p.message for p in problems), problems
 
 
@@ -197,11 +199,11 @@ def test_a_csv_cell_that_does_not_fit_is_reported_and_nothing_is_imported(tmp_pa
     _, project, example = made(tmp_path, "slider", "mine")
     path = tmp_path / "input.csv"
     path.write_text(example.read_text() + 'd3,,"a source","a summary"\n')
-    result = scan(project, importers.for_project(project), [path])
+    result = scan(project, importer_for(project), [path])
     assert [(p.line, p.field, p.message) for p in result.problems] == [(6, "system", "is empty")]
     other = tmp_path / "input.jsonl"
     other.write_text('{"doc_id": "d1"}\n')
-    result = scan(project, importers.for_project(project), [other])
+    result = scan(project, importer_for(project), [other])
     assert "the mine protocol reads .csv, .tsv, .tab files" in str(result.problems[0])
 
 
@@ -248,7 +250,7 @@ _json = st.recursive(st.none() | st.booleans() | st.integers(-10**6, 10**6) | st
 @pytest.mark.parametrize("template", TEMPLATES)
 def test_any_record_becomes_tasks_or_problems_never_an_exception(tmp_path_factory, template):
     _, project, _ = made(tmp_path_factory.mktemp(template), template, "mine")
-    importer = importers.for_project(project)
+    importer = importer_for(project)
     keys = sorted(importer.FIELDS)
 
     @settings(max_examples=int(os.environ.get("MAPPING_FUZZ_EXAMPLES", 200)), deadline=None,
@@ -277,7 +279,7 @@ def test_a_template_protocol_is_annotated_in_a_real_browser(own_folder, template
 
     name = f"browser_{template.replace('-', '_')}"
     _, project, example = made(own_folder, template, name)
-    report = import_files(project, importers.for_project(project), [example], client, record=False)
+    report = import_files(project, importer_for(project), [example], client, record=False)
     assert report.created >= 2
     page, dialogs = session
     task = sorted(client.tasks(report.project_id), key=lambda t: t.id)[0]
@@ -349,9 +351,9 @@ def test_a_comparison_protocol_goes_from_label_studio_through_export_to_its_anal
     spools = tmp_path / "spools"
     spools.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(spools))
-    report = import_files(project, importers.for_project(project), [example], client, record=False)
+    report = import_files(project, importer_for(project), [example], client, record=False)
     assert list(spools.iterdir()) == []  # the import's spool of validated tasks is removed
-    assert import_files(project, importers.for_project(project), [example], client,
+    assert import_files(project, importer_for(project), [example], client,
                         record=False).already_present == report.created  # and a re-run adds nothing
     known = {email: uid for uid, email in client.users().items()}
     people = {}
@@ -461,7 +463,7 @@ def test_a_shipped_data_protocol_shows_its_texts_hides_its_systems_and_takes_ans
     from .test_browser import SHOTS, designed_values, fill, flat, open_task, submit_and_read_back
 
     project = reg.entry(protocol)
-    report = import_files(project, importers.for_project(project), example_files(protocol), client, record=False)
+    report = import_files(project, importer_for(project), example_files(protocol), client, record=False)
     page, dialogs = session
     task = sorted(client.tasks(report.project_id), key=lambda t: t.id)[0]
     full = client.sdk.tasks.get(id=task.id)
@@ -522,4 +524,4 @@ def test_any_input_mapping_loads_or_is_refused_with_where_and_what(tmp_path, inp
     except RegistryError as error:
         assert str(path) in str(error)
     else:
-        assert project.input is not None and importers.for_project(project).FIELDS is not None
+        assert project.input is not None and importer_for(project).FIELDS is not None

@@ -10,9 +10,9 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from evalstudio import registry
-from evalstudio.importing import scan
-from evalstudio.mapping import MappingImporter
+from evalstudio.protocols import registry
+from evalstudio.protocols.mapping import MappingImporter
+from evalstudio.tasks.scanning import scan
 
 from .test_analyze_input import invoke, write
 
@@ -108,7 +108,7 @@ def test_a_protocol_reads_a_json_array_and_keeps_what_an_element_holds(tmp_path)
     checked = scan(project, importer, [DATA / "usr" / "pc_usr_data.json"], spool=True)
     try:
         assert checked.problems == [] and checked.tasks == 300
-        from evalstudio.importing import _in_send_order
+        from evalstudio.tasks.importing import _in_send_order
 
         task = json.loads(next(_in_send_order(checked.spool, checked.items)).split("\t", 3)[3])
     finally:

@@ -9,12 +9,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from evalstudio import registry
-from evalstudio.errors import RegistryError, UnknownName
+from evalstudio.base.errors import RegistryError, UnknownName
+from evalstudio.protocols import registry
+from evalstudio.values import controls
 
 from .conftest import PROJECTS, ROOT
 
-# The protocols as published (see README): control -> (min, max) or labels.
+# The protocols as published (see docs/participants.md): control -> (min, max) or labels.
 SPEC = {
     "sotopia": {**{f"{a}_{d}": r for a in ("agent1", "agent2") for d, r in {
         "believability": (0, 10), "relationship": (-5, 5), "knowledge": (0, 10), "secret": (-10, 0),
@@ -39,7 +40,7 @@ def test_config_matches_published_protocol(reg, protocol):
     for name, expected in SPEC[protocol].items():
         control = li.get_control(name)
         if isinstance(expected, tuple):
-            assert registry.control_range(control) == tuple(map(float, expected)), name
+            assert controls.control_range(control) == tuple(map(float, expected)), name
         else:
             assert list(control.labels) == expected, name
         assert control.attr.get("required") == "true", f"{name} must be required"
@@ -68,7 +69,7 @@ def test_health_accepts_any_decimal_for_all_nine_ratings(reg):
     li = reg.entry("health").interface
     assert len(li.controls) == 9
     for control in li.controls:
-        assert control.attr["step"] == "any" and registry.control_step(control) is None, control.name
+        assert control.attr["step"] == "any" and controls.control_step(control) is None, control.name
 
 
 def test_sotopia_rates_with_sliders_without_a_default(reg):
@@ -193,8 +194,9 @@ def test_an_entry_error_points_at_the_criterion_s_line(tmp_path):
 def test_every_config_with_choices_hides_the_shortcut_hints(reg, channel):
     """Label Studio writes a choice's shortcut after it ("0[1]"), which reads as part of a digit answer: every config
     with choices gets the rule that hides the hints, in both channels, whether or not it has it itself."""
-    from evalstudio.channels import HINTS_HIDDEN, config_for
     from label_studio_sdk.label_interface import LabelInterface
+
+    from evalstudio.protocols.channels import HINTS_HIDDEN, config_for
 
     configs = [reg.get(name).label_config for name in reg.projects]
     configs += [(ROOT / "evalstudio" / "templates" / t / "config.xml").read_text() for t in

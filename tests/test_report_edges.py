@@ -9,8 +9,8 @@ import pytest
 from evalstudio import importers
 from evalstudio.exporters.report import build_report
 from evalstudio.exporters.tidy import annotation_frame, model_frame
-from evalstudio.importing import iter_tasks, split_task
-from evalstudio.results import region
+from evalstudio.tasks.scanning import iter_tasks, split_task
+from evalstudio.values.results import region
 
 from .conftest import example_files
 

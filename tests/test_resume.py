@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from evalstudio.client import Client
-from evalstudio.server import LocalServer
+from evalstudio.labelstudio.client import Client
+from evalstudio.labelstudio.server import LocalServer
 
 from .conftest import DATABASES, ROOT, start_label_studio
 from .largefile import write_dialogue_file

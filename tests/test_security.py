@@ -1,4 +1,4 @@
-"""Security promises (README "Security"): private files, no secret in argv, logs or messages, spreadsheet-safe CSV."""
+"""Security promises (docs/security.md): private files, no secret in argv, logs or messages, spreadsheet-safe CSV."""
 
 from __future__ import annotations
 
@@ -14,13 +14,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evalstudio.client import Client
-from evalstudio.connection import Settings
-from evalstudio.errors import BadInput, EvalstudioError
+from evalstudio.base.errors import BadInput, EvalstudioError
+from evalstudio.base.retry import RetryPolicy
 from evalstudio.exporters.files import neutralise, spreadsheet_safe
-from evalstudio.importing import import_files
-from evalstudio.results import region
-from evalstudio.retry import RetryPolicy
+from evalstudio.labelstudio.client import Client
+from evalstudio.labelstudio.connection import Settings
+from evalstudio.tasks.importing import import_files
+from evalstudio.values.results import region
 
 from .conftest import ROOT, example_files
 
@@ -100,7 +100,7 @@ def test_label_studio_data_is_private_to_this_user(label_studio):
 
 
 def test_an_existing_open_data_folder_is_tightened(tmp_path):
-    from evalstudio.credentials import private_dir, write_private
+    from evalstudio.base.credentials import private_dir, write_private
 
     folder = tmp_path / "data"
     folder.mkdir(mode=0o755)
@@ -115,7 +115,7 @@ def test_an_existing_open_data_folder_is_tightened(tmp_path):
 def test_a_folder_others_can_write_to_is_refused_for_secrets_and_left_as_it_is(tmp_path, folder_mode):
     """A shared folder (such as /tmp, 1777) never gets its mode changed, and holds no secret of evalstudio's: a
     secret there could be swapped or removed by another user."""
-    from evalstudio.credentials import private_dir, write_private
+    from evalstudio.base.credentials import private_dir, write_private
 
     shared = tmp_path / "shared"
     shared.mkdir()
@@ -136,7 +136,7 @@ def test_a_folder_others_can_write_to_is_refused_for_secrets_and_left_as_it_is(t
 
 @pytest.mark.parametrize("key", ["abc123\r", " abc123 \r\n", "abc123\n"])
 def test_a_key_from_a_crlf_env_file_works_and_is_never_shown(key, monkeypatch, tmp_path):
-    from evalstudio.connection import settings_from_env
+    from evalstudio.labelstudio.connection import settings_from_env
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / ".env").write_bytes(f"LABEL_STUDIO_URL=http://127.0.0.1:9\r\nLABEL_STUDIO_API_KEY={key}\r\n".encode())
@@ -191,7 +191,7 @@ def test_the_ml_backend_writes_its_secret_privately_and_never_shows_it(tmp_path)
     of the user would share)."""
     import socket
 
-    from evalstudio.server import wait_healthy
+    from evalstudio.labelstudio.server import wait_healthy
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -11,7 +11,7 @@ import time
 import httpx
 import pytest
 
-from evalstudio import ledger, participants
+from evalstudio.crowd import ledger, participants
 
 from .conftest import only_on_the_first_database
 from .test_cli import run

@@ -14,7 +14,9 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 from scipy import stats
 
-from evalstudio.stats import coefficients, correlation as corr, significance as sig
+from evalstudio.stats import coefficients
+from evalstudio.stats import correlation as corr
+from evalstudio.stats import significance as sig
 
 # small integer scores: many ties; NaN = missing
 cells = st.one_of(st.integers(1, 4).map(float), st.just(np.nan))

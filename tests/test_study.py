@@ -10,10 +10,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evalstudio import study
+from evalstudio.crowd import study
 from evalstudio.exporters.tidy import annotation_frame
-from evalstudio.registry import Bonus, Crowd
-from evalstudio.results import region
+from evalstudio.protocols.registry import Bonus, Crowd
+from evalstudio.values.results import region
 
 from .test_cli import _projects_file, run
 
@@ -251,7 +251,7 @@ def test_an_mturk_row_with_ids_mturk_never_writes_is_left_out_not_rewritten(dial
 def test_gold_answers_are_checked_and_kept_out_of_sight(reg, tmp_path, protocol, gold):
     """A record's `gold` ends in the task's meta (annotators never see it) and `status` finds it."""
     from evalstudio import importers
-    from evalstudio.importing import iter_tasks, split_task
+    from evalstudio.tasks.scanning import iter_tasks, split_task
 
     from .conftest import example_files
 
@@ -327,8 +327,8 @@ def test_status_right_after_import_with_no_annotation_yet(reg, protocol):
 
 
 def test_participants_add_reports_a_cell_over_the_csv_limit(tmp_path):
-    from evalstudio import participants
-    from evalstudio.errors import InvalidInput
+    from evalstudio.base.errors import InvalidInput
+    from evalstudio.crowd import participants
 
     export = tmp_path / "prolific_export.csv"
     export.write_text("participant_id,status\n" + "5f" * 12 + ",APPROVED\n" + '"' + "y" * 200_000 + '\n",x\n',

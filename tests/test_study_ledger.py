@@ -19,11 +19,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from evalstudio import importers, ledger, participants, registry
+from evalstudio import importers
+from evalstudio.crowd import ledger, participants
 from evalstudio.exporters.tidy import result_values
 from evalstudio.gateway.checks import controls_of
-from evalstudio.importing import import_files
-from evalstudio.server import wait_healthy
+from evalstudio.labelstudio.server import wait_healthy
+from evalstudio.protocols import registry
+from evalstudio.tasks.importing import import_files
 
 from .conftest import example_files, free_port
 from .test_cli import _projects_file, run
@@ -218,7 +220,7 @@ def _circa_study(tmp_path, client, title: str):
 
 
 def _answer_part(web, reg, entry: str) -> dict:
-    from evalstudio.results import region
+    from evalstudio.values.results import region
 
     from .test_browser import designed_values
 
@@ -254,7 +256,7 @@ def test_a_gateway_killed_mid_task_loses_and_doubles_nothing(label_studio, clien
         assert "Start" in home and "after" not in home.lower().replace("after it", "")
         assert again.get("/api/next/circa_part2").json()["ref"] == held["ref"]
         project = reg.entry("circa_part2")
-        from evalstudio.results import region
+        from evalstudio.values.results import region
 
         from .test_browser import designed_values
 

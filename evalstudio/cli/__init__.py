@@ -8,6 +8,7 @@ import typer
 from . import analyze, data, gateway, model, new, servers, study  # noqa: F401 - the command groups register on app
 from .base import REPO_EXAMPLES, ProjectsOption, _fail, _load, app, console, err  # noqa: F401 - the package's API
 
+
 def _one_line_summaries(typer_app: typer.Typer) -> None:
     """The command list shows each docstring's first paragraph; typer's rich mode keeps its source line breaks
     there (mid-sentence breaks in `evalstudio --help`), so give every command that paragraph as one line."""

@@ -7,7 +7,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..errors import BadInput, EvalstudioError
+from evalstudio.base.errors import BadInput, EvalstudioError
+
 from .base import ProjectsOption, _fail, _load, app, console
 
 
@@ -28,7 +29,7 @@ def analyze(
         help="YAML: layout (long | wide_criteria | wide_annotators | nested | pairwise), columns (item, annotator, system, agent, "
              "criterion, value -> your column names), metric_columns, criteria (scale, min/max or labels, missing), "
              "missing (codes such as N/A); for nested JSON (a context with its responses, each with a list of ratings "
-             "per criterion), nested: expand, item, system, ratings, annotators (README); for comparisons of two outputs, "
+             "per criterion), nested: expand, item, system, ratings, annotators (docs/reference/analysis-spec.md); for comparisons of two outputs, "
              "layout: pairwise with columns left, right, outcome and outcomes (codes); for best-worst annotations, layout: "
              "best_worst with columns best, worst and tuple_columns. Without it the long layout with usual column names is assumed and each "
              "criterion's scale is guessed (interval if every value is a number, else nominal).")] = None,
@@ -51,11 +52,13 @@ def analyze(
     gets Bradley-Terry strengths with bootstrap intervals, win rates, Elo, position bias and agreement instead; a
     file of best-worst annotations (item1..itemN, best, worst) gets counting scores and split-half reliability. Writes CSVs and index.html to -o. Bad files are reported as file:line: column: message and nothing
     is analysed."""
-    from ..comparisons import header, looks_best_worst, looks_pairwise
-    from ..exporters.metaeval import analyze as run, write_analysis
-    from ..ratings import orient_metrics, read_metrics, read_ratings, read_spec, spec_from_protocol
+    from evalstudio.base.files import staged_folder
+    from evalstudio.readers.comparisons import header, looks_best_worst, looks_pairwise
+    from evalstudio.readers.ratings import orient_metrics, read_metrics, read_ratings
+    from evalstudio.readers.spec import read_spec, spec_from_protocol
 
-    from ..exporters.files import staged_folder
+    from ..exporters.metaeval import analyze as run
+    from ..exporters.metaeval import write_analysis
 
     try:
         with staged_folder(output) as stage:  # written whole or not at all
@@ -154,7 +157,7 @@ def _results(tables):
 def _comparisons(path: Path, spec, output: Path, bootstrap: int, judges_file: Path | None = None) -> Path:
     """Pairwise comparisons of a file (and an LLM judge's verdicts on them, in the same columns): read, analysed,
     summarised on the terminal, written; the page's path."""
-    from ..comparisons import read_comparisons
+    from evalstudio.readers.comparisons import read_comparisons
 
     comparisons = read_comparisons(path, spec.columns if spec else None, spec.outcomes if spec else None)
     return _run_comparisons(comparisons, _judges(judges_file, spec), path.stem, f"Comparisons: {path.name}",
@@ -162,7 +165,7 @@ def _comparisons(path: Path, spec, output: Path, bootstrap: int, judges_file: Pa
 
 
 def _judges(judges_file: Path | None, spec=None):
-    from ..comparisons import read_comparisons
+    from evalstudio.readers.comparisons import read_comparisons
 
     if judges_file is None:
         return None
@@ -218,7 +221,7 @@ def _run_comparisons(comparisons, judges, name: str, source: str, output: Path, 
 
 def _best_worst(path: Path, spec, output: Path, bootstrap: int, _metrics: Path | None = None) -> Path:
     """Best-worst annotations of a file: read, scored, summarised on the terminal, written; the page's path."""
-    from ..comparisons import read_best_worst
+    from evalstudio.readers.comparisons import read_best_worst
 
     annotations = read_best_worst(path, spec.columns if spec else None, spec.tuple_columns if spec else None)
     return _run_best_worst(annotations, path.stem, f"Annotations: {path.name}", output, bootstrap)
@@ -299,8 +302,12 @@ def _preference_project(protocol: str, projects, export: Path | None, output: Pa
     import pandas as pd
 
     from ..exporters.analysis import exclusions
-    from ..exporters.preference import (best_worst_from_annotations, comparisons_from_annotations,
-                                        judge_comparisons_from_tasks, positions_of)
+    from ..exporters.preference import (
+        best_worst_from_annotations,
+        comparisons_from_annotations,
+        judge_comparisons_from_tasks,
+        positions_of,
+    )
     from .reading import _read_study, quotas
 
     reg, parts, per_part, frames, _ = _read_study(protocol, projects, export, None)
@@ -334,9 +341,11 @@ def _label_studio(protocol: str, projects, export: Path | None):
     what `report` leaves out (surplus annotations, bad instances) is left out here too."""
     import pandas as pd
 
+    from evalstudio.readers.ratings import from_label_studio
+    from evalstudio.readers.spec import Spec, spec_from_protocol
+
     from ..exporters.analysis import exclusions
     from ..exporters.tidy import model_frame, prediction_frame
-    from ..ratings import Spec, from_label_studio, spec_from_protocol
     from .reading import _read_study, quotas
 
     reg, parts, per_part, frames, _ = _read_study(protocol, projects, export, None)

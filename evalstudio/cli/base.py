@@ -10,8 +10,8 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from .. import registry
-from ..errors import BadInput, printable
+from evalstudio.base.errors import BadInput, printable
+from evalstudio.protocols import registry
 
 app = typer.Typer(
     help="Published human-evaluation protocols (sotopia, cmv, circa, dialogue, health) as ready-to-run "

@@ -9,12 +9,15 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from .. import importers, lists
-from ..client import Client
-from ..connection import settings_from_env
-from ..errors import BadInput, EvalstudioError, InvalidInput
-from ..importing import check_in_flight, scan
-from ..placement import placement_problems
+from evalstudio.base.errors import BadInput, EvalstudioError, InvalidInput
+from evalstudio.labelstudio.client import Client
+from evalstudio.labelstudio.connection import settings_from_env
+from evalstudio.protocols.mapping import importer_for
+from evalstudio.tasks import lists
+from evalstudio.tasks.importing import check_in_flight
+from evalstudio.tasks.placement import placement_problems
+from evalstudio.tasks.scanning import scan
+
 from .base import ProjectsOption, _fail, _load, app, console, err
 from .reading import _import, _project_tasks, _read_study, _single, _users, quotas, study_tables, write_status
 
@@ -62,7 +65,7 @@ def validate(
     """Dry run: check every record of FILES and report all problems as file:line: field: message."""
     try:
         reg = _load(projects)
-        results = {p.name: scan(p, importers.for_project(p), files) for p in reg.parts(protocol)}
+        results = {p.name: scan(p, importer_for(p), files) for p in reg.parts(protocol)}
         merged = next(iter(results.values()))
         for result in list(results.values())[1:]:  # a study's parts read the same files: one warning per file
             for path, names in result.unknown.items():
@@ -111,10 +114,10 @@ def import_(
         for part in parts:
             check_in_flight(part, in_flight)
         for part in parts:  # each valid task also spooled as it will be sent: the import does not convert it again
-            scans.append(scan(part, importers.for_project(part), files, spool=True))
+            scans.append(scan(part, importer_for(part), files, spool=True))
         problems = list(dict.fromkeys(pr for result in scans for pr in result.problems))
         if problems and skip_invalid:
-            from ..exporters.files import check_output_file  # pandas: loaded only when needed
+            from evalstudio.base.files import check_output_file  # pandas: loaded only when needed
 
             check_output_file(rejected)
             unskippable = [pr for result in scans for pr in result.design] + [pr for pr in problems if not pr.line]
@@ -129,7 +132,7 @@ def import_(
         moves: dict[int, dict[str, str]] = {}
         misplaced = placement_problems(client, parts, scans, study, moves)
         if misplaced:  # nothing is imported: the study's projects stay as they are
-            from ..integrity import mark_moving, record_path
+            from evalstudio.tasks.integrity import mark_moving, record_path
 
             for project_id, keys in moves.items():  # deleting them, as the message asks, is then no tampering
                 mark_moving(record_path(client.url, project_id), keys)
@@ -160,7 +163,7 @@ def write_rejected(problems, path: Path) -> int:
     import json
     from itertools import islice
 
-    from ..exporters.files import open_output
+    from evalstudio.base.files import open_output
 
     by_record: dict[tuple[str, int], list[str]] = {}
     for problem in problems:
@@ -203,7 +206,9 @@ def export(
     Studio keeps a copy of what it exports in its data folder (export/), as for its own Export button; delete
     old ones there when disk space matters. (status, approvals, report and prefill read through the task API,
     which leaves no copy.)"""
-    from ..exporters.files import FORMATS, check_output_file, write_table
+    from evalstudio.base.files import check_output_file
+
+    from ..exporters.files import FORMATS, write_table
     from ..exporters.tidy import annotation_frame, write_annotations
 
     try:
@@ -262,10 +267,10 @@ def report(
     self-contained HTML page plus CSVs. For a study of several projects (circa) both parts go into one report."""
     import pandas as pd
 
+    from evalstudio.base.files import staged_folder, write_output
+
     from ..exporters.report import build_report
     from ..exporters.tidy import model_frame
-
-    from ..exporters.files import staged_folder, write_output
 
     try:
         with staged_folder(output) as stage:  # written whole or not at all
@@ -298,7 +303,7 @@ def report(
 
 def _without_rejected(annotations, parts, crowd, table):
     """The annotations without the participants the study's rules reject (what `approvals` decides)."""
-    from .. import study
+    from evalstudio.crowd import study
 
     if crowd.min_gold_accuracy is None:
         raise BadInput(f"--exclude-rejected: {parts[0].study_name} has no crowd.min_gold_accuracy in projects.yaml, "

@@ -8,7 +8,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..errors import BadInput, EvalstudioError
+from evalstudio.base.errors import BadInput, EvalstudioError
+
 from .base import ProjectsOption, _fail, _load, app, console
 
 JOIN_FILE = "gateway.json"  # where earlier versions kept the study link's key (taken over into the ledger)
@@ -33,7 +34,7 @@ def join_key(folder: Path, renew: bool = False) -> str:
     of the study offers the same link)."""
     import secrets
 
-    from ..ledger import open_ledger
+    from evalstudio.crowd.ledger import open_ledger
 
     book = open_ledger(folder)
 
@@ -86,13 +87,14 @@ def gateway(
     Label Studio account password, session or token: the gateway makes the labeling calls for them and passes on
     only the data fields the labeling config shows. Every other Label Studio page and API is out of their reach
     (gold answers, model ratings, system names, other people's annotations, exports, settings, webhooks). Keep
-    Label Studio itself on 127.0.0.1; see the README's "Running a crowd study"."""
+    Label Studio itself on 127.0.0.1; see docs/crowd-study.md."""
     import uvicorn
 
-    from .. import participants
-    from ..client import Client
-    from ..connection import check_address, check_url, settings_from_env
-    from ..credentials import private_dir
+    from evalstudio.base.credentials import private_dir
+    from evalstudio.crowd import participants
+    from evalstudio.labelstudio.client import Client
+    from evalstudio.labelstudio.connection import check_address, check_url, settings_from_env
+
     from ..gateway import GatewayConfig, build_app, load_parts
     from ..gateway.setup import find_frontend
 

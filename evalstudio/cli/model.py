@@ -8,10 +8,11 @@ from typing import Annotated, Optional
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from ..client import Client
-from ..connection import DEFAULT_DATA_DIR, settings_from_env
-from ..credentials import ML_AUTH_FILE
-from ..errors import BadInput, EvalstudioError
+from evalstudio.base.credentials import ML_AUTH_FILE
+from evalstudio.base.errors import BadInput, EvalstudioError
+from evalstudio.labelstudio.client import Client
+from evalstudio.labelstudio.connection import DEFAULT_DATA_DIR, settings_from_env
+
 from .base import ProjectsOption, _fail, _load, app, console, err
 
 
@@ -44,7 +45,8 @@ def ml_backend(
         os.environ["EVALSTUDIO_PROJECTS"] = str(projects.resolve())
     os.environ["EVALSTUDIO_MODEL_DIR"] = str(model_dir.resolve())
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
-    from ..credentials import ML_AUTH_ENV, ml_auth
+    from evalstudio.base.credentials import ML_AUTH_ENV, ml_auth
+
     from ..ml_backend.app import create_app
 
     auth_file = basic_auth_file or model_dir.resolve().parent / ML_AUTH_FILE
@@ -93,8 +95,8 @@ def connect(
 ):
     """Register the ML backend with the protocol's Label Studio project, with the backend's basic auth for
     predictions and for the annotation webhook (once; running it again renews the credentials)."""
-    from ..connection import check_url
-    from ..credentials import ml_auth
+    from evalstudio.base.credentials import ml_auth
+    from evalstudio.labelstudio.connection import check_url
 
     try:
         try:
@@ -187,9 +189,9 @@ def generate(
     The backend uses EVALSTUDIO_LLM_BASE_URL, EVALSTUDIO_LLM_MODEL and EVALSTUDIO_LLM_API_KEY (set them where
     `evalstudio ml-backend` runs). Its basic auth is read from the file it writes (or $EVALSTUDIO_ML_BASIC_AUTH);
     credentials are never taken from the command line."""
-    from .. import importers
-    from ..credentials import ml_auth
-    from ..generation import BackendClient, generate_files
+    from evalstudio.base.credentials import ml_auth
+    from evalstudio.protocols.mapping import importer_for
+    from evalstudio.tasks.generation import BackendClient, generate_files
 
     try:
         parts = [p for p in _load(projects).parts(protocol) if p.generate]
@@ -201,7 +203,7 @@ def generate(
         with Progress(TextColumn(f"generating {project.generate} for {project.name}"), BarColumn(), MofNCompleteColumn(),
                       TimeRemainingColumn(), console=err, transient=True) as progress:
             bar = progress.add_task(project.name, total=None)
-            done = generate_files(project, importers.for_project(project), files, output, backend, batch_size,
+            done = generate_files(project, importer_for(project), files, output, backend, batch_size,
                                   lambda n, total: progress.update(bar, completed=n, total=total))
     except EvalstudioError as e:
         raise _fail(e)

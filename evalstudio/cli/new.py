@@ -8,7 +8,8 @@ from typing import Annotated
 
 import typer
 
-from ..errors import BadInput, EvalstudioError
+from evalstudio.base.errors import BadInput, EvalstudioError
+
 from .base import _fail, app, console
 
 TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
@@ -45,9 +46,10 @@ def new(
 def create(name: str, template: str, folder: Path) -> list[Path]:
     """Writes the template's files as NAME into `folder` (nothing is overwritten; on any problem nothing is left
     written) and checks that the result loads and that the example validates; the paths written."""
-    from .. import importers, registry
-    from ..exporters.files import write_output
-    from ..importing import scan
+    from evalstudio.base.files import write_output
+    from evalstudio.protocols import registry
+    from evalstudio.protocols.mapping import importer_for
+    from evalstudio.tasks.scanning import scan
 
     if template not in TEMPLATE_NAMES:
         raise BadInput(f"unknown template '{template}'; valid names: {', '.join(TEMPLATE_NAMES)}")
@@ -92,7 +94,7 @@ def create(name: str, template: str, folder: Path) -> list[Path]:
         write_output(projects, text)
         reg = registry.load(projects)
         project = reg.get(name)
-        result = scan(project, importers.for_project(project), [targets["example"]])
+        result = scan(project, importer_for(project), [targets["example"]])
         if result.problems or not result.tasks:
             raise BadInput(f"the {template} template's example does not validate: "
                            + "; ".join(map(str, result.problems[:3])))

@@ -9,11 +9,12 @@ from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from .. import importers
-from ..client import Client
-from ..connection import settings_from_env
-from ..errors import BadInput
-from ..importing import import_files
+from evalstudio.base.errors import BadInput
+from evalstudio.labelstudio.client import Client
+from evalstudio.labelstudio.connection import settings_from_env
+from evalstudio.protocols.mapping import importer_for
+from evalstudio.tasks.importing import import_files
+
 from .base import _load, console, err
 
 
@@ -21,14 +22,14 @@ def _import(project, files, client, batch_size=500, skip_invalid=False, checked=
     with Progress(TextColumn(f"importing {project.name}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                   console=err, transient=True) as progress:
         bar = progress.add_task(project.name, total=None)
-        return import_files(project, importers.for_project(project), files, client, batch_size,
+        return import_files(project, importer_for(project), files, client, batch_size,
                             on_progress=lambda done, total: progress.update(bar, completed=done, total=total),
                             skip_invalid=skip_invalid, checked=checked, in_flight=in_flight)
 
 
 def _users(client, folder: Path | None = None) -> dict[int, str]:
     """Label Studio's users, with the e-mails of participants closed out of the organisation put back."""
-    from .. import participants
+    from evalstudio.crowd import participants
 
     return participants.with_closed_named(client.users(), client.url, folder or participants.DEFAULT_FOLDER)
 
@@ -89,7 +90,8 @@ def quotas(parts, per_part) -> dict[str, int]:
 
 def _names(emails, folder: Path | None) -> dict[str, str]:
     """annotator e-mail -> participant id (evalstudio's accounts keep the id's case; Prolific's e-mails carry it)."""
-    from .. import participants
+    from evalstudio.crowd import participants
+
     from ..exporters.tidy import participant_id
 
     known = {a.email: a.participant_id for a in participants.load_accounts(folder or participants.DEFAULT_FOLDER).values()}
@@ -100,7 +102,7 @@ def study_tables(parts, per_part, frames, folder=None):
     """(crowd, participant table, per-part coverage, remaining annotations, annotations) of a study's parts."""
     import pandas as pd
 
-    from .. import study
+    from evalstudio.crowd import study
 
     golds, coverage, remaining, n_tasks = [], {}, 0, 0
     for part, tasks, frame in zip(parts, per_part, frames):
@@ -126,7 +128,7 @@ def study_tables(parts, per_part, frames, folder=None):
 def _with_platform_ids(table, folder: Path | None):
     """The participant table with what the crowd platform passed in the study link at sign-up (Prolific's STUDY_ID
     and SESSION_ID, MTurk's assignmentId), where the ledger has any."""
-    from .. import participants
+    from evalstudio.crowd import participants
 
     by_email = {a.email: a for a in participants.load_accounts(folder or participants.DEFAULT_FOLDER).values()
                 if a.platform_study or a.platform_session}
@@ -163,7 +165,7 @@ def participant_rows(table):
 
 
 def time_left_text(annotations, remaining: int) -> str:
-    from .. import study
+    from evalstudio.crowd import study
 
     rate, hours = study.time_left(annotations, remaining)
     if remaining <= 0:
@@ -181,7 +183,9 @@ def write_status(folder: Path, protocol: str, crowd, table, coverage, remaining,
 
     import pandas as pd
 
-    from ..exporters.files import write_csv, write_output
+    from evalstudio.base.files import write_output
+
+    from ..exporters.files import write_csv
     from ..exporters.report import _page, _table
 
     folder.mkdir(parents=True, exist_ok=True)

@@ -11,10 +11,11 @@ from urllib.parse import urlsplit
 
 import typer
 
-from ..client import Client
-from ..connection import DEFAULT_DATA_DIR
-from ..errors import EvalstudioError
-from ..server import LocalServer
+from evalstudio.base.errors import EvalstudioError
+from evalstudio.labelstudio.client import Client
+from evalstudio.labelstudio.connection import DEFAULT_DATA_DIR
+from evalstudio.labelstudio.server import LocalServer
+
 from .base import REPO_EXAMPLES, ProjectsOption, _fail, _load, app, console
 from .reading import _import
 
@@ -96,8 +97,8 @@ def _start_ml_backend(local: LocalServer, port: int, projects: Path | None):
     import sys
     from types import SimpleNamespace
 
-    from ..credentials import ML_AUTH_ENV, ML_AUTH_FILE, ml_auth
-    from ..server import wait_healthy
+    from evalstudio.base.credentials import ML_AUTH_ENV, ML_AUTH_FILE, ml_auth
+    from evalstudio.labelstudio.server import wait_healthy
 
     auth = ml_auth(local.data_dir / ML_AUTH_FILE, create=True)
     env = {**os.environ, "LABEL_STUDIO_URL": local.url, "LABEL_STUDIO_API_KEY": local.credentials().api_key,

@@ -8,11 +8,11 @@ from typing import Annotated, Optional
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from ..client import Client
-from ..connection import settings_from_env
-from ..errors import BadInput, EvalstudioError
+from evalstudio.base.errors import BadInput, EvalstudioError, printable
+from evalstudio.labelstudio.client import Client
+from evalstudio.labelstudio.connection import settings_from_env
+
 from .base import ProjectsOption, _fail, app, console, err
-from ..errors import printable
 from .reading import _read_study, participant_rows, study_tables, time_left_text, write_status
 
 participants_app = typer.Typer(
@@ -40,9 +40,8 @@ def participants_add(
     Each account is <id>@participants.invalid with a generated password, so every annotation names its
     participant. Passwords stay in a private file; sign_in.csv has one personal sign-in message per participant
     to send through Prolific or MTurk. Running it again with more ids creates only the new accounts."""
-    from .. import participants
-
-    from ..connection import check_url
+    from evalstudio.crowd import participants
+    from evalstudio.labelstudio.connection import check_url
 
     try:
         try:
@@ -92,7 +91,7 @@ def participants_close(
     """Stop participants from getting more tasks: their accounts leave the Label Studio organisation (Label
     Studio's "remove member"; they can no longer open any project). Their annotations stay and count. For a
     quota reached, `status --close-finished` does this by itself."""
-    from .. import participants
+    from evalstudio.crowd import participants
 
     try:
         now, before = participants.close(Client(settings_from_env()), ids, folder or participants.DEFAULT_FOLDER)
@@ -111,7 +110,7 @@ def participants_backup(
     """Copy the study's ledger (participants, sign-in codes, sessions, served tasks and answers with their measured
     times, lists) to a new file, consistently, while gateways keep running. Restore by putting the copy back as
     ledger.sqlite3 in the participants folder with every gateway stopped."""
-    from .. import ledger, participants
+    from evalstudio.crowd import ledger, participants
 
     target = folder or participants.DEFAULT_FOLDER
     try:
@@ -176,7 +175,7 @@ def status(
 
 def _close_finished(table, crowd, folder) -> list[str]:
     """Close the accounts (made by `participants add`) of participants who have done their quota."""
-    from .. import participants
+    from evalstudio.crowd import participants
 
     if not crowd.per_participant:
         raise BadInput("--close-finished: the study sets no quota (crowd.per_participant in projects.yaml)")
@@ -193,14 +192,14 @@ def _close_finished(table, crowd, folder) -> list[str]:
 def _status_once(protocol, from_export, project_id, participants_folder, output, close_finished, projects):
     from rich.table import Table
 
-    from .. import study
+    from evalstudio.crowd import study
 
     try:
         parts, per_part, crowd, table, coverage, remaining, annotations = _study_state(
             protocol, projects, from_export, project_id, participants_folder)
         tampered, unchecked = _tampering(protocol, parts, per_part, from_export, project_id)
         if output is not None:
-            from ..exporters.files import staged_folder
+            from evalstudio.base.files import staged_folder
 
             with staged_folder(output) as stage:  # written whole or not at all
                 write_status(stage, protocol, crowd, table, coverage, remaining, annotations, tampered)
@@ -258,8 +257,8 @@ RESTORE = {
 def _tampering(study_name, parts, per_part, from_export, project_id) -> tuple[list[str], list[str]]:
     """(findings, notes): what changed since setup and import made the study (`integrity`), each finding with how
     to restore it; notes say what could not be checked."""
-    from .. import integrity
-    from ..importing import ID_FIELD
+    from evalstudio.tasks import integrity
+    from evalstudio.values.results import ID_FIELD
 
     findings, notes = [], []
     edits = [f"{part.name}: {e}" for part, tasks in zip(parts, per_part) for e in integrity.foreign_edits(tasks)]
@@ -307,7 +306,8 @@ def approvals(
     """Approve / reject (with reason) / bonus per participant, by the study's rules in projects.yaml (crowd:
     gold threshold, bonus rule), as files Prolific or MTurk take for bulk upload. Only failed attention checks
     reject; speeders and straight-liners are listed by `status` for you to decide."""
-    from .. import study
+    from evalstudio.crowd import study
+
     from ..exporters.approvals import not_platform_ids, write_approvals
 
     try:
@@ -318,7 +318,7 @@ def approvals(
         if output.exists() and not output.is_dir():
             raise BadInput(f"{output}: is a file; -o names the folder for the approval files")
         decided = study.decisions(table, crowd)
-        from ..exporters.files import staged_folder
+        from evalstudio.base.files import staged_folder
 
         with staged_folder(output) as stage:  # written whole or not at all
             written = [output / p.name for p in write_approvals(decided, chosen, stage, mturk_results)]

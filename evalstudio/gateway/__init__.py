@@ -7,7 +7,7 @@ session or token. They sign in at the gateway (a personal link, or the study lin
 holds their Label Studio credentials on this machine and makes, on their behalf, the few calls labeling needs:
 
 * the next task of a study project: chosen by the gateway (gateway/serving.py: the participant's own order, from
-  evalstudio.order; at most the overlap per task, served from the ledger in one transaction across processes) and
+  evalstudio.tasks.order; at most the overlap per task, served from the ledger in one transaction across processes) and
   read from Label Studio as that participant, of which only the data fields the labeling config displays are
   passed on;
 * creating the participant's annotation on the task they were given, and updating an annotation the gateway
@@ -17,7 +17,7 @@ holds their Label Studio credentials on this machine and makes, on their behalf,
 Every other path and method is answered by the gateway itself (404 or 405) and never reaches Label Studio. What a
 study needs (the order, the quota per participant, Part I before Part II, one complete answer per participant and
 task, at most the overlap per task, the time on a task) the gateway decides, from the study's ledger
-(evalstudio.ledger), never from what the browser sends. The gateway keeps nothing in its memory that a restart or a
+(evalstudio.crowd.ledger), never from what the browser sends. The gateway keeps nothing in its memory that a restart or a
 second gateway process would need: any number of them can serve one study (`--workers`).
 """
 

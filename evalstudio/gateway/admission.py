@@ -13,9 +13,10 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
-from .. import participants
-from ..errors import EvalstudioError
-from ..ledger import StudyFull, Taken
+from evalstudio.base.errors import EvalstudioError
+from evalstudio.crowd import participants
+from evalstudio.crowd.ledger import StudyFull, Taken
+
 from . import pages
 from .checks import ACCESS_CODE, PARTICIPANT_ID, PLATFORM_ID, Refused
 
@@ -66,8 +67,8 @@ class Admission:
     def _admin_client(self):
         """The researcher's client (sign-ups, reading a participant's token), made once."""
         if self._admin is None:
-            from ..client import Client
-            from ..connection import Settings
+            from evalstudio.labelstudio.client import Client
+            from evalstudio.labelstudio.connection import Settings
 
             self._admin = Client(Settings(self.config.label_studio_url, self.config.api_key), timeout=60)
         return self._admin

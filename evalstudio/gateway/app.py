@@ -18,8 +18,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from ..errors import EvalstudioError, ServerError
-from ..ledger import Ledger, Ref
+from evalstudio.base.errors import EvalstudioError, ServerError
+from evalstudio.crowd.ledger import Ledger, Ref
+
 from . import pages
 from .admission import Admission, Session, _error
 from .checks import ASSET_PATH, REF, Refused, check_result, shown_data

@@ -7,8 +7,8 @@ import math
 import re
 from dataclasses import dataclass
 
-from ..controls import control_range, control_step
-from ..registry import Project
+from evalstudio.protocols.registry import Project
+from evalstudio.values.controls import control_range, control_step
 
 PARTICIPANT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 ACCESS_CODE = re.compile(r"[A-Za-z0-9]{16,64}")

@@ -1,5 +1,5 @@
 """Which task a participant of the gateway gets next. The gateway decides, not Label Studio's stream: the order is
-the participant's own (evalstudio/order.py), the ledger serves each task to at most its overlap of participants in one
+the participant's own (evalstudio/tasks/order.py), the ledger serves each task to at most its overlap of participants in one
 transaction across every gateway process, and Label Studio is asked only for the part's tasks (read as the admin,
 kept a few seconds) and for the task shown."""
 
@@ -12,8 +12,9 @@ from dataclasses import dataclass
 
 from starlette.responses import JSONResponse, Response
 
-from ..ledger import Ref
-from ..order import choose, participant_order, seed_of, waiting
+from evalstudio.crowd.ledger import Ref
+from evalstudio.tasks.order import choose, participant_order, seed_of, waiting
+
 from .admission import Session
 from .setup import Part
 

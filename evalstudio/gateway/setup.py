@@ -9,8 +9,9 @@ from pathlib import Path
 
 import httpx
 
-from ..errors import ServerError
-from ..registry import Project
+from evalstudio.base.errors import ServerError
+from evalstudio.protocols.registry import Project
+
 from .checks import Control, controls_of
 
 # where Label Studio's front end is: the labeling editor's chunks and module, found in main.js (see pages.py)

@@ -23,7 +23,7 @@ def _worker(config, options: dict, sock: socket.socket) -> None:
 
 def serve(config, workers: int, options: dict) -> None:
     """Run `workers` gateway processes on options' host and port until SIGINT or SIGTERM."""
-    from ..ledger import close_all
+    from evalstudio.crowd.ledger import close_all
 
     close_all()  # each worker opens its own connection to the ledger
     family = socket.AF_INET6 if ":" in options["host"] else socket.AF_INET

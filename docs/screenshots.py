@@ -1,0 +1,58 @@
+"""The README's and the site's pictures of the report and of `analyze`, made from real published ratings:
+
+  docs/report.png    `evalstudio report`'s page for Circa Part II, from the real MTurk explanation ratings
+                     (tests/data/circa_mturk_final_results.csv: 12 workers, the T5 model's explanations)
+  docs/analysis.png  `evalstudio analyze`'s page for HANNA (10 story generators, 17 metrics)
+
+Run from the repository: `.venv/bin/python docs/screenshots.py` (needs /usr/bin/chromium, as the browser tests).
+The annotator views (docs/sotopia.png, ...) come from the browser tests; see tests/test_browser.py."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from playwright.sync_api import sync_playwright
+
+from evalstudio import importers
+from evalstudio.exporters.mturk import read_mturk_results
+from evalstudio.exporters.report import build_report
+from evalstudio.protocols import registry
+from evalstudio.tasks.scanning import iter_tasks, split_task
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def circa_report(out: Path) -> Path:
+    project = registry.load(ROOT / "projects.yaml").entry("circa_part2")
+    tasks = [{"id": i, **split_task(project, data)} for i, (_, data) in
+             enumerate(iter_tasks(project, importers.get("circa"), [ROOT / "examples/circa/model_explanations.csv"]))]
+    annotations, _ = read_mturk_results(ROOT / "tests/data/circa_mturk_final_results.csv", project, tasks,
+                                        {"explanation_quality": "Answer.explanation-quality.label"})
+    return build_report(project, tasks, out, annotations=annotations)
+
+
+def hanna_analysis(out: Path) -> Path:
+    hanna = ROOT / "examples/analyze/hanna"
+    subprocess.run([sys.executable, hanna / "prepare.py", "-o", out], check=True)
+    subprocess.run([sys.executable, "-m", "evalstudio.cli", "analyze", out / "ratings.csv", "--metrics",
+                    out / "metrics.csv", "--spec", hanna / "hanna.yaml", "-o", out / "report"], check=True)
+    return out / "report" / "index.html"
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as folder, sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium")
+        page = browser.new_page(viewport={"width": 1200, "height": 900})
+        for html, png in ((circa_report(Path(folder) / "circa"), "report.png"),
+                          (hanna_analysis(Path(folder) / "hanna"), "analysis.png")):
+            page.goto(html.resolve().as_uri())
+            page.screenshot(path=ROOT / "docs" / png)
+            print("wrote", ROOT / "docs" / png)
+        browser.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,105 @@
+"""The ledger's tables, one list of statements per schema version (a new version appends its own: existing
+ledgers are migrated on first use), and the take-over of the files earlier versions of evalstudio kept."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from evalstudio.base.errors import EvalstudioError
+
+OLD_ACCOUNTS, OLD_LISTS = "participants.json", "lists.json"
+
+
+class LedgerError(EvalstudioError):
+    pass
+
+
+MIGRATIONS: dict[int, list[str]] = {
+    1: [
+        """CREATE TABLE participants (
+             key TEXT PRIMARY KEY,              -- the participant id in lower case (accounts are per lower-case id)
+             participant_id TEXT NOT NULL,      -- as given
+             email TEXT NOT NULL,
+             password TEXT,                     -- NULL: an account that existed before evalstudio knew it
+             user_id BIGINT,
+             access TEXT,                       -- the gateway sign-in code
+             closed TEXT,                       -- when `close` took the account out (ISO time)
+             joined DOUBLE PRECISION NOT NULL,  -- when the ledger first recorded it (server time)
+             source TEXT NOT NULL,              -- add, join (the study link) or taken-over (participants.json)
+             platform_study TEXT,               -- what the crowd platform passed in the study link
+             platform_session TEXT,
+             token TEXT                         -- the participant's Label Studio API token, once the gateway read it
+           )""",
+        """CREATE TABLE sessions (
+             digest TEXT PRIMARY KEY,           -- sha256 of the cookie (the cookie itself is never stored)
+             participant TEXT NOT NULL,
+             expires DOUBLE PRECISION NOT NULL
+           )""",
+        """CREATE TABLE refs (
+             ref TEXT PRIMARY KEY,
+             participant TEXT NOT NULL,
+             part TEXT NOT NULL,
+             task_id BIGINT NOT NULL,
+             number INTEGER NOT NULL,           -- the participant's n-th task (what the page shows)
+             served DOUBLE PRECISION NOT NULL,  -- first served (server time)
+             lease DOUBLE PRECISION,            -- a submission is being sent until then
+             owner TEXT,                        -- by this process (host:pid): a lease of a dead process is void
+             sent INTEGER NOT NULL DEFAULT 0,   -- a submission went out: Label Studio may have it
+             annotation_id BIGINT,              -- the answer, once Label Studio stored it
+             answered DOUBLE PRECISION,         -- when it was stored (server time)
+             seconds DOUBLE PRECISION,          -- answered - served: the time on the task as the server measured it
+             surplus INTEGER NOT NULL DEFAULT 0,  -- refused: the task had its answers already
+             UNIQUE (participant, task_id)
+           )""",
+        "CREATE INDEX refs_task ON refs (task_id)",
+        "CREATE INDEX refs_part ON refs (participant, part)",
+        """CREATE TABLE finished (
+             participant TEXT NOT NULL, part TEXT NOT NULL, at DOUBLE PRECISION NOT NULL,
+             PRIMARY KEY (participant, part)
+           )""",
+        """CREATE TABLE lists (
+             entry TEXT NOT NULL, participant TEXT NOT NULL, number INTEGER NOT NULL,
+             PRIMARY KEY (entry, participant)
+           )""",
+        "CREATE TABLE attempts (key TEXT NOT NULL, at DOUBLE PRECISION NOT NULL)",
+        "CREATE INDEX attempts_key ON attempts (key, at)",
+        "CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    ],
+}
+
+def take_over(folder: Path, tx) -> None:
+    """Accounts and lists from the files earlier versions wrote, once (the files are then renamed)."""
+    accounts, lists = folder / OLD_ACCOUNTS, folder / OLD_LISTS
+    if accounts.is_file():
+        try:
+            raw = json.loads(accounts.read_text(encoding="utf-8"))
+            old = [dict(a) for a in raw["accounts"]]
+            url = raw.get("label_studio")
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise LedgerError(f"{accounts}: not a participants file written by evalstudio ({type(e).__name__}); "
+                              "move it away to start a new one") from None
+        now = time.time()
+        for a in old:
+            if not isinstance(a.get("participant_id"), str) or not isinstance(a.get("email"), str):
+                raise LedgerError(f"{accounts}: an account without participant_id or email; move the file away")
+            tx.run("INSERT INTO participants (key, participant_id, email, password, user_id, access, closed, "
+                   "joined, source) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'taken-over') ON CONFLICT (key) DO NOTHING",
+                   (a["participant_id"].lower(), a["participant_id"], a["email"], a.get("password"),
+                    a.get("user_id"), a.get("access"), a.get("closed"), now))
+        if isinstance(url, str):
+            tx.run("INSERT INTO settings (key, value) VALUES ('label_studio', ?) ON CONFLICT (key) DO NOTHING",
+                   (url,))
+        accounts.rename(accounts.with_name(OLD_ACCOUNTS + ".taken-over"))
+    if lists.is_file():
+        try:
+            loaded = json.loads(lists.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            loaded = {}
+        for entry, people in (loaded.items() if isinstance(loaded, dict) else []):
+            for participant, number in (people.items() if isinstance(people, dict) else []):
+                if isinstance(number, int):
+                    tx.run("INSERT INTO lists (entry, participant, number) VALUES (?, ?, ?) "
+                           "ON CONFLICT (entry, participant) DO NOTHING", (str(entry), str(participant), number))
+        lists.rename(lists.with_name(OLD_LISTS + ".taken-over"))

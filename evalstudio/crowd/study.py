@@ -1,0 +1,252 @@
+"""Crowd-study bookkeeping on the tidy annotation frame: how far the study is, who did what and how well, and what
+each participant is owed. Pure functions of pandas frames; nothing here talks to Label Studio.
+
+Attention checks follow Prolific's policy: a participant is rejected only for failing them (gold accuracy below
+the study's threshold); speeding and straight-lining are flagged for the researcher to look at, never rejected
+automatically.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+import numpy as np
+import pandas as pd
+
+from evalstudio.protocols.registry import Crowd, Project
+from evalstudio.values.results import task_fields
+
+STRAIGHT_LINE_SHARE = 0.8  # flagged when at least this share of a participant's tasks (and >= 5) have one value
+STRAIGHT_LINE_MIN_TASKS = 5
+SPEEDER_FRACTION = 1 / 3  # without min_median_seconds: a median below a third of everyone's median is flagged
+
+
+def counted(annotations: pd.DataFrame) -> pd.DataFrame:
+    """One row per submitted annotation that counts towards the design (not skipped, not surplus)."""
+    keep = ~annotations["cancelled"]
+    if "surplus" in annotations:
+        keep &= ~annotations["surplus"]
+    return annotations[keep].drop_duplicates("annotation_id")
+
+
+def coverage(annotations: pd.DataFrame, task_ids: Iterable, per_task: int) -> pd.DataFrame:
+    """How many tasks have 0, 1, ..., per_task counted annotations."""
+    per = counted(annotations).groupby("task_id").size().reindex(list(task_ids), fill_value=0).clip(upper=per_task)
+    counts = per.value_counts().reindex(range(per_task + 1), fill_value=0)
+    return pd.DataFrame({"annotations": counts.index, "tasks": counts.to_numpy()})
+
+
+def gold_answers(tasks: Iterable[dict], project: Project) -> pd.DataFrame:
+    """(task_id, criterion, gold) for tasks with a known answer: a `gold: {criterion: answer}` field of the
+    imported record, or Circa's control questions (is_control with gold_label, for the project's criterion)."""
+    rows = []
+    first = next(iter(project.criteria), None)
+    for task in tasks:
+        fields = task_fields(task)
+        gold = fields.get("gold")
+        if isinstance(gold, Mapping):
+            rows += [{"task_id": task["id"], "criterion": c, "gold": v} for c, v in gold.items() if c in project.criteria]
+        elif fields.get("is_control") and fields.get("gold_label") is not None and first:
+            rows.append({"task_id": task["id"], "criterion": first, "gold": fields["gold_label"]})
+    return pd.DataFrame(rows, columns=["task_id", "criterion", "gold"])
+
+
+def gold_accuracy(annotations: pd.DataFrame, gold: pd.DataFrame) -> pd.DataFrame:
+    """Per annotator: gold answers given and the share equal to the known answer (numbers: equal values)."""
+    rated = annotations[~annotations["cancelled"] & annotations["value"].notna()]  # surplus answers count here too
+    joined = rated.merge(gold, on=["task_id", "criterion"])
+    if joined.empty:
+        return pd.DataFrame(columns=["annotator", "gold_items", "gold_accuracy"])
+
+    def same(a, b) -> bool:
+        try:
+            return float(a) == float(b)
+        except (TypeError, ValueError, OverflowError):
+            return str(a) == str(b)
+
+    joined["correct"] = [same(a, b) for a, b in zip(joined["value"], joined["gold"])]
+    per = joined.groupby("annotator")["correct"]
+    return pd.DataFrame({"gold_items": per.size(), "gold_accuracy": per.mean()}).reset_index()
+
+
+def _straight_lined(annotations: pd.DataFrame, numeric: list[str]) -> pd.Series:
+    """Per annotator: share of their tasks on which every numeric rating is the same (NaN with < 3 ratings/task)."""
+    rated = annotations[annotations["criterion"].isin(numeric) & ~annotations["cancelled"] & annotations["value"].notna()]
+    if rated.empty:
+        return pd.Series(dtype=float)
+    per_task = rated.groupby(["annotator", "annotation_id"])["value"].agg(["nunique", "size"])
+    per_task = per_task[per_task["size"] >= 3]
+    return (per_task["nunique"] == 1).groupby(level="annotator").mean().where(
+        per_task.groupby(level="annotator").size() >= STRAIGHT_LINE_MIN_TASKS)
+
+
+def study_crowd(parts: list[Project]) -> Crowd:
+    """One study's crowd rules from its projects (Circa: the gold threshold of Part I, the bonus of Part II)."""
+    merged: dict = {}
+    for part in parts:
+        for key, value in (part.crowd.model_dump(exclude_none=True) if part.crowd else {}).items():
+            merged.setdefault(key, value)
+    merged.pop("after", None)
+    return Crowd(**merged)
+
+
+def numeric_criteria(parts: list[Project]) -> list[str]:
+    return [c for p in parts for c, s in p.criteria.items() if s.is_numeric]
+
+
+def participant_table(annotations: pd.DataFrame, crowd: Crowd, gold: pd.DataFrame, n_tasks: int,
+                      numeric: list[str] = (), names: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """One row per participant: tasks done, skipped, surplus, batches, gold accuracy, median seconds per task,
+    last activity and warnings (speeder, straight-liner, failed gold, over quota)."""
+    names = names or {}
+    per_annotation = annotations.drop_duplicates("annotation_id")
+    if per_annotation.empty:
+        return pd.DataFrame(columns=["participant", "annotator", "tasks_done", "skipped", "surplus", "median_seconds",
+                                     "last_activity", "quota", "batches_done", "gold_items", "gold_accuracy",
+                                     "straight_lined_share", "warnings"])
+    submitted = per_annotation[~per_annotation["cancelled"]]
+    table = pd.DataFrame({
+        "tasks_done": submitted.groupby("annotator")["task_id"].nunique(),
+        "skipped": per_annotation.groupby("annotator")["cancelled"].sum().astype(int),
+        "surplus": per_annotation.groupby("annotator")["surplus"].sum().astype(int) if "surplus" in per_annotation else 0,
+        "median_seconds": submitted.groupby("annotator")["lead_time"].median(),
+        "last_activity": per_annotation.groupby("annotator")["created_at"].max(),
+    }).fillna({"tasks_done": 0}).astype({"tasks_done": int})
+    quota = n_tasks if crowd.per_participant == "all" else crowd.per_participant
+    table["quota"] = quota
+    table["batches_done"] = table["tasks_done"] // crowd.batch_size if crowd.batch_size else np.nan
+    accuracy = gold_accuracy(annotations, gold).set_index("annotator")
+    table = table.join(accuracy, how="left")
+    table["straight_lined_share"] = _straight_lined(annotations, list(numeric))
+    everyone = submitted["lead_time"].median()
+    speed_limit = crowd.min_median_seconds if crowd.min_median_seconds is not None else (
+        everyone * SPEEDER_FRACTION if pd.notna(everyone) else np.nan)
+    warnings = []
+    for annotator, row in table.iterrows():
+        found = []
+        if pd.notna(row["median_seconds"]) and pd.notna(speed_limit) and row["median_seconds"] < speed_limit:
+            found.append(f"speeder (median {row['median_seconds']:.1f}s < {speed_limit:.1f}s)")
+        if pd.notna(row["straight_lined_share"]) and row["straight_lined_share"] >= STRAIGHT_LINE_SHARE:
+            found.append(f"straight-liner ({row['straight_lined_share']:.0%} of tasks with one value)")
+        if crowd.min_gold_accuracy is not None and pd.notna(row.get("gold_accuracy")) and \
+                row["gold_accuracy"] < crowd.min_gold_accuracy:
+            found.append(f"failed gold ({row['gold_accuracy']:.0%} < {crowd.min_gold_accuracy:.0%})")
+        if quota and row["tasks_done"] > quota:
+            found.append(f"over quota ({row['tasks_done']} > {quota})")
+        warnings.append("; ".join(found))
+    table["warnings"] = warnings
+    table.index.name = "annotator"
+    table = table.reset_index()
+    table.insert(0, "participant", [names.get(a, a) for a in table["annotator"]])
+    return table.sort_values(["tasks_done", "participant"], ascending=[False, True], ignore_index=True)
+
+
+def order_warnings(annotations: pd.DataFrame, parts: list[Project]) -> dict[str, str]:
+    """annotator -> warning for participants who worked on a part before finishing nothing of the part it comes
+    after (crowd.after; Circa: Part II before Part I)."""
+    out = {}
+    for part in parts:
+        first = part.crowd.after if part.crowd else None
+        if not first:
+            continue
+        done = annotations[~annotations["cancelled"].astype(bool)]  # (an empty column is object-typed)
+        later = set(done.loc[done["project"] == part.name, "annotator"])
+        earlier = set(done.loc[done["project"] == first, "annotator"])
+        for annotator in later - earlier:
+            out[annotator] = f"did {part.name} without {first} (which comes first)"
+    return out
+
+
+def list_warnings(annotations: pd.DataFrame, parts: list[Project]) -> dict[str, str]:
+    """annotator -> warning for participants who worked in more than one counterbalanced list of an entry: they may
+    have seen two versions of an item (possible only outside the gateway, e.g. in Label Studio itself)."""
+    out: dict[str, list[str]] = {}
+    done = annotations[~annotations["cancelled"].astype(bool)]
+    for entry in dict.fromkeys(p.list_of for p in parts if p.list_of):
+        number_of = {p.name: p.list_number for p in parts if p.list_of == entry}
+        worked = done[done["project"].isin(number_of)].groupby("annotator")["project"].unique()
+        for annotator, projects in worked.items():
+            if len(projects) > 1:
+                numbers = sorted(number_of[name] for name in projects)
+                out.setdefault(annotator, []).append(
+                    f"worked in lists {', '.join(map(str, numbers))} of {entry} (may have seen two versions of an "
+                    "item: the gateway keeps each participant in one list)")
+    return {annotator: "; ".join(found) for annotator, found in out.items()}
+
+
+def shared_item_warnings(annotations: pd.DataFrame, parts: list[Project],
+                         per_part: list[list[dict]]) -> dict[str, str]:
+    """annotator -> warning for participants who answered one item (item_id) in two projects of the study (cmv: a
+    delta thread in cmv_tom and in cmv_threads): they met it twice, which the gateway never does (possible only in
+    Label Studio itself)."""
+    item_of = {int(t["id"]): str((t.get("data") or {}).get("item_id")) for tasks in per_part for t in tasks
+               if (t.get("data") or {}).get("item_id") is not None}
+    done = annotations[~annotations["cancelled"].astype(bool)]
+    if done.empty or not item_of or len({p.entry for p in parts}) < 2:
+        return {}
+    done = done.assign(item=done["task_id"].map(lambda t: item_of.get(int(t))),
+                       entry=done["project"].map({p.name: p.entry for p in parts})).dropna(subset=["item"])
+    twice = done.groupby(["annotator", "item"])["entry"].nunique()
+    out: dict[str, str] = {}
+    for (annotator, _), n in twice[twice > 1].items():
+        out[annotator] = out.get(annotator, 0) + 1
+    return {a: f"answered {n} item(s) in two projects of the study (met them twice; the gateway gives each participant "
+               "an item once)" for a, n in out.items()}
+
+
+def gold_rate_warnings(parts: list[Project], per_part: list[list[dict]]) -> list[str]:
+    """Parts whose task pool cannot give each participant crowd.gold_rate gold items: Label Studio's uniform
+    sampling draws every participant's stream from the pool, so the pool's gold share is the rate they see."""
+    out = []
+    for part, tasks in zip(parts, per_part):
+        rate = part.crowd.gold_rate if part.crowd else None
+        if rate is None or not tasks:
+            continue
+        n_gold = len(gold_answers(tasks, part)["task_id"].unique())
+        if n_gold / len(tasks) < rate:
+            out.append(f"{part.name}: {n_gold} of {len(tasks)} tasks ({n_gold / len(tasks):.0%}) are gold items, "
+                       f"crowd.gold_rate asks for {rate:.0%}: import at least {int(np.ceil(rate * len(tasks))) - n_gold} "
+                       "more (or lower gold_rate)")
+        if part.order != "random":
+            out.append(f"{part.name}: gold items are mixed into each participant's stream only with order: random "
+                       "(Label Studio's uniform sampling)")
+    return out
+
+
+def time_left(annotations: pd.DataFrame, remaining: int) -> tuple[float | None, float | None]:
+    """(annotations per hour so far, hours until `remaining` more at that rate); None where not yet measurable."""
+    times = counted(annotations)["created_at"].dropna()
+    if len(times) < 2 or remaining <= 0:
+        return (None, 0.0 if remaining <= 0 else None)
+    hours = (times.max() - times.min()).total_seconds() / 3600
+    if hours <= 0:
+        return (None, None)
+    rate = (len(times) - 1) / hours
+    return rate, remaining / rate
+
+
+def decisions(table: pd.DataFrame, crowd: Crowd) -> pd.DataFrame:
+    """approve / reject (with reason) / bonus per participant, by the study's rules."""
+    out = table[["participant", "annotator", "tasks_done"]].copy()
+    failed = pd.Series(False, index=table.index)
+    if crowd.min_gold_accuracy is not None and "gold_accuracy" in table:
+        failed = table["gold_accuracy"].notna() & (table["gold_accuracy"] < crowd.min_gold_accuracy)
+    out["decision"] = np.where(failed, "reject", "approve")
+    out["reason"] = [f"failed attention checks: {a:.0%} correct on {int(n)} gold item(s), below "
+                     f"{crowd.min_gold_accuracy:.0%}" if f else "" for f, a, n in
+                     zip(failed, table.get("gold_accuracy", pd.Series(np.nan, index=table.index)),
+                         table.get("gold_items", pd.Series(0, index=table.index)).fillna(0))]
+    out["bonus"] = 0.0
+    bonus = crowd.bonus
+    if bonus is not None:
+        approved = out["decision"] == "approve"
+        if bonus.rule == "all_batches":
+            earned = approved & (out["tasks_done"] >= crowd.batch_size * crowd.max_batches)
+            out.loc[earned, "bonus"] = bonus.amounts[0] if bonus.amounts else np.nan
+        else:  # most_tasks: rank by tasks done among approved participants, ties share the better rank
+            rank = out.loc[approved, "tasks_done"].rank(method="min", ascending=False)
+            for index, r in rank.items():
+                if bonus.amounts and r <= len(bonus.amounts) and out.at[index, "tasks_done"] > 0:
+                    out.at[index, "bonus"] = bonus.amounts[int(r) - 1]
+        out["currency"] = bonus.currency
+    return out

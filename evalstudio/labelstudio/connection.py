@@ -1,0 +1,102 @@
+"""Where Label Studio is and which key opens it: the settings every command reads from the environment or a
+.env file, and the checks of a server URL (messages never repeat credentials)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from evalstudio.base.credentials import check_api_key
+from evalstudio.base.errors import ServerError
+
+
+@dataclass(frozen=True)
+class Settings:
+    url: str
+    api_key: str
+
+    def __repr__(self) -> str:  # never show the key
+        return f"Settings(url={self.url!r}, api_key='***')"
+
+
+def read_dotenv(path: Path) -> dict[str, str]:
+    """KEY=VALUE lines of a .env file (quotes stripped, comments ignored)."""
+    values = {}
+    if path.is_file():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            line = line.strip()
+            if line and not line.startswith("#") and "=" in line:
+                key, _, value = line.partition("=")
+                values[key.strip().removeprefix("export ").strip()] = value.strip().strip("'\"")
+    return values
+
+
+DEFAULT_DATA_DIR = Path(".evalstudio")
+DOTENV_FILES = (Path(".env"), DEFAULT_DATA_DIR / "evalstudio.env")
+
+
+def settings_from_env(dotenv_files: tuple[Path, ...] = DOTENV_FILES) -> Settings:
+    """LABEL_STUDIO_URL / LABEL_STUDIO_API_KEY from the environment, else from ./.env, else from the
+    file a local `evalstudio server` writes (.evalstudio/evalstudio.env)."""
+    file_values: dict[str, str] = {}
+    for path in reversed(dotenv_files):
+        file_values.update(read_dotenv(path))
+    url = os.environ.get("LABEL_STUDIO_URL") or file_values.get("LABEL_STUDIO_URL")
+    key = os.environ.get("LABEL_STUDIO_API_KEY") or file_values.get("LABEL_STUDIO_API_KEY")
+    missing = [n for n, v in (("LABEL_STUDIO_URL", url), ("LABEL_STUDIO_API_KEY", key)) if not v]
+    if missing:
+        raise ServerError(
+            f"{' and '.join(missing)} not set. Export them or put them in ./.env "
+            "(a local server started with `evalstudio server` writes .evalstudio/evalstudio.env for you)."
+        )
+    return Settings(url.strip().rstrip("/"), check_api_key(key))
+
+
+def check_url(url: str, name: str = "LABEL_STUDIO_URL") -> str:
+    """An http(s) URL with a host, without a trailing /; an error that names `name` and does not repeat credentials."""
+    from urllib.parse import urlsplit
+
+    url = url.strip().rstrip("/")
+    if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in url):
+        raise ServerError(f"{name} contains a space or a control character; give the URL alone, e.g. "
+                          "http://127.0.0.1:8080")
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a bad port
+    except ValueError:
+        raise ServerError(f"{name} is not a valid URL: {shown_url(url)!r}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ServerError(f"{name} must be an http:// or https:// URL with a host, got {shown_url(url)!r}")
+    host = parts.hostname
+    if not (host.startswith("[") or ":" in host):  # an IPv6 address is checked by urlsplit
+        try:
+            host.encode("idna").decode("idna")  # what the HTTP client does with it (empty or bad labels fail)
+        except UnicodeError:
+            raise ServerError(f"{name}: {host!r} is not a valid host name") from None
+    import httpx
+
+    try:  # and what it accepts: e.g. a full-width host name, which IDNA maps but the client refuses
+        httpx.URL(url)
+    except (httpx.InvalidURL, ValueError, UnicodeError):
+        raise ServerError(f"{name}: {shown_url(url)!r} is not a URL the HTTP client accepts (host "
+                          f"{host!r})") from None
+    return url
+
+
+def check_address(value: str, name: str) -> str:
+    """An IP address (a reverse proxy's), as uvicorn compares it with the connection's; one-line error otherwise."""
+    import ipaddress
+
+    try:
+        return str(ipaddress.ip_address(value.strip()))
+    except ValueError:
+        raise ServerError(f"{name}: {value[:60]!r} is not an IP address (give the address your reverse proxy "
+                          "connects from, e.g. 127.0.0.1)") from None
+
+
+def shown_url(url: str) -> str:
+    """The URL with any user:password@ replaced by ***@."""
+    import re
+
+    return re.sub(r"(?<=//)[^/?#]*@", "***@", url)  # up to the last @ of the authority: a password may hold @

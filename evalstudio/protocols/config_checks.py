@@ -1,0 +1,98 @@
+"""A projects.yaml entry against its labeling config: every criterion names a control of the config, of the
+right kind, range and labels; every control of the config is described; `compare:` says what each answer means."""
+
+from __future__ import annotations
+
+from evalstudio.values.controls import control_range
+
+from .mapping import POSITIONS
+
+NUMERIC_TAGS = {"Number", "Rating"}
+LABEL_TAGS = {"Choices"}
+
+
+def check_against_config(project) -> list[str]:
+    """Every criterion must match a control of the XML (type, range, labels)."""
+    li = project.interface
+    problems = []
+    known = set()
+    for slot in project.slots():
+        key = f"criteria.{slot.criterion}"
+        known.add(slot.control)
+        try:
+            control = li.get_control(slot.control)
+        except Exception:
+            problems.append(f"{key}.control: '{slot.control}' is not a control in {project.config_path.name}")
+        else:
+            problems += _check_control(key, project.criteria[slot.criterion], control)
+        if slot.rationale:
+            known.add(slot.rationale)
+            if slot.rationale not in li._controls or li.get_control(slot.rationale).tag != "TextArea":
+                problems.append(f"{key}.rationale: '{slot.rationale}' is not a TextArea in {project.config_path.name}")
+    for name in project.metadata_controls:
+        known.add(name)
+        if name not in li._controls:
+            problems.append(f"metadata_controls: '{name}' is not a control in {project.config_path.name}")
+    if "source" in project.data_fields():
+        problems.append(f"{project.config_path.name}: $source is Label Studio's own variable: its editor fills it with "
+                        "the whole task, hidden fields (systems, model outputs, gold answers) included; name the field "
+                        "otherwise (e.g. $document)")
+    for control in li.controls:
+        if control.name not in known:
+            problems.append(f"{project.config_path.name}: control '{control.name}' is not described in projects.yaml")
+    return problems
+
+
+def compare_problems(project) -> list[str]:
+    """`compare:` against the criteria and the candidates: every label has a meaning, positions match."""
+    compare, candidates = project.compare, project.input.candidates if project.input else None
+    if compare is None:
+        return ["input.candidates shows outputs side by side: say what the answers mean with compare: (criterion "
+                "and outcomes for pairs, best and worst for tuples)"] if candidates else []
+    if candidates is None:
+        return ["compare: needs input.candidates (the outputs shown side by side, in random order)"]
+    problems = []
+    names = [compare.criterion] if compare.kind == "pairwise" else [compare.best, compare.worst]
+    for name in names:
+        if name not in project.criteria or project.criteria[name].labels is None:
+            problems.append(f"compare: '{name}' is not a categorical criterion (Choices) of the entry")
+    if problems:
+        return problems
+    if compare.kind == "pairwise":
+        if candidates.per_task != 2:
+            problems.append(f"compare.criterion: a pairwise protocol shows 2 candidates, not {candidates.per_task}")
+        spec = project.criteria[compare.criterion]
+        for outcome, label in compare.outcomes.items():
+            if label not in spec.labels:
+                problems.append(f"compare.outcomes.{outcome}: '{label}' is not a label of {compare.criterion} "
+                                f"({', '.join(spec.labels)})")
+        unmeant = [label for label in spec.labels if label not in compare.outcomes.values() and label not in spec.missing]
+        if unmeant:
+            problems.append(f"compare.outcomes: what does '{unmeant[0]}' mean? Map it to left, right, tie or "
+                            f"both_bad, or list it in criteria.{compare.criterion}.missing")
+        return problems
+    if candidates.per_task < 3:
+        problems.append("compare.best: best-worst tuples show 3 or more candidates (input.candidates.per_task)")
+    for name in names:
+        count = len(project.criteria[name].labels)
+        if count != candidates.per_task:
+            problems.append(f"compare: {name} offers {count} labels, one per position shown; per_task is "
+                            f"{candidates.per_task} ({', '.join(POSITIONS[:candidates.per_task])})")
+    return problems
+
+
+def _check_control(key: str, spec, control) -> list[str]:
+    tag = control.tag
+    if spec.is_numeric:
+        if tag not in NUMERIC_TAGS:
+            return [f"{key}: numeric criterion but control '{control.name}' is a {tag}"]
+        lo, hi = control_range(control)
+        if (lo, hi) != (spec.min, spec.max):
+            return [f"{key}: range {spec.min:g}..{spec.max:g} but control '{control.name}' allows {lo:g}..{hi:g}"]
+        return []
+    if tag not in LABEL_TAGS:
+        return [f"{key}: categorical criterion but control '{control.name}' is a {tag}"]
+    choices = list(control.labels)
+    if choices != spec.labels:
+        return [f"{key}.labels: {spec.labels} but control '{control.name}' offers {choices}"]
+    return []

@@ -1,0 +1,416 @@
+"""Ratings and metric scores from files made anywhere (MTurk, Prolific/Qualtrics, published datasets) as the tidy
+frame the analysis reads: `project, item, system, agent, annotator, criterion, value, line`.
+
+Ratings: CSV, JSONL or Parquet, in one of three layouts (a spec says which; without one the long layout with
+the usual column names is assumed):
+  long             one row per rating: item, annotator, [criterion], value [, system, agent]
+  wide_criteria    one row per (item, annotator): one column per criterion
+  wide_annotators  one row per item: one column per annotator (a single criterion)
+  nested           JSON records holding lists of ratings per criterion, e.g. a context with its responses
+                   (`evalstudio.readers.nested`: the spec's `nested:` says where item, system and ratings are)
+  pairwise         one row per comparison of two systems (`evalstudio.readers.comparisons`), analysed by
+                   `exporters.preference` instead
+  best_worst       one row per annotated tuple: item1..itemN, best, worst (`evalstudio.readers.comparisons`), likewise
+Metrics: item, [system], metric, [criterion], value (a metric without criterion is compared with every criterion).
+An Amazon MTurk batch results file (HITId, WorkerId, AssignmentStatus, Answer.* columns) is read as it is downloaded;
+its rejected assignments are left out, as MTurk pays and counts only the others.
+
+Every problem is reported as `file:line: column: message` and nothing is analysed when any is found.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from evalstudio.base.errors import BadInput, InvalidInput, Problem, Problems
+
+from .nested import read_nested
+from .spec import ALIASES, CriterionSpec, Spec
+
+FORMATS = {".csv": "csv", ".tsv": "csv", ".jsonl": "jsonl", ".parquet": "parquet"}
+# column names recognised without a spec, first match wins
+
+
+def _format(path: Path) -> str:
+    fmt = FORMATS.get(path.suffix.lower())
+    if fmt is None:
+        raise BadInput(f"{path}: unknown file type '{path.suffix}'; use {', '.join(FORMATS)}"
+                       + (", or give a spec with layout: nested (JSON records holding lists of ratings), or "
+                          "--protocol for a Label Studio export" if path.suffix.lower() == ".json" else ""))
+    return fmt
+
+
+def read_table(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
+    """(all-text table, line number of each row). CSV/TSV with a header line, JSONL (one object per line) or
+    Parquet (row numbers)."""
+    fmt = _format(path)
+    try:
+        if fmt == "csv":
+            _check_cells(path)
+            frame = pd.read_csv(path, dtype=str, keep_default_na=False, sep="\t" if path.suffix.lower() == ".tsv" else ",",
+                                encoding="utf-8")
+            return frame, _csv_lines(path, len(frame))
+        if fmt == "parquet":
+            frame = pd.read_parquet(path)
+            return frame.astype(object).where(frame.notna(), "").astype(str), np.arange(1, len(frame) + 1)
+        return _read_jsonl(path)
+    except BadInput:
+        raise
+    except (OSError, UnicodeDecodeError, ValueError, pd.errors.ParserError, RecursionError, ImportError) as e:
+        raise BadInput(f"{path}: cannot read it as {fmt}: {str(e).splitlines()[0][:200] if str(e) else type(e).__name__}") from None
+
+
+def _check_cells(path: Path) -> None:
+    """Refuse, at its line, a cell longer than Python's csv limit (131,072 characters): no rating file has one, and
+    reading it whole (a 50 MB cell took 1.6 GB) is what a hostile or broken file would make us do."""
+    with open(path, encoding="utf-8", newline="") as f:
+        reader = csv.reader(f, delimiter="\t" if path.suffix.lower() == ".tsv" else ",")
+        try:
+            for _ in reader:
+                pass
+        except csv.Error as e:
+            message = ("a cell is longer than 131,072 characters (is this a ratings file?)"
+                       if "field larger than field limit" in str(e) else f"not readable as CSV: {e}")
+            raise BadInput(f"{path}:{reader.line_num}: {message}") from None
+
+
+def _csv_lines(path: Path, rows: int) -> np.ndarray:
+    """Line numbers of the records; exact also when quoted fields span lines (read again only then)."""
+    with open(path, "rb") as f:
+        physical = sum(1 for _ in f)
+    if physical - 1 <= rows:  # one line per record (a last line without newline counts too)
+        return np.arange(2, rows + 2)
+    lines = []
+    with open(path, encoding="utf-8", newline="") as f:
+        reader = csv.reader(f, delimiter="\t" if path.suffix.lower() == ".tsv" else ",")
+        start = 1
+        for i, _ in enumerate(reader):
+            if i:
+                lines.append(start)
+            start = reader.line_num + 1
+    return np.asarray(lines[:rows] + [0] * (rows - len(lines)))
+
+
+def _read_jsonl(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
+    rows, lines, problems = [], [], []
+    with open(path, encoding="utf-8") as f:
+        for number, text in enumerate(f, 1):
+            if not text.strip():
+                continue
+            try:
+                record = json.loads(text)
+            except (ValueError, RecursionError) as e:
+                problems.append(Problem(str(path), number, None, f"not JSON: {str(e)[:100]}"))
+                continue
+            if not isinstance(record, dict) or any(isinstance(v, (dict, list)) for v in record.values()):
+                problems.append(Problem(str(path), number, None, "a line is an object of plain values"))
+                continue
+            rows.append({k: "" if v is None else str(v) for k, v in record.items()})
+            lines.append(number)
+        if problems:
+            raise InvalidInput(problems, "nothing was analysed")
+    return pd.DataFrame(rows, dtype=str).fillna(""), np.asarray(lines, dtype=int)
+
+
+def find_column(frame: pd.DataFrame, given: dict, role: str, required: bool, path: Path,
+                aliases: dict[str, list[str]] = ALIASES) -> str | None:
+    """The column of `role`: the one the spec names (`given`), else the first of its usual names (`aliases`);
+    InvalidInput when a named one is missing or a required one is not found."""
+    if role in given:
+        if given[role] not in frame.columns:
+            raise InvalidInput([Problem(str(path), 1, given[role], f"no such column (columns: {', '.join(map(str, frame.columns[:20]))})")],
+                               "nothing was analysed")
+        return given[role]
+    for name in aliases[role]:
+        if name in frame.columns:
+            return name
+    if required:
+        raise InvalidInput([Problem(str(path), 1, role, f"no {role} column: name it one of {', '.join(aliases[role])} "
+                                                        f"or map it in the spec's columns (columns: {', '.join(map(str, frame.columns[:20]))})")],
+                           "nothing was analysed")
+    return None
+
+
+def _long(frame, lines, spec: Spec, path: Path) -> pd.DataFrame:
+    """The table in long layout: item, annotator, criterion, value, system, agent, line (text)."""
+    c = spec.columns
+    item = find_column(frame, c, "item", True, path)
+    system = find_column(frame, c, "system", False, path)
+    agent = find_column(frame, c, "agent", False, path)
+    base = {"item": frame[item], "system": frame[system] if system else "", "agent": frame[agent] if agent else ""}
+    if spec.layout == "wide_annotators":
+        (criterion,) = spec.criteria
+        used = {item, system, agent}
+        annotators = [col for col in frame.columns if col not in used]
+        if not annotators:
+            raise InvalidInput([Problem(str(path), 1, None, "no annotator columns")], "nothing was analysed")
+        parts = [pd.DataFrame({**base, "annotator": str(a), "criterion": criterion, "value": frame[a], "line": lines})
+                 for a in annotators]
+        return pd.concat(parts, ignore_index=True)
+    annotator = find_column(frame, c, "annotator", True, path)
+    base["annotator"] = frame[annotator]
+    if spec.layout == "wide_criteria":
+        parts = []
+        for name, crit in spec.criteria.items():
+            col = crit.column or name
+            if col not in frame.columns:
+                raise InvalidInput([Problem(str(path), 1, col, f"no column for criterion '{name}'")], "nothing was analysed")
+            parts.append(pd.DataFrame({**base, "criterion": name, "value": frame[col], "line": lines}))
+        return pd.concat(parts, ignore_index=True)
+    value = find_column(frame, c, "value", True, path)
+    criterion = find_column(frame, c, "criterion", False, path)
+    if criterion is None:
+        if len(spec.criteria) > 1:
+            raise InvalidInput([Problem(str(path), 1, "criterion", "several criteria in the spec but no criterion "
+                                                                   "column")], "nothing was analysed")
+        crit = next(iter(spec.criteria), value)
+    return pd.DataFrame({**base, "criterion": frame[criterion] if criterion else crit, "value": frame[value],
+                         "line": lines})
+
+
+def _parse_numbers(text: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """(values, ok): plain decimal numbers only. pandas' C parser refuses '1_0', non-ASCII digits ('٧'), hex and
+    '1,5' (the tests pin this); infinities and NaN are refused here."""
+    values = pd.to_numeric(pd.Series(text.to_numpy(dtype=object)), errors="coerce").to_numpy(dtype=float)
+    return values, np.isfinite(values)
+
+
+def missing_hint(value: str) -> str:
+    """How to declare a value as "no rating", in words that match it: a code with the annotator's reason after it
+    ("N/A (I can't tell)") needs a pattern, which the plain code ('N/A') would not match."""
+    import re
+
+    text = str(value).strip()
+    coded = re.fullmatch(r"(.*?\S)\s*\(.*\)", text, flags=re.S)
+    if coded and len(coded.group(1)) <= 20:
+        pattern = f"re:{re.escape(coded.group(1))}( \\(.*\\))?"
+        return f"if it means no rating, declare it as missing, e.g. missing: ['{pattern}'] (it and the plain code)"
+    return f"if it means no rating, declare it as missing, e.g. missing: ['{text[:20]}']"
+
+
+def missing_codes(text: pd.Series, codes: list[str], matched: dict[str, int] | None = None) -> np.ndarray:
+    """Which values are "no rating": a code given as it is matches the whole (stripped) value; a code written
+    `re:PATTERN` is a regular expression the whole value must match (real files write "N/A (cannot judge)",
+    "N/A (not applicable)", ...). `matched` counts the values each pattern matched, to be reported."""
+    stripped = text.str.strip()
+    mask = stripped.isin([c for c in codes if not c.startswith("re:")]).to_numpy().copy()
+    for code in (c for c in codes if c.startswith("re:")):
+        hits = stripped.str.fullmatch(code[3:]).fillna(False).to_numpy(dtype=bool) & ~mask
+        mask |= hits
+        if matched is not None:
+            matched[code] = matched.get(code, 0) + int(hits.sum())
+    return mask
+
+
+def infer_criteria(table: pd.DataFrame, spec: Spec) -> Spec:
+    """Criteria not declared in the spec: interval when most values are numbers (every value that is not one is then
+    reported as `file:line`: one stray word must not turn a rating scale into categories), nominal otherwise."""
+    criteria = dict(spec.criteria)
+    for name, values in table.groupby("criterion", sort=True)["value"]:
+        if name in criteria:
+            continue
+        present = values[~missing_codes(values, spec.missing)]
+        _, ok = _parse_numbers(present.astype(str))
+        criteria[str(name)] = CriterionSpec(scale="interval" if ok.mean() > 0.5 else "nominal")
+    return spec.model_copy(update={"criteria": criteria})
+
+
+def read_ratings(path: Path, spec: Spec | None = None) -> tuple[pd.DataFrame, Spec]:
+    """(tidy ratings, the spec with every criterion) of a ratings file; InvalidInput lists every problem."""
+    declared = spec is not None and bool(spec.criteria)
+    spec = spec or Spec(name=path.stem)
+    if spec.layout == "nested" and path.suffix.lower() not in (".json", ".jsonl"):
+        raise BadInput(f"{path}: layout nested reads JSON (.json: an array of records) or JSON Lines (.jsonl)")
+    problems = Problems(path)  # a nested file's own problems are reported with those of its values
+    if spec.layout == "nested":
+        table, notes = read_nested(path, spec.nested, spec.criteria, problems), []
+    else:
+        frame, lines = read_table(path)
+        frame, lines, notes = _without_rejected_assignments(frame, lines, path)
+        table = _long(frame, lines, spec, path)
+    for col in ("item", "annotator", "criterion", "system", "agent", "value"):
+        table[col] = table[col].astype(str)
+    for col in ("item", "annotator", "criterion"):
+        empty = (table[col].str.strip() == "").to_numpy()
+        problems.add_rows(empty, table["line"].to_numpy(), col, "empty")
+    if declared:
+        unknown = ~table["criterion"].isin(list(spec.criteria)).to_numpy()
+        criteria = table["criterion"].to_numpy()
+        problems.add_rows(unknown, table["line"].to_numpy(), "criterion",
+                          lambda i: f"unknown criterion '{criteria[i][:40]}'; valid: {', '.join(spec.criteria)}")
+    if spec.layout != "nested":  # a nested file's criteria are declared: its values are checked too, first
+        problems.raise_if_any()
+    spec = infer_criteria(table, spec)
+    matched: dict[str, int] = {}  # values each `re:` missing code matched
+    values = np.full(len(table), np.nan, dtype=object)
+    line = table["line"].to_numpy()
+    given = table["value"].to_numpy()
+    for name, crit in spec.criteria.items():
+        rows = (table["criterion"] == name).to_numpy()
+        text = table["value"][rows]
+        missing = missing_codes(text, spec.missing + crit.missing, matched)
+        sub = np.zeros(len(table), dtype=bool)
+        if crit.reads_numbers:
+            number, ok = _parse_numbers(text)
+            bad = ~missing & ~ok
+            sub[rows] = bad
+            problems.add_rows(sub, line, "value", lambda i: f"'{given[i][:40]}' is not a number ({crit.scale} criterion "
+                                                            f"'{name}'; {missing_hint(given[i])})")
+            low = crit.min if crit.min is not None else -np.inf
+            high = crit.max if crit.max is not None else np.inf
+            out = ok & ~missing & ((number < low) | (number > high))
+            sub[:] = False
+            sub[rows] = out
+            problems.add_rows(sub, line, "value", f"outside {name}'s range [{crit.min:g}, {crit.max:g}]"
+                              if crit.min is not None and crit.max is not None else "outside the range")
+            if crit.step is not None:
+                base = crit.min if crit.min is not None else 0.0
+                with np.errstate(invalid="ignore"):
+                    units = (number - base) / crit.step
+                    off = ok & ~missing & ~out & (np.abs(units - np.round(units)) > 1e-9)
+                sub[:] = False
+                sub[rows] = off
+                problems.add_rows(sub, line, "value", lambda i: f"'{given[i][:40]}' is not on {name}'s steps "
+                                                                f"({base:g}, {base + crit.step:g}, ...)")
+            chosen = np.where(missing | ~ok, np.nan, number)
+            values[rows] = chosen
+        else:
+            labels = crit.labels
+            if labels is not None:
+                bad = ~missing & ~text.isin(labels).to_numpy()
+                sub[rows] = bad
+                problems.add_rows(sub, line, "value",
+                                  lambda i: f"'{given[i][:40]}' is not one of {name}'s labels ({', '.join(labels[:8])})")
+            if crit.scale == "ordinal" and labels is not None:  # analysed by position: 1 = first label
+                position = pd.Series(text.to_numpy()).map({label: i + 1.0 for i, label in enumerate(labels)})
+                values[rows] = np.where(missing, np.nan, position.to_numpy(dtype=float))
+            else:
+                values[rows] = np.where(missing, None, text.to_numpy())
+    keys = ["item", "system", "agent", "annotator", "criterion"]
+    duplicated = table.duplicated(keys, keep="first").to_numpy()
+    if duplicated.any():
+        first_line = table.groupby(keys, sort=False)["line"].transform("first").to_numpy()
+        who, item, what = (table[k].to_numpy() for k in ("annotator", "item", "criterion"))
+        problems.add_rows(duplicated, line, "item", lambda i: f"annotator '{who[i][:40]}' rated item '{item[i][:40]}' on "
+                                                              f"'{what[i][:40]}' twice (first at line {first_line[i]})")
+    problems.raise_if_any()
+    tidy = table.assign(value=values, project=spec.name)
+    tidy = tidy[pd.notna(tidy["value"])].reset_index(drop=True)
+    if tidy.empty:
+        raise BadInput(f"{path}: no ratings (every value is empty or a missing code)")
+    tidy = tidy[["project", "item", "system", "agent", "annotator", "criterion", "value", "line"]]
+    notes = notes + [f"missing code '{code}' matched {n} value(s)" for code, n in matched.items()]
+    if notes:  # said by the command line; only set when there is something to say (pandas copies attrs along)
+        tidy.attrs["notes"] = notes
+    return tidy, spec
+
+
+def _without_rejected_assignments(frame: pd.DataFrame, lines: np.ndarray, path: Path):
+    """An MTurk batch results file (it has AssignmentId and AssignmentStatus): the rows of rejected assignments are
+    left out, with a note; any other table is returned as it is."""
+    if not {"AssignmentId", "AssignmentStatus"} <= set(frame.columns):
+        return frame, lines, []
+    rejected = (frame["AssignmentStatus"].str.strip().str.lower() == "rejected").to_numpy()
+    if not rejected.any():
+        return frame, lines, []
+    note = f"{path.name}: {int(rejected.sum())} rejected MTurk assignment(s) left out (AssignmentStatus Rejected)"
+    return frame[~rejected].reset_index(drop=True), lines[~rejected], [note]
+
+
+def read_metrics(path: Path, spec: Spec, criteria) -> pd.DataFrame:
+    """Metric scores: item, system, metric, criterion ('' = every criterion), value (float), line."""
+    frame, lines = read_table(path)
+    c = spec.metric_columns
+    item = find_column(frame, c, "item", True, path)
+    metric = find_column(frame, c, "metric", True, path)
+    value = find_column(frame, c, "value", True, path)
+    system = find_column(frame, c, "system", False, path)
+    criterion = find_column(frame, c, "criterion", False, path)
+    confidence = find_column(frame, c, "confidence", False, path)
+    table = pd.DataFrame({"item": frame[item].astype(str), "system": frame[system].astype(str) if system else "",
+                          "metric": frame[metric].astype(str),
+                          "criterion": frame[criterion].astype(str) if criterion else "", "line": lines})
+    problems = Problems(path)
+    for col in ("item", "metric"):
+        problems.add_rows((table[col].str.strip() == "").to_numpy(), lines, col, "empty")
+    if criterion:
+        unknown = ~table["criterion"].isin(list(criteria) + [""]).to_numpy()
+        named = table["criterion"].to_numpy()
+        problems.add_rows(unknown, lines, "criterion",
+                          lambda i: f"unknown criterion '{named[i][:40]}'; the ratings have {', '.join(criteria)}")
+    text = frame[value].astype(str)
+    number, ok = _parse_numbers(text)
+    given = text.to_numpy()
+    problems.add_rows(~ok, lines, "value", lambda i: f"'{given[i][:40]}' is not a number")
+    if confidence:
+        stated = frame[confidence].astype(str)
+        p, p_ok = _parse_numbers(stated)
+        p_ok &= ~((p < 0) | (p > 1))
+        blank = (stated.str.strip() == "").to_numpy()
+        said = stated.to_numpy()
+        problems.add_rows(~p_ok & ~blank, lines, confidence, lambda i: f"'{said[i][:40]}' is not a probability in [0, 1]")
+        table["confidence"] = np.where(blank, np.nan, p)
+    duplicated = table.duplicated(["item", "system", "metric", "criterion"]).to_numpy()
+    problems.add_rows(duplicated, lines, "item", "a second score of this metric for this item and system")
+    problems.raise_if_any()
+    columns = ["item", "system", "metric", "criterion", "value", "line"] + (["confidence"] if confidence else [])
+    return table.assign(value=number)[columns]
+
+
+def orient_metrics(scores: pd.DataFrame, lower_is_better, source: str) -> pd.DataFrame:
+    """Negate the scores of the metrics for which lower is better (distances, error rates), so that correlations,
+    accuracies and significance clusters read every metric as "higher is better" (as mt-metrics-eval stores such
+    metrics negated). A name that is not a metric of the file is an error."""
+    names = list(dict.fromkeys(str(n) for n in lower_is_better))
+    if not names:
+        return scores
+    have = set(scores["metric"])
+    unknown = [n for n in names if n not in have]
+    if unknown:
+        listed = ", ".join(sorted(have)[:12]) + (" ..." if len(have) > 12 else "")
+        raise BadInput(f"{source}: lower_is_better: {', '.join(n[:40] for n in unknown[:5])} not among the metrics "
+                       f"({listed})")
+    flip = scores["metric"].isin(names).to_numpy()
+    return scores.assign(value=np.where(flip, -scores["value"].to_numpy(dtype=float), scores["value"]))
+
+
+def from_label_studio(annotations: pd.DataFrame, model: pd.DataFrame, spec: Spec) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(tidy ratings, metrics) from evalstudio's annotation and model frames (exporters.tidy): the item is the
+    task's item_id (else the task), ordinal labels become their position; each `metric` in the model frame (the
+    model outputs the tasks carry: `model`; stored predictions: their model_version) is a metric."""
+    rows = annotations[~annotations["cancelled"] & annotations["value"].notna()]
+    rows = rows[rows["criterion"].isin(list(spec.criteria))]
+
+    def item(frame):
+        return frame["item_id"].where(frame["item_id"].notna(), frame["task_id"]).astype(str)
+
+    def positions(frame):
+        values = frame["value"].astype(object).copy()
+        for name, crit in spec.criteria.items():
+            if crit.labels is not None and crit.scale == "ordinal":
+                mine = frame["criterion"] == name
+                values[mine] = frame.loc[mine, "value"].map({label: i + 1.0 for i, label in enumerate(crit.labels)})
+        return values
+
+    tidy = pd.DataFrame({"project": spec.name, "item": item(rows), "system": rows["system"].fillna("").astype(str),
+                         "agent": rows["agent"].fillna("").astype(str), "annotator": rows["annotator"].astype(str),
+                         "criterion": rows["criterion"], "value": positions(rows), "line": 0})
+    tidy = tidy[tidy["value"].notna()].reset_index(drop=True)
+    numeric = [c for c, crit in spec.criteria.items() if crit.numeric]
+    model = model[model["criterion"].isin(numeric) & model["value"].notna()] if not model.empty else model
+    if model.empty:
+        return tidy, pd.DataFrame(columns=["item", "system", "metric", "criterion", "value", "line"])
+    scores = pd.DataFrame({"item": item(model) + np.where(model["agent"].fillna("") != "", " | " + model["agent"].fillna(""), ""),
+                           "system": model["system"].fillna("").astype(str),
+                           "metric": model["metric"] if "metric" in model else "model",
+                           "criterion": model["criterion"], "value": pd.to_numeric(positions(model), errors="coerce"),
+                           "line": 0})
+    scores = scores[scores["value"].notna()]
+    # one score per (item, system, metric, criterion): a predictor that predicted twice counts once (its last)
+    scores = scores.drop_duplicates(["item", "system", "metric", "criterion"], keep="last")
+    return tidy, scores.reset_index(drop=True)
