@@ -411,8 +411,9 @@ def system_ranking(ratings: pd.DataFrame, spec: Spec, n_boot: int = 1000, why: R
 
 
 def analyze(ratings: pd.DataFrame, spec: Spec, metrics: pd.DataFrame | None = None, n_boot: int = 1000,
-            resamples: int = 1000, mace: bool = False) -> dict[str, pd.DataFrame]:
-    """Every table of the analysis, by name (the CSV file names)."""
+            resamples: int = 1000, mace: bool = False, ppi: str | None = None) -> dict[str, pd.DataFrame]:
+    """Every table of the analysis, by name (the CSV file names). `ppi`: a metric whose scores give
+    prediction-powered estimates of the systems' means and differences (exporters/ppi.py)."""
     tables = {}
     why = Reasons()
     tables["agreement"], tables["leave_one_out"], tables["icc"] = agreement(ratings, spec, n_boot, why)
@@ -423,6 +424,10 @@ def analyze(ratings: pd.DataFrame, spec: Spec, metrics: pd.DataFrame | None = No
          tables["clusters"]) = meta_evaluation(ratings, metrics, spec, n_boot, resamples, why=why)
         tables["judges"], tables["judge_confusion"], tables["judge_calibration"] = judge_checks(ratings, metrics,
                                                                                                spec, why)
+    if ppi is not None:
+        from .ppi import ppi_tables
+
+        tables["ppi_systems"], tables["ppi_pairs"] = ppi_tables(ratings, metrics, spec, ppi, why=why)
     tables["not_computed"] = pd.DataFrame(why, columns=["table", "criterion", "reason"])
     return tables
 
@@ -453,7 +458,8 @@ def summary(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
 
 # what an empty table's CSV says when no criterion gave a reason of its own
 _FOLLOWS = {"system_pairs": "systems", "accuracy": "correlations", "metric_pairs": "correlations",
-            "clusters": "correlations", "judge_confusion": "judges", "judge_calibration": "judges"}
+            "clusters": "correlations", "judge_confusion": "judges", "judge_calibration": "judges",
+            "ppi_pairs": "ppi_systems"}
 _EMPTY = {"metric_pairs": "significance needs two or more metrics with correlations for the same criterion",
           "clusters": "significance clusters need two or more metrics with correlations for the same criterion",
           "judge_calibration": "calibration needs a confidence column in the metrics file",

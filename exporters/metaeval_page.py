@@ -25,6 +25,11 @@ _EXPLAIN = {
               "and, when the metrics file has a confidence column, calibrated (expected calibration error, 10 bins).",
     "systems": "Systems by mean human score with 95% paired bootstrap CIs over items; p = share of resamples in "
                "which the row system is not better than the column system.",
+    "ppi": "Each system's mean human score, and each difference between two systems, estimated from the segments "
+           "humans rated and, through the named metric's scores, from those they did not (PPI++, Angelopoulos, Duchi "
+           "& Zrnic 2023). Its 95% interval is valid however poor the metric is; beside it the classical interval "
+           "of the rated segments alone. effective_n: the human labels the classical interval would need to be as "
+           "narrow; lambda: how much the metric is trusted (0: not at all, the classical mean).",
 }
 
 
@@ -133,6 +138,10 @@ def page(tables: dict[str, pd.DataFrame], title: str, notes=()) -> str:
             if not pairs.empty:
                 body.append(_table(pairs.pivot(index="system_a", columns="system_b", values="p_not_better")
                                    .reset_index()))
+        ppi = _sel(tables.get("ppi_systems"), criterion)
+        if not ppi.empty:
+            body += ["<h3>Prediction-powered estimates</h3>", f"<p>{_EXPLAIN['ppi']}</p>", _table(ppi),
+                     _table(_sel(tables.get("ppi_pairs"), criterion))]
         not_computed = _sel(tables.get("not_computed"), criterion)
         if not not_computed.empty:
             body += ["<h3>Not computed</h3>", "<ul>" + "".join(

@@ -43,6 +43,12 @@ def analyze(
                                   "several; the spec's lower_is_better list is added.")] = None,
     mace: Annotated[bool, typer.Option("--mace", help="Also aggregate labels with MACE (slow: seconds per "
                                                         "thousand labels).")] = False,
+    ppi: Annotated[Optional[str], typer.Option(
+        "--ppi", metavar="METRIC", help="Prediction-powered estimates (PPI++): when METRIC (a metric or judge of "
+                                        "--metrics) scored segments no human rated, each system's mean human score "
+                                        "and each difference between systems get an interval that uses its scores and "
+                                        "stays valid however poor it is, beside the human-only one, with the number "
+                                        "of human labels it is worth (ppi_systems.csv, ppi_pairs.csv).")] = None,
     projects: ProjectsOption = None,
 ):
     """Human ceiling (alpha, ICC, Gwet's AC, leave-one-annotator-out), label aggregation (majority, Dawid-Skene,
@@ -81,6 +87,8 @@ def analyze(
                 if ratings is not None and protocol is None and (
                         (chosen_spec is not None and chosen_spec.layout == layout)
                         or (chosen_spec is None and looks(columns))):
+                    if ppi is not None:
+                        raise BadInput(f"--ppi estimates mean ratings; {what} are analysed without it")
                     if lower_is_better or (metrics is not None and layout != "pairwise"):
                         raise BadInput(f"{what} are analysed without --metrics and --lower-is-better"
                                        + (" (--metrics takes an LLM judge's verdicts on comparisons)"
@@ -90,8 +98,9 @@ def analyze(
                     return
             if protocol is not None and (ratings is None or ratings.suffix.lower() == ".json") and \
                     _load(projects).study(protocol).compare is not None:
-                if lower_is_better:
-                    raise BadInput("comparisons and best-worst annotations are analysed without --lower-is-better")
+                if lower_is_better or ppi is not None:
+                    raise BadInput("comparisons and best-worst annotations are analysed without --lower-is-better "
+                                   "and --ppi")
                 page = _preference_project(protocol, projects, ratings, stage, bootstrap, metrics)
                 console.print(f"analysis written to {output / page.name}")
                 return
@@ -104,6 +113,8 @@ def analyze(
                 scores = read_metrics(metrics, full_spec, list(full_spec.criteria)) if metrics else None
             if tidy.empty:
                 raise BadInput("no ratings to analyse")
+            if ppi is not None and scores is None:
+                raise BadInput("--ppi names a metric whose scores it uses: give --metrics")
             flipped = list(dict.fromkeys([*(full_spec.lower_is_better), *(lower_is_better or [])]))
             if flipped:
                 if scores is None:
@@ -114,7 +125,7 @@ def analyze(
                 console.print(note)
             console.print(_summary(tidy, full_spec, scores))
             with console.status("computing statistics..."):
-                tables = run(tidy, full_spec, scores, n_boot=bootstrap, resamples=resamples, mace=mace)
+                tables = run(tidy, full_spec, scores, n_boot=bootstrap, resamples=resamples, mace=mace, ppi=ppi)
                 page = write_analysis(tables, f"{full_spec.name}: analysis", stage,
                                       [f"Ratings: {ratings.name if ratings else 'Label Studio'}"
                                        + (f"; metrics: {metrics.name}" if metrics else "")]
@@ -123,6 +134,8 @@ def analyze(
     except EvalstudioError as e:
         raise _fail(e)
     console.print(_results(tables))
+    if ppi is not None and not tables["ppi_systems"].empty:
+        console.print(_ppi_results(tables["ppi_systems"]))
     not_computed = tables.get("not_computed")
     if not_computed is not None and not not_computed.empty:
         console.print(f"Not computed ({len(not_computed)}; why, in not_computed.csv and the page): "
@@ -151,6 +164,23 @@ def _results(tables):
         best = f"{r.best_metric} ({r.best_level})" if r.best_metric else "-"
         table.add_row(str(r.criterion), str(r.scale), str(r.ratings), alpha, number(r.loo_spearman), best,
                       number(r.best_r))
+    return table
+
+
+def _ppi_results(rows):
+    """Per criterion and system: the human-only mean and the prediction-powered one, with their intervals."""
+    from rich import box
+    from rich.table import Table
+
+    table = Table(title=f"Prediction-powered means (PPI++ with {rows['metric'].iloc[0]}; 95% intervals, valid however "
+                        "poor the metric; effective n: the human labels it is worth)", title_justify="left",
+                  box=box.SIMPLE_HEAD)
+    for column in ("criterion", "system", "rated", "unrated", "human only", "prediction-powered", "effective n"):
+        table.add_column(column, justify="left" if column in ("criterion", "system") else "right")
+    for r in rows.itertuples():
+        table.add_row(str(r.criterion), str(r.system), str(r.n_labelled), str(r.n_unlabelled),
+                      f"{r.classical:.3f} [{r.classical_lo:.3f}, {r.classical_hi:.3f}]",
+                      f"{r.ppi:.3f} [{r.ppi_lo:.3f}, {r.ppi_hi:.3f}]", f"{r.effective_n:.0f}")
     return table
 
 

@@ -10,6 +10,8 @@ know nothing of Label Studio.
 - significance: Williams test, PERM-BOTH, significance clusters, paired-bootstrap system ranking
 - aggregation: plurality, majority, Dawid-Skene and MACE (crowd-kit)
 - alignment: human-vs-model correlations with CIs, categorical agreement, LLM-judge kappa and calibration (ECE)
+- ppi: prediction-powered means (PPI++) of human scores from a metric or judge scoring every item, and their
+  calibration by resampling real data
 - preference: pairwise win rates (Wilson intervals), Bradley-Terry strengths with bootstrap intervals and on the
   Elo scale, Chatbot Arena's online Elo, position bias; best-worst tuples, counting scores and split-half
   reliability
