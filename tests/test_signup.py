@@ -13,7 +13,7 @@ import pytest
 
 from evalstudio.crowd import ledger, participants
 
-from .conftest import only_on_the_first_database
+from .conftest import only_on_the_first_database, only_on_the_last_database
 from .test_cli import run
 from .test_study_ledger import HEADERS, Gateway, complete, dialogue_study, ledger_beside_label_studio  # noqa: F401
 
@@ -97,9 +97,9 @@ def _join(url: str, key: str, pid: str, out: dict) -> None:
 def test_concurrent_writers_keep_every_sign_up_and_close(label_studio, client, tmp_path):
     """50 self sign-ups through two gateway processes sharing one study, while `participants add` runs three times
     with new ids and `participants close` runs: every sign-up, every added id and every close is kept, and every
-    participant can sign in afterwards (a closed one is told their part is complete). Once, on the first database:
+    participant can sign in afterwards (a closed one is told their part is complete). Once, on the last database:
     the ledger's own concurrency is tested on both (tests/test_ledger.py); Label Studio's database has no say in it."""
-    only_on_the_first_database(label_studio)
+    only_on_the_last_database(label_studio)
     projects_file, project, _ = dialogue_study(tmp_path, client, "concurrent writers", items=2)
     folder = tmp_path / "participants"
     participants.add(client, [f"PRE{i}" for i in range(4)], folder)

@@ -71,10 +71,10 @@ class Client(Accounts):
     """evalstudio's calls to Label Studio. Reads are retried with backoff on transient failures; writes
     are sent once (the SDK's own blind retries are off) and callers decide what is safe to repeat."""
 
-    def __init__(self, settings: Settings, timeout: float = 120.0, retry: RetryPolicy = RetryPolicy()):
+    def __init__(self, settings: Settings, timeout: float = 120.0, retry: RetryPolicy | None = None):
         base = check_url(settings.url)
         self.url = shown_url(base)  # what messages show: never a user:password@ part
-        self.retry = retry
+        self.retry = retry if retry is not None else RetryPolicy.from_environment()
         self.sdk = LabelStudio(base_url=base, api_key=check_api_key(settings.api_key), timeout=timeout, max_retries=0)
         self._base, self._timeout = base, timeout
         self._auth = {"Authorization": f"Token {check_api_key(settings.api_key)}"}
@@ -100,7 +100,7 @@ class Client(Accounts):
                     return request()
             except Transient as e:
                 if delay is None:
-                    raise Transient(f"{e} (gave up after {self.retry.attempts} attempts)") from None
+                    raise Transient(f"{e} (gave up after {self.retry.attempts} attempt{'s' if self.retry.attempts != 1 else ''})") from None
                 log.warning("%s; retrying in %.1f s", e, delay)
                 time.sleep(delay)
 

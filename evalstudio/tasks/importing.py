@@ -82,7 +82,7 @@ def send_batch(client, project_id: int, batch: list[tuple[str, dict | str]], wat
             return written, recovered
         except Transient as e:
             if delay is None:
-                raise Transient(f"{e} (gave up after {retry.attempts} attempts)") from None
+                raise Transient(f"{e} (gave up after {retry.attempts} attempt{'s' if retry.attempts != 1 else ''})") from None
             log.warning("%s; checking what landed, then retrying in %.1f s", e, delay)
             time.sleep(delay)
             recovered = True
