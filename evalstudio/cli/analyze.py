@@ -10,6 +10,7 @@ import typer
 from evalstudio.base.errors import BadInput, EvalstudioError
 
 from .base import ProjectsOption, _fail, _load, app, console
+from .reading import label_studio_ratings as _label_studio
 
 
 @app.command()
@@ -364,31 +365,3 @@ def _preference_project(protocol: str, projects, export: Path | None, output: Pa
     for note in notes + left_out:
         console.print(note)
     return _run_best_worst(chosen, protocol, source, output, bootstrap, notes + left_out)
-
-
-def _label_studio(protocol: str, projects, export: Path | None):
-    """(tidy ratings, spec, model outputs as the metric `model`) of a protocol's projects, live or from an export;
-    what `report` leaves out (surplus annotations, bad instances) is left out here too."""
-    import pandas as pd
-
-    from evalstudio.readers.ratings import from_label_studio
-    from evalstudio.readers.spec import Spec, spec_from_protocol
-
-    from ..exporters.analysis import exclusions
-    from ..exporters.tidy import model_frame, prediction_frame
-    from .reading import _read_study, quotas
-
-    reg, parts, per_part, frames, _ = _read_study(protocol, projects, export, None)
-    criteria = {}
-    for part in parts:
-        criteria.update(spec_from_protocol(part).criteria)
-    spec = Spec(name=protocol, criteria=criteria)
-    annotations, notes = exclusions(pd.concat(frames, ignore_index=True), quotas=quotas(parts, per_part))
-    for note in notes:
-        console.print(note)
-    outputs = [model_frame(t, p).assign(metric="model") for p, t in zip(parts, per_part)]
-    predictions = [prediction_frame(t, p) for p, t in zip(parts, per_part)]
-    outputs += [f.assign(metric="prediction " + f["model_version"].astype(str)) for f in predictions if not f.empty]
-    model = pd.concat(outputs, ignore_index=True)
-    tidy, scores = from_label_studio(annotations, model, spec)
-    return tidy, spec, scores

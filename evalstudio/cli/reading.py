@@ -222,3 +222,34 @@ def _rate(per_hour: float) -> str:
 def _duration(hours: float) -> str:
     """A time left as people say it: minutes under an hour, hours with one decimal above."""
     return f"{max(1, round(hours * 60))} min" if hours < 1 else f"{hours:.1f} hours"
+
+
+def label_studio_ratings(protocol: str, projects, export: Path | None):
+    """(tidy ratings, spec, model outputs as the metric `model`) of a protocol's projects, live or from an export;
+    what `report` leaves out (surplus annotations, bad instances) is left out here too."""
+    import pandas as pd
+
+    from evalstudio.readers.ratings import from_label_studio
+    from evalstudio.readers.spec import Spec, spec_from_protocol
+
+    from ..exporters.analysis import exclusions
+    from ..exporters.tidy import model_frame, prediction_frame
+
+    reg, parts, per_part, frames, _ = _read_study(protocol, projects, export, None)
+    criteria = {}
+    for part in parts:
+        criteria.update(spec_from_protocol(part).criteria)
+    spec = Spec(name=protocol, criteria=criteria)
+    annotations, notes = exclusions(pd.concat(frames, ignore_index=True), quotas=quotas(parts, per_part))
+    for note in notes:
+        console.print(note)
+    outputs = [model_frame(t, p).assign(metric="model") for p, t in zip(parts, per_part)]
+    predictions = [prediction_frame(t, p) for p, t in zip(parts, per_part)]
+    outputs += [f.assign(metric="prediction " + f["model_version"].astype(str)) for f in predictions if not f.empty]
+    model = pd.concat(outputs, ignore_index=True)
+    tidy, scores = from_label_studio(annotations, model, spec)
+    answered = annotations[~annotations["cancelled"]].drop_duplicates("annotation_id")["lead_time"]
+    answered = pd.to_numeric(answered, errors="coerce").dropna()
+    if len(answered):  # the time an annotator spent on a task (Label Studio's lead time; the gateway's own through it)
+        tidy.attrs["median_task_seconds"] = float(answered.median())
+    return tidy, spec, scores

@@ -1,0 +1,114 @@
+"""`evalstudio plan` and evalstudio.stats.power: the variance components are those of statsmodels' mixed model where
+both apply, the closed-form power is the simulated one, and the power a plan promises is the power studies of that
+size have when drawn from published ratings (SQuALITY's and USR's human evaluations)."""
+
+from __future__ import annotations
+
+import tempfile
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import statsmodels.formula.api as smf
+import yaml
+from typer.testing import CliRunner
+
+from evalstudio.cli import app
+from evalstudio.exporters.plan import calibration
+from evalstudio.readers.ratings import read_ratings
+from evalstudio.readers.spec import read_spec
+from evalstudio.stats.power import (Components, one_way_components, paired_power, simulated_power,
+                                    unpaired_power)
+
+from .conftest import DATA, ROOT
+
+SQUALITY = ROOT / "examples" / "analyze" / "squality" / "ratings.csv"
+
+
+def usr() -> pd.DataFrame:
+    spec = {"layout": "nested", "nested": {"expand": "responses", "item": "record.context", "system": "model",
+                                           "annotators": "record.annotators"},
+            "criteria": {"Overall": {"scale": "interval", "min": 1, "max": 5}}}
+    with tempfile.TemporaryDirectory() as folder:
+        (Path(folder) / "usr.yaml").write_text(yaml.safe_dump(spec), encoding="utf-8")
+        return read_ratings(DATA / "usr" / "pc_usr_data.json", read_spec(Path(folder) / "usr.yaml"))[0]
+
+
+def test_the_components_are_the_mixed_models_on_a_balanced_pilot():
+    """SQuALITY's paired differences (bart-dpr minus bart, per reviewer: 100 items x 3): the method of moments and
+    statsmodels' REML fit of a random intercept per item give the same two variances."""
+    r = read_ratings(SQUALITY)[0]
+    r = r[r["criterion"] == "overall"]
+    wide = r.pivot_table(index=["item", "annotator"], columns="system", values="value")
+    d = (wide["bart-dpr"] - wide["bart"]).astype(float).rename("d").reset_index()
+    ours = one_way_components(d["d"], d["item"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = smf.mixedlm("d ~ 1", d, groups="item").fit(reml=True)
+    assert ours.within == pytest.approx(fit.scale, rel=1e-4)
+    assert ours.between == pytest.approx(float(fit.cov_re.iloc[0, 0]), rel=1e-3)
+    assert (ours.groups, ours.observations) == (100, 300)
+
+
+def test_a_negative_between_item_variance_is_zero_and_bad_input_is_refused():
+    assert one_way_components([1, 2, 1, 2], ["a", "a", "b", "b"]).between == 0.0
+    with pytest.raises(ValueError, match="2 or more items"):
+        one_way_components([1.0, 2.0], ["a", "a"])
+    with pytest.raises(ValueError, match="missing or infinite"):
+        one_way_components([1.0, np.nan, 2.0], ["a", "a", "b"])
+
+
+@pytest.mark.parametrize("design, items, annotators", [("paired", 30, 1), ("paired", 12, 3), ("unpaired", 40, 2)])
+def test_the_closed_form_power_is_the_simulated_one(design, items, annotators):
+    c = Components(between=0.4, within=1.1, groups=0, observations=0)
+    closed = (paired_power if design == "paired" else unpaired_power)(0.5, c, [items], [annotators])[0, 0]
+    simulated = simulated_power(0.5, c, items, annotators, design, 20_000, np.random.default_rng(1))
+    assert simulated == pytest.approx(closed, abs=4 * np.sqrt(closed * (1 - closed) / 20_000))
+
+
+@pytest.mark.parametrize("name, load, criterion, pair", [
+    ("SQuALITY", lambda: read_ratings(SQUALITY)[0], "overall", ("bart", "bart-dpr")),
+    ("USR", usr, "Overall", ("Language Model", "Seq2Seq")),
+])
+def test_calibrated_on_published_ratings_the_planned_power_is_the_realised_one(name, load, criterion, pair):
+    """For 1-3 annotators per item and both designs: studies of the planned size, drawn from the published ratings,
+    reject as often as planned (the plan may err on the safe side by up to 0.1, never more than 0.04 the other
+    way); plans from pilots of 20 items promise, on average, what the full data's plan promises (within 0.05)."""
+    rows = calibration(load(), criterion, pair, simulations=1000, pilots=30, seed=3)
+    assert len(rows) == 6
+    assert (rows["realised"] >= rows["planned"] - 0.04).all(), rows
+    assert (rows["realised"] <= rows["planned"] + 0.10).all(), rows
+    assert ((rows["pilot_planned_mean"] - rows["planned"]).abs() <= 0.05).all(), rows
+
+
+def test_plan_on_the_command_line(tmp_path):
+    result = CliRunner().invoke(app, ["plan", str(SQUALITY), "--delta", "10", "--system", "bart", "--system",
+                                      "bart-dpr", "--criterion", "overall", "--minutes-per-task", "2",
+                                      "--pay-per-hour", "15", "--simulations", "200", "-o", str(tmp_path / "p")])
+    assert result.exit_code == 0, result.output
+    cheapest = pd.read_csv(tmp_path / "p" / "cheapest.csv")
+    assert set(cheapest["design"]) == {"paired", "unpaired"} and len(cheapest) == 10
+    best = cheapest.sort_values(["tasks", "annotators"]).iloc[0]
+    assert (best["power"] >= 0.8) and best["tasks"] == 2 * best["items"] * best["annotators"]
+    assert best["minutes"] == 2 * best["tasks"] and best["cost"] == pytest.approx(best["minutes"] / 60 * 15)
+    assert f"Cheapest: {best['design']}, {int(best['items'])} items" in " ".join(result.output.split())
+    assert "<img" in (tmp_path / "p" / "index.html").read_text()
+    power = pd.read_csv(tmp_path / "p" / "power.csv")
+    # more items, more power (up to the last digits of a power of 1)
+    assert power.groupby(["design", "annotators"])["power"].apply(lambda s: (s.diff().dropna() >= -1e-9).all()).all()
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--delta", "10", "--criterion", "overall"], "--system: the pilot has 3 systems"),
+    (["--delta", "10", "--system", "bart", "--system", "nope", "--criterion", "overall"], "--system nope"),
+    (["--delta", "10", "--system", "bart", "--system", "human"], "--criterion: the pilot has 3 numeric criteria"),
+    (["--delta", "0", "--system", "bart", "--system", "human", "--criterion", "overall"], "--delta"),
+    (["--delta", "5", "--system", "bart", "--system", "human", "--criterion", "overall", "--annotators", "1,x"],
+     "--annotators"),
+])
+def test_plan_options_that_do_not_fit_are_refused(tmp_path, options, message):
+    result = CliRunner().invoke(app, ["plan", str(SQUALITY), *options, "-o", str(tmp_path / "p")])
+    assert result.exit_code == 2 and message in result.output, result.output
+    assert not (tmp_path / "p").exists()
