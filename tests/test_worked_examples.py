@@ -1,0 +1,63 @@
+"""The worked examples of docs/analyze.md as a reader runs them: every command block under a "Worked example"
+heading, as written, in a fresh copy of the repository; each must succeed, write its page, and (Circa) print the
+figures the page states."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from evalstudio.cli import app
+
+from .conftest import ROOT
+from .test_getting_started import blocks, fresh_copy
+
+PAGE = ROOT / "docs" / "analyze.md"
+
+
+def worked_examples() -> dict[str, list[str]]:
+    """Heading -> the commands of its bash blocks (continuation lines joined, comments dropped)."""
+    text = PAGE.read_text(encoding="utf-8")
+    out = {}
+    for section in re.split(r"^## ", text, flags=re.M)[1:]:
+        heading = section.splitlines()[0]
+        if heading.startswith("Worked example"):
+            commands = []
+            for lang, lines in blocks(section):
+                if lang == "bash":
+                    joined = "\n".join(lines).replace("\\\n", " ")
+                    commands += [c.split("  #")[0].strip() for c in joined.splitlines() if c.strip()]
+            out[heading] = commands
+    return out
+
+
+def test_the_page_has_its_worked_examples():
+    examples = worked_examples()
+    assert len(examples) == 2 and all(examples.values()), examples  # Circa; HANNA (and the synthetic set)
+
+
+@pytest.mark.parametrize("heading", list(worked_examples()))
+def test_each_worked_example_runs_as_written(heading, tmp_path, monkeypatch):
+    copy = fresh_copy(tmp_path / "evalstudio")
+    monkeypatch.chdir(copy)
+    printed = ""
+    for command in worked_examples()[heading]:
+        words = shlex.split(command)
+        if words[0] == "python":
+            done = subprocess.run([sys.executable, *words[1:]], capture_output=True, text=True, timeout=600)
+            assert done.returncode == 0, (command, done.stderr)
+            continue
+        assert words[0] == "evalstudio", command
+        result = CliRunner().invoke(app, words[1:])
+        assert result.exit_code == 0, (command, result.output)
+        printed += result.output
+        assert (copy / words[words.index("-o") + 1] / "index.html").is_file(), command
+    if "Circa" in heading:  # the figures the page states
+        stated = PAGE.read_text(encoding="utf-8").split(heading, 1)[1]
+        alpha = re.search(r"ordinal alpha (\d\.\d+ \[\d\.\d+, \d\.\d+\])", stated).group(1)
+        assert alpha in printed, (alpha, printed)
