@@ -177,7 +177,8 @@ def _ppi_results(rows):
                         "poor the metric; effective n: the human labels it is worth)", title_justify="left",
                   box=box.SIMPLE_HEAD)
     for column in ("criterion", "system", "rated", "unrated", "human only", "prediction-powered", "effective n"):
-        table.add_column(column, justify="left" if column in ("criterion", "system") else "right")
+        table.add_column(column, justify="left" if column in ("criterion", "system") else "right",
+                         no_wrap=column not in ("criterion", "system"))
     for r in rows.itertuples():
         table.add_row(str(r.criterion), str(r.system), str(r.n_labelled), str(r.n_unlabelled),
                       f"{r.classical:.3f} [{r.classical_lo:.3f}, {r.classical_hi:.3f}]",
