@@ -16,13 +16,11 @@ from __future__ import annotations
 
 import argparse
 import platform
-import tempfile
 import time
 from datetime import date
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
 from evalstudio.exporters.plan import calibration
 from evalstudio.readers.ratings import read_ratings
@@ -34,13 +32,7 @@ USR = ROOT / "tests" / "data" / "usr" / "pc_usr_data.json"
 
 
 def usr_ratings() -> pd.DataFrame:
-    spec = {"layout": "nested", "nested": {"expand": "responses", "item": "record.context", "system": "model",
-                                           "annotators": "record.annotators"},
-            "criteria": {"Overall": {"scale": "interval", "min": 1, "max": 5}}}
-    with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "usr.yaml"
-        path.write_text(yaml.safe_dump(spec), encoding="utf-8")
-        return read_ratings(USR, read_spec(path))[0]
+    return read_ratings(USR, read_spec(USR.with_name("overall.yaml")))[0]
 
 
 CASES = [("SQuALITY", lambda: read_ratings(SQUALITY)[0], criterion, ("bart", "bart-dpr"))

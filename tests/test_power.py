@@ -4,15 +4,12 @@ size have when drawn from published ratings (SQuALITY's and USR's human evaluati
 
 from __future__ import annotations
 
-import tempfile
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 import statsmodels.formula.api as smf
-import yaml
 from typer.testing import CliRunner
 
 from evalstudio.cli import app
@@ -28,12 +25,7 @@ SQUALITY = ROOT / "examples" / "analyze" / "squality" / "ratings.csv"
 
 
 def usr() -> pd.DataFrame:
-    spec = {"layout": "nested", "nested": {"expand": "responses", "item": "record.context", "system": "model",
-                                           "annotators": "record.annotators"},
-            "criteria": {"Overall": {"scale": "interval", "min": 1, "max": 5}}}
-    with tempfile.TemporaryDirectory() as folder:
-        (Path(folder) / "usr.yaml").write_text(yaml.safe_dump(spec), encoding="utf-8")
-        return read_ratings(DATA / "usr" / "pc_usr_data.json", read_spec(Path(folder) / "usr.yaml"))[0]
+    return read_ratings(DATA / "usr" / "pc_usr_data.json", read_spec(DATA / "usr" / "overall.yaml"))[0]
 
 
 def test_the_components_are_the_mixed_models_on_a_balanced_pilot():
