@@ -170,10 +170,13 @@ def gateway_process(label_studio, protocol: str, folder: Path, projects_file: Pa
         process.wait(timeout=30)
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """With pytest-xdist (`-n 2 --dist loadgroup`, as the Makefile runs the suite), every test of one database runs
     in the same worker, so each worker starts only its own database's Label Studio (and PostgreSQL) and the two
-    databases' halves run side by side; tests without a server go to whichever worker is free."""
+    databases' halves run side by side; tests without a server go to whichever worker is free. First among the
+    hooks: xdist's worker reads the groups in its own pytest_collection_modifyitems, which otherwise ran before this
+    one and saw none (each worker then started both databases' servers)."""
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
         database = params.get("label_studio") or params.get("database")
