@@ -23,10 +23,9 @@ import time
 from datetime import date
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
-from evalstudio.stats.ppi import resampled_studies
+from evalstudio.exporters.ppi import calibration
 
 HANNA = Path(__file__).resolve().parents[1] / "examples" / "analyze" / "hanna"
 CRITERIA = ("Relevance", "Coherence", "Empathy", "Surprise", "Engagement", "Complexity")
@@ -49,18 +48,9 @@ def main(argv=None) -> None:
     parser.add_argument("--seed", type=int, default=2022)
     args = parser.parse_args(argv)
     ratings, metrics = hanna_tables()
-    rng = np.random.default_rng(args.seed)
     start = time.perf_counter()
-    rows = []
-    for criterion in CRITERIA:
-        table = metrics.pivot_table(index=["system", "item"], columns="metric", values="value").join(
-            ratings.set_index(["system", "item"])[criterion])
-        segment_r = table.drop(columns=criterion).corrwith(table[criterion])
-        best = segment_r.idxmax()
-        for _, g in table.groupby(level="system"):
-            rows.append({"criterion": criterion, "metric": best, "r": segment_r[best]} | resampled_studies(
-                g[criterion].to_numpy(), g[best].to_numpy(), args.rated, args.scored, args.studies, rng))
-    result = pd.DataFrame(rows).groupby(["criterion", "metric"], sort=False).agg(
+    rows = calibration(ratings, metrics, CRITERIA, args.rated, args.scored, args.studies, args.seed)
+    result = rows.groupby(["criterion", "metric"], sort=False).agg(
         r=("r", "first"), covered_classical=("covered_classical", "mean"), covered_ppi=("covered_ppi", "mean"),
         width_ratio=("width_ratio", "mean"), claimed_n=("claimed_n", "mean"), realised_n=("realised_n", "mean"))
     print(f"HANNA, {args.rated} rated + {args.scored} scored stories per study, {args.studies} studies per system "

@@ -30,6 +30,7 @@ from ..stats import icc as icc_mod
 from ..stats import significance as sig
 from ..stats.agreement import alpha_ci, krippendorff_alpha, leave_one_annotator_out, resample_counts
 from ..stats.alignment import fisher_ci
+from .tidy import segment_means
 
 _INTEGER = re.compile(r"-?[0-9]+")
 SEGMENT_METHODS = ("pearson", "spearman", "kendall_b")
@@ -165,9 +166,7 @@ def _float(value):
 
 def _matrices(ratings: pd.DataFrame, metrics: pd.DataFrame, criterion: str):
     """(systems, items, human matrix, {metric: matrix}) for one numeric criterion (systems x items, NaN missing)."""
-    r = ratings[ratings["criterion"] == criterion]
-    item = r["item"] + np.where(r["agent"] != "", " | " + r["agent"], "")
-    human = r.assign(item=item, value=r["value"].astype(float)).groupby(["system", "item"])["value"].mean().unstack()
+    human = segment_means(ratings, criterion)
     human = human[_natural_order(human.columns)]
     m = metrics[metrics["criterion"].isin([criterion, ""])]
     out = {}

@@ -12,9 +12,8 @@ import pandas as pd
 
 from evalstudio.base.errors import BadInput
 
-from ..stats.power import Components, one_way_components, paired_power, simulated_power, unpaired_power
+from ..stats.power import POWER, Components, one_way_components, simulated_power
 
-DESIGNS = ("paired", "unpaired")
 GRID = (5, 10, 15, 20, 25, 30, 40, 50, 60, 80, 100, 120, 150, 200, 250, 300, 400, 500, 600, 800, 1000, 1500, 2000)
 
 
@@ -61,7 +60,7 @@ def plan_tables(ratings: pd.DataFrame, criterion: str, systems: tuple[str, str],
     for design, c in found.items():
         component_rows.append({"criterion": criterion, "design": design, "between_items": c.between,
                                "within": c.within, "pilot_items": c.groups, "pilot_observations": c.observations})
-        curve = (paired_power if design == "paired" else unpaired_power)(delta, c, every, m, alpha)
+        curve = POWER[design](delta, c, every, m, alpha)
         for j, annotators_per_item in enumerate(m):
             for k in grid:
                 power_rows.append({"criterion": criterion, "design": design, "annotators": annotators_per_item,
@@ -153,8 +152,7 @@ def calibration(ratings: pd.DataFrame, criterion: str, systems: tuple[str, str],
     full = pilot_components(r, criterion, systems)
     rows = []
     for design, c in full.items():
-        curve = (paired_power if design == "paired" else unpaired_power)(delta, c, np.arange(2, 5001), annotators,
-                                                                         alpha)
+        curve = POWER[design](delta, c, np.arange(2, 5001), annotators, alpha)
         for j, m in enumerate(annotators):
             k = int(np.argmax(curve[:, j] >= power)) + 2
             realised = realised_power(per_item["paired"] if design == "paired" else first, k, m, design, simulations,
@@ -164,8 +162,7 @@ def calibration(ratings: pd.DataFrame, criterion: str, systems: tuple[str, str],
                 chosen = set(rng.choice(items, size=min(pilot_items, len(items)), replace=False))
                 pilot = pilot_components(r[r["item"].isin(chosen)], criterion, systems).get(design)
                 if pilot is not None:
-                    power_of = paired_power if design == "paired" else unpaired_power
-                    promised.append(float(power_of(delta, pilot, [k], [m], alpha)[0, 0]))
+                    promised.append(float(POWER[design](delta, pilot, [k], [m], alpha)[0, 0]))
             rows.append({"criterion": criterion, "systems": f"{systems[1]} - {systems[0]}", "delta": delta,
                          "design": design, "annotators": m, "items": k, "planned": float(curve[k - 2, j]),
                          "realised": realised, "pilot_planned_mean": float(np.mean(promised)),

@@ -17,7 +17,8 @@ import pandas as pd
 from evalstudio.base.errors import BadInput
 from evalstudio.readers.spec import Spec
 
-from ..stats.ppi import ppi_mean
+from ..stats.ppi import ppi_mean, resampled_studies
+from .tidy import segment_means
 
 COLUMNS = ["criterion", "metric", "n_labelled", "n_unlabelled", "left_out", "classical", "classical_lo",
            "classical_hi", "ppi", "ppi_lo", "ppi_hi", "lambda", "effective_n", "width_ratio"]
@@ -26,9 +27,7 @@ COLUMNS = ["criterion", "metric", "n_labelled", "n_unlabelled", "left_out", "cla
 def segment_matrices(ratings: pd.DataFrame, metrics: pd.DataFrame, criterion: str, metric: str):
     """(human, prediction): systems x items frames of the criterion's mean human score and the metric's score,
     over every item either has (NaN where missing)."""
-    r = ratings[ratings["criterion"] == criterion]
-    item = r["item"] + np.where(r["agent"] != "", " | " + r["agent"], "")
-    human = r.assign(item=item, value=r["value"].astype(float)).groupby(["system", "item"])["value"].mean().unstack()
+    human = segment_means(ratings, criterion)
     m = metrics[(metrics["metric"] == metric) & metrics["criterion"].isin([criterion, ""])]
     prediction = m.pivot_table(index="system", columns="item", values="value", aggfunc="first")
     systems = sorted(set(human.index) | set(prediction.index), key=str)
@@ -81,3 +80,22 @@ def ppi_tables(ratings: pd.DataFrame, metrics: pd.DataFrame, spec: Spec, metric:
     systems = pd.DataFrame(systems_rows, columns=["criterion", "metric", "system"] + COLUMNS[2:])
     pairs = pd.DataFrame(pair_rows, columns=["criterion", "metric", "system_a", "system_b"] + COLUMNS[2:])
     return systems, pairs
+
+
+def calibration(ratings: pd.DataFrame, metrics: pd.DataFrame, criteria, rated: int, scored: int, studies: int,
+                seed: int = 2022) -> pd.DataFrame:
+    """The calibration of the prediction-powered means on a wide ratings table (item, system, one column per
+    criterion, as HANNA's prepare.py writes it) and its metrics (item, system, metric, value): for every criterion,
+    with the metric that correlates best with it over segments (`r`), and every system, `studies` studies drawn
+    from that system's items with `rated` rated and `scored` scored-only items each (resampled_studies)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for criterion in criteria:
+        table = metrics.pivot_table(index=["system", "item"], columns="metric", values="value").join(
+            ratings.set_index(["system", "item"])[criterion])
+        segment_r = table.drop(columns=criterion).corrwith(table[criterion])
+        best = segment_r.idxmax()
+        for system, g in table.groupby(level="system"):
+            rows.append({"criterion": criterion, "metric": best, "r": segment_r[best], "system": system}
+                        | resampled_studies(g[criterion].to_numpy(), g[best].to_numpy(), rated, scored, studies, rng))
+    return pd.DataFrame(rows)

@@ -309,3 +309,11 @@ def ratings(frame: pd.DataFrame, criterion: str) -> pd.DataFrame:
     if not out.empty and isinstance(out["value"].iloc[0], (int, float, np.number)):
         out["value"] = out["value"].astype(float)
     return out
+
+
+def segment_means(ratings: pd.DataFrame, criterion: str) -> pd.DataFrame:
+    """One criterion's mean human score per segment: systems x segments (the item, with " | agent" when the rating
+    is of one agent of it), NaN where a system's segment has no rating. Read from `analyze`'s tidy ratings frame."""
+    r = ratings[ratings["criterion"] == criterion]
+    segment = r["item"] + np.where(r["agent"] != "", " | " + r["agent"], "")
+    return r.assign(item=segment, value=r["value"].astype(float)).groupby(["system", "item"])["value"].mean().unstack()

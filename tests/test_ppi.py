@@ -5,8 +5,6 @@ human labels the metric is said to be worth is the number it is worth across tho
 
 from __future__ import annotations
 
-import importlib.util
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -15,9 +13,11 @@ from ppi_py.baselines import classical_mean_ci
 from typer.testing import CliRunner
 
 from evalstudio.cli import app
-from evalstudio.stats.ppi import ppi_mean, ppi_means, resampled_studies
+from evalstudio.exporters.ppi import calibration
+from evalstudio.stats.ppi import ppi_mean, ppi_means
 
 from .conftest import ROOT
+from .test_hanna import _prepare
 
 HANNA = ROOT / "examples" / "analyze" / "hanna"
 
@@ -70,11 +70,8 @@ def test_inputs_that_do_not_fit_are_refused(y, f, f_u, message):
 
 @pytest.fixture(scope="module")
 def hanna(tmp_path_factory):
-    spec = importlib.util.spec_from_file_location("hanna_prepare", HANNA / "prepare.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
     out = tmp_path_factory.mktemp("hanna")
-    module.main(["-o", str(out)])
+    _prepare().main(["-o", str(out)])
     return out, pd.read_csv(out / "ratings.csv"), pd.read_csv(out / "metrics.csv")
 
 
@@ -82,16 +79,8 @@ def test_calibrated_on_hanna_the_intervals_cover_and_the_effective_labels_are_re
     """Every criterion and system of HANNA, with the metric that correlates best with the criterion over segments:
     60 rated stories and 600 scored ones per study, 400 studies each (24,000 intervals per criterion)."""
     _, ratings, metrics = hanna
-    rng = np.random.default_rng(2022)
-    rows = []
-    for criterion in ("Relevance", "Coherence", "Empathy", "Surprise", "Engagement", "Complexity"):
-        table = metrics.pivot_table(index=["system", "item"], columns="metric", values="value").join(
-            ratings.set_index(["system", "item"])[criterion])
-        best = table.drop(columns=criterion).corrwith(table[criterion]).idxmax()
-        for system, g in table.groupby(level="system"):
-            rows.append({"criterion": criterion, "metric": best} | resampled_studies(
-                g[criterion].to_numpy(), g[best].to_numpy(), 60, 600, 400, rng))
-    result = pd.DataFrame(rows)
+    result = calibration(ratings, metrics, ("Relevance", "Coherence", "Empathy", "Surprise", "Engagement",
+                                            "Complexity"), 60, 600, 400, seed=2022)
     per_criterion = result.groupby("criterion")[["covered_ppi", "covered_classical"]].mean()
     assert per_criterion["covered_ppi"].between(0.93, 0.97).all(), per_criterion
     assert per_criterion["covered_classical"].between(0.93, 0.97).all(), per_criterion

@@ -41,9 +41,14 @@ def test_the_page_has_its_worked_examples():
     assert len(examples) == 2 and all(examples.values()), examples  # Circa; HANNA (and the synthetic set)
 
 
+@pytest.fixture(scope="module")
+def copy(tmp_path_factory):
+    """One fresh copy for the examples (each writes to folders of its own)."""
+    return fresh_copy(tmp_path_factory.mktemp("worked") / "evalstudio")
+
+
 @pytest.mark.parametrize("heading", list(worked_examples()))
-def test_each_worked_example_runs_as_written(heading, tmp_path, monkeypatch):
-    copy = fresh_copy(tmp_path / "evalstudio")
+def test_each_worked_example_runs_as_written(heading, copy, monkeypatch):
     monkeypatch.chdir(copy)
     printed = ""
     for command in worked_examples()[heading]:

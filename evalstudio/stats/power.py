@@ -87,6 +87,9 @@ def unpaired_power(delta: float, components: Components, items, annotators, alph
     return _t_power(delta / (sd * np.sqrt(2 / k)), 2 * k - 2, alpha)
 
 
+POWER = {"paired": paired_power, "unpaired": unpaired_power}  # design -> its closed-form power
+
+
 def _t_power(ncp, df, alpha):
     ncp, df = np.broadcast_arrays(np.asarray(ncp, dtype=float), np.asarray(df, dtype=float))
     out = np.full(ncp.shape, np.nan)
@@ -101,16 +104,16 @@ def simulated_power(delta: float, components: Components, items: int, annotators
     """The share of `simulations` studies, drawn from the fitted components (normal), in which the design's t-test
     rejects at level alpha."""
     sd_item, sd_within = np.sqrt(components.between), np.sqrt(components.within)
+
+    def item_means():  # per study and item: the item's own deviation plus the mean of its annotators' noise
+        return rng.normal(0, sd_item, (simulations, items)) + \
+            rng.normal(0, sd_within, (simulations, items, annotators)).mean(2)
+
     if design == "paired":
-        d = delta + rng.normal(0, sd_item, (simulations, items)) + \
-            rng.normal(0, sd_within, (simulations, items, annotators)).mean(2)
-        p = stats.ttest_1samp(d, 0.0, axis=1).pvalue
+        p = stats.ttest_1samp(delta + item_means(), 0.0, axis=1).pvalue
     elif design == "unpaired":
-        a = rng.normal(0, sd_item, (simulations, items)) + \
-            rng.normal(0, sd_within, (simulations, items, annotators)).mean(2)
-        b = delta + rng.normal(0, sd_item, (simulations, items)) + \
-            rng.normal(0, sd_within, (simulations, items, annotators)).mean(2)
-        p = stats.ttest_ind(b, a, axis=1).pvalue
+        a = item_means()
+        p = stats.ttest_ind(delta + item_means(), a, axis=1).pvalue
     else:
         raise ValueError(f"design: paired or unpaired, not {design!r}")
     return float(np.mean(p < alpha))
