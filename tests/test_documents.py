@@ -178,3 +178,38 @@ def test_every_line_of_the_document_is_in_the_view(reg, protocols, document, cha
         if not on_screen(line, body):
             missing.append(line)
     assert missing == []
+
+
+# ---- the same documents against the rendered screen (the browser tests call this) -------------------------------
+DOCUMENTS = {"sotopia": "000_0fda47d5a008ca57.txt", "cmv_tom": CMV, "circa_part1": "002_2ea3decdaa65189c.txt",
+             "circa_part2": "002_2ea3decdaa65189c.txt", "dialogue": "003_4133de5b34a03841.txt",
+             "health": "004_440c62cc181d036c.txt"}
+# cmv_threads is not document 001's instrument (its non-delta threads have no ToM values and no delta reply): its
+# wording is checked by test_browser's checklist, and here against nothing
+
+
+def missing_on_screen(reg, protocol: str, channel: str, body: str, rows: list[list[str]]) -> list[str]:
+    """The lines of the protocol's document that addresses annotators which the rendered screen (`body`: the page's
+    text with every panel open and, in Label Studio, its instructions window; `rows`: the cells of each rendered table
+    row) does not show, as the text that was looked for. Where one document spans a study's parts (Circa), the lines
+    this part's view holds (the rest are the other part's: test_every_line_of_the_document_is_in_the_view)."""
+    document = DOCUMENTS.get(protocol)
+    if document is None:
+        return []
+    body = flat(body)
+    if document == CMV:
+        lines, table_rows = document_lines(CMV)
+        wanted = [CHANGED[channel].get(line, line) for line in lines]
+        missing = [line for line in wanted if line not in body]
+        return missing + [" | ".join(r) for r in table_rows if r not in rows]
+    view = view_text(reg.entry(protocol), channel)
+    missing = []
+    for raw in document_text_lines(document):
+        line = flat(re.sub(r"\*\*|`", "", re.sub(r"^\s*[-#>*]+\s*", "", raw)))
+        if len(line) < 4 or any(re.search(p, line) for p, _ in NOT_SHOWN[document]):
+            continue
+        if protocol.startswith("circa") and not on_screen(line, view):
+            continue  # the other part's line
+        if not on_screen(line, body):
+            missing.append(line)
+    return missing

@@ -114,47 +114,70 @@ def test_each_participant_of_the_gateway_has_an_order_of_their_own(reg, walked, 
         assert any(versions["A"][item] != versions["B"].get(item) for item in several), versions
 
 
-@pytest.mark.parametrize("order", ["random", "sequential"])
-def test_label_studio_s_own_stream(label_studio, client, tmp_path, order):
-    """In Label Studio itself (annotators who work there, not through the gateway), dialogue's example (ten contexts,
-    the human reference listed first in each): with `order: random` two annotators get different orders (Label
-    Studio's uniform sampling); with `order: sequential` the first gets the import's order, which has no context
-    twice in a row and the reference first in only some contexts."""
+@pytest.fixture(scope="module")
+def label_studio_annotators(label_studio, client, tmp_path_factory) -> dict[str, str]:
+    """Two annotators' accounts in Label Studio (each test gives them a project of its own): walker -> API token."""
+    only_on_the_last_database(label_studio)
+    folder = tmp_path_factory.mktemp("ls-annotators") / "participants"
+    ids = {w: f"LSORDER{w}" for w in WALKERS}
+    participants.add(client, list(ids.values()), folder)
+    accounts = participants.load_accounts(folder)
+    return {w: client.log_in(accounts[pid].email, accounts[pid].password) for w, pid in ids.items()}
+
+
+@pytest.mark.parametrize("protocol, order", [(p, "random") for p in PROJECTS] + [("dialogue", "sequential")])
+def test_label_studio_s_own_stream(label_studio, client, label_studio_annotators, tmp_path, protocol, order):
+    """In Label Studio itself (annotators who work there, not through the gateway), per protocol, two annotators
+    work through its own stream. With `order: random` (every shipped protocol) they get different orders and no
+    system has a fixed place in the contexts that have several versions (Label Studio's uniform sampling, which can
+    put two tasks of one context back to back: docs/participants.md says so, and the gateway is the channel that
+    rules it out). With `order: sequential` (dialogue's example: ten contexts, the human reference listed first in
+    each) the first annotator gets the import's order, which has no context twice in a row and the reference first
+    in only some contexts."""
     from .test_cli import _projects_file
 
     only_on_the_last_database(label_studio)
 
     def own(raw):
-        raw["projects"]["dialogue"].update({"title": f"LS order {order}", "order": order,
-                                            "annotators_per_task": len(WALKERS)})
-    project = registry.load(_projects_file(tmp_path, own)).get("dialogue")
-    project_id = import_files(project, importers.get("dialogue"), example_files("dialogue"), client).project_id
-    folder = tmp_path / "participants"
-    ids = {w: f"LSORDER{order.upper()}{w}" for w in WALKERS}
-    participants.add(client, list(ids.values()), folder)
-    accounts = participants.load_accounts(folder)
+        for entry in raw["projects"].values():
+            entry.pop("crowd", None)
+            entry.pop("after", None)
+        raw["projects"][protocol].update(
+            {"title": f"LS order {protocol} {order}", "order": order, "annotators_per_task": len(WALKERS)})
+    project = registry.load(_projects_file(tmp_path, own)).entry(protocol)
+    report = import_files(project, importers.get(project.importer), example_files(protocol), client)
+    project_id = report.project_id
     orders = {}
-    for walker, pid in ids.items():
-        token = client.log_in(accounts[pid].email, accounts[pid].password)
+    for walker, token in label_studio_annotators.items():
         with httpx.Client(base_url=label_studio.url, headers={"Authorization": f"Token {token}"}, timeout=60) as web:
             served = []
             while (task := web.get(f"/api/projects/{project_id}/next")).status_code == 200:
-                task = _task(label_studio, task.json()["id"])
-                served.append((task["id"], task["data"]["item_id"], task["meta"]["system"]))
+                task = task.json()  # (Label Studio's annotators' own API: the task with its data and meta)
+                served.append((task["id"], str(task["data"]["item_id"]), str(task["meta"].get("system"))))
                 web.post(f"/api/tasks/{task['id']}/annotations", params={"project": project_id},
                          json={"result": _answer(project)}).raise_for_status()
             orders[walker] = served
     a, b = (orders[walker] for walker in WALKERS)
-    assert sorted(a) == sorted(b) and len(a) == 20
+    assert sorted(a) == sorted(b) and len(a) == len(list(client.tasks(project_id))) > 0
+    firsts, chance = {}, 1.0  # the system each annotator met first in each context that has several versions
+    for walker, served in orders.items():
+        versions = {}
+        for _, item, system in served:
+            versions.setdefault(item, []).append(system)
+        for item, systems in versions.items():
+            if len(systems) > 1:
+                chance *= 1 / len(systems) if firsts else 1
+                firsts[walker, item] = systems[0]
     if order == "random":
-        assert a != b
+        if len(a) >= 5:
+            assert a != b
+        if chance < 1e-4:  # (the same system first everywhere by chance: 2 in 2**20 for dialogue; health's example,
+            # one scenario, is too small to tell)
+            assert len(set(firsts.values())) > 1, firsts
     else:  # the first annotator meets the import's order; Label Studio then gives the second the tasks others
         # started first (breadth first), in random order: its sequential stream is the same for everyone only
         # while no task has its first answer yet
         assert [t for t, _, _ in a] == sorted(t for t, _, _ in a)
         contexts = [item for _, item, _ in a]
         assert adjacent(contexts, lambda c: c) == 0
-        firsts = {}
-        for _, item, system in a:
-            firsts.setdefault(item, system)
-        assert len(set(firsts.values())) == 2, firsts
+        assert len({system for (walker, _), system in firsts.items() if walker == "A"}) == 2, firsts
