@@ -10,7 +10,9 @@ The items are the population and the full data's mean difference between the two
 For each design and number of annotators per item: the items the full data's variance components plan for power
 0.8, the power planned there, the power realised by studies of that size drawn from the published ratings (items
 with replacement, each item's annotators without), and what plans made from pilots of 20 random items promise for
-the same size (mean and standard deviation over the pilots)."""
+the same size (mean and standard deviation over the pilots). Then the interval-width targets (`plan
+--agreement-width`, `--correlation-width`): the width planned against the central 95% range of the estimates over
+studies of that size drawn from the data."""
 
 from __future__ import annotations
 
@@ -61,6 +63,43 @@ def main(argv=None) -> None:
     for r in result.itertuples():
         print(f"| {r.data} | {r.criterion} | {r.systems}: {r.delta:.2f} | {r.design} | {r.annotators} | {r.items} | "
               f"{r.planned:.3f} | {r.realised:.3f} | {r.pilot_planned_mean:.2f} ± {r.pilot_planned_sd:.2f} |")
+    widths(args)
+
+
+def widths(args) -> None:
+    """The interval-width targets: alpha on SQuALITY and USR (2 and 3 annotators per output), the correlation on
+    HANNA (each criterion with the metric that correlates most with it over stories)."""
+    from ppi_calibration import CRITERIA, hanna_tables
+
+    from evalstudio.exporters.precision import agreement_calibration, correlation_calibration
+
+    start = time.perf_counter()
+    agreement = [agreement_calibration(load(), criterion, studies=args.simulations, pilots=args.pilots,
+                                       pilot_outputs=args.pilot_items).assign(data=name)
+                 for name, load, criterion in [("SQuALITY", CASES[0][1], "overall"),
+                                               ("SQuALITY", CASES[0][1], "correctness"),
+                                               ("USR PersonaChat", usr_ratings, "Overall")]]
+    print(f"\nWidth of Krippendorff's alpha's 95% interval: planned, and the central 95% range of alpha over "
+          f"{args.simulations} studies of that size drawn from the data; pilots of {args.pilot_items} outputs "
+          f"({time.perf_counter() - start:.0f} s)\n")
+    print("| data | criterion | alpha | variance inflation | annotators | outputs | planned | realised | "
+          "pilots promise |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    for r in pd.concat(agreement, ignore_index=True).itertuples():
+        print(f"| {r.data} | {r.criterion} | {r.alpha:.3f} | {r.inflation:.2f} | {r.annotators} | {r.outputs} | "
+              f"{r.planned:.3f} | {r.realised:.3f} | {r.pilot_planned_mean:.3f} ± {r.pilot_planned_sd:.3f} |")
+    ratings, metrics = hanna_tables()
+    print("\nWidth of the metric-human correlation's 95% interval on HANNA (each story's mean of three ratings)\n")
+    print("| criterion | metric | r | variance inflation | outputs | planned | realised |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for criterion in CRITERIA:
+        table = metrics.pivot_table(index=["system", "item"], columns="metric", values="value").join(
+            ratings.set_index(["system", "item"])[criterion])
+        best = table.drop(columns=criterion).corrwith(table[criterion]).abs().idxmax()
+        rows = correlation_calibration(table[criterion].to_numpy(), table[best].to_numpy(), studies=args.simulations)
+        for r in rows.itertuples():
+            print(f"| {criterion} | {best} | {r.r:.3f} | {r.inflation:.2f} | {r.outputs} | {r.planned:.3f} | "
+                  f"{r.realised:.3f} |")
 
 
 if __name__ == "__main__":

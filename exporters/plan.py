@@ -93,8 +93,10 @@ def best_design(cheapest: pd.DataFrame) -> pd.Series | None:
     return reached.sort_values(["tasks", "annotators"]).iloc[0]
 
 
-def write_plan(tables: dict[str, pd.DataFrame], title: str, out_dir: Path, notes: list[str], target: float) -> Path:
-    """The CSVs (spreadsheet-safe) and index.html with the power curves."""
+def write_plan(tables: dict[str, pd.DataFrame], title: str, out_dir: Path, notes: list[str], target: float | None,
+               widths: dict[str, float] | None = None) -> Path:
+    """The CSVs (spreadsheet-safe) and index.html: the power curves (a power target), the width curves (an
+    interval-width target: `widths` maps agreement / correlation to the width asked for)."""
     from evalstudio.base.files import write_output
 
     from .files import write_csv
@@ -103,29 +105,47 @@ def write_plan(tables: dict[str, pd.DataFrame], title: str, out_dir: Path, notes
     out_dir.mkdir(parents=True, exist_ok=True)
     for name, table in tables.items():
         write_csv(table, out_dir / f"{name}.csv")
-    designs = list(tables["components"]["design"])
-    fig, axes = plt.subplots(1, len(designs), figsize=(5.5 * len(designs), 4), squeeze=False)
-    for ax, design in zip(axes[0], designs):
-        curves = tables["power"][tables["power"]["design"] == design]
-        for m, g in curves.groupby("annotators"):
-            ax.plot(g["items"], g["power"], marker="o", markersize=3, label=f"{m} annotator(s) per item")
-        ax.set_xscale("log")
-        ax.set_ylim(0, 1.02)
-        ax.axhline(target, color="grey", linestyle="--", linewidth=0.8)
-        ax.set_xlabel("items" + (" per system" if design == "unpaired" else ""))
-        ax.set_ylabel("power")
-        ax.set_title(design)
-        ax.legend(fontsize=7)
-    fig.tight_layout()
     body = [f"<h1>{html.escape(title)}</h1>"] + [f"<p>{html.escape(n)}</p>" for n in notes]
-    body += ["<h2>Cheapest design per number of annotators</h2>", _table(tables["cheapest"]),
-             "<h2>Power against items</h2>", _img(fig), "<h2>Variance components of the pilot</h2>",
-             _table(tables["components"])]
-    plt.close(fig)
+    if "components" in tables:
+        designs = list(tables["components"]["design"])
+        fig, axes = plt.subplots(1, len(designs), figsize=(5.5 * len(designs), 4), squeeze=False)
+        for ax, design in zip(axes[0], designs):
+            curves = tables["power"][tables["power"]["design"] == design]
+            for m, g in curves.groupby("annotators"):
+                ax.plot(g["items"], g["power"], marker="o", markersize=3, label=f"{m} annotator(s) per item")
+            ax.set_xscale("log")
+            ax.set_ylim(0, 1.02)
+            ax.axhline(target, color="grey", linestyle="--", linewidth=0.8)
+            ax.set_xlabel("items" + (" per system" if design == "unpaired" else ""))
+            ax.set_ylabel("power")
+            ax.set_title(design)
+            ax.legend(fontsize=7)
+        fig.tight_layout()
+        body += ["<h2>Cheapest design per number of annotators</h2>", _table(tables["cheapest"]),
+                 "<h2>Power against items</h2>", _img(fig), "<h2>Variance components of the pilot</h2>",
+                 _table(tables["components"])]
+        plt.close(fig)
+    shown = [kind for kind in ("agreement", "correlation") if kind in tables]
+    if shown:
+        fig, axes = plt.subplots(1, len(shown), figsize=(5.5 * len(shown), 4), squeeze=False)
+        labels = {"agreement": "width of alpha's 95% interval", "correlation": "width of r's 95% interval"}
+        for ax, kind in zip(axes[0], shown):
+            for m, g in tables[kind].dropna(subset=["width"]).groupby("annotators"):
+                ax.plot(g["outputs"], g["width"], marker="o", markersize=3, label=f"{m} annotator(s) per output")
+            ax.set_xscale("log")
+            ax.axhline((widths or {}).get(kind, np.nan), color="grey", linestyle="--", linewidth=0.8)
+            ax.set_xlabel("outputs rated")
+            ax.set_ylabel(labels[kind])
+            ax.set_title(kind)
+            ax.legend(fontsize=7)
+        fig.tight_layout()
+        body += ["<h2>Cheapest design per interval target and number of annotators</h2>",
+                 _table(tables["precision_cheapest"]), "<h2>Interval width against outputs</h2>", _img(fig),
+                 "<h2>The pilot's agreement and correlation</h2>", _table(tables["precision"])]
+        plt.close(fig)
     index = out_dir / "index.html"
     write_output(index, _page(title, "\n".join(body)))
     return index
-
 
 
 def calibration(ratings: pd.DataFrame, criterion: str, systems: tuple[str, str], annotators=(1, 2, 3),

@@ -17,9 +17,18 @@ def plan(
     ratings: Annotated[Optional[Path], typer.Argument(
         help="The pilot's ratings, any file `analyze` reads (see --spec). Without it, --protocol's projects are read "
              "live from Label Studio (or from a JSON export given here).")] = None,
-    delta: Annotated[float, typer.Option(
-        help="The smallest difference between the two systems' mean scores worth detecting, in the criterion's "
-             "units (e.g. 0.3 on a 1-5 scale).")] = ...,
+    delta: Annotated[Optional[float], typer.Option(
+        help="Target: the smallest difference between the two systems' mean scores worth detecting, in the "
+             "criterion's units (e.g. 0.3 on a 1-5 scale), with the power asked for.")] = None,
+    agreement_width: Annotated[Optional[float], typer.Option(
+        help="Target: the widest acceptable 95% interval of Krippendorff's alpha (interval), e.g. 0.2.")] = None,
+    correlation_width: Annotated[Optional[float], typer.Option(
+        help="Target: the widest acceptable 95% interval of the Pearson correlation between --metric and the mean "
+             "human score over outputs, e.g. 0.2.")] = None,
+    metrics: Annotated[Optional[Path], typer.Option(
+        help="The metric or judge scores of the pilot's outputs (as for `analyze --metrics`), for "
+             "--correlation-width.")] = None,
+    metric: Annotated[Optional[str], typer.Option(help="The metric of --metrics to plan the correlation for.")] = None,
     systems: Annotated[Optional[list[str]], typer.Option(
         "--system", help="One of the two systems to compare; give it twice (default: the pilot's two systems).")] = None,
     criterion: Annotated[Optional[str], typer.Option(
@@ -27,7 +36,8 @@ def plan(
     power: Annotated[float, typer.Option(help="The power the study should have.")] = 0.8,
     alpha: Annotated[float, typer.Option(help="The test's level (two-sided).")] = 0.05,
     annotators: Annotated[str, typer.Option(help="Annotators per item to consider, e.g. 1,2,3,4,5.")] = "1,2,3,4,5",
-    max_items: Annotated[int, typer.Option(min=2, max=100_000, help="The most items to consider.")] = 2000,
+    max_items: Annotated[int, typer.Option(min=4, max=100_000, help="The most items (outputs, for an interval "
+                                                                      "width) to consider.")] = 2000,
     simulations: Annotated[int, typer.Option(min=10, max=100_000, help="Studies simulated per cheapest design, "
                                                                         "to check the closed-form power.")] = 1000,
     minutes_per_task: Annotated[Optional[float], typer.Option(
@@ -40,19 +50,28 @@ def plan(
     output: Annotated[Path, typer.Option("--output", "-o", help="Folder for index.html and the CSVs.")] = Path("plan"),
     projects: ProjectsOption = None,
 ):
-    """Plan a rating study from a pilot: the items and annotators per item needed to detect a difference DELTA
-    between two systems with the power asked for, in the paired design (every annotator of an item rates both
-    systems' outputs) and the unpaired one, from the pilot's variance components; the cheapest design, its power
-    checked by simulation, and its cost in participant-minutes and money. Writes components.csv, power.csv,
-    cheapest.csv and index.html (power against items) to -o."""
+    """Plan a rating study from a pilot, for one or more targets. --delta: the items and annotators per item needed
+    to detect a difference DELTA between two systems with the power asked for, in the paired design (every
+    annotator of an item rates both systems' outputs) and the unpaired one, from the pilot's variance components;
+    the cheapest design, its power checked by simulation. --agreement-width and --correlation-width: the outputs
+    and annotators per output for Krippendorff's alpha's, or a metric-human correlation's, 95% interval to be
+    narrower than the width given (Bonett 2002; Fisher's z with Spearman-Brown), widened by the pilot's own
+    bootstrap range where its ratings are not normal. Each with its cost in participant-minutes and money. Writes
+    the CSVs (components, power, cheapest; agreement, correlation, precision, precision_cheapest) and index.html
+    with the curves to -o."""
     from evalstudio.base.files import staged_folder
     from evalstudio.readers.ratings import read_ratings
     from evalstudio.readers.spec import read_spec, spec_from_protocol
 
     from ..exporters.plan import best_design, plan_tables, write_plan
+    from ..exporters.precision import precision_tables
 
     try:
         counts = _annotator_counts(annotators)
+        if delta is None and agreement_width is None and correlation_width is None:
+            raise BadInput("give a target: --delta (a difference to detect), --agreement-width or --correlation-width")
+        if (metrics is None) != (metric is None) or (correlation_width is not None and metrics is None):
+            raise BadInput("--correlation-width needs --metrics FILE and --metric NAME, and they are for it")
         with staged_folder(output) as stage:
             if spec is not None and protocol is not None:
                 raise BadInput("give --spec or --protocol, not both")
@@ -69,21 +88,41 @@ def plan(
                                                        if protocol else None)
                 tidy, full_spec = read_ratings(ratings, chosen)
             name = _criterion(full_spec, criterion)
-            pair = _pair(tidy, systems)
             minutes = minutes_per_task if minutes_per_task is not None else (lead / 60 if lead else None)
-            tables = plan_tables(tidy, name, pair, delta, power, alpha, counts, max_items, simulations, minutes,
-                                 pay_per_hour)
-            notes = [f"Target: power {power:g} to detect a difference of {delta:g} in {name} between {pair[0]} and "
-                     f"{pair[1]} at alpha {alpha:g} (two-sided t-test); {simulations} simulated studies per "
-                     "cheapest design.",
-                     "Minutes per task: " + (f"{minutes:.2f}" + (" (the pilot's median lead time)"
-                                                                if minutes_per_task is None else "")
-                                             if minutes is not None else "not given (--minutes-per-task)")]
-            page = write_plan(tables, f"{full_spec.name}: plan", stage, notes, power)
+            tables, notes = {}, []
+            if delta is not None:
+                pair = _pair(tidy, systems)
+                tables = plan_tables(tidy, name, pair, delta, power, alpha, counts, max_items, simulations, minutes,
+                                     pay_per_hour)
+                notes.append(f"Target: power {power:g} to detect a difference of {delta:g} in {name} between "
+                             f"{pair[0]} and {pair[1]} at alpha {alpha:g} (two-sided t-test); {simulations} simulated "
+                             "studies per cheapest design.")
+            if agreement_width is not None or correlation_width is not None:
+                scores = None
+                if metrics is not None:
+                    from evalstudio.readers.ratings import read_metrics
+
+                    scores = read_metrics(metrics, full_spec, list(full_spec.criteria))
+                tables |= precision_tables(tidy, name, counts, max_items, agreement_width, correlation_width, scores,
+                                           metric, minutes, pay_per_hour)
+                notes += [f"Target: Krippendorff's alpha of {name} with a 95% interval at most {agreement_width:g} "
+                          "wide." for _ in [agreement_width] if agreement_width is not None]
+                notes += [f"Target: the correlation of {metric} with {name} with a 95% interval at most "
+                          f"{correlation_width:g} wide." for _ in [correlation_width] if correlation_width is not None]
+            notes.append("Minutes per task: " + (f"{minutes:.2f}" + (" (the pilot's median lead time)"
+                                                                    if minutes_per_task is None else "")
+                                                 if minutes is not None else "not given (--minutes-per-task)"))
+            page = write_plan(tables, f"{full_spec.name}: plan", stage, notes, power,
+                              {"agreement": agreement_width, "correlation": correlation_width})
     except EvalstudioError as e:
         raise _fail(e)
     for note in notes:
         console.print(note)
+    if "precision_cheapest" in tables:
+        console.print(_cheapest_width(tables["precision"], tables["precision_cheapest"]))
+    if "cheapest" not in tables:
+        console.print(f"plan written to {output / page.name}")
+        return
     console.print(_cheapest(tables["cheapest"]))
     best = best_design(tables["cheapest"])
     if best is None:
@@ -147,4 +186,21 @@ def _cheapest(rows):
         table.add_row(r.design, str(r.annotators), number(r.items, ".0f"), number(r.tasks, ".0f"),
                       number(r.power, ".3f"), number(r.simulated_power, ".3f"), number(r.minutes, ".0f"),
                       number(r.cost, ".2f"))
+    return table
+
+
+def _cheapest_width(pilot, rows):
+    from rich import box
+    from rich.table import Table
+
+    facts = pilot.iloc[0]
+    title = (f"Fewest outputs for the interval targets (pilot: {facts['outputs']} outputs, alpha "
+             + (f"{facts['alpha']:.3f}" if facts["alpha"] == facts["alpha"] else "- (no repeated ratings)") + (f", r {facts['r']:.3f} with {facts['metric']}" if "r" in pilot else "") + ")")
+    table = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left")
+    for column in ("target", "annotators", "outputs", "tasks", "width", "minutes", "cost"):
+        table.add_column(column, justify="left" if column == "target" else "right", no_wrap=True)
+    number = lambda v, f: "-" if v != v else format(v, f)  # NaN -> -
+    for r in rows.itertuples():
+        table.add_row(r.design, str(r.annotators), number(r.items, ".0f"), number(r.tasks, ".0f"),
+                      number(r.width, ".3f"), number(r.minutes, ".0f"), number(r.cost, ".2f"))
     return table
