@@ -410,9 +410,11 @@ def system_ranking(ratings: pd.DataFrame, spec: Spec, n_boot: int = 1000, why: R
 
 
 def analyze(ratings: pd.DataFrame, spec: Spec, metrics: pd.DataFrame | None = None, n_boot: int = 1000,
-            resamples: int = 1000, mace: bool = False, ppi: str | None = None) -> dict[str, pd.DataFrame]:
+            resamples: int = 1000, mace: bool = False, ppi: str | None = None, alt: str | None = None,
+            epsilon: float = 0.2) -> dict[str, pd.DataFrame]:
     """Every table of the analysis, by name (the CSV file names). `ppi`: a metric whose scores give
-    prediction-powered estimates of the systems' means and differences (exporters/ppi.py)."""
+    prediction-powered estimates of the systems' means and differences (exporters/ppi.py); `alt`: a judge put to
+    the alternative annotator test with margin `epsilon` (exporters/alttest.py)."""
     tables = {}
     why = Reasons()
     tables["agreement"], tables["leave_one_out"], tables["icc"] = agreement(ratings, spec, n_boot, why)
@@ -423,10 +425,13 @@ def analyze(ratings: pd.DataFrame, spec: Spec, metrics: pd.DataFrame | None = No
          tables["clusters"]) = meta_evaluation(ratings, metrics, spec, n_boot, resamples, why=why)
         tables["judges"], tables["judge_confusion"], tables["judge_calibration"] = judge_checks(ratings, metrics,
                                                                                                spec, why)
-    if ppi is not None:
-        from .ppi import ppi_tables
+    from .alttest import alt_test_tables
+    from .ppi import ppi_tables
 
+    if ppi is not None:
         tables["ppi_systems"], tables["ppi_pairs"] = ppi_tables(ratings, metrics, spec, ppi, why=why)
+    if alt is not None:
+        tables["alt_test"], tables["alt_test_annotators"] = alt_test_tables(ratings, metrics, spec, alt, epsilon, why=why)
     tables["not_computed"] = pd.DataFrame(why, columns=["table", "criterion", "reason"])
     return tables
 

@@ -30,6 +30,12 @@ _EXPLAIN = {
            "& Zrnic 2023). Its 95% interval is valid however poor the metric is; beside it the classical interval "
            "of the rated segments alone. effective_n: the human labels the classical interval would need to be as "
            "narrow; lambda: how much the metric is trusted (0: not at all, the classical mean).",
+    "alt_test": "The alternative annotator test (Calderon, Reichart & Dror, ACL 2025): each annotator is left out in "
+                "turn, and on the segments they rated the judge's answer and theirs are compared with the other "
+                "annotators' (accuracy, or minus the RMSE); rho_f is how often the judge aligns at least as well, "
+                "rho_h how often the annotator does. The judge wins against an annotator when rho_f > rho_h - "
+                "epsilon (one-sided t-test, Benjamini-Yekutieli over annotators); it may replace them when it wins "
+                "against at least half (winning rate >= 0.5). The average advantage probability compares judges.",
 }
 
 
@@ -142,6 +148,10 @@ def page(tables: dict[str, pd.DataFrame], title: str, notes=()) -> str:
         if not ppi.empty:
             body += ["<h3>Prediction-powered estimates</h3>", f"<p>{_EXPLAIN['ppi']}</p>", _table(ppi),
                      _table(_sel(tables.get("ppi_pairs"), criterion))]
+        alt = _sel(tables.get("alt_test"), criterion)
+        if not alt.empty:
+            body += ["<h3>Can the judge replace the annotators?</h3>", f"<p>{_EXPLAIN['alt_test']}</p>", _table(alt),
+                     _table(_sel(tables.get("alt_test_annotators"), criterion))]
         not_computed = _sel(tables.get("not_computed"), criterion)
         if not not_computed.empty:
             body += ["<h3>Not computed</h3>", "<ul>" + "".join(

@@ -22,7 +22,8 @@ from evalstudio.exporters.approvals import PLATFORM_ID, not_platform_ids, write_
 from evalstudio.values.results import NUMBER  # a number is not a formula: '+0', '-1.5'
 
 from .conftest import CLI_FUZZ_EXAMPLES
-from .test_analyze_input import USR_LIKE, invoke
+from .test_analyze_input import invoke
+from .test_analyze_nested import USR_LIKE
 
 # what a terminal must never receive from user-supplied text: C0 controls but newline, DEL, C1 controls
 CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]")

@@ -50,6 +50,16 @@ def analyze(
                                         "and each difference between systems get an interval that uses its scores and "
                                         "stays valid however poor it is, beside the human-only one, with the number "
                                         "of human labels it is worth (ppi_systems.csv, ppi_pairs.csv).")] = None,
+    alt_test: Annotated[Optional[str], typer.Option(
+        "--alt-test", metavar="JUDGE", help="The alternative annotator test (Calderon et al., ACL 2025): may JUDGE (a "
+                                            "metric of --metrics that answers on the criterion's scale, such as an "
+                                            "LLM's ratings) replace the annotators? Per criterion, the winning rate "
+                                            "over annotators (leave one out, Benjamini-Yekutieli at q 0.05; it passes "
+                                            "at 0.5 or more) and the average advantage probability (alt_test.csv, "
+                                            "alt_test_annotators.csv). Annotators need 30 or more rated segments.")] = None,
+    epsilon: Annotated[float, typer.Option(
+        min=0.0, max=0.99, help="The alternative annotator test's cost-benefit margin: 0.2 for crowd workers, 0.1 for "
+                                "skilled annotators or experts (the paper's advice).")] = 0.2,
     projects: ProjectsOption = None,
 ):
     """Human ceiling (alpha, ICC, Gwet's AC, leave-one-annotator-out), label aggregation (majority, Dawid-Skene,
@@ -88,8 +98,8 @@ def analyze(
                 if ratings is not None and protocol is None and (
                         (chosen_spec is not None and chosen_spec.layout == layout)
                         or (chosen_spec is None and looks(columns))):
-                    if ppi is not None:
-                        raise BadInput(f"--ppi estimates mean ratings; {what} are analysed without it")
+                    if ppi is not None or alt_test is not None:
+                        raise BadInput(f"--ppi and --alt-test work on ratings; {what} are analysed without them")
                     if lower_is_better or (metrics is not None and layout != "pairwise"):
                         raise BadInput(f"{what} are analysed without --metrics and --lower-is-better"
                                        + (" (--metrics takes an LLM judge's verdicts on comparisons)"
@@ -99,9 +109,9 @@ def analyze(
                     return
             if protocol is not None and (ratings is None or ratings.suffix.lower() == ".json") and \
                     _load(projects).study(protocol).compare is not None:
-                if lower_is_better or ppi is not None:
-                    raise BadInput("comparisons and best-worst annotations are analysed without --lower-is-better "
-                                   "and --ppi")
+                if lower_is_better or ppi is not None or alt_test is not None:
+                    raise BadInput("comparisons and best-worst annotations are analysed without --lower-is-better, "
+                                   "--ppi and --alt-test")
                 page = _preference_project(protocol, projects, ratings, stage, bootstrap, metrics)
                 console.print(f"analysis written to {output / page.name}")
                 return
@@ -116,6 +126,8 @@ def analyze(
                 raise BadInput("no ratings to analyse")
             if ppi is not None and scores is None:
                 raise BadInput("--ppi names a metric whose scores it uses: give --metrics")
+            if alt_test is not None and scores is None:
+                raise BadInput("--alt-test names a judge whose answers it uses: give --metrics")
             flipped = list(dict.fromkeys([*(full_spec.lower_is_better), *(lower_is_better or [])]))
             if flipped:
                 if scores is None:
@@ -126,7 +138,8 @@ def analyze(
                 console.print(note)
             console.print(_summary(tidy, full_spec, scores))
             with console.status("computing statistics..."):
-                tables = run(tidy, full_spec, scores, n_boot=bootstrap, resamples=resamples, mace=mace, ppi=ppi)
+                tables = run(tidy, full_spec, scores, n_boot=bootstrap, resamples=resamples, mace=mace, ppi=ppi,
+                             alt=alt_test, epsilon=epsilon)
                 page = write_analysis(tables, f"{full_spec.name}: analysis", stage,
                                       [f"Ratings: {ratings.name if ratings else 'Label Studio'}"
                                        + (f"; metrics: {metrics.name}" if metrics else "")]
@@ -137,6 +150,11 @@ def analyze(
     console.print(_results(tables))
     if ppi is not None and not tables["ppi_systems"].empty:
         console.print(_ppi_results(tables["ppi_systems"]))
+    for r in tables["alt_test"].itertuples() if "alt_test" in tables else ():
+        console.print(f"Alternative annotator test, {r.judge} on {r.criterion}: winning rate {r.winning_rate:.2f} over "
+                      f"{r.annotators} annotator(s) (epsilon {r.epsilon:g}, q {r.q:g}): "
+                      + ("it may replace them" if r.passes else "it may not replace them")
+                      + f"; average advantage probability {r.advantage_probability:.3f}")
     not_computed = tables.get("not_computed")
     if not_computed is not None and not not_computed.empty:
         console.print(f"Not computed ({len(not_computed)}; why, in not_computed.csv and the page): "

@@ -48,7 +48,7 @@ def collect(tasks, lists: Lists) -> tuple[dict[str, list[str]], list[Problem]]:
         path, _, line = where.rpartition(":")
         if data.get(lists.version) is None:
             problems.append(Problem(path, int(line), lists.version, "no value: the lists tell an item's versions "
-                                    f"apart by this field (projects.yaml lists.version)"))
+                                    "apart by this field (projects.yaml lists.version)"))
             continue
         item, version = str(data.get("item_id")), version_key(data[lists.version])
         versions = found.setdefault(item, {})

@@ -1,0 +1,160 @@
+"""The alternative annotator test (`analyze --alt-test JUDGE`, evalstudio.stats.alttest): the same numbers as a
+direct transcription of the paper's procedure (loops over annotators and items, the Benjamini-Yekutieli step-up
+written out); on USR's published ratings a judge that answers what the annotators agree on passes and a constant
+one does not; bad judges are refused. (The authors' implementation carries no licence and their data sets are not
+copied here, so their reference numbers are not a test.)"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+from typer.testing import CliRunner
+
+from evalstudio.cli import app
+from evalstudio.stats.alttest import alt_test
+
+from .conftest import DATA
+
+
+def transcribed(matrix, judge, numeric, epsilon, q, min_items):
+    """Calderon, Reichart & Dror (2025), Algorithm 1, item by item."""
+    n_items, n_annotators = matrix.shape
+    results = []
+    for j in range(n_annotators):
+        w_f, w_h = [], []
+        for i in range(n_items):
+            others = [matrix[i, k] for k in range(n_annotators) if k != j and not math.isnan(matrix[i, k])]
+            if math.isnan(matrix[i, j]) or math.isnan(judge[i]) or not others:
+                continue
+            if numeric:
+                score = lambda a: -math.sqrt(sum((a - o) ** 2 for o in others) / len(others))
+            else:
+                score = lambda a: sum(a == o for o in others) / len(others)
+            w_f.append(1.0 if score(judge[i]) >= score(matrix[i, j]) else 0.0)
+            w_h.append(1.0 if score(matrix[i, j]) >= score(judge[i]) else 0.0)
+        if len(w_f) < min_items:
+            results.append(None)
+            continue
+        d = np.array(w_h) - np.array(w_f)
+        p = (0.0 if d.mean() < epsilon else 1.0) if d.std() == 0 else stats.ttest_1samp(d, epsilon,
+                                                                                         alternative="less").pvalue
+        results.append((float(np.mean(w_f)), float(np.mean(w_h)), float(p)))
+    tested = [k for k, r in enumerate(results) if r is not None]
+    m = len(tested)
+    c = sum(1 / k for k in range(1, m + 1))
+    order = sorted(tested, key=lambda k: results[k][2])
+    largest = 0  # the step-up: reject the `largest` smallest p-values
+    for rank, k in enumerate(order, 1):
+        if results[k][2] <= rank * q / (m * c):
+            largest = rank
+    rejected = set(order[:largest])
+    omega = len(rejected) / m
+    return omega, float(np.mean([results[k][0] for k in tested])), results, rejected
+
+
+@pytest.mark.parametrize("seed, numeric, missing", [(0, True, 0.0), (1, True, 0.3), (2, False, 0.0),
+                                                    (3, False, 0.25), (4, True, 0.5)])
+def test_the_same_numbers_as_the_papers_procedure_written_out(seed, numeric, missing):
+    rng = np.random.default_rng(seed)
+    items, annotators = 80, 6
+    truth = rng.integers(1, 6, items).astype(float)
+    matrix = np.clip(truth[:, None] + rng.integers(-1, 2, (items, annotators)) * (rng.random((items, annotators)) <
+                                                                                  rng.uniform(0.2, 0.8, annotators)),
+                     1, 5).astype(float)
+    matrix[rng.random(matrix.shape) < missing] = np.nan
+    judge = np.where(rng.random(items) < 0.7, truth, rng.integers(1, 6, items)).astype(float)
+    judge[rng.random(items) < 0.05] = np.nan
+    result, table = alt_test(matrix, judge, numeric, epsilon=0.1, q=0.05, min_items=20)
+    omega, advantage, rows, rejected = transcribed(matrix, judge, numeric, 0.1, 0.05, 20)
+    assert result.winning_rate == pytest.approx(omega) and result.advantage_probability == pytest.approx(advantage)
+    for k, row in enumerate(rows):
+        got = table.iloc[k]
+        if row is None:
+            assert np.isnan(got["p"]) and not got["rejected"]
+        else:
+            assert (got["rho_f"], got["rho_h"], got["p"]) == pytest.approx(row)
+            assert bool(got["rejected"]) == (k in rejected)
+    assert result.annotators == sum(r is not None for r in rows)
+
+
+def usr_tables(tmp_path):
+    """USR PersonaChat's Overall ratings (3 of 4 annotators on each of 300 responses) and two judges as a metrics file: the mean
+    of the three annotators (what they agree on) and a constant 3."""
+    from evalstudio.readers.ratings import read_ratings
+    from evalstudio.readers.spec import read_spec
+
+    tidy = read_ratings(DATA / "usr" / "pc_usr_data.json", read_spec(DATA / "usr" / "overall.yaml"))[0]
+    means = tidy.assign(value=tidy["value"].astype(float)).groupby(["system", "item"])["value"].mean().reset_index()
+    metrics = pd.concat([means.assign(metric="consensus"), means.assign(metric="always3", value=3.0)])
+    metrics.to_csv(tmp_path / "judges.csv", index=False)
+    return tmp_path / "judges.csv"
+
+
+@pytest.mark.parametrize("judge, passes", [("consensus", True), ("always3", False)])
+def test_on_usrs_published_ratings_a_consensus_judge_passes_and_a_constant_one_does_not(tmp_path, judge, passes):
+    judges = usr_tables(tmp_path)
+    result = CliRunner().invoke(app, ["analyze", str(DATA / "usr" / "pc_usr_data.json"), "--spec",
+                                      str(DATA / "usr" / "overall.yaml"), "--metrics", str(judges), "--alt-test",
+                                      judge, "--bootstrap", "10", "--resamples", "10", "-o", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    summary = pd.read_csv(tmp_path / "out" / "alt_test.csv").iloc[0]
+    annotators = pd.read_csv(tmp_path / "out" / "alt_test_annotators.csv")
+    # four annotators by id: one rated every response, three rated two thirds each
+    assert summary["annotators"] == 4 and sorted(annotators["items"]) == [200, 200, 200, 300]
+    assert bool(summary["passes"]) is passes and summary["winning_rate"] == (1.0 if passes else 0.0)
+    assert summary["scoring"] == "negative RMSE"
+    said = "it may replace them" if passes else "it may not replace them"
+    assert f"winning rate {summary['winning_rate']:.2f} over 4 annotator(s)" in " ".join(result.output.split())
+    assert said in " ".join(result.output.split())
+    assert "Can the judge replace the annotators?" in (tmp_path / "out" / "index.html").read_text()
+
+
+def test_a_nominal_judge_is_scored_by_accuracy_and_a_judge_off_the_scale_is_refused(tmp_path):
+    rng = np.random.default_rng(5)
+    truth = rng.choice([1, 2, 3], 60)  # a judge's answers are numbers: nominal labels as codes
+    rows = [{"item": i, "annotator": f"a{k}", "criterion": "answer",
+             "value": truth[i] if rng.random() < 0.8 else rng.choice([1, 2, 3])}
+            for i in range(60) for k in range(4)]
+    pd.DataFrame(rows).to_csv(tmp_path / "r.csv", index=False)
+    pd.DataFrame({"item": range(60), "metric": "llm", "value": truth}).to_csv(tmp_path / "m.csv", index=False)
+    (tmp_path / "spec.yaml").write_text("criteria:\n  answer: {scale: nominal}\n")
+    common = ["analyze", str(tmp_path / "r.csv"), "--spec", str(tmp_path / "spec.yaml"), "--bootstrap", "10",
+              "--resamples", "10"]
+    result = CliRunner().invoke(app, common + ["--metrics", str(tmp_path / "m.csv"), "--alt-test", "llm", "-o",
+                                               str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    summary = pd.read_csv(tmp_path / "out" / "alt_test.csv").iloc[0]
+    assert summary["scoring"] == "accuracy" and summary["annotators"] == 4 and bool(summary["passes"])
+    pd.DataFrame({"item": range(60), "metric": "llm", "value": 4}).to_csv(tmp_path / "bad.csv", index=False)
+    refused = CliRunner().invoke(app, common + ["--metrics", str(tmp_path / "bad.csv"), "--alt-test", "llm", "-o",
+                                                str(tmp_path / "bad")])
+    assert refused.exit_code == 2 and "'4.0' is not an answer the annotators gave" in refused.output
+    assert not (tmp_path / "bad").exists()
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--alt-test", "consensus"], "--alt-test names a judge whose answers it uses: give --metrics"),
+    (["--metrics", "JUDGES", "--alt-test", "nope"], "--alt-test nope: no such metric"),
+])
+def test_alt_test_options_that_do_not_fit_are_refused(tmp_path, options, message):
+    judges = usr_tables(tmp_path)
+    options = [str(judges) if o == "JUDGES" else o for o in options]
+    result = CliRunner().invoke(app, ["analyze", str(DATA / "usr" / "pc_usr_data.json"), "--spec",
+                                      str(DATA / "usr" / "overall.yaml"), *options, "-o", str(tmp_path / "out")])
+    assert result.exit_code == 2 and message in " ".join(result.output.split()), result.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_numeric_judge_outside_the_scale_is_refused(tmp_path):
+    judges = usr_tables(tmp_path)
+    frame = pd.read_csv(judges)
+    frame.loc[0, "value"] = 7.5
+    frame.to_csv(judges, index=False)
+    result = CliRunner().invoke(app, ["analyze", str(DATA / "usr" / "pc_usr_data.json"), "--spec",
+                                      str(DATA / "usr" / "overall.yaml"), "--metrics", str(judges), "--alt-test",
+                                      "consensus", "-o", str(tmp_path / "out")])
+    assert result.exit_code == 2 and "outside the criterion's scale 1-5" in " ".join(result.output.split())
