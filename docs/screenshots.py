@@ -3,6 +3,7 @@
   docs/report.png    `evalstudio report`'s page for Circa Part II, from the real MTurk explanation ratings
                      (tests/data/circa_mturk_final_results.csv: 12 workers, the T5 model's explanations)
   docs/analysis.png  `evalstudio analyze`'s page for HANNA (10 story generators, 17 metrics)
+  docs/plan.png      `evalstudio plan`'s curves for USR's PersonaChat ratings (the README's worked example)
 
 Run from the repository: `.venv/bin/python docs/screenshots.py` (needs /usr/bin/chromium, as the browser tests).
 The annotator views (docs/sotopia.png, ...) come from the browser tests; see tests/test_browser.py."""
@@ -42,6 +43,15 @@ def hanna_analysis(out: Path) -> Path:
     return out / "report" / "index.html"
 
 
+def usr_plan(out: Path) -> Path:
+    """The README's `plan` example, with its curves (the page's pictures, one above the other)."""
+    usr = ROOT / "tests/data/usr"
+    subprocess.run([sys.executable, "-m", "evalstudio.cli", "plan", usr / "pc_usr_data.json", "--spec",
+                    usr / "overall.yaml", "--system", "Original Ground Truth", "--system", "Seq2Seq", "--delta", "0.3",
+                    "--agreement-width", "0.2", "-o", out], check=True, stdout=subprocess.DEVNULL)
+    return out / "index.html"
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory() as folder, sync_playwright() as p:
         browser = p.chromium.launch(executable_path="/usr/bin/chromium")
@@ -51,6 +61,11 @@ def main() -> None:
             page.goto(html.resolve().as_uri())
             page.screenshot(path=ROOT / "docs" / png)
             print("wrote", ROOT / "docs" / png)
+        page.goto(usr_plan(Path(folder) / "plan").resolve().as_uri())
+        images = page.locator("img")
+        for k in range(images.count()):
+            images.nth(k).screenshot(path=ROOT / "docs" / f"plan-{k + 1}.png")
+            print("wrote", ROOT / "docs" / f"plan-{k + 1}.png")
         browser.close()
 
 

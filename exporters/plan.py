@@ -113,7 +113,7 @@ def write_plan(tables: dict[str, pd.DataFrame], title: str, out_dir: Path, notes
             curves = tables["power"][tables["power"]["design"] == design]
             for m, g in curves.groupby("annotators"):
                 ax.plot(g["items"], g["power"], marker="o", markersize=3, label=f"{m} annotator(s) per item")
-            ax.set_xscale("log")
+            _log_items(ax)
             ax.set_ylim(0, 1.02)
             ax.axhline(target, color="grey", linestyle="--", linewidth=0.8)
             ax.set_xlabel("items" + (" per system" if design == "unpaired" else ""))
@@ -132,7 +132,7 @@ def write_plan(tables: dict[str, pd.DataFrame], title: str, out_dir: Path, notes
         for ax, kind in zip(axes[0], shown):
             for m, g in tables[kind].dropna(subset=["width"]).groupby("annotators"):
                 ax.plot(g["outputs"], g["width"], marker="o", markersize=3, label=f"{m} annotator(s) per output")
-            ax.set_xscale("log")
+            _log_items(ax)
             ax.axhline((widths or {}).get(kind, np.nan), color="grey", linestyle="--", linewidth=0.8)
             ax.set_xlabel("outputs rated")
             ax.set_ylabel(labels[kind])
@@ -146,6 +146,16 @@ def write_plan(tables: dict[str, pd.DataFrame], title: str, out_dir: Path, notes
     index = out_dir / "index.html"
     write_output(index, _page(title, "\n".join(body)))
     return index
+
+
+def _log_items(ax) -> None:
+    """A log axis of counts with plain numbers: the report turns mathtext off (a $ in a system name is text), so
+    matplotlib's default labels (10^1 in mathtext) would show as their source."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
 
 
 def calibration(ratings: pd.DataFrame, criterion: str, systems: tuple[str, str], annotators=(1, 2, 3),

@@ -60,6 +60,26 @@ def test_the_closed_form_power_is_the_simulated_one(design, items, annotators):
     assert simulated == pytest.approx(closed, abs=4 * np.sqrt(closed * (1 - closed) / 20_000))
 
 
+def test_the_power_is_a_number_where_scipys_noncentral_t_gives_none():
+    """scipy's nct.cdf(-c, df, ncp) returns NaN far in the lower tail (ncp 10 with 5 degrees of freedom): a power
+    curve read past such a point would skip the smallest design that has the power. The power is a number there,
+    the same as a simulation of the t statistic, and the integration kept as a fallback agrees with scipy."""
+    from scipy import stats as st
+
+    from evalstudio.stats.power import _t_power, _t_power_by_integration
+
+    ncp, df = np.array([2.0, 3.0, 10.0, 30.0]), np.array([5.0, 20.0, 5.0, 999.0])
+    critical = st.t.ppf(0.975, df)
+    assert np.isnan(st.nct.cdf(-critical, df, ncp)).any()  # the case exists in this scipy
+    got = _t_power(ncp, df, 0.05)
+    assert np.isfinite(got).all()
+    assert _t_power_by_integration(ncp, df, 0.05) == pytest.approx(got, abs=1e-5)
+    rng = np.random.default_rng(0)
+    for k in range(len(ncp)):
+        t = (rng.normal(size=400_000) + ncp[k]) / np.sqrt(rng.chisquare(df[k], 400_000) / df[k])
+        assert got[k] == pytest.approx(np.mean(np.abs(t) > critical[k]), abs=0.003)
+
+
 @pytest.mark.parametrize("name, load, criterion, pair", [
     ("SQuALITY", lambda: read_ratings(SQUALITY)[0], "overall", ("bart", "bart-dpr")),
     ("USR", usr, "Overall", ("Language Model", "Seq2Seq")),

@@ -66,3 +66,20 @@ def test_each_worked_example_runs_as_written(heading, copy, monkeypatch):
         stated = PAGE.read_text(encoding="utf-8").split(heading, 1)[1]
         alpha = re.search(r"ordinal alpha (\d\.\d+ \[\d\.\d+, \d\.\d+\])", stated).group(1)
         assert alpha in printed, (alpha, printed)
+
+
+def test_the_readmes_planning_example_prints_what_the_readme_says(tmp_path, monkeypatch):
+    """The README's tour, step 4: its `plan` command as written (from the repository) prints the lines the README
+    shows."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("**4. How many annotators do I need?**"):readme.index("**5. Can my judge")]
+    (_, [command]), (_, shown) = blocks(section)[:2]
+    words = shlex.split(command)
+    assert words[0] == ".venv/bin/evalstudio" and words[1] == "plan"
+    monkeypatch.chdir(ROOT)
+    words[words.index("-o") + 1] = str(tmp_path / "usr-plan")
+    result = CliRunner().invoke(app, words[1:], terminal_width=120)
+    assert result.exit_code == 0, result.output
+    printed = [" ".join(line.split()) for line in result.output.splitlines()]
+    for line in shown:
+        assert " ".join(line.split()) in printed, line
