@@ -94,8 +94,11 @@ def _join(url: str, key: str, pid: str, out: dict) -> None:
         out[pid] = (answer.status_code, answer.json().get("link"))
 
 
+SIGN_UPS = 24  # (each creates a Label Studio account, about two seconds of the server's time on this machine)
+
+
 def test_concurrent_writers_keep_every_sign_up_and_close(label_studio, client, tmp_path):
-    """50 self sign-ups through two gateway processes sharing one study, while `participants add` runs three times
+    """24 self sign-ups through two gateway processes sharing one study, while `participants add` runs three times
     with new ids and `participants close` runs: every sign-up, every added id and every close is kept, and every
     participant can sign in afterwards (a closed one is told their part is complete). Once, on the last database:
     the ledger's own concurrency is tested on both (tests/test_ledger.py); Label Studio's database has no say in it."""
@@ -111,7 +114,7 @@ def test_concurrent_writers_keep_every_sign_up_and_close(label_studio, client, t
         key = ledger.open_ledger(folder).setting("join_key")
         joined: dict = {}
         threads = [threading.Thread(target=_join, args=((one, two)[i % 2].url, key, f"SELF{i}", joined))
-                   for i in range(50)]
+                   for i in range(SIGN_UPS)]
         for t in threads:
             t.start()
         cli = []
@@ -122,9 +125,9 @@ def test_concurrent_writers_keep_every_sign_up_and_close(label_studio, client, t
         for t in threads:
             t.join(timeout=600)
     assert all(done.returncode == 0 for done in cli), [done.stderr for done in cli]
-    assert {pid: code for pid, (code, _) in joined.items()} == {f"SELF{i}": 200 for i in range(50)}
+    assert {pid: code for pid, (code, _) in joined.items()} == {f"SELF{i}": 200 for i in range(SIGN_UPS)}
     accounts = participants.load_accounts(folder)
-    expected = {f"SELF{i}" for i in range(50)} | {f"CLI{b}X{i}" for b in range(3) for i in range(5)} | {
+    expected = {f"SELF{i}" for i in range(SIGN_UPS)} | {f"CLI{b}X{i}" for b in range(3) for i in range(5)} | {
         f"PRE{i}" for i in range(4)}
     assert set(accounts) == expected
     assert {pid for pid, a in accounts.items() if a.closed} == {"PRE0", "PRE1"}

@@ -194,8 +194,9 @@ def _cheapest_width(pilot, rows):
     from rich.table import Table
 
     facts = pilot.iloc[0]
-    title = (f"Fewest outputs for the interval targets (pilot: {facts['outputs']} outputs, alpha "
-             + (f"{facts['alpha']:.3f}" if facts["alpha"] == facts["alpha"] else "- (no repeated ratings)") + (f", r {facts['r']:.3f} with {facts['metric']}" if "r" in pilot else "") + ")")
+    alpha = f"{facts['alpha']:.3f}" if facts["alpha"] == facts["alpha"] else "- (no repeated ratings)"
+    r = f", r {facts['r']:.3f} with {facts['metric']}" if "r" in pilot else ""
+    title = f"Fewest outputs for the interval targets (pilot: {facts['outputs']} outputs, alpha {alpha}{r})"
     table = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left")
     for column in ("target", "annotators", "outputs", "tasks", "width", "minutes", "cost"):
         table.add_column(column, justify="left" if column == "target" else "right", no_wrap=True)

@@ -10,9 +10,9 @@ authors' code carries no licence, so none of it is used here):
 * W^f_ij = 1 when the judge aligns at least as well as j, W^h_ij = 1 when j aligns at least as well as the judge;
   rho^f_j and rho^h_j are their means over j's items (the judge's and j's advantage probabilities).
 * Per annotator, a one-sided paired t-test of H0: rho^f_j <= rho^h_j - epsilon against H1: rho^f_j > rho^h_j -
-  epsilon, i.e. of the mean of d_i = W^h_ij - W^f_ij being below epsilon. epsilon is the cost-benefit margin the
-  paper gives humans for being humans (0.2 for crowd workers, 0.1 for skilled annotators or experts, as it
-  suggests).
+  epsilon, i.e. of the mean of d_i = W^h_ij - W^f_ij being below epsilon. epsilon is the paper's cost-benefit
+  margin: the advantage the judge is given for being cheaper and faster, a penalty on the human annotators (0.2
+  for crowd workers, 0.1 for skilled annotators or experts, as it suggests).
 * The p-values of all annotators are corrected by Benjamini-Yekutieli (false discovery rate q, 0.05); the winning
   rate omega is the share of annotators whose H0 is rejected. The judge passes when omega >= 0.5. The average
   advantage probability is the mean of rho^f_j, for comparing judges.

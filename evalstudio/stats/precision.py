@@ -18,9 +18,9 @@ Normal theory is too narrow for real ratings and metrics (bounded scales, output
 metrics), so each width's variance is multiplied by the pilot's own inflation: its bootstrap range over the normal
 one at the pilot's size (never below 1).
 
-Both are checked against real published ratings by `realised` draws (exporters/precision.py, benchmarks/
-plan_calibration.py): the 95% range of the estimates over studies of the planned size drawn from the data is the
-width an interval that covers 95% of the time must have.
+Both are checked against real published ratings by drawing studies of the planned size from them
+(exporters/precision.py's calibrations, benchmarks/plan_calibration.py): the central 95% range of the estimates
+over those studies is the width an interval that covers 95% of the time must have.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def alpha_width(rho: float, units, annotators, level: float = 0.95, inflation: f
 def alpha_inflation(bootstrapped, rho: float, units: int, annotators: float, level: float = 0.95) -> float:
     """How much wider a pilot's bootstrap range of alpha is than normal theory says for the pilot's own size, as a
     factor on the variance: (central width of the bootstrap alphas / normal-theory width) squared. Real ratings
-    give more than 1 (SQuALITY's 0-100 scores about 1.6); the plan keeps it for every size. Never below 1: a
+    give more than 1 (SQuALITY's 0-100 overall scores about 1.5); the plan keeps it for every size. Never below 1: a
     pilot's bootstrap range is itself uncertain, and a plan narrower than normal theory's is not trusted."""
     normal = alpha_width(rho, [units], [annotators], level)[0, 0]
     observed = central_width(bootstrapped, level)
@@ -117,7 +117,7 @@ def pearson_bootstrap(x, y, resamples: int = 1000, seed: int = 0) -> np.ndarray:
 
 def correlation_inflation(bootstrapped, units: int, level: float = 0.95) -> float:
     """How much wider a pilot's bootstrap range of z = atanh(r) is than Fisher's 1 / sqrt(n - 3) says, as a factor
-    on the variance (a skewed metric such as HANNA's Repetition-1 gives about 1.4); never below 1."""
+    on the variance (a skewed metric such as HANNA's Repetition-1 gives about 1.5); never below 1."""
     observed = central_width(np.arctanh(np.clip(np.asarray(bootstrapped, dtype=float), -0.999999, 0.999999)), level)
     if units < 4 or not np.isfinite(observed):
         return 1.0
