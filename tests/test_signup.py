@@ -94,11 +94,11 @@ def _join(url: str, key: str, pid: str, out: dict) -> None:
         out[pid] = (answer.status_code, answer.json().get("link"))
 
 
-SIGN_UPS = 24  # (each creates a Label Studio account, about two seconds of the server's time on this machine)
+SIGN_UPS = 16  # (each creates a Label Studio account, about two seconds of the server's time on this machine)
 
 
 def test_concurrent_writers_keep_every_sign_up_and_close(label_studio, client, tmp_path):
-    """24 self sign-ups through two gateway processes sharing one study, while `participants add` runs three times
+    """16 self sign-ups through two gateway processes sharing one study, while `participants add` runs three times
     with new ids and `participants close` runs: every sign-up, every added id and every close is kept, and every
     participant can sign in afterwards (a closed one is told their part is complete). Once, on the last database:
     the ledger's own concurrency is tested on both (tests/test_ledger.py); Label Studio's database has no say in it."""
