@@ -15,6 +15,7 @@ import pandas as pd
 from evalstudio.base.errors import BadInput
 
 from ..stats.agreement import alpha_bootstrap, krippendorff_alpha
+from ..stats.power import drawn_studies
 from ..stats.precision import (
     alpha_inflation,
     alpha_width,
@@ -149,24 +150,6 @@ def precision_tables(ratings: pd.DataFrame, criterion: str, annotators=(1, 2, 3,
     return tables
 
 
-def _drawn(groups: list[np.ndarray], outputs: int, annotators: int, studies: int, rng) -> np.ndarray:
-    """studies x outputs x annotators: outputs drawn with replacement among those with `annotators` or more
-    ratings, each output's annotators without replacement."""
-    usable = [g for g in groups if len(g) >= annotators]
-    if len(usable) < 2:
-        raise ValueError(f"fewer than 2 outputs have {annotators} or more ratings")
-    width = max(len(g) for g in usable)
-    padded = np.full((len(usable), width), np.nan)
-    for row, g in enumerate(usable):
-        padded[row, :len(g)] = g
-    counts = np.array([len(g) for g in usable])
-    picked = rng.integers(0, len(usable), (studies, outputs))
-    keys = rng.random((studies, outputs, width))
-    keys[np.arange(width)[None, None, :] >= counts[picked][:, :, None]] = np.inf
-    chosen = np.argsort(keys, axis=2)[:, :, :annotators]
-    return np.take_along_axis(padded[picked], chosen, axis=2)
-
-
 def agreement_calibration(ratings: pd.DataFrame, criterion: str, annotators=(2, 3), outputs=(25, 50, 100, 200),
                           studies: int = 2000, pilots: int = 50, pilot_outputs: int = 20, seed: int = 0,
                           level: float = 0.95) -> pd.DataFrame:
@@ -191,7 +174,7 @@ def agreement_calibration(ratings: pd.DataFrame, criterion: str, annotators=(2, 
     rows = []
     for k in annotators:
         for n in outputs:
-            realised = central_width(balanced_alpha(_drawn(groups, n, k, studies, rng)), level)
+            realised = central_width(balanced_alpha(drawn_studies(groups, n, k, studies, rng)), level)
             promised = [float(alpha_width(rho, [n], [k], level, f)[0, 0]) for rho, f in pilot_fits]
             rows.append({"criterion": criterion, "alpha": alpha, "inflation": inflation, "annotators": k,
                          "outputs": n, "planned": float(alpha_width(alpha, [n], [k], level, inflation)[0, 0]),

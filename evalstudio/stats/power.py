@@ -135,6 +135,25 @@ def simulated_power(delta: float, components: Components, items: int, annotators
     return float(np.mean(p < alpha))
 
 
+def drawn_studies(groups: list[np.ndarray], items: int, annotators: int, simulations: int, rng) -> np.ndarray:
+    """simulations x items x annotators, drawn from published ratings: `items` groups (items, or outputs) with
+    replacement among those with `annotators` or more observations, and each group's observations without
+    replacement."""
+    usable = [g for g in groups if len(g) >= annotators]
+    if len(usable) < 2:
+        raise ValueError(f"fewer than 2 items have {annotators} or more observations")
+    width = max(len(g) for g in usable)
+    padded = np.full((len(usable), width), np.nan)
+    for row, g in enumerate(usable):
+        padded[row, :len(g)] = g
+    counts = np.array([len(g) for g in usable])
+    picked = rng.integers(0, len(usable), (simulations, items))
+    keys = rng.random((simulations, items, width))
+    keys[np.arange(width)[None, None, :] >= counts[picked][:, :, None]] = np.inf  # never pick the padding
+    chosen = np.argsort(keys, axis=2)[:, :, :annotators]
+    return np.take_along_axis(padded[picked], chosen, axis=2)
+
+
 def realised_power(per_item: list[np.ndarray], items: int, annotators: int, design: str, simulations: int, rng,
                    alpha: float = 0.05, second: list[np.ndarray] | None = None) -> float:
     """A calibration check on real data: the share of `simulations` studies drawn from published ratings in which
@@ -143,19 +162,7 @@ def realised_power(per_item: list[np.ndarray], items: int, annotators: int, desi
     `per_item` holds each item's ratings of the first system and `second` those of the second (drawn
     independently: other items, other annotators)."""
     def draw(groups: list[np.ndarray]) -> np.ndarray:
-        usable = [g for g in groups if len(g) >= annotators]
-        if len(usable) < 2:
-            raise ValueError(f"fewer than 2 items have {annotators} or more observations")
-        width = max(len(g) for g in usable)
-        padded = np.full((len(usable), width), np.nan)
-        for row, g in enumerate(usable):
-            padded[row, :len(g)] = g
-        counts = np.array([len(g) for g in usable])
-        picked = rng.integers(0, len(usable), (simulations, items))
-        keys = rng.random((simulations, items, width))
-        keys[np.arange(width)[None, None, :] >= counts[picked][:, :, None]] = np.inf  # never pick the padding
-        chosen = np.argsort(keys, axis=2)[:, :, :annotators]
-        return np.take_along_axis(padded[picked], chosen, axis=2).mean(axis=2)
+        return drawn_studies(groups, items, annotators, simulations, rng).mean(axis=2)
 
     with warnings.catch_warnings():  # a drawn study whose values are all equal has no t: it does not reject
         warnings.simplefilter("ignore", RuntimeWarning)
