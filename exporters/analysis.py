@@ -91,8 +91,24 @@ def _try(func, *args, **kwargs):
         return float("nan"), str(e)
 
 
+def first_answers(annotations: pd.DataFrame, n: int) -> pd.DataFrame:
+    """Each task's first `n` answers (in the order Label Studio stored them: annotation id)."""
+    firsts = (annotations.drop_duplicates(["task_id", "annotation_id"]).sort_values("annotation_id")
+              .groupby("task_id", sort=False).head(n)["annotation_id"])
+    return annotations[annotations["annotation_id"].isin(set(firsts))]
+
+
 def agreement_table(annotations: pd.DataFrame, project: Project, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
+    """Agreement per criterion. With adaptive collection (projects.yaml assignment: uncertainty or ability) the
+    tasks the model found uncertain got more answers, and agreement over every answer would be tilted towards the
+    hard tasks (lower than a fixed overlap would measure: benchmarks/adaptive.py shows how much); every task's first
+    `min_overlap` answers were collected before any task got more, so agreement is computed over those."""
     rows = []
+    adaptive = project.assignment is not None and project.assignment.strategy != "uniform"
+    if adaptive and {"task_id", "annotation_id"} <= set(annotations.columns):
+        kept = first_answers(annotations, project.assignment.min_overlap)
+        left_out = annotations["annotation_id"].nunique() - kept["annotation_id"].nunique()
+        annotations = kept
     for criterion, spec in project.criteria.items():
         r = ratings(annotations, criterion)
         given = len(r)
@@ -118,7 +134,10 @@ def agreement_table(annotations: pd.DataFrame, project: Project, n_boot: int = 1
             pairs, note = _try(ag.cohen_kappa_pairs, r, weights=weights)
             row["cohen_kappa_mean"] = float(pairs["kappa"].mean()) if isinstance(pairs, pd.DataFrame) else np.nan
             notes += [note] if note else []
-        row["note"] = "; ".join(dict.fromkeys(notes))
+        if adaptive:
+            notes.append(f"adaptive collection: over each task's first {project.assignment.min_overlap} answers "
+                         f"({left_out} later answer(s), given where the labels were least certain, left out)")
+        row["note"] = "; ".join(dict.fromkeys(n for n in notes if n))
         rows.append(row)
     return pd.DataFrame(rows)
 

@@ -134,6 +134,13 @@ def gateway(
                   f"{shown_public}` writes them to sign_in.csv. Ctrl-C stops.", highlight=False, markup=False)
     if config.max_participants:
         console.print(f"The study link takes {config.max_participants} participants in all.", highlight=False)
+    for part in config.parts:
+        if part.routing is not None:
+            route = part.routing
+            stops = [t for t in (route.target, f"{route.budget} answers" if route.budget else None) if t]
+            console.print(f"{part.name}: adaptive collection ({route.strategy}, at least {route.min_overlap} "
+                          f"answer(s) per task); stops at {' or '.join(stops) or 'no target'}; `status` says how far.",
+                          highlight=False, markup=False, soft_wrap=True)
     # no access log: personal links carry the participant's sign-in code in their path. X-Forwarded-For is read only
     # from the proxies named (uvicorn's proxy headers), never from anyone else
     options = dict(host=host, port=port, log_level="warning", access_log=False, proxy_headers=bool(proxies),

@@ -224,6 +224,8 @@ def _status_once(protocol, from_export, project_id, participants_folder, output,
             if warnings:
                 console.print(f"{who}: {warnings}", highlight=False, soft_wrap=True)
     console.print(time_left_text(annotations, remaining))
+    for line in _adaptive_lines(parts, per_part, participants_folder):
+        console.print(line, highlight=False, soft_wrap=True)
     for warning in study.gold_rate_warnings(parts, per_part):
         err.print(f"warning: {warning}", highlight=False)
     if crowd.platform == "prolific" and not crowd.completion_code:
@@ -242,6 +244,18 @@ def _status_once(protocol, from_export, project_id, participants_folder, output,
                        "with", style="bold red"), soft_wrap=True)
         for finding in tampered:
             err.print(Text(printable(f"  - {finding}"), style="red"), soft_wrap=True)
+
+
+def _adaptive_lines(parts, per_part, folder) -> list[str]:
+    """Adaptive parts (assignment:, stop_when:): the stopping target reached (when, at what cost) or how far."""
+    from evalstudio.crowd import ledger, participants, routing
+
+    if not any(routing.routing_of(p) for p in parts):
+        return []
+    folder = Path(folder or participants.DEFAULT_FOLDER)
+    book = ledger.open_ledger(folder) if (folder / ledger.FILE).exists() or (folder / ledger.POINTER).exists() \
+        else None
+    return routing.progress_lines(parts, per_part, book)
 
 
 RESTORE = {

@@ -305,15 +305,43 @@ class Ledger(Store):
         with self._write() as tx:
             tx.run("UPDATE refs SET lease = NULL WHERE ref = ? AND lease IS NOT NULL", (ref,))
 
-    def answered(self, ref: str, annotation_id: int, seconds: float | None = None) -> None:
+    def answered(self, ref: str, annotation_id: int, seconds: float | None = None, value: str | None = None) -> None:
         """Record the stored annotation of a reference, with its time on the task as the server measured it
-        (`seconds`, sent to Label Studio as its lead time; default: from serving to now)."""
+        (`seconds`, sent to Label Studio as its lead time; default: from serving to now) and, for adaptive
+        collection, its answer to the routing criterion (`value`, JSON)."""
         now = time.time()
         with self._write() as tx:
             served, known = tx.one("SELECT served, annotation_id FROM refs WHERE ref = ?", (ref,))
             if known is None:
-                tx.run("UPDATE refs SET annotation_id = ?, answered = ?, seconds = ?, lease = NULL WHERE ref = ?",
-                       (int(annotation_id), now, now - served if seconds is None else seconds, ref))
+                tx.run("UPDATE refs SET annotation_id = ?, answered = ?, seconds = ?, value = ?, lease = NULL "
+                       "WHERE ref = ?", (int(annotation_id), now, now - served if seconds is None else seconds,
+                                         value, ref))
+
+    def set_value(self, ref: str, value: str | None) -> None:
+        """The routing criterion's answer of an answered reference, after the participant changed their answer."""
+        with self._write() as tx:
+            tx.run("UPDATE refs SET value = ? WHERE ref = ? AND annotation_id IS NOT NULL", (value, ref))
+
+    def part_values(self, part: str) -> list[tuple[int, str, str | None]]:
+        """(task id, participant, value) of every answer given through the gateway in `part`, in the order
+        answered: what adaptive routing and the stopping rule see."""
+        with self._read() as tx:
+            rows = tx.all("SELECT task_id, participant, value FROM refs WHERE part = ? AND annotation_id IS NOT NULL "
+                          "ORDER BY answered, ref", (part,))
+        return [(int(t), p, v) for t, p, v in rows]
+
+    def stop(self, part: str, record: str) -> tuple[float, str]:
+        """Record that `part` reached its stopping target (the first record stays): (when, record)."""
+        with self._write() as tx:
+            tx.run("INSERT INTO stopped (part, at, record) VALUES (?, ?, ?) ON CONFLICT (part) DO NOTHING",
+                   (part, time.time(), record))
+            at, kept = tx.one("SELECT at, record FROM stopped WHERE part = ?", (part,))
+        return float(at), kept
+
+    def stopped(self) -> dict[str, tuple[float, str]]:
+        """part -> (when it reached its stopping target, the JSON record)."""
+        with self._read() as tx:
+            return {p: (float(a), r) for p, a, r in tx.all("SELECT part, at, record FROM stopped")}
 
     def answered_count(self, participant: str, part: str) -> int:
         with self._read() as tx:

@@ -67,6 +67,16 @@ MIGRATIONS: dict[int, list[str]] = {
         "CREATE INDEX attempts_key ON attempts (key, at)",
         "CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     ],
+    2: [
+        # adaptive collection (projects.yaml assignment:/stop_when:): each answer's value of the routing criterion,
+        # as JSON (a label or a number; NULL: not routed, or no answer to it), and when a part reached its target
+        "ALTER TABLE refs ADD COLUMN value TEXT",
+        """CREATE TABLE stopped (
+             part TEXT PRIMARY KEY,
+             at DOUBLE PRECISION NOT NULL,      -- when the gateway found the target reached (server time)
+             record TEXT NOT NULL               -- JSON: which target, answers, participant-minutes, money
+           )""",
+    ],
 }
 
 def take_over(folder: Path, tx) -> None:

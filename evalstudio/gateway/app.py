@@ -19,6 +19,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response, Stream
 from starlette.routing import Route
 
 from evalstudio.base.errors import EvalstudioError, ServerError
+from evalstudio.crowd import routing
 from evalstudio.crowd.ledger import Ledger, Ref
 
 from . import pages
@@ -57,6 +58,7 @@ class Gateway(Serving, Admission):
         self._catalogue_locks: dict[str, asyncio.Lock] = {}
         # (participant, part) -> their order, with the part's tasks (contexts) it was drawn from
         self._orders: dict[tuple[str, str], tuple[dict[int, str], list[int]]] = {}
+        self._states: dict[str, tuple] = {}  # part -> (what it was computed from, routing.State): adaptive parts
         self._admin: object | None = None
         self._invite: str | None = None
         # Label Studio's front-end settings (feature flags and edition), read once as the first participant to open
@@ -304,10 +306,11 @@ class Gateway(Serving, Admission):
         return response
 
     async def _create(self, session: Session, part: Part, ref: Ref, result: list[dict], was_sent: bool) -> Response:
+        value = routing.value_of(result, part.routing) if part.routing else None  # adaptive: what routing reads
         if was_sent:  # an earlier submission went out and its answer was lost: Label Studio may have it
             landed = await self._landed(session, ref)
             if landed is not None:
-                await self._w(self.ledger.answered, ref.ref, landed)
+                await self._w(self.ledger.answered, ref.ref, landed, None, value)
                 return JSONResponse({"ok": True})
         payload = {"result": await self._with_origin(session, part, ref, result),
                    "lead_time": round(time.time() - ref.served, 3)}
@@ -319,13 +322,13 @@ class Gateway(Serving, Admission):
             # failed inside Label Studio: it may have stored the annotation before failing; send it again only if not
             landed = await self._landed(session, ref)
             if landed is not None:
-                await self._w(self.ledger.answered, ref.ref, landed)
+                await self._w(self.ledger.answered, ref.ref, landed, None, value)
                 return JSONResponse({"ok": True})
             await asyncio.sleep(0.25 * 2 ** attempt)
         if 400 <= answer.status_code < 500:
             return _error("The study server did not accept this answer.", 409)
         answer.raise_for_status()
-        await self._w(self.ledger.answered, ref.ref, int(answer.json()["id"]), payload["lead_time"])
+        await self._w(self.ledger.answered, ref.ref, int(answer.json()["id"]), payload["lead_time"], value)
         return JSONResponse({"ok": True})
 
     async def _update(self, session: Session, part: Part, ref: Ref, result: list[dict]) -> Response:
@@ -334,6 +337,8 @@ class Gateway(Serving, Admission):
         if 400 <= answer.status_code < 500:
             return _error("The study server did not accept this answer.", 409)
         answer.raise_for_status()
+        if part.routing:
+            await self._w(self.ledger.set_value, ref.ref, routing.value_of(result, part.routing))
         return JSONResponse({"ok": True})
 
     async def _with_origin(self, session: Session, part: Part, ref: Ref, result: list[dict]) -> list[dict]:

@@ -10,8 +10,10 @@ import secrets
 import time
 from dataclasses import dataclass
 
+from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, Response
 
+from evalstudio.crowd import routing
 from evalstudio.crowd.ledger import Ref
 from evalstudio.tasks.order import choose, participant_order, seed_of, waiting
 
@@ -96,10 +98,16 @@ class Serving:
             first = self.parts[part.after]
             if not await self._finished(session, first):
                 return JSONResponse({"finished": f"Please finish “{first.title}” first.", "previous": previous})
+        overlap = await self._overlap_of(part)
+        state = None
+        if part.routing is not None:  # adaptive collection: the part may have collected enough (said to everyone)
+            state = await self._state(part, await self._catalogue(part))
+            if await self._stopped(part, state, overlap):
+                await self._w(self.ledger.finish, session.participant, part.name)
+                return JSONResponse({"finished": routing.STOP_MESSAGE, "previous": previous})
         if await self._finished(session, part):
             return JSONResponse({"finished": "You have done every task of this part. Thank you!", "previous": previous})
         count = await self._count(session, part)
-        overlap = await self._overlap_of(part)
         held = self.ledger.open_ref(session.participant, part.name)
         if held is not None and not await self._w(self.ledger.full, held.ref, overlap):
             # a task served and not answered (a reload, a new sign-in, a restart): the same one
@@ -115,6 +123,9 @@ class Serving:
 
         def pick(taken, mine):
             seen.update(taken=taken, mine=mine | theirs)
+            if state is not None:
+                return routing.choose_adaptive(part.routing, state, order, catalogue.contexts, catalogue.outside,
+                                               taken, mine | theirs, overlap, last_context)
             return choose(order, catalogue.contexts, catalogue.outside, taken, mine | theirs, overlap, last_context)
 
         ref = await self._w(self.ledger.serve_chosen, session.participant, part.name, pick)
@@ -126,6 +137,30 @@ class Serving:
         await self._w(self.ledger.finish, session.participant, part.name)
         return JSONResponse({"finished": "There are no more tasks for you in this part. Thank you!",
                              "previous": previous})
+
+    async def _state(self, part: Part, catalogue: Catalogue) -> routing.State:
+        """The part's answers and the certainty of each task's label (computed again when an answer is added)."""
+        values = self.ledger.part_values(part.name)
+        key = (len(values), values[-1] if values else None, id(catalogue.contexts))
+        cached = self._states.get(part.name)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        state = await run_in_threadpool(routing.state_of, part.routing, sorted(catalogue.contexts), values)
+        self._states[part.name] = (key, state)
+        return state
+
+    async def _stopped(self, part: Part, state: routing.State, overlap: int) -> bool:
+        """Whether the part has reached its stopping target; the first time, the ledger records which, when and at
+        what cost (answers, participant-minutes as the gateway measured them, money)."""
+        if part.name in self.ledger.stopped():
+            return True
+        target = routing.reached(part.routing, state, overlap)
+        if target is None:
+            return False
+        minutes = sum(r.seconds or 0.0 for r in self.ledger.answers()
+                      if r.part == part.name and r.annotation_id is not None) / 60
+        await self._w(self.ledger.stop, part.name, routing.record(part.routing, target, state, minutes))
+        return True
 
     async def _items_seen_elsewhere(self, session: Session, part: Part) -> set[str]:
         """The items (item ids) the participant was served in the study's other projects: cmv's delta threads are in

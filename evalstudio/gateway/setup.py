@@ -10,6 +10,7 @@ from pathlib import Path
 import httpx
 
 from evalstudio.base.errors import ServerError
+from evalstudio.crowd.routing import Routing, routing_of
 from evalstudio.protocols.registry import Project
 
 from .checks import Control, controls_of
@@ -35,6 +36,7 @@ class Part:
     list_number: int | None = None  # counterbalanced lists: which list this project is
     batch: tuple[int, int] | None = None  # crowd batch_size and max_batches (MTurk HITs): shown in the progress
     order: str = "random"  # random: each participant's own order; sequential: the import's order, for everyone
+    routing: Routing | None = None  # adaptive collection (assignment:, stop_when:); None: a fixed overlap
 
 
 @dataclass
@@ -66,7 +68,7 @@ def load_parts(client, projects: list[Project]) -> list[Part]:
                           frozenset(project.data_fields()), controls_of(project), quota,
                           crowd.after if crowd else None, project.prefill, project.entry, project.list_number,
                           (crowd.batch_size, crowd.max_batches) if crowd and crowd.batch_size and crowd.max_batches
-                          else None, project.order))
+                          else None, project.order, routing_of(project)))
     return parts
 
 

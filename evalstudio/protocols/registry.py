@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from evalstudio.base.errors import RegistryError, UnknownName
 from evalstudio.base.files import read_text_file
 
+from .adaptive import Assignment, StopWhen, adaptive_problems
 from .config_checks import check_against_config, compare_problems
 from .mapping import InputMap
 from .mapping import check_against_config as input_problems
@@ -210,6 +211,9 @@ class Project(BaseModel):
     list_number: int | None = None  # 1 ... lists.count
     # The crowd study's structure from the protocol document: platform, quota, batches, bonus, completion code.
     crowd: Crowd | None = None
+    # Adaptive collection through the gateway (evalstudio/protocols/adaptive.py): routing and a stopping rule.
+    assignment: Assignment | None = None
+    stop_when: StopWhen | None = None
     criteria: dict[str, Criterion] = Field(min_length=1)
     base_dir: Path = Path(".")
 
@@ -431,6 +435,7 @@ def load(path: Path | str | None = None) -> Registry:
         if project.input is not None:
             problems += input_problems(project)
         problems += compare_problems(project)
+        problems += adaptive_problems(project)
         if problems:  # each at its own line (a criterion's, not the entry's first)
             raise RegistryError(where.each(problems))
         for listed in _lists_of(project, where):

@@ -1,0 +1,209 @@
+"""Adaptive collection through the gateway (projects.yaml `assignment:` and `stop_when:`): which task a participant
+gets next when the strategy is `uncertainty` or `ability`, and whether the part has collected enough.
+
+What it sees is the ledger's record of the answers given through the gateway (each answer's value of the routing
+criterion is stored with it, from the checked result, never from anything else the browser sends), so every gateway
+process routes from the same state and a restart loses nothing. Answers given in Label Studio itself are not seen:
+an adaptive study runs through the gateway. The statistics are evalstudio/stats/adaptive.py; the constraints of
+every order hold as for a fixed overlap (evalstudio/tasks/order.py): a task is never served twice to one
+participant, nor beyond its overlap (`annotators_per_task`, Label Studio's maximum), nor an item a participant met in
+another part, and the next task is of another context than the last one where the ranking leaves a choice among
+equally uncertain tasks.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .ledger import Load
+from evalstudio.stats import adaptive
+
+STOP_MESSAGE = "The study has collected all the answers it needs. Thank you for taking part!"
+
+
+@dataclass(frozen=True)
+class Routing:
+    """A part's adaptive collection, as the gateway applies it."""
+    strategy: str  # uncertainty or ability
+    control: str  # the routing criterion's control (from_name in a result)
+    labels: tuple[str, ...]  # its labels (categorical); () for numeric
+    missing: frozenset[str]  # answers that mean "no rating"
+    min_overlap: int
+    posterior: float | None
+    width: float | None
+    budget: int | None
+    pay_per_label: float | None
+
+    @property
+    def categorical(self) -> bool:
+        return bool(self.labels)
+
+    @property
+    def target(self) -> str | None:
+        if self.posterior is not None:
+            return f"every task's label posterior at least {self.posterior:g}"
+        if self.width is not None:
+            return f"every task's mean rating's 95% interval at most {self.width:g} wide"
+        return None
+
+
+def routing_of(project) -> Routing | None:
+    """The part's routing from its projects.yaml entry (None: a fixed overlap and no stopping rule)."""
+    assignment, stop = project.assignment, project.stop_when
+    if assignment is None and stop is None:
+        return None
+    name = (assignment.criterion if assignment else None) or next(iter(project.criteria))
+    criterion = project.criteria[name]
+    (_, control), = project.controls(name)
+    strategy = assignment.strategy if assignment else "uniform"
+    return Routing(strategy, control, tuple(criterion.labels or ()), frozenset(criterion.missing),
+                   assignment.min_overlap if assignment else 1,
+                   stop.posterior if stop else None, stop.width if stop else None, stop.budget if stop else None,
+                   stop.pay_per_label if stop else None)
+
+
+def value_of(result: list[dict], routing: Routing) -> str | None:
+    """The routing criterion's answer in a checked result, as JSON; None when it has none (or a "no rating")."""
+    for region in result:
+        if region.get("from_name") != routing.control:
+            continue
+        value = region.get("value") or {}
+        if routing.categorical:
+            chosen = value.get("choices") or []
+            if len(chosen) == 1 and chosen[0] in routing.labels and chosen[0] not in routing.missing:
+                return json.dumps(chosen[0])
+            return None
+        for key in ("rating", "number"):
+            number = value.get(key)
+            if isinstance(number, (int, float)) and not isinstance(number, bool) and math.isfinite(number):
+                return json.dumps(float(number))
+    return None
+
+
+@dataclass
+class State:
+    """A part's answers as codes over its tasks (task ids sorted), and their certainty."""
+    task_ids: list[int]
+    certainty: adaptive.Certainty
+    answers: int  # answers given through the gateway (with or without a value)
+
+
+def state_of(routing: Routing, task_ids: list[int], values: list[tuple[int, str, str | None]]) -> State:
+    """The certainty of each task's label from the answers (task id, participant, value JSON) in the ledger."""
+    index = {t: i for i, t in enumerate(task_ids)}
+    people: dict[str, int] = {}
+    tasks, annotators, numbers = [], [], []
+    for task_id, participant, raw in values:
+        if task_id not in index or raw is None:
+            continue
+        value = json.loads(raw)
+        if routing.categorical:
+            if value not in routing.labels:
+                continue
+            value = routing.labels.index(value)
+        tasks.append(index[task_id])
+        annotators.append(people.setdefault(participant, len(people)))
+        numbers.append(value)
+    weighted = routing.strategy == "ability"
+    if routing.categorical:
+        certainty = adaptive.categorical_certainty(tasks, annotators, numbers, n_tasks=len(task_ids),
+                                                   n_classes=len(routing.labels), weighted=weighted)
+    else:
+        certainty = adaptive.numeric_certainty(tasks, annotators, numbers, n_tasks=len(task_ids), weighted=weighted)
+    return State(task_ids, certainty, len(values))
+
+
+def reached(routing: Routing, state: State, overlap: int) -> str | None:
+    """Which stopping target the part has reached (None: not yet)."""
+    if routing.budget is not None and state.answers >= routing.budget:
+        return f"the budget of {routing.budget} answers"
+    if routing.target and adaptive.study_done(state.certainty, min_overlap=routing.min_overlap,
+                                              max_overlap=overlap, posterior=routing.posterior, width=routing.width):
+        return routing.target
+    return None
+
+
+def choose_adaptive(routing: Routing, state: State, order: list[int], contexts: dict[int, str],
+                    outside: dict[int, int], taken: dict[int, Load], mine: set[int], overlap: int,
+                    last_context: str | None) -> int | None:
+    """The participant's next task under the strategy: `adaptive.rank` over the tasks in the participant's own
+    order (which breaks ties), skipping tasks they had and tasks with `overlap` answers or holds; of the tasks as
+    uncertain as the first, one of another context than the last one's."""
+    if routing.budget is not None:
+        held = sum(t.holding for t in taken.values())
+        if state.answers + held >= routing.budget:
+            return None
+    position = {t: i for i, t in enumerate(state.task_ids)}
+    codes = [position[t] for t in order if t in position]
+    done = adaptive.met(state.certainty, routing.posterior, routing.width) if routing.target else None
+    ranked = adaptive.rank(state.certainty, codes, min_overlap=routing.min_overlap, max_overlap=overlap, done=done)
+
+    def load(task_id: int) -> int:
+        t = taken.get(task_id, Load())
+        return max(outside.get(task_id, 0), t.answered) + t.holding
+
+    open_tasks = [state.task_ids[c] for c in ranked if state.task_ids[c] not in mine
+                  and load(state.task_ids[c]) < overlap]
+    if not open_tasks:
+        return None
+    first = open_tasks[0]
+    key = _key(state, position[first], routing)
+    for task_id in open_tasks:
+        if _key(state, position[task_id], routing) != key:
+            break
+        if contexts.get(task_id) != last_context:
+            return task_id
+    return first
+
+
+def _key(state: State, code: int, routing: Routing) -> tuple:
+    """What ranks a task: below the minimum overlap (and how many answers), else its uncertainty."""
+    count = int(state.certainty.counts[code])
+    if count < routing.min_overlap:
+        return (0, count)
+    return (1, float(np.round(adaptive.uncertainty(state.certainty)[code], 12)))
+
+
+def record(routing: Routing, target: str, state: State, minutes: float) -> str:
+    """What the ledger keeps of a part's stop (JSON): the target, answers, participant-minutes and money."""
+    money = state.answers * routing.pay_per_label if routing.pay_per_label else None
+    return json.dumps({"target": target, "answers": state.answers, "minutes": round(minutes, 2),
+                       "money": None if money is None else round(money, 2)})
+
+
+def progress_lines(parts, per_part: list[list[dict]], ledger) -> list[str]:
+    """What `status` says of each adaptive part: the target it reached, when and at what cost, or how far it is."""
+    import datetime
+
+    stopped = ledger.stopped() if ledger is not None else {}
+    lines = []
+    for part, tasks in zip(parts, per_part):
+        route = routing_of(part)
+        if route is None:
+            continue
+        how = f"{part.name}: adaptive collection ({route.strategy}, at least {route.min_overlap} answer(s) per task)"
+        if part.name in stopped:
+            at, kept = stopped[part.name]
+            record = json.loads(kept)
+            when = datetime.datetime.fromtimestamp(at, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+            cost = f"{record['answers']} answers, {record['minutes']:g} participant-minutes"
+            if record.get("money") is not None:
+                cost += f", {record['money']:g} in pay"
+            lines.append(f"{how}: stopped at {when}, target reached: {record['target']}; cost: {cost}")
+            continue
+        values = ledger.part_values(part.name) if ledger is not None else []
+        state = state_of(route, sorted(int(t["id"]) for t in tasks), values)
+        overlap = part.annotators_per_task
+        parts_of_it = [f"{state.answers} answers through the gateway"]
+        if route.budget is not None:
+            parts_of_it.append(f"a budget of {route.budget}")
+        if route.target:
+            met = adaptive.met(state.certainty, route.posterior, route.width) | (state.certainty.counts >= overlap)
+            ready = int((met & (state.certainty.counts >= route.min_overlap)).sum())
+            parts_of_it.append(f"{ready} of {len(state.task_ids)} tasks at the target ({route.target})")
+        lines.append(f"{how}: collecting; {', '.join(parts_of_it)}")
+    return lines

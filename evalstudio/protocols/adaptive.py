@@ -1,0 +1,83 @@
+"""Adaptive collection in projects.yaml: `assignment:` (which task the gateway serves a participant next) and
+`stop_when:` (when the study has collected enough). The statistics are evalstudio/stats/adaptive.py; the gateway
+applies them (evalstudio/crowd/routing.py) from the ledger's record of the answers.
+
+    assignment:
+      strategy: uncertainty   # uniform (the default: a fixed overlap), uncertainty or ability
+      criterion: q1           # the criterion whose answers decide (default: the entry's first)
+      min_overlap: 2          # every task gets this many answers before any task gets more
+    stop_when:
+      posterior: 0.9          # every task's label at least this probable (categorical criteria), or
+      width: 1.0              # every task's mean rating's 95% interval at most this wide (numeric criteria)
+      labels: 600             # and/or a budget: answers in all,
+      money: 150              # or money, at pay_per_label each
+      pay_per_label: 0.25
+
+The maximum overlap is the entry's `annotators_per_task` (Label Studio's maximum annotations per task).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class Assignment(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    strategy: Literal["uniform", "uncertainty", "ability"] = "uniform"
+    criterion: str | None = None
+    min_overlap: int = Field(default=2, ge=1)
+
+
+class StopWhen(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    posterior: float | None = Field(default=None, gt=0, lt=1)
+    width: float | None = Field(default=None, gt=0)
+    labels: int | None = Field(default=None, ge=1)
+    money: float | None = Field(default=None, gt=0)
+    pay_per_label: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _check(self):
+        if self.posterior is not None and self.width is not None:
+            raise ValueError("give posterior (categorical criteria) or width (numeric), not both")
+        if self.money is not None and self.pay_per_label is None:
+            raise ValueError("money needs pay_per_label (what one answer costs)")
+        if all(v is None for v in (self.posterior, self.width, self.labels, self.money)):
+            raise ValueError("give a target (posterior or width) or a budget (labels or money)")
+        return self
+
+    @property
+    def budget(self) -> int | None:
+        """The answers the budget allows (labels, or money / pay_per_label, whichever is fewer)."""
+        limits = [self.labels] if self.labels is not None else []
+        if self.money is not None and self.pay_per_label:
+            limits.append(int(self.money / self.pay_per_label + 1e-9))
+        return min(limits) if limits else None
+
+
+def adaptive_problems(project) -> list[str]:
+    """`assignment:` and `stop_when:` against the entry: a criterion it has, of the kind the target needs."""
+    assignment, stop = project.assignment, project.stop_when
+    if assignment is None and stop is None:
+        return []
+    assignment = assignment or Assignment()
+    name = assignment.criterion or next(iter(project.criteria))
+    problems = []
+    if name not in project.criteria:
+        return [f"assignment.criterion: '{name}' is not a criterion of the entry; valid names: "
+                f"{', '.join(project.criteria)}"]
+    criterion = project.criteria[name]
+    if len(project.controls(name)) != 1:
+        problems.append(f"assignment.criterion: '{name}' has one control per agent; route by a criterion with one")
+    if assignment.min_overlap > project.annotators_per_task:
+        problems.append(f"assignment.min_overlap: {assignment.min_overlap} is more than annotators_per_task "
+                        f"({project.annotators_per_task}), the most answers a task can get")
+    if stop is not None and stop.posterior is not None and criterion.labels is None:
+        problems.append(f"stop_when.posterior: '{name}' is numeric; a label's posterior is for categorical criteria "
+                        "(use width)")
+    if stop is not None and stop.width is not None and criterion.labels is not None:
+        problems.append(f"stop_when.width: '{name}' is categorical; an interval width is for numeric criteria "
+                        "(use posterior)")
+    return problems
