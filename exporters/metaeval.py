@@ -30,21 +30,11 @@ from ..stats import icc as icc_mod
 from ..stats import significance as sig
 from ..stats.agreement import alpha_ci, krippendorff_alpha, leave_one_annotator_out, resample_counts
 from ..stats.alignment import fisher_ci
-from .tidy import segment_means
+from .tidy import segment, segment_means
 
 _INTEGER = re.compile(r"-?[0-9]+")
 SEGMENT_METHODS = ("pearson", "spearman", "kendall_b")
 SYSTEM_METHODS = ("pearson", "spearman", "kendall_b", "kendall_c")
-
-
-def segment(frame: pd.DataFrame) -> pd.Series:
-    """The rated unit: item, with system and agent when given."""
-    key = frame["item"].astype(str)
-    if (frame["system"] != "").any():
-        key = frame["system"].astype(str) + " | " + key
-    if (frame["agent"] != "").any():
-        key = key + " | " + frame["agent"].astype(str)
-    return key
 
 
 def _try(func, *args, **kwargs):
@@ -126,42 +116,6 @@ def agreement(ratings: pd.DataFrame, spec: Spec, n_boot: int = 1000, why: Reason
         rows.append(row)
     cat = lambda parts: pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
     return pd.DataFrame(rows), cat(loo_rows), cat(icc_rows)
-
-
-def aggregate(ratings: pd.DataFrame, spec: Spec, mace: bool = False, why: Reasons | None = None) -> pd.DataFrame:
-    """Aggregated labels of the categorical and ordinal criteria, one row per (criterion, item)."""
-    why = Reasons() if why is None else why
-    parts = []
-    methods = ("plurality", "majority", "dawid_skene") + (("mace",) if mace else ())
-    if not aggregation.crowdkit_available():
-        methods = tuple(m for m in methods if m not in aggregation.NEEDS_CROWD_KIT)
-    for name, crit in spec.criteria.items():
-        r = ratings[ratings["criterion"] == name]
-        if r.empty:
-            continue
-        if crit.scale == "interval":
-            why.add("aggregated_labels", name, "interval scale: labels are aggregated for categorical and ordinal "
-                                               "criteria; an interval criterion's mean per system is in systems.csv")
-            continue
-        if crit.numeric and not crit.labels and r["value"].nunique() > 20:
-            why.add("aggregated_labels", name, f"{r['value'].nunique()} distinct values: too many to vote on as "
-                                               "labels (give the criterion its labels in the spec to aggregate)")
-            continue
-        frame = pd.DataFrame({"item": segment(r).to_numpy(), "annotator": r["annotator"].to_numpy(),
-                              "value": r["value"].to_numpy()})
-        labels = aggregation.aggregate(frame, methods, min_votes=crit.min_votes)
-        if crit.labels is not None and crit.scale == "ordinal":  # positions back to the labels
-            names = {float(i + 1): label for i, label in enumerate(crit.labels)}
-            labels = labels.apply(lambda col: col.map(lambda v: names.get(_float(v), v)))
-        parts.append(labels.rename_axis("item").reset_index().assign(criterion=name))
-    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
-
-
-def _float(value):
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return value
 
 
 def _matrices(ratings: pd.DataFrame, metrics: pd.DataFrame, criterion: str):
@@ -418,7 +372,9 @@ def analyze(ratings: pd.DataFrame, spec: Spec, metrics: pd.DataFrame | None = No
     tables = {}
     why = Reasons()
     tables["agreement"], tables["leave_one_out"], tables["icc"] = agreement(ratings, spec, n_boot, why)
-    tables["aggregated_labels"] = aggregate(ratings, spec, mace, why)
+    from .aggregated import aggregate
+
+    tables["aggregated_labels"], tables["annotator_accuracy"] = aggregate(ratings, spec, why, mace, n_boot)
     tables["systems"], tables["system_pairs"] = system_ranking(ratings, spec, n_boot, why)
     if metrics is not None and not metrics.empty:
         (tables["correlations"], tables["accuracy"], tables["metric_pairs"],

@@ -160,5 +160,22 @@ def page(tables: dict[str, pd.DataFrame], title: str, notes=()) -> str:
     labels = tables.get("aggregated_labels")
     if labels is not None and not labels.empty:
         body += ["<h2>Aggregated labels</h2>", f"<p>{len(labels)} item labels in aggregated_labels.csv "
-                 "(plurality, majority, Dawid-Skene, and MACE when asked for).</p>"]
+                 "(plurality, majority, Dawid-Skene, and MACE when asked for). One-coin Dawid-Skene's label comes "
+                 "with its posterior probability and a 95% interval (<code>posterior</code>, <code>posterior_lo</code>, "
+                 "<code>posterior_hi</code>): the chance that the label is right, calibrated on simulations from "
+                 "published crowd labels.</p>"]
+        if "posterior" in labels:
+            uncertain = labels[labels["posterior"] < 0.8]
+            body.append(f"<p>{len(uncertain)} of {len(labels)} labels are less than 80% probable: the items to "
+                        "look at, or to give more answers.</p>")
+    accuracy = tables.get("annotator_accuracy")
+    if accuracy is not None and not accuracy.empty:
+        shown = accuracy.assign(accuracy=accuracy.apply(
+            lambda r: f"{r['accuracy']:.2f}" + ("" if pd.isna(r["accuracy_lo"]) else
+                                                f" [{r['accuracy_lo']:.2f}, {r['accuracy_hi']:.2f}]"), axis=1))
+        body += ["<h2>Annotators' estimated accuracy</h2>",
+                 "<p>One-coin Dawid-Skene: the probability that each annotator's label is right, with a 95% bootstrap "
+                 "interval over items (annotator_accuracy.csv). An accuracy near chance with an interval that "
+                 "excludes the others' is worth a look.</p>",
+                 _table(shown[["criterion", "annotator", "accuracy", "labels"]])]
     return _page(title, "\n".join(body))

@@ -311,6 +311,16 @@ def ratings(frame: pd.DataFrame, criterion: str) -> pd.DataFrame:
     return out
 
 
+def segment(frame: pd.DataFrame) -> pd.Series:
+    """The rated unit: item, with system and agent when given."""
+    key = frame["item"].astype(str)
+    if (frame["system"] != "").any():
+        key = frame["system"].astype(str) + " | " + key
+    if (frame["agent"] != "").any():
+        key = key + " | " + frame["agent"].astype(str)
+    return key
+
+
 def segment_means(ratings: pd.DataFrame, criterion: str) -> pd.DataFrame:
     """One criterion's mean human score per segment: systems x segments (the item, with " | agent" when the rating
     is of one agent of it), NaN where a system's segment has no rating. Read from `analyze`'s tidy ratings frame."""

@@ -84,8 +84,8 @@ def one_coin(tasks, annotators, labels, *, n_tasks: int | None = None, n_classes
     if class_prior > 0:  # with priors, every class of the scale is possible (the first answers may all agree)
         observed[:] = True
     k = max(int(observed.sum()), 2)
-    counts = np.zeros((n_tasks, n_classes))
-    np.add.at(counts, (t, y), 1.0)
+    cell = t * n_classes + y  # (task, class) as one index: np.bincount is much faster than np.add.at
+    counts = np.bincount(cell, minlength=n_tasks * n_classes).reshape(n_tasks, n_classes).astype(float)
     labelled = counts.sum(axis=1) > 0
     probas = np.zeros((n_tasks, n_classes))
     probas[labelled] = counts[labelled] / counts[labelled].sum(axis=1, keepdims=True)
@@ -107,8 +107,8 @@ def one_coin(tasks, annotators, labels, *, n_tasks: int | None = None, n_classes
         right = np.log2(np.clip(skills, EPS, 1 - EPS))
         wrong = np.log2(np.clip((1 - skills) / (k - 1), EPS, 1 - EPS))
         # each label adds log(wrong) to every class and (right - wrong) to the class it names
-        log_like = np.zeros((n_tasks, n_classes))
-        np.add.at(log_like, (t, y), (right - wrong)[a])
+        log_like = np.bincount(cell, weights=(right - wrong)[a], minlength=n_tasks * n_classes).reshape(
+            n_tasks, n_classes)
         log_like += np.bincount(t, weights=wrong[a], minlength=n_tasks)[:, None]
         log_like += np.log2(np.clip(priors, EPS, None))[None, :]
         log_like[:, ~observed] = -np.inf
