@@ -139,9 +139,10 @@ class Serving:
                              "previous": previous})
 
     async def _state(self, part: Part, catalogue: Catalogue) -> routing.State:
-        """The part's answers and the certainty of each task's label (computed again when an answer is added)."""
+        """The part's answers and the certainty of each task's label (computed again when an answer is added or
+        changed)."""
         values = self.ledger.part_values(part.name)
-        key = (len(values), values[-1] if values else None, id(catalogue.contexts))
+        key = (hash(tuple(values)), id(catalogue.contexts))
         cached = self._states.get(part.name)
         if cached is not None and cached[0] == key:
             return cached[1]
