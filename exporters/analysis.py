@@ -142,6 +142,26 @@ def agreement_table(annotations: pd.DataFrame, project: Project, n_boot: int = 1
     return pd.DataFrame(rows)
 
 
+def label_tables(annotations: pd.DataFrame, project: Project, n_boot: int = 200) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Labels with error bars for the categorical criteria (evalstudio/stats/labels.py): per task (or task/agent)
+    one-coin Dawid-Skene's label, its posterior and 95% interval; per annotator the estimated accuracy and its
+    interval. "N/A"-like answers (`missing:`) are left out."""
+    from ..stats.labels import one_coin_labels
+
+    items, people = [], []
+    for criterion, spec in project.criteria.items():
+        if spec.labels is None:
+            continue
+        r = ag.drop_missing(ratings(annotations, criterion), spec.missing)
+        if r.empty or r["value"].nunique() < 2:
+            continue
+        got_items, got_people = one_coin_labels(r["item"], r["annotator"], r["value"], n_boot=min(n_boot, 200))
+        items.append(got_items.assign(criterion=criterion))
+        people.append(got_people.assign(criterion=criterion))
+    cat = lambda frames: pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    return cat(items), cat(people)
+
+
 def alignment_table(annotations: pd.DataFrame, model: pd.DataFrame, project: Project, n_boot: int = 1000) -> pd.DataFrame:
     """Human vs model per criterion: correlations at segment (item) and system level, or, for categorical
     criteria, accuracy / macro F1 / kappa of the model label against the human majority."""

@@ -67,6 +67,8 @@ def build_report(project: Project, tasks: list[dict], out_dir: Path, users: dict
     tables["agreement"] = analysis.agreement_table(ann, project, n_boot=n_boot)
     tables["alignment"] = analysis.alignment_table(ann, model, project, n_boot=n_boot)
     tables["annotator_qc"] = analysis.annotator_qc(ann, project) if not ann.empty else pd.DataFrame()
+    tables["labels"], tables["annotator_accuracy"] = (analysis.label_tables(ann, project, n_boot) if not ann.empty
+                                                      else (pd.DataFrame(), pd.DataFrame()))
     if "list" in ann and ann["list"].notna().any():
         tables["lists"] = analysis.lists_table(ann)
     if project.importer == "circa" and "shown_label_is" in tinfo:
@@ -116,6 +118,13 @@ def build_report(project: Project, tasks: list[dict], out_dir: Path, users: dict
     if "control_accuracy" in tables:
         body += ["<h2>Control questions</h2>", _table(tables["control_accuracy"])]
     body += ["<h2>Annotators</h2>", _table(tables["annotator_qc"])]
+    if not tables["labels"].empty:
+        uncertain = int((tables["labels"]["posterior"] < 0.8).sum())
+        body += ["<h2>Labels with error bars</h2>",
+                 f"<p>One-coin Dawid-Skene's label of each task (labels.csv), with the probability that it is right "
+                 f"and a 95% bootstrap interval: {uncertain} of {len(tables['labels'])} labels are less than 80% "
+                 "probable. Each annotator's estimated accuracy, with its interval:</p>",
+                 _table(tables["annotator_accuracy"])]
     page = out_dir / "index.html"
     write_output(page, _page(project.title, "\n".join(body)))
     return page

@@ -100,3 +100,29 @@ def test_analyze_writes_each_label_s_posterior_and_each_annotator_s_accuracy(tmp
     assert pd.read_csv(tmp_path / "b" / "annotator_accuracy.csv")["accuracy_lo"].isna().all()
     reasons = pd.read_csv(tmp_path / "b" / "not_computed.csv")
     assert reasons["reason"].str.contains("left out above 200,000 labels").any()
+
+
+def test_the_report_of_a_label_studio_project_gives_labels_with_error_bars(reg, tmp_path):
+    """`evalstudio report` (a project's annotations as Label Studio exports them): labels.csv with each task's
+    one-coin label, posterior and interval, annotator_accuracy.csv, and the page's section."""
+    from evalstudio.exporters.report import build_report
+    from evalstudio.exporters.tidy import annotation_frame
+
+    from .test_report_edges import annotate, tasks_for
+
+    project = reg.entry("circa_part1")
+    tasks = tasks_for(reg, "circa_part1", 1000)
+    choices = project.criteria["interpretation"].labels
+    rng = np.random.default_rng(2)
+    for task in tasks:
+        for annotator in (1, 2, 3):
+            right = task["meta"]["gold_label"] if task["meta"].get("gold_label") in choices else choices[0]
+            answer = right if rng.random() < (0.9, 0.9, 0.4)[annotator - 1] else choices[rng.integers(len(choices))]
+            annotate(task, project.interface, annotator, "interpretation_choice", answer)
+    frame = annotation_frame(tasks, project, {})
+    build_report(project, tasks, tmp_path, {}, n_boot=50, annotations=frame)
+    got = pd.read_csv(tmp_path / "labels.csv")
+    assert len(got) == len(tasks) and got["posterior"].between(0, 1).all() and got["posterior_lo"].notna().all()
+    accuracy = pd.read_csv(tmp_path / "annotator_accuracy.csv").set_index("annotator")
+    assert len(accuracy) == 3 and accuracy["accuracy"].idxmin() == accuracy.index[2]  # the careless one
+    assert "Labels with error bars" in (tmp_path / "index.html").read_text(encoding="utf-8")
