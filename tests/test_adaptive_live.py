@@ -129,7 +129,8 @@ def test_uncertainty_routing_serves_the_least_certain_task_and_stops_at_the_targ
     assert all(t["total_annotations"] <= OVERLAP for t in in_label_studio.values())
     assert sum(t["total_annotations"] for t in in_label_studio.values()) == len(answers)
     assert np.bincount([int(t["total_annotations"]) for t in in_label_studio.values()]).sum() == len(tasks)
-    status = run("status", "circa", "--participants", str(folder), "--projects", str(projects_file),
+    status = run("status", "circa", "--participants", str(folder), "--projects", str(projects_file), "-o",
+                 str(tmp_path / "status"),
                  env={"LABEL_STUDIO_URL": label_studio.url,
                       "LABEL_STUDIO_API_KEY": label_studio.credentials().api_key})
     assert status.returncode == 0, status.stderr
@@ -137,3 +138,4 @@ def test_uncertainty_routing_serves_the_least_certain_task_and_stops_at_the_targ
     print(line)  # (docs/adaptive.md shows one)
     assert f"target reached: every task's label posterior at least {POSTERIOR:g}" in line, line
     assert f"cost: {len(answers)} answers" in line and f"{len(answers) * 0.1:g} in pay" in line, line
+    assert "target reached" in (tmp_path / "status" / "status.html").read_text(encoding="utf-8")

@@ -176,7 +176,7 @@ def time_left_text(annotations, remaining: int) -> str:
 
 
 def write_status(folder: Path, protocol: str, crowd, table, coverage, remaining, annotations,
-                 tampered: list[str] = ()) -> None:
+                 tampered: list[str] = (), adaptive: list[str] = ()) -> None:
     """participants.csv, coverage.csv and status.html (linked from the report's index.html when written there):
     the page shows what the console shows, in the report's style."""
     import html
@@ -194,7 +194,8 @@ def write_status(folder: Path, protocol: str, crowd, table, coverage, remaining,
     write_csv(cov, folder / "coverage.csv")
     rules = "; ".join(f"{k}: {_rule(v)}" for k, v in crowd.model_dump(exclude_none=True).items()) or "none in projects.yaml"
     body = [f"<h1>{html.escape(protocol)}: study status</h1>", f"<p>{html.escape(time_left_text(annotations, remaining))}</p>",
-            f"<p>Study rules from projects.yaml: {html.escape(rules)}</p>", "<h2>Tasks by number of annotations</h2>"]
+            f"<p>Study rules from projects.yaml: {html.escape(rules)}</p>",
+            *(f"<p>{html.escape(line)}</p>" for line in adaptive), "<h2>Tasks by number of annotations</h2>"]
     if tampered:
         body[1:1] = ["<div class='warning'><h2>Changed since setup: the study's data may have been tampered with</h2>"
                      "<ul>" + "".join(f"<li>{html.escape(t)}</li>" for t in tampered) + "</ul></div>"]

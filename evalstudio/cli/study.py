@@ -202,7 +202,8 @@ def _status_once(protocol, from_export, project_id, participants_folder, output,
             from evalstudio.base.files import staged_folder
 
             with staged_folder(output) as stage:  # written whole or not at all
-                write_status(stage, protocol, crowd, table, coverage, remaining, annotations, tampered)
+                write_status(stage, protocol, crowd, table, coverage, remaining, annotations, tampered,
+                             _adaptive_lines(parts, per_part, participants_folder))
         closed = _close_finished(table, crowd, participants_folder) if close_finished else []
     except EvalstudioError as e:
         raise _fail(e)
