@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from evalstudio.exporters import metaeval
+from evalstudio.exporters.aggregated import aggregate
 from evalstudio.readers.ratings import read_metrics, read_ratings
 from evalstudio.readers.spec import CriterionSpec, Spec
 
@@ -67,7 +68,8 @@ def main() -> None:
         tables = {}
         tables["agreement"], tables["leave_one_out"], tables["icc"] = stage(
             "agreement: alpha + 1000-bootstrap CI, AC, ICC, leave-one-out", lambda: metaeval.agreement(tidy, full, 1000))
-        tables["aggregated_labels"] = metaeval.aggregate(tidy, full)
+        tables["aggregated_labels"], tables["annotator_accuracy"] = stage(
+            "aggregated labels (with posteriors) where the scale allows", lambda: aggregate(tidy, full, metaeval.Reasons()))
         tables["systems"], tables["system_pairs"] = stage("system ranking, 1000 paired bootstraps",
                                                           lambda: metaeval.system_ranking(tidy, full, 1000))
         (tables["correlations"], tables["accuracy"], tables["metric_pairs"], tables["clusters"]) = stage(
