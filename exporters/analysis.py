@@ -104,8 +104,9 @@ def agreement_table(annotations: pd.DataFrame, project: Project, n_boot: int = 1
     hard tasks (lower than a fixed overlap would measure: benchmarks/adaptive.py shows how much); every task's first
     `min_overlap` answers were collected before any task got more, so agreement is computed over those."""
     rows = []
-    adaptive = project.assignment is not None and project.assignment.strategy != "uniform"
-    if adaptive and {"task_id", "annotation_id"} <= set(annotations.columns):
+    adaptive = (project.assignment is not None and project.assignment.strategy != "uniform"
+                and {"task_id", "annotation_id"} <= set(annotations.columns))
+    if adaptive:
         kept = first_answers(annotations, project.assignment.min_overlap)
         left_out = annotations["annotation_id"].nunique() - kept["annotation_id"].nunique()
         annotations = kept
