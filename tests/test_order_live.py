@@ -57,6 +57,7 @@ def walked(label_studio, client, reg, tmp_path_factory):
                 if entry.get("crowd"):
                     entry["crowd"].pop("per_participant", None)
             raw["projects"]["circa_part1"]["crowd"]["per_participant"] = 1  # Part I first, one question
+            raw["projects"]["circa_part2"]["crowd"]["per_participant"] = 12  # of a list's 30 (CI budget)
         projects_file = _projects_file(base, own_projects)
         own = registry.load(projects_file)
         for part in own.parts(study_name):

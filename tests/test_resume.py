@@ -20,7 +20,7 @@ from .conftest import DATABASES, ROOT, start_label_studio
 from .largefile import write_dialogue_file
 
 pytestmark = pytest.mark.server
-TASKS, BATCH, KILL_AFTER = 3_000, 200, 1_000  # 15 batches, killed after about 5 (CI budget)
+TASKS, BATCH, KILL_AFTER = 2_000, 200, 700  # 10 batches, killed after about 3 (CI budget)
 
 
 def run_import(server: LocalServer, path, projects=ROOT / "projects.yaml", in_flight: int = 1) -> subprocess.Popen:
