@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-import pytest
 
 from evalstudio.stats import adaptive, labels
-from evalstudio.stats.labels import _posteriors, one_coin_labels
+from evalstudio.stats.labels import one_coin_labels
 
 from .conftest import DATA, ROOT
 
@@ -47,7 +46,7 @@ def test_posteriors_and_accuracy_intervals_are_calibrated_on_circa_s_crowd():
         true_accuracy = accuracy[got_annotators["annotator"].to_numpy()]
         accuracy_covered += list((got_annotators["accuracy_lo"] <= true_accuracy)
                                  & (true_accuracy <= got_annotators["accuracy_hi"]))
-        true_posterior = _posteriors(t, w, drawn, accuracy, shares, n_items, k)[np.arange(n_items), chosen]
+        true_posterior = adaptive.e_step(t, w, drawn, accuracy, shares, n_items, k)[np.arange(n_items), chosen]
         posterior_covered += list((got_items["posterior_lo"] <= true_posterior)
                                   & (true_posterior <= got_items["posterior_hi"]))
     posterior, right = np.array(posterior), np.array(right)

@@ -29,8 +29,8 @@ from pathlib import Path
 from .ledger_schema import LedgerError
 from .ledger_store import FILE, POINTER, URL_ENV, Store, _Tx
 
-__all__ = ["FILE", "POINTER", "URL_ENV", "Ledger", "Account", "Ref", "Load", "LedgerError", "StudyFull", "Taken",
-           "open_ledger", "close_all", "digest"]
+__all__ = ["FILE", "POINTER", "URL_ENV", "Ledger", "Account", "Ref", "Load", "task_load", "LedgerError", "StudyFull",
+           "Taken", "open_ledger", "close_all", "digest"]
 
 OLD_ACCOUNTS = "participants.json"  # where earlier versions kept the accounts (taken over)
 # a submission being sent to Label Studio holds its reference this long at most (the gateway's tries take at most
@@ -93,6 +93,13 @@ class Load:
     another participant who has not answered yet, within HOLD_SECONDS)."""
     answered: int = 0
     holding: int = 0
+
+
+def task_load(task_id: int, outside: dict[int, int], taken: dict[int, Load]) -> int:
+    """A task's answers (Label Studio's count, `outside`, or the ledger's, whichever is more) plus the holds of
+    participants it was served to and who have not answered yet."""
+    t = taken.get(task_id, Load())
+    return max(outside.get(task_id, 0), t.answered) + t.holding
 
 
 def digest(key: str) -> str:

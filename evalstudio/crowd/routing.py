@@ -17,10 +17,9 @@ import json
 import math
 from dataclasses import dataclass
 
-import numpy as np
-
-from .ledger import Load
 from evalstudio.stats import adaptive
+
+from .ledger import Load, task_load
 
 STOP_MESSAGE = "The study has collected all the answers it needs. Thank you for taking part!"
 
@@ -141,31 +140,17 @@ def choose_adaptive(routing: Routing, state: State, order: list[int], contexts: 
     codes = [position[t] for t in order if t in position]
     done = adaptive.met(state.certainty, routing.posterior, routing.width) if routing.target else None
     ranked = adaptive.rank(state.certainty, codes, min_overlap=routing.min_overlap, max_overlap=overlap, done=done)
-
-    def load(task_id: int) -> int:
-        t = taken.get(task_id, Load())
-        return max(outside.get(task_id, 0), t.answered) + t.holding
-
-    open_tasks = [state.task_ids[c] for c in ranked if state.task_ids[c] not in mine
-                  and load(state.task_ids[c]) < overlap]
+    open_tasks = [c for c in ranked if state.task_ids[c] not in mine
+                  and task_load(state.task_ids[c], outside, taken) < overlap]
     if not open_tasks:
         return None
-    first = open_tasks[0]
-    key = _key(state, position[first], routing)
-    for task_id in open_tasks:
-        if _key(state, position[task_id], routing) != key:
+    group, score = adaptive.sort_keys(state.certainty, open_tasks, routing.min_overlap)
+    for c, g, k in zip(open_tasks, group, score):
+        if (g, k) != (group[0], score[0]):
             break
-        if contexts.get(task_id) != last_context:
-            return task_id
-    return first
-
-
-def _key(state: State, code: int, routing: Routing) -> tuple:
-    """What ranks a task: below the minimum overlap (and how many answers), else its uncertainty."""
-    count = int(state.certainty.counts[code])
-    if count < routing.min_overlap:
-        return (0, count)
-    return (1, float(np.round(adaptive.uncertainty(state.certainty)[code], 12)))
+        if contexts.get(state.task_ids[c]) != last_context:
+            return state.task_ids[c]
+    return state.task_ids[open_tasks[0]]
 
 
 def record(routing: Routing, target: str, state: State, minutes: float) -> str:
@@ -202,8 +187,8 @@ def progress_lines(parts, per_part: list[list[dict]], ledger) -> list[str]:
         if route.budget is not None:
             parts_of_it.append(f"a budget of {route.budget}")
         if route.target:
-            met = adaptive.met(state.certainty, route.posterior, route.width) | (state.certainty.counts >= overlap)
-            ready = int((met & (state.certainty.counts >= route.min_overlap)).sum())
+            ready = int(adaptive.settled(state.certainty, min_overlap=route.min_overlap, max_overlap=overlap,
+                                         posterior=route.posterior, width=route.width).sum())
             parts_of_it.append(f"{ready} of {len(state.task_ids)} tasks at the target ({route.target})")
         lines.append(f"{how}: collecting; {', '.join(parts_of_it)}")
     return lines

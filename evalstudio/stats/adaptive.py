@@ -63,14 +63,33 @@ def _codes(values: np.ndarray, size: int | None) -> tuple[np.ndarray, int]:
     return values, max(n, size or 0)
 
 
-def one_coin(tasks, annotators, labels, *, n_tasks: int | None = None, n_classes: int | None = None,
-             shared: bool = False, iterations: int = ITERATIONS, skill_prior: tuple[float, float] = (0.0, 0.0),
-             class_prior: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+def e_step(t, a, y, skills, priors, n_tasks: int, n_classes: int, observed: np.ndarray | None = None) -> np.ndarray:
+    """Each task's class probabilities from its labels (codes t, a, y), given the annotators' skills and the class
+    priors: a label adds log(right) to the class it names and log(wrong) to every other, wrong = (1 - skill) /
+    (k - 1) over the k possible classes (`observed`; default all). Tasks without labels get the priors' shape."""
+    observed = np.ones(n_classes, dtype=bool) if observed is None else observed
+    k = max(int(observed.sum()), 2)
+    right = np.log2(np.clip(skills, EPS, 1 - EPS))
+    wrong = np.log2(np.clip((1 - skills) / (k - 1), EPS, 1 - EPS))
+    # each label adds log(wrong) to every class and (right - wrong) to the class it names
+    log_like = np.bincount(t * n_classes + y, weights=(right - wrong)[a], minlength=n_tasks * n_classes).reshape(
+        n_tasks, n_classes)
+    log_like += np.bincount(t, weights=wrong[a], minlength=n_tasks)[:, None]
+    log_like += np.log2(np.clip(priors, EPS, None))[None, :]
+    log_like[:, ~observed] = -np.inf
+    log_like -= log_like.max(axis=1, keepdims=True)
+    scaled = np.exp2(log_like)
+    return scaled / scaled.sum(axis=1, keepdims=True)
+
+
+def one_coin_fit(tasks, annotators, labels, *, n_tasks: int | None = None, n_classes: int | None = None,
+                 shared: bool = False, iterations: int = ITERATIONS, skill_prior: tuple[float, float] = (0.0, 0.0),
+                 class_prior: float = 0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One-coin Dawid-Skene by EM on integer codes. Returns (posteriors: n_tasks x n_classes, skills per annotator
-    code). `shared`: one skill for all annotators. Tasks without labels get the class priors; the classes are
-    those observed (a class nobody chose has posterior 0, as in crowd-kit). `skill_prior` (right, wrong) and
-    `class_prior` are pseudo-counts (MAP instead of maximum likelihood); zero, as by default, is crowd-kit's fit.
-    With a class prior every one of the `n_classes` classes is possible, chosen or not."""
+    code, class priors). `shared`: one skill for all annotators. Tasks without labels get the class priors; the
+    classes are those observed (a class nobody chose has posterior 0, as in crowd-kit). `skill_prior` (right,
+    wrong) and `class_prior` are pseudo-counts (MAP instead of maximum likelihood); zero, as by default, is
+    crowd-kit's fit. With a class prior every one of the `n_classes` classes is possible, chosen or not."""
     t, n_tasks = _codes(tasks, n_tasks)
     a, n_annotators = _codes(annotators, None)
     y, n_classes = _codes(labels, n_classes)
@@ -83,14 +102,14 @@ def one_coin(tasks, annotators, labels, *, n_tasks: int | None = None, n_classes
     observed[y] = True
     if class_prior > 0:  # with priors, every class of the scale is possible (the first answers may all agree)
         observed[:] = True
-    k = max(int(observed.sum()), 2)
-    cell = t * n_classes + y  # (task, class) as one index: np.bincount is much faster than np.add.at
-    counts = np.bincount(cell, minlength=n_tasks * n_classes).reshape(n_tasks, n_classes).astype(float)
+    # (task, class) as one index: np.bincount is much faster than np.add.at
+    counts = np.bincount(t * n_classes + y, minlength=n_tasks * n_classes).reshape(n_tasks, n_classes).astype(float)
     labelled = counts.sum(axis=1) > 0
     probas = np.zeros((n_tasks, n_classes))
     probas[labelled] = counts[labelled] / counts[labelled].sum(axis=1, keepdims=True)
     if not len(t):
-        return np.full((n_tasks, n_classes), 1.0 / max(n_classes, 1)), np.full(n_annotators, np.nan)
+        uniform = np.full(n_classes, 1.0 / max(n_classes, 1))
+        return np.tile(uniform, (n_tasks, 1)), np.full(n_annotators, np.nan), uniform
 
     def m_step(p):
         per_label = p[t, y]
@@ -104,21 +123,17 @@ def one_coin(tasks, annotators, labels, *, n_tasks: int | None = None, n_classes
     priors = class_priors(probas)
     skills = m_step(probas)
     for _ in range(iterations):
-        right = np.log2(np.clip(skills, EPS, 1 - EPS))
-        wrong = np.log2(np.clip((1 - skills) / (k - 1), EPS, 1 - EPS))
-        # each label adds log(wrong) to every class and (right - wrong) to the class it names
-        log_like = np.bincount(cell, weights=(right - wrong)[a], minlength=n_tasks * n_classes).reshape(
-            n_tasks, n_classes)
-        log_like += np.bincount(t, weights=wrong[a], minlength=n_tasks)[:, None]
-        log_like += np.log2(np.clip(priors, EPS, None))[None, :]
-        log_like[:, ~observed] = -np.inf
-        log_like -= log_like.max(axis=1, keepdims=True)
-        scaled = np.exp2(log_like)
-        probas = scaled / scaled.sum(axis=1, keepdims=True)
+        probas = e_step(t, a, y, skills, priors, n_tasks, n_classes, observed)
         probas[~labelled] = 0.0
         priors = class_priors(probas)
         skills = m_step(probas)
     probas[~labelled] = priors
+    return probas, skills, priors
+
+
+def one_coin(tasks, annotators, labels, **options) -> tuple[np.ndarray, np.ndarray]:
+    """`one_coin_fit`'s (posteriors, skills)."""
+    probas, skills, _ = one_coin_fit(tasks, annotators, labels, **options)
     return probas, skills
 
 
@@ -195,35 +210,46 @@ def uncertainty(certainty: Certainty) -> np.ndarray:
     return 1.0 - certainty.posterior
 
 
+def sort_keys(certainty: Certainty, codes, min_overlap: int) -> tuple[np.ndarray, np.ndarray]:
+    """(group, score) of each task code, what `rank` sorts by (ascending, then the participant's order): tasks
+    below `min_overlap` labels are group 0 with score minus their labels (the most labels first: breadth first),
+    the rest group 1 with score minus their uncertainty (most uncertain first), rounded so that uncertainties equal
+    but for floating-point noise are ties."""
+    codes = np.asarray(codes, dtype=np.int64)
+    counts = certainty.counts[codes]
+    below = counts < min_overlap
+    uncertain = np.round(np.nan_to_num(uncertainty(certainty)[codes], nan=0.0, posinf=1e200), 12)
+    return np.where(below, 0, 1), np.where(below, -counts, -uncertain)
+
+
 def rank(certainty: Certainty, order: list[int] | np.ndarray, *, min_overlap: int, max_overlap: int,
          done: np.ndarray | None = None) -> list[int]:
     """Task codes in the order they should get their next label, from `order` (a participant's own order, which
     breaks ties): tasks below `min_overlap` labels first, those with the most labels first (breadth first), then
-    tasks at or above it by uncertainty, most uncertain first. Left out: tasks at `max_overlap` and tasks `done`
-    (at the stopping target) once they have the minimum overlap."""
+    tasks at or above it by uncertainty, most uncertain first (`sort_keys`). Left out: tasks at `max_overlap` and
+    tasks `done` (at the stopping target) once they have the minimum overlap."""
     order = np.asarray(order, dtype=np.int64)
     counts = certainty.counts[order]
-    score = uncertainty(certainty)[order]
     keep = counts < max_overlap
     if done is not None:
         keep &= ~(done[order] & (counts >= min_overlap))
-    below = counts < min_overlap
-    position = np.arange(len(order))
-    # sort keys: below the minimum first; among those, more labels first; among the rest, higher uncertainty first;
-    # then the participant's own order (np.lexsort: the last key is the primary one)
-    key_primary = np.where(below, 0, 1)
-    key_below = np.where(below, -counts, 0)
-    # (rounded: uncertainties equal but for floating-point noise are ties, broken by the participant's order)
-    key_uncertain = np.where(below, 0.0, -np.round(np.nan_to_num(score, nan=0.0, posinf=1e200), 12))
-    chosen = np.lexsort((position, key_uncertain, key_below, key_primary))
+    group, score = sort_keys(certainty, order, min_overlap)
+    chosen = np.lexsort((np.arange(len(order)), score, group))  # (np.lexsort: the last key is the primary one)
     return [int(order[i]) for i in chosen if keep[i]]
+
+
+def settled(certainty: Certainty, *, min_overlap: int, max_overlap: int, posterior: float | None = None,
+            width: float | None = None) -> np.ndarray:
+    """Per task: it has the minimum overlap and is at the target or at the maximum overlap (no label it could get
+    would be asked for)."""
+    counts = certainty.counts
+    return (counts >= min_overlap) & (met(certainty, posterior, width) | (counts >= max_overlap))
 
 
 def study_done(certainty: Certainty, *, min_overlap: int, max_overlap: int, posterior: float | None = None,
                width: float | None = None) -> bool:
-    """Whether every task has the minimum overlap and is at the target or at the maximum overlap (no label left to
-    give would be asked for). Without a target, never."""
+    """Whether every task is `settled`. Without a target, never."""
     if posterior is None and width is None:
         return False
-    counts = certainty.counts
-    return bool(np.all((counts >= min_overlap) & (met(certainty, posterior, width) | (counts >= max_overlap))))
+    return bool(np.all(settled(certainty, min_overlap=min_overlap, max_overlap=max_overlap, posterior=posterior,
+                               width=width)))

@@ -23,25 +23,10 @@ from . import adaptive
 MAX_BOOTSTRAP_LABELS = 200_000  # above this many labels the refits would take minutes: posteriors, no intervals
 
 
-def _posteriors(t, a, y, skills, priors, n_tasks: int, n_classes: int) -> np.ndarray:
-    """One E-step: each task's class probabilities from its labels, given accuracies and class frequencies."""
-    right = np.log2(np.clip(skills, adaptive.EPS, 1 - adaptive.EPS))
-    wrong = np.log2(np.clip((1 - skills) / (n_classes - 1), adaptive.EPS, 1 - adaptive.EPS))
-    log_like = np.bincount(t * n_classes + y, weights=(right - wrong)[a], minlength=n_tasks * n_classes)
-    log_like = log_like.reshape(n_tasks, n_classes) + np.bincount(t, weights=wrong[a], minlength=n_tasks)[:, None]
-    log_like += np.log2(np.clip(priors, adaptive.EPS, None))[None, :]
-    log_like -= log_like.max(axis=1, keepdims=True)
-    scaled = np.exp2(log_like)
-    return scaled / scaled.sum(axis=1, keepdims=True)
-
-
 def _fit(t, a, y, n_tasks: int, n_annotators: int, n_classes: int):
-    probas, skills = adaptive.one_coin(t, a, y, n_tasks=n_tasks, n_classes=n_classes,
-                                       skill_prior=adaptive.SKILL_PRIOR, class_prior=adaptive.CLASS_PRIOR)
-    skills = np.concatenate([skills, np.full(n_annotators - len(skills), np.nan)])
-    labelled = np.bincount(t, minlength=n_tasks) > 0
-    counts = probas[labelled].sum(axis=0) + adaptive.CLASS_PRIOR
-    return probas, skills, counts / counts.sum()
+    probas, skills, priors = adaptive.one_coin_fit(t, a, y, n_tasks=n_tasks, n_classes=n_classes,
+                                                   skill_prior=adaptive.SKILL_PRIOR, class_prior=adaptive.CLASS_PRIOR)
+    return probas, np.concatenate([skills, np.full(n_annotators - len(skills), np.nan)]), priors
 
 
 def one_coin_labels(items, annotators, values, n_boot: int = 200, seed: int = 0,
@@ -82,7 +67,7 @@ def one_coin_labels(items, annotators, values, n_boot: int = 200, seed: int = 0,
             seen = np.bincount(a[rows], minlength=n_annotators) > 0
             s_b = np.where(seen, s_b, adaptive.SKILL_PRIOR[0] / sum(adaptive.SKILL_PRIOR))
             boot_skills[b] = np.where(seen, s_b, np.nan)
-            boot_posterior[b] = _posteriors(t, a, y, s_b, priors_b, n_tasks, n_classes)[np.arange(n_tasks), chosen]
+            boot_posterior[b] = adaptive.e_step(t, a, y, s_b, priors_b, n_tasks, n_classes)[np.arange(n_tasks), chosen]
         with np.errstate(all="ignore"):
             acc_lo, acc_hi = np.nanpercentile(boot_skills, [100 * tail, 100 * (1 - tail)], axis=0)
         post_lo, post_hi = np.percentile(boot_posterior, [100 * tail, 100 * (1 - tail)], axis=0)

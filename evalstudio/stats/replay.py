@@ -47,6 +47,15 @@ class Labels:
         return adaptive.numeric_certainty(*args, n_tasks=self.n_tasks, weighted=weighted)
 
 
+def _shuffled(labels: Labels, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each task's labels in a random order: (label indices grouped by task, where each task's start, labels per
+    task)."""
+    shuffled = rng.permutation(len(labels.tasks))
+    by_task = shuffled[np.argsort(labels.tasks[shuffled], kind="stable")]
+    counts = np.bincount(labels.tasks, minlength=labels.n_tasks)
+    return by_task, np.concatenate([[0], np.cumsum(counts)[:-1]]), counts
+
+
 def accuracy(labels: Labels, current: adaptive.Certainty, reference: adaptive.Certainty) -> float:
     if labels.categorical:
         return float(np.mean(current.label == reference.label))
@@ -72,11 +81,7 @@ def replay(labels: Labels, strategy: str, rng: np.random.Generator, *, min_overl
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}; known: {', '.join(STRATEGIES)}")
     n_tasks = labels.n_tasks
-    # each task's published labels, in a random order for this run
-    shuffled = rng.permutation(len(labels.tasks))
-    by_task = shuffled[np.argsort(labels.tasks[shuffled], kind="stable")]
-    available = np.bincount(labels.tasks, minlength=n_tasks)
-    start = np.concatenate([[0], np.cumsum(available)[:-1]])
+    by_task, start, available = _shuffled(labels, rng)  # each task's published labels, in a random order
     given_count = np.zeros(n_tasks, dtype=np.int64)
     given = np.zeros(len(labels.tasks), dtype=bool)
     position = np.full(len(labels.tasks), -1)
@@ -122,11 +127,8 @@ def uniform_target(labels: Labels, overlap: int, rng: np.random.Generator, runs:
     """The accuracy uniform overlap `overlap` reaches (its mean over `runs` draws of which labels each task gets)."""
     values = []
     for _ in range(runs):
-        shuffled = rng.permutation(len(labels.tasks))
+        ordered, start, counts = _shuffled(labels, rng)
         rank_in_task = np.empty(len(labels.tasks), dtype=np.int64)
-        ordered = shuffled[np.argsort(labels.tasks[shuffled], kind="stable")]
-        counts = np.bincount(labels.tasks, minlength=labels.n_tasks)
-        start = np.concatenate([[0], np.cumsum(counts)[:-1]])
         rank_in_task[ordered] = np.arange(len(ordered)) - np.repeat(start, counts)
         keep = rank_in_task < overlap
         values.append(accuracy(labels, labels.certainty(keep), labels.certainty()))

@@ -32,7 +32,7 @@ import hashlib
 import heapq
 import random
 
-from evalstudio.crowd.ledger import Load
+from evalstudio.crowd.ledger import Load, task_load
 
 
 def seed_of(salt: str, participant: str, part: str) -> int:
@@ -118,12 +118,8 @@ def choose(order: list[int], contexts: dict[int, str], outside: dict[int, int], 
     """The participant's next task: the first in their `order` that they have not had (`mine`), that is not taken
     by `overlap` others (answers stored in Label Studio, `outside`, or through the gateway, plus tasks held by
     others), preferring tasks others started (breadth first) and a context other than the last one's."""
-    def load(task_id: int) -> int:
-        t = taken.get(task_id, Load())
-        return max(outside.get(task_id, 0), t.answered) + t.holding
-
-    available = [t for t in order if t not in mine and load(t) < overlap]
-    started = [t for t in available if load(t) > 0] if overlap > 1 else []
+    available = [t for t in order if t not in mine and task_load(t, outside, taken) < overlap]
+    started = [t for t in available if task_load(t, outside, taken) > 0] if overlap > 1 else []
     for pool in (started, available):
         for task_id in pool:
             if contexts.get(task_id) != last_context:
