@@ -26,6 +26,13 @@ _EXPLAIN = {
     "judges": "Each judge's verdict against the humans' plurality verdict on the same item and pair, the position "
               "taken out (MT-Bench's agreement): the share of units on which they agree, the same without the units "
               "where either says tie, and Cohen's kappa over first / second / tie.",
+    "ppi": "Bradley-Terry strengths on the Elo scale from the human comparisons alone (classical) and with a judge's "
+           "verdicts on the items and pairs no human judged (PPI++, Angelopoulos, Duchi and Zrnic 2023): both with "
+           "95% intervals that hold however poor the judge is, if the human-judged items and pairs are a random "
+           "sample of all. Rank-sets: the ranks a system can hold given simultaneous 95% intervals for every "
+           "difference of strengths (Chatzi et al. 2024, with Bonferroni's region). lambda 0 means the judge did not "
+           "help; effective_n: the human-judged items and pairs the human-only fit would need for intervals as "
+           "narrow.",
     "agreement": "Agreement between annotators on which system is better (a tie or both bad is one answer), over "
                  "items on which the same pair was judged by two or more annotators: Krippendorff's alpha (nominal) "
                  "and the share of agreeing pairs of judgements.",
@@ -63,7 +70,7 @@ def _units(comparisons: pd.DataFrame) -> pd.DataFrame:
     label = np.where(winner == "", "tie", np.where(winner == first, "first", "second"))
     unit = comparisons["item"].astype(str).to_numpy() + " || " + first + " | " + second
     return pd.DataFrame({"unit": unit, "winner": np.where(winner == "", "tie", winner), "label": label,
-                         "judge": comparisons["annotator"].to_numpy()})
+                         "judge": comparisons["annotator"].to_numpy(), "first": first, "second": second})
 
 
 def _plurality(frame: pd.DataFrame) -> pd.Series:
@@ -102,15 +109,73 @@ def judge_agreement(humans: pd.DataFrame, judges: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _shares(units: pd.DataFrame) -> pd.DataFrame:
+    """Per unit (item and pair): its two systems and the share of the unit's judgements the first won (a tie half)."""
+    score = units["label"].map({"first": 1.0, "second": 0.0, "tie": 0.5})
+    return units.assign(share=score).groupby("unit").agg(first=("first", "first"), second=("second", "first"),
+                                                          share=("share", "mean"))
+
+
+def ppi_bradley_terry(humans: pd.DataFrame, judges: pd.DataFrame, judge: str, alpha: float = 0.05) -> pd.DataFrame:
+    """Prediction-powered Bradley-Terry strengths (`stats.ppi_ranking`) from the humans' comparisons and one judge's
+    verdicts: per system, on the Elo scale, the human-only and the PPI++ estimate with their (1 - alpha) intervals
+    and rank-sets; the judge's lambda and the human-judged units it is worth. Units (item and pair) are labelled when
+    humans and the judge judged them, unlabelled when only the judge did; units only humans judged are left out of
+    both (counted), so that both estimates describe the same units. Raises ValueError when it cannot be computed."""
+    from ..stats.ppi_ranking import ELO_SCALE, ppi_strengths
+
+    human = _shares(_units(humans))
+    own = judges[judges["annotator"] == judge]
+    if own.empty:
+        known = sorted(set(judges["annotator"]))
+        raise ValueError(f"no judge {judge!r} in the judges' file (it has: {', '.join(map(str, known[:20]))})")
+    verdict = _shares(_units(own))
+    labelled = human.index.intersection(verdict.index)
+    unlabelled = verdict.index.difference(human.index)
+    if len(unlabelled) == 0:
+        raise ValueError(f"{judge} judged no item and pair that the humans did not: prediction-powered strengths "
+                         f"add the judge's verdicts on the others")
+    systems = sorted(set(human.loc[labelled, "first"]) | set(human.loc[labelled, "second"])
+                     | set(verdict.loc[unlabelled, "first"]) | set(verdict.loc[unlabelled, "second"]), key=str)
+    code = {s: i for i, s in enumerate(systems)}
+    lab, unl = human.loc[labelled], verdict.loc[unlabelled]
+    first, second = lab["first"].map(code).to_numpy(), lab["second"].map(code).to_numpy()
+    wins = np.zeros((len(systems), len(systems)))
+    np.add.at(wins, (first, second), lab["share"].to_numpy())
+    np.add.at(wins, (second, first), 1 - lab["share"].to_numpy())
+    if not pref._strongly_connected(wins):
+        raise ValueError("in the human-judged units some group of systems never beat (or never lost to) the rest: "
+                         "their strengths are not finite (Hunter 2004)")
+    fit = ppi_strengths(first, second, lab["share"], verdict.loc[labelled, "share"], unl["first"].map(code),
+                        unl["second"].map(code), unl["share"], systems)
+    columns = {"system": systems}
+    for kind, classical in (("classical", True), ("ppi", False)):
+        lo, hi = fit.intervals(alpha, classical)
+        best, worst = fit.rank_sets(alpha, classical)
+        centre = fit.classical if classical else fit.strength
+        columns |= {f"{kind}_elo": ELO_SCALE * centre + 1000, f"{kind}_lo": ELO_SCALE * lo + 1000,
+                    f"{kind}_hi": ELO_SCALE * hi + 1000, f"{kind}_rank_best": best, f"{kind}_rank_worst": worst}
+    left_out = len(human.index.difference(verdict.index))
+    table = pd.DataFrame(columns).assign(judge=judge, n_labelled=fit.n, n_unlabelled=fit.N, left_out=left_out,
+                                         **{"lambda": fit.lam}, effective_n=fit.effective_n)
+    return table.sort_values("ppi_elo", ascending=False, ignore_index=True)
+
+
 def analyze_comparisons(comparisons: pd.DataFrame, n_boot: int = 1000, judges: pd.DataFrame | None = None,
-                        sides_shown: bool = True) -> tuple[dict[str, pd.DataFrame], list[str]]:
+                        sides_shown: bool = True, ppi: str | None = None) -> tuple[dict[str, pd.DataFrame], list[str]]:
     """(tables by CSV name, notes): what could not be computed is said in the notes and in not_computed.csv.
-    `judges`: an LLM judge's (or several judges') verdicts on the same items, in the same columns."""
+    `judges`: an LLM judge's (or several judges') verdicts on the same items, in the same columns; `ppi`: the judge
+    whose verdicts give prediction-powered strengths (ppi_bradley_terry.csv)."""
     tables, notes = {}, []
     if judges is not None:
         tables["judge_agreement"] = judge_agreement(comparisons, judges)
         if not (tables["judge_agreement"]["units"] > 0).any():
             notes.append("judge_agreement: the judges' verdicts share no item and pair with the humans'")
+        if ppi is not None:
+            try:
+                tables["ppi_bradley_terry"] = ppi_bradley_terry(comparisons, judges, ppi)
+            except ValueError as e:
+                notes.append(f"ppi_bradley_terry: {e}")
     tables["win_rates"] = pref.win_rates(comparisons)
     try:
         tables["bradley_terry"] = pref.bradley_terry(comparisons, n_boot=n_boot)
@@ -184,6 +249,9 @@ def write_comparison_analysis(tables: dict[str, pd.DataFrame], title: str, out_d
     body += ["<h2>Agreement between annotators</h2>", f"<p>{_EXPLAIN['agreement']}</p>", _table(tables["agreement"])]
     if "judge_agreement" in tables:
         body += ["<h2>Judges against the humans</h2>", f"<p>{_EXPLAIN['judges']}</p>", _table(tables["judge_agreement"])]
+    if "ppi_bradley_terry" in tables:
+        body += ["<h2>Prediction-powered strengths</h2>", f"<p>{_EXPLAIN['ppi']}</p>",
+                 _table(tables["ppi_bradley_terry"])]
     return _write_folder(tables, title, out_dir, notes, body)
 
 

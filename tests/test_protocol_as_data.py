@@ -397,13 +397,18 @@ def test_a_comparison_protocol_goes_from_label_studio_through_export_to_its_anal
     source, env = [], {"LABEL_STUDIO_URL": label_studio.url, "LABEL_STUDIO_API_KEY": label_studio.credentials().api_key}
     if template != "pairwise":  # from Label Studio's export file; pairwise live (the export names predictions by id)
         source = [str(client.download_export(report.project_id, tmp_path / "export.json"))]
+    ppi = ["--ppi", "judge-x"] if template == "pairwise" else []  # the judge named by its model version
     result = CliRunner().invoke(app, ["analyze", *source, "--protocol", name, "--projects",
-                                      str(own_folder / "projects.yaml"), "-o", str(out), "--bootstrap", "50"], env=env)
+                                      str(own_folder / "projects.yaml"), "-o", str(out), "--bootstrap", "50", *ppi],
+                                env=env)
     assert result.exit_code == 0, result.output
     if judge_units:
         judged = pd.read_csv(out / "judge_agreement.csv").set_index("judge").loc["judge-x"]
         assert judged["units"] == judge_units
         assert judged["agreement"] == pytest.approx((judge_units - 1) / judge_units)
+        # every task has human answers, so the judge adds no unit: said, not computed
+        why = pd.read_csv(out / "not_computed.csv").set_index("table")["reason"]
+        assert "judged no item and pair that the humans did not" in why["ppi_bradley_terry"]
     if template == "pairwise":  # win rates by hand from the answers and the hidden sides
         meaning = {v: k for k, v in project.compare.outcomes.items()}
         wins, games = Counter(), Counter()

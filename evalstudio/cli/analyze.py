@@ -49,7 +49,10 @@ def analyze(
                                         "--metrics) scored segments no human rated, each system's mean human score "
                                         "and each difference between systems get an interval that uses its scores and "
                                         "stays valid however poor it is, beside the human-only one, with the number "
-                                        "of human labels it is worth (ppi_systems.csv, ppi_pairs.csv).")] = None,
+                                        "of human labels it is worth (ppi_systems.csv, ppi_pairs.csv). On "
+                                        "comparisons METRIC names a judge of --metrics (or a model version whose "
+                                        "verdicts the tasks store): prediction-powered Bradley-Terry strengths and "
+                                        "rank-sets (ppi_bradley_terry.csv).")] = None,
     alt_test: Annotated[Optional[str], typer.Option(
         "--alt-test", metavar="JUDGE", help="The alternative annotator test (Calderon et al., ACL 2025): may JUDGE (a "
                                             "metric of --metrics that answers on the criterion's scale, such as an "
@@ -98,21 +101,24 @@ def analyze(
                 if ratings is not None and protocol is None and (
                         (chosen_spec is not None and chosen_spec.layout == layout)
                         or (chosen_spec is None and looks(columns))):
-                    if ppi is not None or alt_test is not None:
-                        raise BadInput(f"--ppi and --alt-test work on ratings; {what} are analysed without them")
+                    if alt_test is not None or (ppi is not None and layout != "pairwise"):
+                        raise BadInput(f"--alt-test{'' if layout == 'pairwise' else ' and --ppi'} work on ratings; "
+                                       f"{what} are analysed without {'it' if layout == 'pairwise' else 'them'}")
+                    if ppi is not None and metrics is None:
+                        raise BadInput("--ppi names a judge whose verdicts it uses: give --metrics")
                     if lower_is_better or (metrics is not None and layout != "pairwise"):
                         raise BadInput(f"{what} are analysed without --metrics and --lower-is-better"
                                        + (" (--metrics takes an LLM judge's verdicts on comparisons)"
                                           if layout != "pairwise" else ""))
-                    page = run_layout(ratings, chosen_spec, stage, bootstrap, metrics)
+                    page = run_layout(ratings, chosen_spec, stage, bootstrap, metrics, ppi)
                     console.print(f"analysis written to {output / page.name}")
                     return
             if protocol is not None and (ratings is None or ratings.suffix.lower() == ".json") and \
                     _load(projects).study(protocol).compare is not None:
-                if lower_is_better or ppi is not None or alt_test is not None:
-                    raise BadInput("comparisons and best-worst annotations are analysed without --lower-is-better, "
-                                   "--ppi and --alt-test")
-                page = _preference_project(protocol, projects, ratings, stage, bootstrap, metrics)
+                if lower_is_better or alt_test is not None:
+                    raise BadInput("comparisons and best-worst annotations are analysed without --lower-is-better "
+                                   "and --alt-test")
+                page = _preference_project(protocol, projects, ratings, stage, bootstrap, metrics, ppi)
                 console.print(f"analysis written to {output / page.name}")
                 return
             if protocol is not None and (ratings is None or ratings.suffix.lower() == ".json"):
@@ -204,14 +210,15 @@ def _ppi_results(rows):
     return table
 
 
-def _comparisons(path: Path, spec, output: Path, bootstrap: int, judges_file: Path | None = None) -> Path:
+def _comparisons(path: Path, spec, output: Path, bootstrap: int, judges_file: Path | None = None,
+                 ppi: str | None = None) -> Path:
     """Pairwise comparisons of a file (and an LLM judge's verdicts on them, in the same columns): read, analysed,
     summarised on the terminal, written; the page's path."""
     from evalstudio.readers.comparisons import read_comparisons
 
     comparisons = read_comparisons(path, spec.columns if spec else None, spec.outcomes if spec else None)
     return _run_comparisons(comparisons, _judges(judges_file, spec), path.stem, f"Comparisons: {path.name}",
-                            output, bootstrap, judges_file, sides_shown=spec is None or spec.sides == "shown")
+                            output, bootstrap, judges_file, sides_shown=spec is None or spec.sides == "shown", ppi=ppi)
 
 
 def _judges(judges_file: Path | None, spec=None):
@@ -226,7 +233,8 @@ def _judges(judges_file: Path | None, spec=None):
 
 
 def _run_comparisons(comparisons, judges, name: str, source: str, output: Path, bootstrap: int,
-                     judges_file: Path | None = None, notes: list[str] = (), sides_shown: bool = True) -> Path:
+                     judges_file: Path | None = None, notes: list[str] = (), sides_shown: bool = True,
+                     ppi: str | None = None) -> Path:
     import pandas as pd
     from rich import box
     from rich.table import Table
@@ -235,6 +243,10 @@ def _run_comparisons(comparisons, judges, name: str, source: str, output: Path, 
 
     if comparisons.empty:
         raise BadInput("no comparisons to analyse" + (f" ({'; '.join(notes)})" if notes else ""))
+    if ppi is not None and (judges is None or ppi not in set(judges["annotator"])):
+        known = sorted(set(judges["annotator"])) if judges is not None else []
+        raise BadInput(f"--ppi {ppi}: no such judge " + (f"(the judges are: {', '.join(map(str, known[:20]))})" if known
+                                                          else "(give its verdicts with --metrics)"))
     systems = sorted(set(comparisons["left"]) | set(comparisons["right"]))
     ties = comparisons["outcome"].isin(["tie", "both_bad"]).mean()
     annotators = comparisons["annotator"].nunique() if (comparisons["annotator"] != "").any() else 0
@@ -242,7 +254,8 @@ def _run_comparisons(comparisons, judges, name: str, source: str, output: Path, 
                   f"{_count(comparisons['item'].nunique(), 'item')}"
                   + (f" by {_count(annotators, 'annotator')}" if annotators else "") + f"; {ties:.0%} ties or both bad")
     with console.status("computing statistics..."):
-        tables, computed = analyze_comparisons(comparisons, n_boot=bootstrap, judges=judges, sides_shown=sides_shown)
+        tables, computed = analyze_comparisons(comparisons, n_boot=bootstrap, judges=judges, sides_shown=sides_shown,
+                                               ppi=ppi)
     strengths = tables.get("bradley_terry")
     if strengths is not None:
         table = Table(title="Bradley-Terry strengths on the Elo scale (95% bootstrap interval) and win rates",
@@ -265,11 +278,35 @@ def _run_comparisons(comparisons, judges, name: str, source: str, output: Path, 
     for r in tables.get("judge_agreement", pd.DataFrame()).itertuples():
         console.print(f"Judge {r.judge} against the humans: agrees on {r.agreement:.1%} of {r.units} items and pairs "
                       f"({r.agreement_without_ties:.1%} without ties), kappa {r.kappa:.3f}")
+    if "ppi_bradley_terry" in tables:
+        console.print(_ppi_strengths(tables["ppi_bradley_terry"]))
     return _written(write_comparison_analysis, tables, computed, f"{name}: pairwise comparisons", output,
                     source + (f"; judges: {judges_file.name}" if judges_file else ""), notes)
 
 
-def _best_worst(path: Path, spec, output: Path, bootstrap: int, _metrics: Path | None = None) -> Path:
+def _ppi_strengths(rows):
+    from rich import box
+    from rich.table import Table
+
+    first = rows.iloc[0]
+    table = Table(title=f"Prediction-powered Bradley-Terry strengths (PPI++ with {first.judge}, lambda "
+                        f"{first['lambda']:.2f}; {first.n_labelled} items and pairs judged by humans, "
+                        f"{first.n_unlabelled} by the judge only; worth {first.effective_n:.0f} human-judged ones)",
+                  title_justify="left", box=box.SIMPLE_HEAD)
+    for column in ("system", "human only (95% interval)", "ranks", "PPI++ (95% interval)", "ranks "):
+        table.add_column(column, justify="left" if column == "system" else "right", overflow="fold")
+    for r in rows.itertuples():
+        table.add_row(str(r.system), f"{r.classical_elo:.0f} [{r.classical_lo:.0f}, {r.classical_hi:.0f}]",
+                      _ranks(r.classical_rank_best, r.classical_rank_worst),
+                      f"{r.ppi_elo:.0f} [{r.ppi_lo:.0f}, {r.ppi_hi:.0f}]", _ranks(r.ppi_rank_best, r.ppi_rank_worst))
+    return table
+
+
+def _ranks(best: int, worst: int) -> str:
+    return str(best) if best == worst else f"{best}-{worst}"
+
+
+def _best_worst(path: Path, spec, output: Path, bootstrap: int, _metrics: Path | None = None, _ppi=None) -> Path:
     """Best-worst annotations of a file: read, scored, summarised on the terminal, written; the page's path."""
     from evalstudio.readers.comparisons import read_best_worst
 
@@ -344,7 +381,7 @@ def _scale(criterion) -> str:
 
 
 def _preference_project(protocol: str, projects, export: Path | None, output: Path, bootstrap: int,
-                        judges_file: Path | None) -> Path:
+                        judges_file: Path | None, ppi: str | None = None) -> Path:
     """A pairwise or best-worst protocol's projects (live or from an export): the answers turned into comparisons
     or best-worst annotations through the positions each task showed (hidden in its meta), then analysed like a
     file of them. An LLM judge's verdicts (--metrics, or the tasks' predictions from the ML backend, one judge per
@@ -362,8 +399,9 @@ def _preference_project(protocol: str, projects, export: Path | None, output: Pa
 
     reg, parts, per_part, frames, _ = _read_study(protocol, projects, export, None)
     project = reg.study(protocol)
-    if judges_file is not None and project.compare.kind != "pairwise":
-        raise BadInput("--metrics takes an LLM judge's verdicts on comparisons; a best-worst protocol has none")
+    if (judges_file is not None or ppi is not None) and project.compare.kind != "pairwise":
+        raise BadInput("--metrics and --ppi take an LLM judge's verdicts on comparisons; a best-worst protocol has "
+                       "none")
     annotations, notes = exclusions(pd.concat(frames, ignore_index=True), quotas=quotas(parts, per_part))
     positions = {k: v for tasks in per_part for k, v in positions_of(tasks).items()}
     source = f"Label Studio projects of {protocol}" if export is None else f"Export: {export.name}"
@@ -379,7 +417,7 @@ def _preference_project(protocol: str, projects, export: Path | None, output: Pa
         for note in notes + left_out:
             console.print(note)
         return _run_comparisons(comparisons, judges, protocol, source, output, bootstrap, judges_file,
-                                notes + left_out)
+                                notes + left_out, ppi=ppi)
     chosen, left_out = best_worst_from_annotations(annotations, positions, project)
     for note in notes + left_out:
         console.print(note)
