@@ -176,7 +176,7 @@ def meta_evaluation(ratings: pd.DataFrame, metrics: pd.DataFrame, spec: Spec, n_
         counts = resample_counts(rng, len(items), n_boot) if n_boot else None
         human_sys = _system_scores(human)
         boot_h = _system_scores(human, counts) if counts is not None and n_sys >= 3 else None
-        system_level = {}
+        system_level, human_p = {}, {}  # the humans' permutation p-values, shared by metrics scoring the same items
         for metric, mat in scores.items():
             base = {"criterion": criterion, "metric": metric}
             if n_sys >= 3:
@@ -197,7 +197,8 @@ def meta_evaluation(ratings: pd.DataFrame, metrics: pd.DataFrame, spec: Spec, n_
                 acc_rows.append({**base, "statistic": "pairwise_accuracy_system", "value": acc, "pairs": pairs,
                                  "epsilon": np.nan})
                 acc_rows.append({**base, "statistic": "soft_pairwise_accuracy_system",
-                                 "value": corr.soft_pairwise_accuracy(human, mat, resamples), "pairs": pairs,
+                                 "value": corr.soft_pairwise_accuracy(human, mat, resamples, cache=human_p),
+                                 "pairs": pairs,
                                  "epsilon": np.nan})
             for grouping in (("none", "item", "system") if n_sys >= 2 else ("none",)):
                 # tau_23 counts pairs: within items only (Deutsch et al. 2023 use it item-grouped)
@@ -215,8 +216,8 @@ def meta_evaluation(ratings: pd.DataFrame, metrics: pd.DataFrame, spec: Spec, n_
                         n = int(kept.sum())
                         lo = hi = np.nan
                         if counts is not None and n >= 2:
-                            with np.errstate(invalid="ignore", divide="ignore"):
-                                b = (counts[:, kept] @ per_group[kept]) / counts[:, kept].sum(1)
+                            with np.errstate(invalid="ignore", divide="ignore"):  # no copy of the counts' columns
+                                b = (counts @ np.where(kept, per_group, 0.0)) / (counts @ kept.astype(float))
                             lo, hi = np.nanpercentile(b, [2.5, 97.5])
                     reason = ""
                     if np.isnan(value):

@@ -255,3 +255,23 @@ def test_vectorised_alpha_bootstrap_equals_alpha_of_each_resample(level):
                 new_units += [f"{u}-{copy}"] * int((units == u).sum())
                 new_values += list(values[units == u])
         assert boot == pytest.approx(ag.krippendorff_alpha(np.array(new_units), np.array(new_values), level), abs=1e-12)
+
+
+@pytest.mark.parametrize("level", ["nominal", "ordinal", "interval"])
+def test_resampling_value_patterns_is_resampling_units(level):
+    """On a short scale alpha_bootstrap draws how many units of each value pattern a resample holds (multinomial)
+    rather than the units themselves; the bootstrap distribution must be the same: two-sample Kolmogorov-Smirnov
+    against resamples of the units, and the same quantiles."""
+    from scipy import stats as st
+
+    from evalstudio.stats.agreement import alpha_bootstrap, resample_counts
+
+    rng = np.random.default_rng(8)
+    truth = rng.integers(1, 6, 400)
+    units = np.repeat(np.arange(400), 3)
+    values = np.clip(truth[units] + rng.integers(-1, 2, len(units)), 1, 5).astype(float)
+    patterns = alpha_bootstrap(units, values, level, n_boot=3000, seed=1)
+    per_unit = alpha_bootstrap(units, values, level, counts=resample_counts(np.random.default_rng(2), 400, 3000))
+    assert st.ks_2samp(patterns, per_unit).pvalue > 0.01
+    assert np.percentile(patterns, [2.5, 50, 97.5]) == pytest.approx(np.percentile(per_unit, [2.5, 50, 97.5]),
+                                                                     abs=0.01)

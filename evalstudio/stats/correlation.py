@@ -28,6 +28,7 @@ METHODS = ("pearson", "spearman", "kendall_b", "kendall_c", "kendall_23", "acc_2
 GROUPINGS = ("none", "item", "system")
 # pair-wise (M x M per group) computations are done in chunks of at most this many pair cells
 _PAIR_CELLS = 20_000_000
+_COUNT_PAIRS_UP_TO = 256
 
 
 def arrange(matrix: np.ndarray, group_by: str) -> np.ndarray:
@@ -88,7 +89,8 @@ def _kendall(x, y, valid, n, method):
     large for pair counting (tau-b and tau-c only) go to scipy's O(M log M) kendalltau one by one."""
     shape = x.shape
     members = shape[-1]
-    if members * members > _PAIR_CELLS:
+    # tau-b and tau-c of groups past a few hundred members: scipy's O(M log M) is faster than counting M x M pairs
+    if members * members > _PAIR_CELLS or (members > _COUNT_PAIRS_UP_TO and method in ("kendall_b", "kendall_c")):
         if method not in ("kendall_b", "kendall_c"):
             raise ValueError(f"{method} counts pairs: groups of {members} values are too large (group by item)")
         flat_x, flat_y, flat_v = x.reshape(-1, members), y.reshape(-1, members), valid.reshape(-1, members)
@@ -241,16 +243,22 @@ def pairwise_p_values(segment_scores: np.ndarray, permutations: int = 1000, seed
     return p
 
 
-def soft_pairwise_accuracy(human, metric, permutations: int = 1000, seed: int = 4) -> float:
+def soft_pairwise_accuracy(human, metric, permutations: int = 1000, seed: int = 4, cache: dict | None = None) -> float:
     """1 - pairwise confidence error (Thompson, Mathur, Deutsch & Lipton 2024, "Improving Statistical Significance
     in Human Evaluation of Automatic Metrics via Soft Pairwise Accuracy", WMT): 1 - mean over system pairs of
     |p_human(i > j) - p_metric(i > j)|. `human`, `metric`: `systems x items`; items missing for any system on
-    either side are left out."""
+    either side are left out. `cache`: a dict kept across calls with the same `human`, so that its p-values are
+    computed once for every set of items."""
     h, m = np.asarray(human, float), np.asarray(metric, float)
     complete = ~(np.isnan(h) | np.isnan(m)).any(0)
     if complete.sum() == 0 or h.shape[0] < 2:
         return float("nan")
-    ph = pairwise_p_values(h[:, complete], permutations, seed)
+    key = (complete.tobytes(), permutations, seed)
+    ph = cache.get(key) if cache is not None else None
+    if ph is None:
+        ph = pairwise_p_values(h[:, complete], permutations, seed)
+        if cache is not None:
+            cache[key] = ph
     pm = pairwise_p_values(m[:, complete], permutations, seed)
     i, j = np.triu_indices(h.shape[0], 1)
     return float(1.0 - np.abs(ph[i, j] - pm[i, j]).mean())
