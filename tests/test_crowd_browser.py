@@ -26,9 +26,10 @@ def _user_id(completed_by):
 def test_three_participants_work_through_a_crowd_study_in_parallel(client, label_studio, tmp_path):
     """Three participants (their own accounts, browsers and threads) label a small dialogue study with gold items
     at the same time through the participant gateway (their personal links; Label Studio's labeling stream behind
-    it). At the end every task has exactly N annotations, nobody annotated
-    a task twice, the participant who failed the gold items is flagged by `status`, rejected in the approvals
-    file, and left out of the report when asked."""
+    it). Each meets the tasks, as the browser shows them, in an order of their own, never the two responses to one
+    context back to back, and the human reference not always first. At the end every task has exactly N
+    annotations, nobody annotated a task twice, the participant who failed the gold items is flagged by `status`,
+    rejected in the approvals file, and left out of the report when asked."""
     with contextlib.ExitStack() as stack:
         _three_participants(client, label_studio, tmp_path, stack)
 
@@ -41,7 +42,7 @@ def _three_participants(client, label_studio, tmp_path, stack):
     from playwright.sync_api import sync_playwright
 
     from evalstudio import importers
-    from evalstudio.crowd import participants
+    from evalstudio.crowd import ledger, participants
     from evalstudio.protocols import registry
 
     from .test_cli import _projects_file, run
@@ -58,17 +59,23 @@ def _three_participants(client, label_studio, tmp_path, stack):
     projects_file = _projects_file(tmp_path, rules)
     project = registry.load(projects_file).get("dialogue")
     items = tmp_path / "items.jsonl"
+    # two contexts, each with the human reference and a model's response: four tasks
     records = [{"id": f"b{i}", "context": f"A: what do you think about topic {i}?",
-                "responses": [{"system": "s", "text": f"reply number {i} to the topic"}]} for i in range(4)]
-    for record in records[:2]:
-        record["gold"] = {"appropriateness": 5}
+                "responses": [{"system": system, "text": f"reply number {i} to the topic, by the {system}"}
+                              for system in ("human", "model")]} for i in range(2)]
+    records[0]["gold"] = {"appropriateness": 5}
+    tasks = len(records) * 2
     items.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     project_id = import_files(project, importers.get("dialogue"), [items], client).project_id
     folder = tmp_path / "participants"
     participants.add(client, ["PBROWSER1", "PBROWSER2", "PBROWSER3"], folder)
+    ledger.open_ledger(folder).set_setting("order-salt", "a seeded browser study")  # the orders are fixed by it
     accounts = participants.load_accounts(folder)
     gateway = stack.enter_context(gateway_process(label_studio, "dialogue", folder, projects_file))
-    replies = {t["id"]: t["data"]["response"] for page in client.full_task_pages(project_id) for t in page}
+    listed = [t for page in client.full_task_pages(project_id) for t in page]
+    replies = {t["id"]: t["data"]["response"] for t in listed}
+    about = {t["id"]: (str(t["data"]["item_id"]), str(t["meta"]["system"])) for t in listed}  # context, system
+    served: dict[str, list[int]] = {}  # per participant, the tasks in the order the browser showed them
     failures: list[str] = []
 
     def participant(pid: str, appropriateness: int) -> None:
@@ -80,7 +87,7 @@ def _three_participants(client, label_studio, tmp_path, stack):
                 page.goto(f"{gateway}/s/{pid}/{accounts[pid].access}")
                 page.goto(f"{gateway}/label/dialogue")
                 on_screen = None  # the gateway's number of the task on screen: wait for the next one after a submit
-                for done in range(len(records)):
+                for done in range(tasks):
                     try:
                         page.wait_for_function("(on_screen) => { const t = document.getElementById('editor')"
                                                ".dataset.task; return t && t !== on_screen; }", arg=on_screen,
@@ -95,6 +102,7 @@ def _three_participants(client, label_studio, tmp_path, stack):
                     page.wait_for_timeout(800)
                     body = flat(page.inner_text("body"))
                     [task_id] = [t for t, reply in replies.items() if reply in body]
+                    served.setdefault(pid, []).append(task_id)
                     values = {c: v for c, v in designed_values(project).items()}
                     values["appropriateness"] = appropriateness
                     fill(page, project, values)
@@ -123,6 +131,14 @@ def _three_participants(client, label_studio, tmp_path, stack):
     for t in threads:
         t.join(timeout=900)
     assert not failures, failures
+    orders = {pid: [about[t] for t in shown] for pid, shown in served.items()}
+    for pid, order in orders.items():
+        assert len(set(order)) == tasks, (pid, order)
+        assert all(a[0] != b[0] for a, b in zip(order, order[1:])), (pid, order)  # no context twice in a row
+    assert len({tuple(order) for order in orders.values()}) >= 2, orders  # orders of their own
+    reference_first = {[s for c, s in order if c == context][0] == "human"
+                       for order in orders.values() for context, _ in order}
+    assert reference_first == {True, False}, orders  # the reference is met first in some contexts, second in others
 
     exported = client.export_tasks(project_id)
     for task in exported:
@@ -136,7 +152,7 @@ def _three_participants(client, label_studio, tmp_path, stack):
     table = {row["participant"]: row for row in csv.DictReader(open(tmp_path / "status" / "participants.csv"))}
     assert set(table) == {"PBROWSER1", "PBROWSER2", "PBROWSER3"}
     assert "failed gold" in table["PBROWSER3"]["warnings"] and "failed gold" not in table["PBROWSER1"]["warnings"]
-    assert all(int(row["tasks_done"]) == len(records) for row in table.values())
+    assert all(int(row["tasks_done"]) == tasks for row in table.values())
 
     out = tmp_path / "approvals"
     decided = run("approvals", "dialogue", "--participants", str(folder), "-o", str(out), env=env)

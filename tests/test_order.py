@@ -72,8 +72,12 @@ def test_the_choice_respects_overlap_and_what_the_participant_had_and_fills_star
     order = [2, 1, 3, 4]
     # 2 is the participant's already, 1 is full (one answer in Label Studio, one through the gateway)
     assert choose(order, contexts, {1: 2}, {1: Load(1, 0)}, {2}, 2, None) == 3
-    # breadth first: 4 was started by someone (held), so it comes before untouched 3
-    assert choose(order, contexts, {}, {4: Load(0, 1)}, {2}, 2, None) == 4
+    # breadth first where the quota cannot cover the 3 open tasks: 4 was started by someone (held), so it comes
+    # before untouched 1 and 3
+    assert choose(order, contexts, {}, {4: Load(0, 1)}, {2}, 2, None, quota_left=2) == 4
+    # otherwise the participant's own order: whoever started first does not set everyone's order
+    assert choose(order, contexts, {}, {4: Load(0, 1)}, {2}, 2, None, quota_left=3) == 1
+    assert choose(order, contexts, {}, {4: Load(0, 1)}, {2}, 2, None) == 1
     # never the last task's context while another is left: after an "a", a "b" although 1 comes first
     assert choose(order, contexts, {}, {}, {2}, 1, "a") == 3
     # only the last context left: served anyway (the design allows no other)

@@ -126,7 +126,8 @@ class Serving:
             if state is not None:
                 return routing.choose_adaptive(part.routing, state, order, catalogue.contexts, catalogue.outside,
                                                taken, mine | theirs, overlap, last_context)
-            return choose(order, catalogue.contexts, catalogue.outside, taken, mine | theirs, overlap, last_context)
+            return choose(order, catalogue.contexts, catalogue.outside, taken, mine | theirs, overlap, last_context,
+                          None if part.quota is None else max(0, part.quota - count))
 
         ref = await self._w(self.ledger.serve_chosen, session.participant, part.name, pick)
         if ref is not None:

@@ -114,12 +114,16 @@ def participant_order(tasks: dict[int, str], seed: int) -> list[int]:
 
 
 def choose(order: list[int], contexts: dict[int, str], outside: dict[int, int], taken: dict[int, Load],
-           mine: set[int], overlap: int, last_context: str | None) -> int | None:
+           mine: set[int], overlap: int, last_context: str | None, quota_left: int | None = None) -> int | None:
     """The participant's next task: the first in their `order` that they have not had (`mine`), that is not taken
     by `overlap` others (answers stored in Label Studio, `outside`, or through the gateway, plus tasks held by
-    others), preferring tasks others started (breadth first) and a context other than the last one's."""
+    others), of a context other than the last one's. When the participant's quota (`quota_left` more answers)
+    cannot cover the tasks open to them, tasks others started come first (breadth first), so that a study with a
+    quota fills tasks up; otherwise their own order rules, since following what others started would give
+    participants who work at the same time the order of whoever started first."""
     available = [t for t in order if t not in mine and task_load(t, outside, taken) < overlap]
-    started = [t for t in available if task_load(t, outside, taken) > 0] if overlap > 1 else []
+    fill = overlap > 1 and quota_left is not None and quota_left < len(available)
+    started = [t for t in available if task_load(t, outside, taken) > 0] if fill else []
     for pool in (started, available):
         for task_id in pool:
             if contexts.get(task_id) != last_context:
