@@ -15,7 +15,9 @@ Per criterion:
 
 from __future__ import annotations
 
+import os
 import re
+from concurrent.futures import ThreadPoolExecutor
 from itertools import permutations
 from pathlib import Path
 
@@ -176,8 +178,11 @@ def meta_evaluation(ratings: pd.DataFrame, metrics: pd.DataFrame, spec: Spec, n_
         counts = resample_counts(rng, len(items), n_boot) if n_boot else None
         human_sys = _system_scores(human)
         boot_h = _system_scores(human, counts) if counts is not None and n_sys >= 3 else None
-        system_level, human_p = {}, {}  # the humans' permutation p-values, shared by metrics scoring the same items
-        for metric, mat in scores.items():
+        human_p = {}  # the humans' permutation p-values, shared by metrics scoring the same items
+
+        def one(metric, mat):
+            """(correlation rows, accuracy rows, system scores or None) of one metric."""
+            own_corr, own_acc, m_sys = [], [], None
             base = {"criterion": criterion, "metric": metric}
             if n_sys >= 3:
                 m_sys = _system_scores(mat)
@@ -189,17 +194,16 @@ def meta_evaluation(ratings: pd.DataFrame, metrics: pd.DataFrame, spec: Spec, n_
                         b = corr.batch_correlation(boot_h[:, None, :], boot_m[:, None, :], method)[:, 0]
                         b = b[~np.isnan(b)]
                         lo, hi = np.percentile(b, [2.5, 97.5]) if len(b) else (np.nan, np.nan)
-                    corr_rows.append({**base, "level": "system", "grouping": "none", "method": method, "value": value,
-                                      "lo": lo, "hi": hi, "n": n_sys, "groups": 1,
-                                      "reason": "" if not np.isnan(value) else "undefined (constant system scores)"})
-                system_level[metric] = m_sys
+                    own_corr.append({**base, "level": "system", "grouping": "none", "method": method, "value": value,
+                                     "lo": lo, "hi": hi, "n": n_sys, "groups": 1,
+                                     "reason": "" if not np.isnan(value) else "undefined (constant system scores)"})
                 acc, pairs = corr.pairwise_accuracy(human_sys, m_sys)
-                acc_rows.append({**base, "statistic": "pairwise_accuracy_system", "value": acc, "pairs": pairs,
-                                 "epsilon": np.nan})
-                acc_rows.append({**base, "statistic": "soft_pairwise_accuracy_system",
-                                 "value": corr.soft_pairwise_accuracy(human, mat, resamples, cache=human_p),
-                                 "pairs": pairs,
-                                 "epsilon": np.nan})
+                own_acc.append({**base, "statistic": "pairwise_accuracy_system", "value": acc, "pairs": pairs,
+                                "epsilon": np.nan})
+                own_acc.append({**base, "statistic": "soft_pairwise_accuracy_system",
+                                "value": corr.soft_pairwise_accuracy(human, mat, resamples, cache=human_p),
+                                "pairs": pairs,
+                                "epsilon": np.nan})
             for grouping in (("none", "item", "system") if n_sys >= 2 else ("none",)):
                 # tau_23 counts pairs: within items only (Deutsch et al. 2023 use it item-grouped)
                 for method in SEGMENT_METHODS + (("kendall_23",) if grouping == "item" else ()):
@@ -223,13 +227,24 @@ def meta_evaluation(ratings: pd.DataFrame, metrics: pd.DataFrame, spec: Spec, n_
                     if np.isnan(value):
                         reason = (_GROUPING_EMPTY[grouping] if n_groups == 0 else
                                   "the correlation is undefined (constant scores)")
-                    corr_rows.append({**base, "level": "segment", "grouping": grouping, "method": method,
-                                      "value": value, "lo": lo, "hi": hi, "n": n, "groups": n_groups,
-                                      "reason": reason})
+                    own_corr.append({**base, "level": "segment", "grouping": grouping, "method": method,
+                                     "value": value, "lo": lo, "hi": hi, "n": n, "groups": n_groups,
+                                     "reason": reason})
             if n_sys >= 2:
                 acc, eps = corr.tie_calibrated_accuracy(human, mat, "item")
-                acc_rows.append({**base, "statistic": "tie_calibrated_accuracy_item", "value": acc, "pairs": np.nan,
-                                 "epsilon": eps})
+                own_acc.append({**base, "statistic": "tie_calibrated_accuracy_item", "value": acc, "pairs": np.nan,
+                                "epsilon": eps})
+            return own_corr, own_acc, m_sys
+
+        # the metrics two at a time: most of the work is numpy's sorting, which runs outside the GIL
+        with ThreadPoolExecutor(max_workers=min(2, os.cpu_count() or 1)) as pool:
+            done = list(pool.map(one, scores, scores.values()))
+        system_level = {}
+        for metric, (own_corr, own_acc, m_sys) in zip(scores, done):
+            corr_rows += own_corr
+            acc_rows += own_acc
+            if m_sys is not None:
+                system_level[metric] = m_sys
         pairs, clusters = _significance(criterion, human, human_sys, scores, system_level, resamples, seed)
         pair_rows += pairs
         cluster_rows += clusters
