@@ -81,8 +81,12 @@ def _check_cells(path: Path) -> None:
 
 def _csv_lines(path: Path, rows: int) -> np.ndarray:
     """Line numbers of the records; exact also when quoted fields span lines (read again only then)."""
-    with open(path, "rb") as f:
-        physical = sum(1 for _ in f)
+    physical, last = 0, b"\n"
+    with open(path, "rb") as f:  # lines as iterating the file counts them: a last line without newline counts too
+        while chunk := f.read(1 << 24):
+            physical += chunk.count(b"\n")
+            last = chunk[-1:]
+    physical += last != b"\n"
     if physical - 1 <= rows:  # one line per record (a last line without newline counts too)
         return np.arange(2, rows + 2)
     lines = []
