@@ -61,16 +61,14 @@ def _start(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
 def _fit(X, Y, Yhat, Xu, Yhat_u, lam: float, start: np.ndarray) -> np.ndarray:
     n, big_n = len(Y), len(Yhat_u)
 
-    def loss(theta):
+    def loss_and_gradient(theta):  # one pass over the units for both (the same values as two functions)
         a, b = X @ theta, Xu @ theta
-        return (lam / big_n * np.sum(-Yhat_u * b + _log1pexp(b)) - lam / n * np.sum(-Yhat * a + _log1pexp(a))
+        loss = (lam / big_n * np.sum(-Yhat_u * b + _log1pexp(b)) - lam / n * np.sum(-Yhat * a + _log1pexp(a))
                 + 1 / n * np.sum(-Y * a + _log1pexp(a)))
+        mu, mu_u = expit(a), expit(b)
+        return loss, lam / big_n * Xu.T @ (mu_u - Yhat_u) - lam / n * X.T @ (mu - Yhat) + 1 / n * X.T @ (mu - Y)
 
-    def gradient(theta):
-        a, b = expit(X @ theta), expit(Xu @ theta)
-        return lam / big_n * Xu.T @ (b - Yhat_u) - lam / n * X.T @ (a - Yhat) + 1 / n * X.T @ (a - Y)
-
-    return minimize(loss, start, jac=gradient, method="L-BFGS-B", tol=1e-15, options={"ftol": 1e-15}).x
+    return minimize(loss_and_gradient, start, jac=True, method="L-BFGS-B", tol=1e-15, options={"ftol": 1e-15}).x
 
 
 def _statistics(theta, X, Y, Yhat, Xu, Yhat_u, use_unlabelled: bool):
