@@ -13,6 +13,7 @@ import pandas as pd
 
 from evalstudio.base.errors import BadInput
 from evalstudio.protocols.registry import Project
+from evalstudio.readers.ratings import read_table
 from evalstudio.values.results import task_fields
 
 from .tidy import ANNOTATION_COLUMNS
@@ -24,7 +25,7 @@ def read_mturk_results(path: Path | str, project: Project, tasks: list[dict],
                        answers: dict[str, str]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(annotations, unmatched rows). `answers` maps criterion -> answer column, e.g.
     {"explanation_quality": "Answer.explanation-quality.label"}. Rejected assignments are left out."""
-    results = pd.read_csv(path, dtype=str, keep_default_na=False)
+    results, _ = read_table(Path(path))  # a long cell or a row longer than the header is reported at its line
     missing = [c for c in ["WorkerId", "AssignmentId", *answers.values()] if c not in results.columns]
     if missing:
         raise BadInput(f"{path}: missing MTurk column(s): {', '.join(missing)}")

@@ -440,6 +440,61 @@ def test_a_cell_longer_than_the_csv_limit_is_reported_at_its_line(tmp_path):
     assert result.exit_code == 2 and f"{ratings}:3: a cell is longer than 131,072 characters" in result.stderr
 
 
+@pytest.mark.parametrize("quoted", [True, False])
+def test_a_cell_longer_than_the_csv_limit_without_quotes_is_reported_too(tmp_path, quoted):
+    """Only a file with quotes, carriage returns or a line past the limit is read cell by cell (the rest is read
+    at once): a long unquoted cell, or a long line of short cells, is still told at its line."""
+    cell = '"' + "y" * 140_000 + '"' if quoted else "y" * 140_000
+    ratings = write(tmp_path, "ratings.csv", f"item,annotator,criterion,value\n1,a,quality,4\n2,a,quality,{cell}\n")
+    result = invoke(ratings, "-o", tmp_path / "out")
+    assert result.exit_code == 2 and f"{ratings}:3: a cell is longer than 131,072 characters" in result.stderr
+
+
+@pytest.mark.parametrize("rows", ["1,a,quality,4,\n2,a,quality,5,\n", "1,a,quality,4," * 20_000 + "\n"],
+                         ids=["trailing commas", "80,000 cells"])
+def test_a_row_longer_than_the_header_is_reported_not_shifted(tmp_path, rows):
+    """A trailing comma on every row (as spreadsheets write it) once made pandas take the item as a row label and
+    read the annotator as the item, the criterion as the annotator and 'quality' as the value; a row of 80,000
+    cells took a minute. Now the line is told at once."""
+    ratings = write(tmp_path, "ratings.csv", "item,annotator,criterion,value\n" + rows)
+    result = invoke(ratings, "-o", tmp_path / "out")
+    assert result.exit_code == 2, result.output
+    assert f"{ratings}:2: " in result.stderr and "cells but the header names 4" in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+numberish = st.one_of(st.integers(-10**6, 10**6).map(str), st.floats(allow_nan=True, allow_infinity=True).map(repr),
+                      st.from_regex(r"\A[+-]?[0-9]{0,3}(\.[0-9]{0,3})?([eE][+-]?[0-9]{1,3})?\Z"),
+                      st.sampled_from(["-0", "+.5", "5.", " 2", "2 ", "1_0", "0x1A", "1,5", "\u0667", "\u00bd", "nan",
+                                       "Infinity", "1e400", "", "\t3"]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(texts=st.lists(numberish, min_size=1, max_size=6))
+def test_numbers_read_at_once_equal_those_read_value_by_value(texts):
+    """A column of plain numbers is read by Arrow's cast in one call; any other by pandas value by value. Both
+    must give the same number, or refuse the same value, as reading each value alone with pandas does."""
+    from evalstudio.readers.ratings import _parse_numbers
+
+    values, ok = _parse_numbers(pd.Series(texts, dtype=str))
+    alone = np.array([pd.to_numeric(pd.Series([t], dtype=object), errors="coerce").to_numpy(dtype=float)[0]
+                      for t in texts])
+    event("read at once" if all(np.isfinite(alone)) and not any(t != t.strip() for t in texts) else "value by value")
+    assert (ok == np.isfinite(alone)).all()  # what pandas takes as a number, alone
+    assert np.array_equal(values[ok], [float(t) for t, good in zip(texts, ok) if good])  # correctly rounded
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows=st.lists(st.tuples(st.sampled_from(["1", "2", "x", ""]), st.sampled_from(["s", "t"]),
+                               st.sampled_from(["m", "n", "o"])), max_size=30))
+def test_duplicated_rows_equals_pandas(rows):
+    from evalstudio.readers.ratings import duplicated_rows
+
+    table = pd.DataFrame(rows, columns=["item", "system", "metric"], dtype=str)
+    expected = table.duplicated(["item", "system", "metric"]).to_numpy()
+    assert (duplicated_rows(table, ["item", "system", "metric"]) == expected).all()
+
+
 def test_an_output_that_cannot_be_computed_says_why(tmp_path):
     """Issue 28.4: interval ratings gave 1-byte aggregated_labels.csv and judges.csv; item-grouped correlations came
     out with n = 0 and no reason when each item has one system; the leave-one-out "average" row showed n as a sum

@@ -99,10 +99,12 @@ def test_large_groups_go_through_scipy_with_the_same_result(monkeypatch, method)
     m = rng.integers(1, 6, (3, 40)).astype(float)
     h[0, :5] = np.nan
     pairs = corr.batch_correlation(h, m, method)
+    monkeypatch.setattr(corr, "_PAIR_CELLS", 1)  # one group per chunk: the same counts
+    assert corr.batch_correlation(h, m, method) == pytest.approx(pairs, abs=1e-12)
     monkeypatch.setattr(corr, "_COUNT_PAIRS_UP_TO", 39)  # 40 members: scipy's tau, which is faster there
     assert corr.batch_correlation(h, m, method) == pytest.approx(pairs, abs=1e-12)
     monkeypatch.setattr(corr, "_COUNT_PAIRS_UP_TO", 256)
-    monkeypatch.setattr(corr, "_PAIR_CELLS", 100)  # 40 x 40 > 100: the scipy path
+    monkeypatch.setattr(corr, "_PAIR_LIMIT", 100)  # 40 x 40 > 100: the scipy path
     assert corr.batch_correlation(h, m, method) == pytest.approx(pairs, abs=1e-12)
     with pytest.raises(ValueError, match="group by item"):
         corr.batch_correlation(h, m, "acc_23")

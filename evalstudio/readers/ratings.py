@@ -20,12 +20,16 @@ Every problem is reported as `file:line: column: message` and nothing is analyse
 
 from __future__ import annotations
 
+import codecs
 import csv
 import json
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from evalstudio.base.errors import BadInput, InvalidInput, Problem, Problems
 
@@ -51,10 +55,15 @@ def read_table(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
     fmt = _format(path)
     try:
         if fmt == "csv":
-            _check_cells(path)
-            frame = pd.read_csv(path, dtype=str, keep_default_na=False, sep="\t" if path.suffix.lower() == ".tsv" else ",",
-                                encoding="utf-8")
-            return frame, _csv_lines(path, len(frame))
+            physical = _scan(path)
+            with warnings.catch_warnings():  # pandas' warning that a row has more cells than the header
+                warnings.simplefilter("error", pd.errors.ParserWarning)
+                try:  # index_col=False: else pandas takes a first row's extra cells as an index, shifting the rest
+                    frame = pd.read_csv(path, dtype=str, keep_default_na=False, index_col=False, encoding="utf-8",
+                                        sep="\t" if path.suffix.lower() == ".tsv" else ",")
+                except pd.errors.ParserWarning:
+                    raise BadInput(_longer_than_the_header(path)) from None
+            return frame, _csv_lines(path, len(frame), physical)
         if fmt == "parquet":
             frame = pd.read_parquet(path)
             return frame.astype(object).where(frame.notna(), "").astype(str), np.arange(1, len(frame) + 1)
@@ -63,6 +72,47 @@ def read_table(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
         raise
     except (OSError, UnicodeDecodeError, ValueError, pd.errors.ParserError, RecursionError, ImportError) as e:
         raise BadInput(f"{path}: cannot read it as {fmt}: {str(e).splitlines()[0][:200] if str(e) else type(e).__name__}") from None
+
+
+_CELL_LIMIT = 131_072  # Python's csv field limit
+
+
+def _scan(path: Path) -> int:
+    """The file's physical lines (as iterating it counts them: a last line without newline counts too), from one
+    pass over its bytes, which also checks that it is UTF-8. A file with a quote, carriage return or NUL, or with a
+    line longer than a cell may be, is then read by Python's csv reader (`_check_cells`); any other cannot hold a
+    cell past the limit, since a cell is then part of one line."""
+    physical, last, longest, plain, since = 0, b"\n", 0, True, 0
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 24):
+            decoder.decode(chunk)
+            ends = np.flatnonzero(np.frombuffer(chunk, dtype=np.uint8) == 10)
+            physical += len(ends)
+            if len(ends):
+                longest = max(longest, since + int(ends[0]), int(np.diff(ends).max(initial=0)))
+                since = len(chunk) - int(ends[-1]) - 1
+            else:
+                since += len(chunk)
+            plain = plain and not any(b in chunk for b in (b'"', b"\r", b"\0"))
+            last = chunk[-1:]
+    decoder.decode(b"", final=True)
+    if not plain or max(longest, since) > _CELL_LIMIT:
+        _check_cells(path)
+    return physical + (last != b"\n")
+
+
+def _longer_than_the_header(path: Path) -> str:
+    """`file:line: message` of the first row with more cells than the header (a trailing comma, say)."""
+    with open(path, encoding="utf-8", newline="") as f:
+        reader = csv.reader(f, delimiter="\t" if path.suffix.lower() == ".tsv" else ",")
+        header = len(next(reader, []))
+        for row in reader:
+            if len(row) > header:
+                return (f"{path}:{reader.line_num}: {len(row)} cells but the header names {header}: read as they are, "
+                        "the first would become a row label and every other cell would shift one column; remove the "
+                        "extra cell (a trailing comma?) or name its column in the header")
+    return f"{path}: a row has more cells than the header"
 
 
 def _check_cells(path: Path) -> None:
@@ -79,14 +129,8 @@ def _check_cells(path: Path) -> None:
             raise BadInput(f"{path}:{reader.line_num}: {message}") from None
 
 
-def _csv_lines(path: Path, rows: int) -> np.ndarray:
+def _csv_lines(path: Path, rows: int, physical: int) -> np.ndarray:
     """Line numbers of the records; exact also when quoted fields span lines (read again only then)."""
-    physical, last = 0, b"\n"
-    with open(path, "rb") as f:  # lines as iterating the file counts them: a last line without newline counts too
-        while chunk := f.read(1 << 24):
-            physical += chunk.count(b"\n")
-            last = chunk[-1:]
-    physical += last != b"\n"
     if physical - 1 <= rows:  # one line per record (a last line without newline counts too)
         return np.arange(2, rows + 2)
     lines = []
@@ -179,9 +223,34 @@ def _long(frame, lines, spec: Spec, path: Path) -> pd.DataFrame:
 
 def _parse_numbers(text: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     """(values, ok): plain decimal numbers only. pandas' C parser refuses '1_0', non-ASCII digits ('٧'), hex and
-    '1,5' (the tests pin this); infinities and NaN are refused here."""
-    values = pd.to_numeric(pd.Series(text.to_numpy(dtype=object)), errors="coerce").to_numpy(dtype=float)
+    '1,5' (the tests pin this); infinities and NaN are refused here. Arrow's cast reads a column of which every
+    value is a plain number at once (it refuses the column at the first that is not); otherwise pandas tells which
+    values are numbers, and Python reads them. Both round correctly ('+10E31' is 1e32; pandas alone is one unit in
+    the last place off there); tests/test_analyze_input.py checks they agree with reading each value alone."""
+    try:
+        values = pc.cast(pa.array(text, type=pa.large_string(), from_pandas=True), pa.float64()).to_numpy(
+            zero_copy_only=False) + 0.0  # + 0.0: '-0' is 0
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError):
+        given = text.to_numpy(dtype=object)
+        values = pd.to_numeric(pd.Series(given), errors="coerce").to_numpy(dtype=float, copy=True)
+        for i in np.flatnonzero(~np.isnan(values)):
+            values[i] = float(given[i]) + 0.0
     return values, np.isfinite(values)
+
+
+def duplicated_rows(table: pd.DataFrame, keys: list[str]) -> np.ndarray:
+    """`table.duplicated(keys)` (the first of equal rows is not a duplicate), from one integer per row: each column
+    is factorized and the codes are combined, factorized again before the combination could overflow."""
+    key, size = np.zeros(len(table), dtype=np.int64), 1
+    for col in keys:
+        codes, uniques = pd.factorize(table[col])
+        if size * max(1, len(uniques)) >= 2**62:
+            key, seen = pd.factorize(key)
+            size = max(1, len(seen))
+        key, size = key * max(1, len(uniques)) + codes, size * max(1, len(uniques))
+    if size <= 4 * len(key) + 1024 and np.bincount(key, minlength=size).max(initial=0) <= 1:
+        return np.zeros(len(key), dtype=bool)  # the usual case, told by counting each key
+    return pd.Series(key).duplicated(keep="first").to_numpy()
 
 
 def missing_hint(value: str) -> str:
@@ -296,7 +365,7 @@ def read_ratings(path: Path, spec: Spec | None = None) -> tuple[pd.DataFrame, Sp
             else:
                 values[rows] = np.where(missing, None, text.to_numpy())
     keys = ["item", "system", "agent", "annotator", "criterion"]
-    duplicated = table.duplicated(keys, keep="first").to_numpy()
+    duplicated = duplicated_rows(table, keys)
     if duplicated.any():
         first_line = table.groupby(keys, sort=False)["line"].transform("first").to_numpy()
         who, item, what = (table[k].to_numpy() for k in ("annotator", "item", "criterion"))
@@ -349,8 +418,7 @@ def read_metrics(path: Path, spec: Spec, criteria) -> pd.DataFrame:
                           lambda i: f"unknown criterion '{named[i][:40]}'; the ratings have {', '.join(criteria)}")
     text = frame[value].astype(str)
     number, ok = _parse_numbers(text)
-    given = text.to_numpy()
-    problems.add_rows(~ok, lines, "value", lambda i: f"'{given[i][:40]}' is not a number")
+    problems.add_rows(~ok, lines, "value", lambda i: f"'{text.iat[i][:40]}' is not a number")
     if confidence:
         stated = frame[confidence].astype(str)
         p, p_ok = _parse_numbers(stated)
@@ -359,7 +427,7 @@ def read_metrics(path: Path, spec: Spec, criteria) -> pd.DataFrame:
         said = stated.to_numpy()
         problems.add_rows(~p_ok & ~blank, lines, confidence, lambda i: f"'{said[i][:40]}' is not a probability in [0, 1]")
         table["confidence"] = np.where(blank, np.nan, p)
-    duplicated = table.duplicated(["item", "system", "metric", "criterion"]).to_numpy()
+    duplicated = duplicated_rows(table, ["item", "system", "metric", "criterion"])
     problems.add_rows(duplicated, lines, "item", "a second score of this metric for this item and system")
     problems.raise_if_any()
     columns = ["item", "system", "metric", "criterion", "value", "line"] + (["confidence"] if confidence else [])

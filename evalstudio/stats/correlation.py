@@ -26,8 +26,10 @@ from scipy import stats
 
 METHODS = ("pearson", "spearman", "kendall_b", "kendall_c", "kendall_23", "acc_23")
 GROUPINGS = ("none", "item", "system")
-# pair-wise (M x M per group) computations are done in chunks of at most this many pair cells
-_PAIR_CELLS = 20_000_000
+# pair-wise (M x M per group) computations are done in chunks of about this many pair cells (8 MB arrays: faster
+# than larger ones, which leave the cache, and light on memory); groups past _PAIR_LIMIT cells are not pair-counted
+_PAIR_CELLS = 1_000_000
+_PAIR_LIMIT = 20_000_000
 _COUNT_PAIRS_UP_TO = 256
 
 
@@ -85,37 +87,35 @@ def _pearson(x, y, valid, n):
 
 
 def _kendall(x, y, valid, n, method):
-    """Kendall variants from pair counts, in chunks over the group axis (M x M pairs per group); groups too
+    """Kendall variants from pair counts, in chunks over the group axis (M(M-1)/2 pairs per group); groups too
     large for pair counting (tau-b and tau-c only) go to scipy's O(M log M) kendalltau one by one."""
     shape = x.shape
     members = shape[-1]
     # tau-b and tau-c of groups past a few hundred members: scipy's O(M log M) is faster than counting M x M pairs
-    if members * members > _PAIR_CELLS or (members > _COUNT_PAIRS_UP_TO and method in ("kendall_b", "kendall_c")):
+    if members * members > _PAIR_LIMIT or (members > _COUNT_PAIRS_UP_TO and method in ("kendall_b", "kendall_c")):
         if method not in ("kendall_b", "kendall_c"):
             raise ValueError(f"{method} counts pairs: groups of {members} values are too large (group by item)")
         flat_x, flat_y, flat_v = x.reshape(-1, members), y.reshape(-1, members), valid.reshape(-1, members)
         out = np.array([stats.kendalltau(a[v], b[v], variant=method[-1])[0] if v.sum() >= 2 else np.nan
                         for a, b, v in zip(flat_x, flat_y, flat_v)], dtype=float)
         return out.reshape(shape[:-1])
-    flat_x = x.reshape(-1, members)
+    flat_x = x.reshape(-1, members)  # NaN where a pair's side is missing (batch_correlation's x and y)
     flat_y = y.reshape(-1, members)
     flat_v = valid.reshape(-1, members)
     out = np.empty(flat_x.shape[0])
-    step = max(1, _PAIR_CELLS // max(1, members * members))
-    upper = np.triu(np.ones((members, members), dtype=bool), 1)
+    i, j = np.triu_indices(members, 1)  # each pair once
+    step = max(1, _PAIR_CELLS // max(1, len(i)))
     for start in range(0, flat_x.shape[0], step):
         sl = slice(start, start + step)
         xs, ys, vs = flat_x[sl], flat_y[sl], flat_v[sl]
-        pair = vs[:, :, None] & vs[:, None, :] & upper
-        with np.errstate(invalid="ignore"):
-            sx = np.sign(xs[:, :, None] - xs[:, None, :])
-            sy = np.sign(ys[:, :, None] - ys[:, None, :])
-        sx = np.where(pair, sx, 0.0)
-        sy = np.where(pair, sy, 0.0)
-        pairs = pair.sum((1, 2)).astype(float)
-        s = (sx * sy).sum((1, 2))  # concordant - discordant
-        tie_x = (pair & (sx == 0)).sum((1, 2))
-        tie_y = (pair & (sy == 0)).sum((1, 2))
+        dx = xs[:, i] - xs[:, j]  # NaN unless both members are present
+        dy = ys[:, i] - ys[:, j]
+        pairs = (~np.isnan(dx)).sum(1).astype(float)
+        sx = (dx > 0).view(np.int8) - (dx < 0).view(np.int8)  # 0 for a tie and for a missing pair
+        sy = (dy > 0).view(np.int8) - (dy < 0).view(np.int8)
+        s = (sx * sy).sum(1, dtype=np.int64)  # concordant - discordant
+        tie_x = (dx == 0).sum(1)
+        tie_y = (dy == 0).sum(1)
         with np.errstate(invalid="ignore", divide="ignore"):
             if method == "kendall_b":
                 out[sl] = s / np.sqrt((pairs - tie_x) * (pairs - tie_y))
@@ -124,7 +124,7 @@ def _kendall(x, y, valid, n, method):
                 size = vs.sum(1)
                 out[sl] = 2 * s / (size**2 * (m - 1) / m)
             else:
-                tie_both = (pair & (sx == 0) & (sy == 0)).sum((1, 2))
+                tie_both = ((dx == 0) & (dy == 0)).sum(1)
                 con = (s + (pairs - tie_x - tie_y + tie_both)) / 2  # C + D = pairs with no tie
                 if method == "acc_23":
                     out[sl] = (con + tie_both) / pairs
@@ -187,8 +187,10 @@ def tie_calibrated_accuracy(human, metric, group_by: str = "item") -> tuple[floa
     epsilon that maximises it (Deutsch et al. 2023, "Ties Matter"). The candidates are 0 and every observed
     |metric difference|; the smallest maximising one is returned. acc_23 is averaged over groups with a pair.
 
-    Exact over all thresholds in O(P log P) for P pairs: a pair is right for epsilon >= |dm| when the humans tie
-    it, and for epsilon < |dm| when it is concordant; so the accuracy at each threshold is two cumulative sums."""
+    Exact over all thresholds: a pair is right for epsilon >= |dm| when the humans tie it, and for epsilon < |dm|
+    when it is concordant. The accuracy only rises at the gap of a pair the humans tie, so the smallest maximising
+    threshold is 0 or one of those gaps: the accuracy is evaluated there, from cumulative sums, which needs the
+    tied pairs' gaps sorted and every concordant gap placed among them (a binary search), not all P gaps sorted."""
     h, m = arrange(human, group_by), arrange(metric, group_by)
     g, h_d, m_d = _group_pairs(h, m)
     if not len(g):
@@ -196,15 +198,15 @@ def tie_calibrated_accuracy(human, metric, group_by: str = "item") -> tuple[floa
     per_group = np.bincount(g, minlength=h.shape[0])
     weight = 1.0 / per_group[g] / np.count_nonzero(per_group)
     gap = np.abs(m_d)
-    thresholds, where = np.unique(np.r_[0.0, gap], return_inverse=True)
-    where = where[1:]  # each pair's gap as an index into the sorted thresholds
     human_tie = h_d == 0
     concordant = ~human_tie & (np.sign(h_d) == np.sign(m_d))
-    # right when tied by the humans and gap <= eps: sum of weights with gap <= eps
-    tie_w = np.bincount(where[human_tie], weights=weight[human_tie], minlength=len(thresholds)).cumsum()
-    # right when concordant and gap > eps: total minus those with gap <= eps
-    con_w = weight[concordant].sum() - np.bincount(where[concordant], weights=weight[concordant],
-                                                   minlength=len(thresholds)).cumsum()
+    thresholds, where = np.unique(np.r_[0.0, gap[human_tie]], return_inverse=True)
+    # right when tied by the humans and gap <= eps: the tied pairs' weights with gap <= eps
+    tie_w = np.bincount(where[1:], weights=weight[human_tie], minlength=len(thresholds)).cumsum()
+    # right when concordant and gap > eps: total minus those with gap <= eps (the first threshold >= gap, and after)
+    first = np.searchsorted(thresholds, gap[concordant], side="left")
+    con_w = weight[concordant].sum() - np.bincount(first, weights=weight[concordant],
+                                                   minlength=len(thresholds) + 1)[:len(thresholds)].cumsum()
     acc = tie_w + con_w
     # the smallest threshold within rounding of the maximum: cumulative sums of the same weights can differ in the
     # last bit between two thresholds that are equally good
@@ -226,15 +228,23 @@ def acc23_at(human, metric, epsilon: float, group_by: str = "item") -> float:
     return float((per[used] / per_group[used]).mean())
 
 
-def pairwise_p_values(segment_scores: np.ndarray, permutations: int = 1000, seed: int = 4) -> np.ndarray:
+def sign_flips(segments: int, permutations: int = 1000, seed: int = 4) -> np.ndarray:
+    """`permutations x segments` of +1/-1: the permutations of `pairwise_p_values`."""
+    rng = np.random.default_rng(seed)
+    flips = rng.random(size=(permutations, segments), dtype=np.float32)
+    np.rint(flips, out=flips, casting="same_kind")
+    return flips * 2.0 - 1.0
+
+
+def pairwise_p_values(segment_scores: np.ndarray, permutations: int = 1000, seed: int = 4,
+                      flips: np.ndarray | None = None) -> np.ndarray:
     """`p[i, j]` (i < j): one-sided paired permutation p-value that system i is better than system j, from
     `systems x segments` scores (sums over segments; each permutation flips the sign of a segment's pair
-    difference). The same permutations serve every pair and both human and metric (Thompson et al. 2024)."""
+    difference). The same permutations serve every pair and both human and metric (Thompson et al. 2024);
+    `flips`: `sign_flips(segments, permutations, seed)` when the caller keeps them for several calls."""
     scores = np.asarray(segment_scores, dtype=np.float32)
-    rng = np.random.default_rng(seed)
-    flips = rng.random(size=(permutations, scores.shape[1]), dtype=np.float32)
-    np.rint(flips, out=flips, casting="same_kind")
-    flips = flips * 2.0 - 1.0
+    if flips is None:
+        flips = sign_flips(scores.shape[1], permutations, seed)
     totals = scores.sum(1)
     partial = flips @ scores.T  # permutations x systems
     i, j = np.triu_indices(scores.shape[0], 1)
@@ -247,18 +257,24 @@ def soft_pairwise_accuracy(human, metric, permutations: int = 1000, seed: int = 
     """1 - pairwise confidence error (Thompson, Mathur, Deutsch & Lipton 2024, "Improving Statistical Significance
     in Human Evaluation of Automatic Metrics via Soft Pairwise Accuracy", WMT): 1 - mean over system pairs of
     |p_human(i > j) - p_metric(i > j)|. `human`, `metric`: `systems x items`; items missing for any system on
-    either side are left out. `cache`: a dict kept across calls with the same `human`, so that its p-values are
-    computed once for every set of items."""
+    either side are left out. `cache`: a dict kept across calls with the same `human`, so that its p-values (and
+    the permutations) are computed once for every set of items."""
     h, m = np.asarray(human, float), np.asarray(metric, float)
     complete = ~(np.isnan(h) | np.isnan(m)).any(0)
     if complete.sum() == 0 or h.shape[0] < 2:
         return float("nan")
+    segments = int(complete.sum())
+    flips = cache.get(("flips", segments, permutations, seed)) if cache is not None else None
+    if flips is None:
+        flips = sign_flips(segments, permutations, seed)
+        if cache is not None:
+            cache[("flips", segments, permutations, seed)] = flips
     key = (complete.tobytes(), permutations, seed)
     ph = cache.get(key) if cache is not None else None
     if ph is None:
-        ph = pairwise_p_values(h[:, complete], permutations, seed)
+        ph = pairwise_p_values(h[:, complete], permutations, seed, flips)
         if cache is not None:
             cache[key] = ph
-    pm = pairwise_p_values(m[:, complete], permutations, seed)
+    pm = pairwise_p_values(m[:, complete], permutations, seed, flips)
     i, j = np.triu_indices(h.shape[0], 1)
     return float(1.0 - np.abs(ph[i, j] - pm[i, j]).mean())
