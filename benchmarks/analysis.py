@@ -4,15 +4,19 @@
     python benchmarks/analysis.py --quick    # 100k ratings
 
 The data are drawn like tests/data/metaeval's synthetic set (latent quality + annotator bias and noise; metrics are
-noisy copies of the latent quality), written as CSV, then read and analysed with the defaults of the command:
-1000 bootstrap resamples for every CI and 1000 permutations for PERM-BOTH (all 45 metric pairs) and soft
-pairwise accuracy. Each stage is timed once (wall clock).
+noisy copies of the latent quality), written as CSV, then read and analysed as `evalstudio analyze` does, with its
+defaults: 1000 bootstrap resamples for every CI and 1000 permutations for PERM-BOTH (all 45 metric pairs) and soft
+pairwise accuracy. The tables of the ratings alone (agreement, aggregated labels, system ranking) are computed on a
+thread beside the meta-evaluation, as the command does; `--parts` also times each part alone. Each stage is timed
+once (wall clock); the peak memory is the process's maximum resident set.
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import platform
+import resource
 import tempfile
 import time
 from pathlib import Path
@@ -49,13 +53,19 @@ def make_data(folder: Path, systems: int, items: int, annotators: int, metrics: 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="100k ratings instead of 1M")
+    parser.add_argument("--parts", action="store_true", help="also time each part of the analysis alone")
     args = parser.parse_args()
     systems, items, annotators, n_metrics = (20, 1_667, 3, 10) if args.quick else (20, 16_667, 3, 10)
     spec = Spec(name="benchmark", criteria={"quality": CriterionSpec(scale="interval", min=1, max=5)})
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        n = make_data(folder, systems, items, annotators, n_metrics)
-        stages = []
+        # the data are made in a child process, so that the peak memory below is the analysis's alone
+        maker = multiprocessing.get_context("fork").Process(target=make_data,
+                                                            args=(folder, systems, items, annotators, n_metrics))
+        maker.start()
+        maker.join()
+        n = systems * items * annotators
+        stages, part_times = [], []
 
         def stage(name, func):
             start = time.perf_counter()
@@ -65,24 +75,34 @@ def main() -> None:
 
         tidy, full = stage("read ratings (CSV, validated)", lambda: read_ratings(folder / "ratings.csv", spec))
         scores = stage("read metrics (CSV, validated)", lambda: read_metrics(folder / "metrics.csv", full, ["quality"]))
-        tables = {}
-        tables["agreement"], tables["leave_one_out"], tables["icc"] = stage(
-            "agreement: alpha + 1000-bootstrap CI, AC, ICC, leave-one-out", lambda: metaeval.agreement(tidy, full, 1000))
-        tables["aggregated_labels"], tables["annotator_accuracy"] = stage(
-            "aggregated labels (with posteriors) where the scale allows", lambda: aggregate(tidy, full, metaeval.Reasons()))
-        tables["systems"], tables["system_pairs"] = stage("system ranking, 1000 paired bootstraps",
-                                                          lambda: metaeval.system_ranking(tidy, full, 1000))
-        (tables["correlations"], tables["accuracy"], tables["metric_pairs"], tables["clusters"]) = stage(
-            "meta-evaluation: correlations + CIs, accuracies, SPA, PERM-BOTH x 45 pairs",
-            lambda: metaeval.meta_evaluation(tidy, scores, full, 1000, 1000))
+        tables = stage("every table, as the command computes them (below)", lambda: metaeval.analyze(tidy, full, scores))
         stage("report: CSVs + index.html", lambda: metaeval.write_analysis(tables, "benchmark", folder / "out"))
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        if args.parts:  # each part alone, one after the other (the command runs the first three beside the rest)
+            parts = [
+                ("agreement: alpha + 1000-bootstrap CI, AC, ICC, leave-one-out", lambda: metaeval.agreement(tidy, full, 1000)),
+                ("aggregated labels (with posteriors) where the scale allows",
+                 lambda: aggregate(tidy, full, metaeval.Reasons())),
+                ("system ranking, 1000 paired bootstraps", lambda: metaeval.system_ranking(tidy, full, 1000)),
+                ("meta-evaluation: correlations + CIs, accuracies, SPA, PERM-BOTH x 45 pairs",
+                 lambda: metaeval.meta_evaluation(tidy, scores, full, 1000, 1000)),
+                ("judge checks", lambda: metaeval.judge_checks(tidy, scores, full))]
+            for name, func in parts:
+                start = time.perf_counter()
+                func()
+                part_times.append((name, time.perf_counter() - start))
     total = sum(t for _, t in stages)
     print(f"{n:,} ratings ({systems} systems x {items:,} items x {annotators} annotators), {n_metrics} metrics; "
-          f"{platform.processor() or platform.machine()}, Python {platform.python_version()}\n")
+          f"{platform.processor() or platform.machine()}, Python {platform.python_version()}; peak memory "
+          f"{peak:,.0f} MB\n")
     print("| stage | seconds |\n|---|---:|")
     for name, seconds in stages:
         print(f"| {name} | {seconds:.1f} |")
     print(f"| **total** | **{total:.1f}** |")
+    if part_times:
+        print("\n| part, alone | seconds |\n|---|---:|")
+        for name, seconds in part_times:
+            print(f"| {name} | {seconds:.1f} |")
 
 
 if __name__ == "__main__":

@@ -386,17 +386,27 @@ def analyze(ratings: pd.DataFrame, spec: Spec, metrics: pd.DataFrame | None = No
     prediction-powered estimates of the systems' means and differences (exporters/ppi.py); `alt`: a judge put to
     the alternative annotator test with margin `epsilon` (exporters/alttest.py)."""
     tables = {}
-    why = Reasons()
-    tables["agreement"], tables["leave_one_out"], tables["icc"] = agreement(ratings, spec, n_boot, why)
+    why, why_metrics = Reasons(), Reasons()  # in this order in not_computed.csv, however the threads finish
     from .aggregated import aggregate
 
-    tables["aggregated_labels"], tables["annotator_accuracy"] = aggregate(ratings, spec, why, mace, n_boot)
-    tables["systems"], tables["system_pairs"] = system_ranking(ratings, spec, n_boot, why)
-    if metrics is not None and not metrics.empty:
-        (tables["correlations"], tables["accuracy"], tables["metric_pairs"],
-         tables["clusters"]) = meta_evaluation(ratings, metrics, spec, n_boot, resamples, why=why)
-        tables["judges"], tables["judge_confusion"], tables["judge_calibration"] = judge_checks(ratings, metrics,
-                                                                                               spec, why)
+    def of_the_ratings(ratings):
+        """The tables of the ratings alone, on a thread of their own beside the meta-evaluation (each side has its
+        own shallow copy of the frame: pandas' lazily built caches are not shared between threads)."""
+        out = {}
+        out["agreement"], out["leave_one_out"], out["icc"] = agreement(ratings, spec, n_boot, why)
+        out["aggregated_labels"], out["annotator_accuracy"] = aggregate(ratings, spec, why, mace, n_boot)
+        out["systems"], out["system_pairs"] = system_ranking(ratings, spec, n_boot, why)
+        return out
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        ratings_side = pool.submit(of_the_ratings, ratings.copy(deep=False))
+        if metrics is not None and not metrics.empty:
+            (tables["correlations"], tables["accuracy"], tables["metric_pairs"],
+             tables["clusters"]) = meta_evaluation(ratings, metrics, spec, n_boot, resamples, why=why_metrics)
+            tables["judges"], tables["judge_confusion"], tables["judge_calibration"] = judge_checks(
+                ratings, metrics, spec, why_metrics)
+        tables = {**ratings_side.result(), **tables}
+    why.extend(why_metrics)
     from .alttest import alt_test_tables
     from .ppi import ppi_tables
 

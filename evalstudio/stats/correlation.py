@@ -192,21 +192,30 @@ def tie_calibrated_accuracy(human, metric, group_by: str = "item") -> tuple[floa
     threshold is 0 or one of those gaps: the accuracy is evaluated there, from cumulative sums, which needs the
     tied pairs' gaps sorted and every concordant gap placed among them (a binary search), not all P gaps sorted."""
     h, m = arrange(human, group_by), arrange(metric, group_by)
-    g, h_d, m_d = _group_pairs(h, m)
-    if not len(g):
+    i, j = np.triu_indices(h.shape[1], 1)
+    h_d = h[:, i] - h[:, j]  # groups x pairs; NaN where a side is missing
+    gap = m[:, i] - m[:, j]
+    with np.errstate(invalid="ignore"):
+        human_tie = h_d == 0
+        concordant = (np.sign(h_d) == np.sign(gap)) & ~human_tie
+    both = ~np.isnan(h_d) & ~np.isnan(gap)
+    del h_d
+    human_tie &= both
+    concordant &= both  # NaN signs are never equal, so this only spells it out
+    per_group = both.sum(1)
+    del both
+    if not per_group.any():
         return float("nan"), float("nan")
-    per_group = np.bincount(g, minlength=h.shape[0])
-    weight = 1.0 / per_group[g] / np.count_nonzero(per_group)
-    gap = np.abs(m_d)
-    human_tie = h_d == 0
-    concordant = ~human_tie & (np.sign(h_d) == np.sign(m_d))
+    with np.errstate(divide="ignore"):
+        weight = np.broadcast_to((1.0 / per_group / np.count_nonzero(per_group))[:, None], gap.shape)
+    np.abs(gap, out=gap)
     thresholds, where = np.unique(np.r_[0.0, gap[human_tie]], return_inverse=True)
     # right when tied by the humans and gap <= eps: the tied pairs' weights with gap <= eps
     tie_w = np.bincount(where[1:], weights=weight[human_tie], minlength=len(thresholds)).cumsum()
     # right when concordant and gap > eps: total minus those with gap <= eps (the first threshold >= gap, and after)
+    con_weight = weight[concordant]
     first = np.searchsorted(thresholds, gap[concordant], side="left")
-    con_w = weight[concordant].sum() - np.bincount(first, weights=weight[concordant],
-                                                   minlength=len(thresholds) + 1)[:len(thresholds)].cumsum()
+    con_w = con_weight.sum() - np.bincount(first, weights=con_weight, minlength=len(thresholds) + 1)[:len(thresholds)].cumsum()
     acc = tie_w + con_w
     # the smallest threshold within rounding of the maximum: cumulative sums of the same weights can differ in the
     # last bit between two thresholds that are equally good
