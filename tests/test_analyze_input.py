@@ -484,6 +484,47 @@ def test_numbers_read_at_once_equal_those_read_value_by_value(texts):
     assert np.array_equal(values[ok], [float(t) for t, good in zip(texts, ok) if good])  # correctly rounded
 
 
+cell_text = st.text(alphabet=st.sampled_from("ab1 .-\u00e9\u0667\t"), min_size=0, max_size=4)
+
+
+@settings(max_examples=600, deadline=None)
+@given(header=st.lists(cell_text, min_size=1, max_size=4), data=st.data(), tsv=st.booleans(),
+       last_newline=st.booleans())
+def test_a_plain_csv_file_reads_alike_with_arrow_and_pandas(tmp_path_factory, header, data, tsv, last_newline):
+    """Plain files (no quotes, carriage returns or NUL) are read by Arrow's reader; every other, and every plain
+    file Arrow refuses, by pandas. Whatever the file, both must give the same table and lines, or the same error."""
+    from evalstudio.readers import ratings as reader
+
+    width = len(header)
+    row = st.one_of(st.lists(cell_text, min_size=width, max_size=width), st.lists(cell_text, max_size=5), st.just([]))
+    rows = data.draw(st.lists(row, max_size=6))
+    sep = "\t" if tsv else ","
+    text = "\n".join(sep.join(cells) for cells in [header, *rows]) + ("\n" if last_newline else "")
+    path = tmp_path_factory.mktemp("plain") / ("in.tsv" if tsv else "in.csv")
+    path.write_text(text, encoding="utf-8")
+
+    def read():
+        try:
+            frame, lines = reader.read_table(path)
+            return frame, list(lines)
+        except BadInput as e:
+            return str(e)
+
+    arrow = read()
+    original = reader._read_plain_csv
+    try:
+        reader._read_plain_csv = lambda path: None  # pandas reads it
+        pandas = read()
+    finally:
+        reader._read_plain_csv = original
+    event("arrow read it" if not isinstance(arrow, str) and original(path) is not None else "pandas read it")
+    if isinstance(pandas, str) or isinstance(arrow, str):
+        assert arrow == pandas
+    else:
+        assert arrow[0].equals(pandas[0]) and list(arrow[0].columns) == list(pandas[0].columns)
+        assert arrow[1] == pandas[1]
+
+
 @settings(max_examples=200, deadline=None)
 @given(rows=st.lists(st.tuples(st.sampled_from(["1", "2", "x", ""]), st.sampled_from(["s", "t"]),
                                st.sampled_from(["m", "n", "o"])), max_size=30))

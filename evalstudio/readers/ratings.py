@@ -23,6 +23,7 @@ from __future__ import annotations
 import codecs
 import csv
 import json
+import re
 import warnings
 from pathlib import Path
 
@@ -55,7 +56,10 @@ def read_table(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
     fmt = _format(path)
     try:
         if fmt == "csv":
-            physical = _scan(path)
+            physical, plain = _scan(path)
+            frame = _read_plain_csv(path) if plain else None
+            if frame is not None:
+                return frame, _csv_lines(path, len(frame), physical)
             with warnings.catch_warnings():  # pandas' warning that a row has more cells than the header
                 warnings.simplefilter("error", pd.errors.ParserWarning)
                 try:  # index_col=False: else pandas takes a first row's extra cells as an index, shifting the rest
@@ -75,14 +79,16 @@ def read_table(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
 
 
 _CELL_LIMIT = 131_072  # Python's csv field limit
+_BLANKISH = re.compile(rb"(?:^|\n)[ \t]+(?:\n|$)")
 
 
-def _scan(path: Path) -> int:
-    """The file's physical lines (as iterating it counts them: a last line without newline counts too), from one
-    pass over its bytes, which also checks that it is UTF-8. A file with a quote, carriage return or NUL, or with a
-    line longer than a cell may be, is then read by Python's csv reader (`_check_cells`); any other cannot hold a
-    cell past the limit, since a cell is then part of one line."""
-    physical, last, longest, plain, since = 0, b"\n", 0, True, 0
+def _scan(path: Path) -> tuple[int, bool]:
+    """(the file's physical lines, as iterating it counts them: a last line without newline counts too; whether it
+    is plain), from one pass over its bytes, which also checks that it is UTF-8. A file with a quote, carriage
+    return or NUL, or with a line longer than a cell may be, is then read by Python's csv reader (`_check_cells`);
+    any other cannot hold a cell past the limit, since a cell is then part of one line. A plain file (none of
+    those, no byte order mark) has cells that are the text between delimiters, read alike by any CSV reader."""
+    physical, last, longest, plain, since, carry = 0, b"\n", 0, True, 0, b""
     decoder = codecs.getincrementaldecoder("utf-8")()
     with open(path, "rb") as f:
         while chunk := f.read(1 << 24):
@@ -95,11 +101,45 @@ def _scan(path: Path) -> int:
             else:
                 since += len(chunk)
             plain = plain and not any(b in chunk for b in (b'"', b"\r", b"\0"))
+            # pandas skips a line of spaces and tabs as blank; Arrow would read it as cells
+            plain = plain and not _BLANKISH.search(carry + chunk)
+            carry = chunk[int(ends[-1]) + 1:] if len(ends) else (carry + chunk)[-_CELL_LIMIT:]  # a longer line: not plain
             last = chunk[-1:]
     decoder.decode(b"", final=True)
     if not plain or max(longest, since) > _CELL_LIMIT:
         _check_cells(path)
-    return physical + (last != b"\n")
+        plain = False
+    with open(path, "rb") as f:
+        plain = plain and f.read(3) != codecs.BOM_UTF8
+    return physical + (last != b"\n"), plain
+
+
+_TEXT = pd.Series(["x"], dtype=str).dtype  # the text dtype pandas' read_csv(dtype=str) gives
+
+
+def _read_plain_csv(path: Path) -> pd.DataFrame | None:
+    """A plain CSV file (`_scan`) read by Arrow's multithreaded reader, every cell as text, as pandas would read it;
+    None when pandas must read it: a header with an empty or repeated name (pandas renames them), a row whose cells
+    do not match the header (pandas reports or pads it), or a pandas whose text is not Arrow's. Both readers skip
+    empty lines; tests/test_analyze_input.py checks that they give the same table."""
+    import pyarrow.csv as pacsv
+
+    if not (isinstance(_TEXT, pd.StringDtype) and _TEXT.storage == "pyarrow"):
+        return None
+    sep = "\t" if path.suffix.lower() == ".tsv" else ","
+    with open(path, encoding="utf-8") as f:
+        names = f.readline().rstrip("\n").split(sep)
+    if len(set(names)) < len(names) or "" in names or names == [""]:
+        return None
+    try:
+        table = pacsv.read_csv(path, parse_options=pacsv.ParseOptions(delimiter=sep, quote_char=False),
+                               convert_options=pacsv.ConvertOptions(column_types={n: pa.string() for n in names},
+                                                                    null_values=[], strings_can_be_null=False))
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OSError, ValueError):
+        return None
+    if table.column_names != names:
+        return None
+    return table.to_pandas(types_mapper={pa.string(): _TEXT, pa.large_string(): _TEXT}.get)
 
 
 def _longer_than_the_header(path: Path) -> str:
