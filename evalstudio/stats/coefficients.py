@@ -53,10 +53,11 @@ def _counts(frame: pd.DataFrame, categories):
     unknown = set(frame["value"]) - set(categories)
     if unknown:
         raise ValueError(f"values outside the categories: {sorted(map(str, unknown))[:5]}")
-    codes = pd.Categorical(frame["value"], categories=list(categories)).codes
-    item_codes, items = pd.factorize(frame["item"].astype(str))
-    counts = np.zeros((len(items), len(categories)))
-    np.add.at(counts, (item_codes, codes), 1)
+    codes = pd.Categorical(frame["value"], categories=list(categories)).codes.astype(np.int64)
+    item = frame["item"]
+    item_codes, items = pd.factorize(item if item.dtype.kind in "iu" else item.astype(str))  # codes are items already
+    q = len(categories)
+    counts = np.bincount(item_codes * q + codes, minlength=len(items) * q).reshape(len(items), q).astype(float)
     return counts, list(categories)
 
 
