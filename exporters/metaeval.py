@@ -140,10 +140,21 @@ def _matrices(ratings: pd.DataFrame, metrics: pd.DataFrame, criterion: str):
     human = segment_means(ratings, criterion)
     human = human[_natural_order(human.columns)]
     m = metrics[metrics["criterion"].isin([criterion, ""])]
-    out = {}
-    for name, g in m.groupby("metric", sort=True):
-        mat = g.pivot_table(index="system", columns="item", values="value", aggfunc="first")
-        out[name] = mat.reindex(index=human.index, columns=human.columns).to_numpy(dtype=float)
+    # every metric's matrix at once, placed by the human matrix's system and segment positions; a score of a
+    # segment the humans did not rate is left out; of two scores of one segment (one for every criterion, one for
+    # this) the first in the file counts, as pivot_table(aggfunc="first") counted it
+    metric, names = pd.factorize(m["metric"], sort=True)
+
+    def position(column, labels):  # each row's position among the labels (-1: not there), looked up once per value
+        codes, uniques = pd.factorize(m[column])
+        return pd.Index(labels).get_indexer(uniques)[codes] if len(codes) else codes
+
+    system, item = position("system", human.index), position("item", human.columns)
+    cell = (metric.astype(np.int64) * human.shape[0] + system) * human.shape[1] + item
+    keep = (system >= 0) & (item >= 0) & ~pd.Series(cell).duplicated().to_numpy()
+    cube = np.full((len(names), *human.shape), np.nan)
+    cube[metric[keep], system[keep], item[keep]] = m["value"].to_numpy(dtype=float)[keep]
+    out = {name: cube[k] for k, name in enumerate(names)}
     return list(human.index), list(human.columns), human.to_numpy(dtype=float), out
 
 
