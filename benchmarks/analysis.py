@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from evalstudio.base.memory import use_returning_allocator
 from evalstudio.exporters import metaeval
 from evalstudio.exporters.aggregated import aggregate
 from evalstudio.readers.ratings import read_metrics, read_ratings
@@ -57,6 +58,7 @@ def main() -> None:
     args = parser.parse_args()
     systems, items, annotators, n_metrics = (20, 1_667, 3, 10) if args.quick else (20, 16_667, 3, 10)
     spec = Spec(name="benchmark", criteria={"quality": CriterionSpec(scale="interval", min=1, max=5)})
+    use_returning_allocator()  # as the command does
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         # the data are made in a child process, so that the peak memory below is the analysis's alone

@@ -16,7 +16,6 @@ Per criterion:
 from __future__ import annotations
 
 import os
-import re
 from concurrent.futures import ThreadPoolExecutor
 from itertools import permutations
 from pathlib import Path
@@ -32,9 +31,8 @@ from ..stats import icc as icc_mod
 from ..stats import significance as sig
 from ..stats.agreement import alpha_ci, krippendorff_alpha, leave_one_annotator_out, resample_counts
 from ..stats.alignment import fisher_ci
-from .tidy import segment, segment_means
+from .segments import coded_ratings, score_matrices, system_scores
 
-_INTEGER = re.compile(r"-?[0-9]+")
 SEGMENT_METHODS = ("pearson", "spearman", "kendall_b")
 SYSTEM_METHODS = ("pearson", "spearman", "kendall_b", "kendall_c")
 
@@ -68,19 +66,6 @@ class Reasons(list):
         self.append({"table": table, "criterion": criterion, "reason": reason})
 
 
-def _coded(r: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray | None]:
-    """(item, annotator, value) of one criterion's ratings, with the rated unit and the annotator as integer codes
-    (the units in order of appearance, the annotators in the order of their names: every grouping and sorting below
-    comes out as it would on the text, which each statistic would otherwise hash again, 1 s for a million keys),
-    and the annotators' names. Where an annotator rated a unit twice the text stays, for the messages."""
-    item, _ = pd.factorize(segment(r))
-    who, names = pd.factorize(r["annotator"], sort=True)
-    value = r["value"].to_numpy()
-    if pd.DataFrame({"item": item, "annotator": who}).duplicated().any():
-        return pd.DataFrame({"item": segment(r).to_numpy(), "annotator": r["annotator"].to_numpy(), "value": value}), None
-    return pd.DataFrame({"item": item, "annotator": who, "value": value}), np.asarray(names, dtype=object)
-
-
 def agreement(ratings: pd.DataFrame, spec: Spec, n_boot: int = 1000, why: Reasons | None = None):
     """(agreement per criterion, leave-one-out per annotator, ICC forms)."""
     why = Reasons() if why is None else why
@@ -90,7 +75,7 @@ def agreement(ratings: pd.DataFrame, spec: Spec, n_boot: int = 1000, why: Reason
         if r.empty:
             why.add("agreement", name, "no ratings of this criterion")
             continue
-        r, names = _coded(r)
+        r, names = coded_ratings(r)
         row = {"criterion": name, "scale": crit.scale, "items": r["item"].nunique(), "ratings": len(r),
                "annotators": r["annotator"].nunique()}
         values = r["value"].to_numpy(dtype=float) if crit.numeric else r["value"].astype(str).to_numpy()
@@ -135,46 +120,6 @@ def agreement(ratings: pd.DataFrame, spec: Spec, n_boot: int = 1000, why: Reason
     return pd.DataFrame(rows), cat(loo_rows), cat(icc_rows)
 
 
-def _matrices(ratings: pd.DataFrame, metrics: pd.DataFrame, criterion: str):
-    """(systems, items, human matrix, {metric: matrix}) for one numeric criterion (systems x items, NaN missing)."""
-    human = segment_means(ratings, criterion)
-    human = human[_natural_order(human.columns)]
-    m = metrics[metrics["criterion"].isin([criterion, ""])]
-    # every metric's matrix at once, placed by the human matrix's system and segment positions; a score of a
-    # segment the humans did not rate is left out; of two scores of one segment (one for every criterion, one for
-    # this) the first in the file counts, as pivot_table(aggfunc="first") counted it
-    metric, names = pd.factorize(m["metric"], sort=True)
-
-    def position(column, labels):  # each row's position among the labels (-1: not there), looked up once per value
-        codes, uniques = pd.factorize(m[column])
-        return pd.Index(labels).get_indexer(uniques)[codes] if len(codes) else codes
-
-    system, item = position("system", human.index), position("item", human.columns)
-    cell = (metric.astype(np.int64) * human.shape[0] + system) * human.shape[1] + item
-    keep = (system >= 0) & (item >= 0) & ~pd.Series(cell).duplicated().to_numpy()
-    cube = np.full((len(names), *human.shape), np.nan)
-    cube[metric[keep], system[keep], item[keep]] = m["value"].to_numpy(dtype=float)[keep]
-    out = {name: cube[k] for k, name in enumerate(names)}
-    return list(human.index), list(human.columns), human.to_numpy(dtype=float), out
-
-
-def _natural_order(labels) -> list:
-    """Item ids in numeric order when they are all integers (0, 1, 2, ... 10), else as text."""
-    labels = list(labels)
-    if all(_INTEGER.fullmatch(str(x)) for x in labels):  # not str.isdigit(): it takes '²', which int() refuses
-        return sorted(labels, key=lambda x: int(x))
-    return sorted(labels, key=str)
-
-
-def _system_scores(matrix, counts=None):
-    present = ~np.isnan(matrix)
-    filled = np.where(present, matrix, 0.0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        if counts is None:
-            return filled.sum(1) / present.sum(1)
-        return (counts @ filled.T) / (counts @ present.T)
-
-
 def meta_evaluation(ratings: pd.DataFrame, metrics: pd.DataFrame, spec: Spec, n_boot: int = 1000,
                     resamples: int = 1000, seed: int = 0, why: Reasons | None = None):
     """(correlations, pairwise/accuracy table, metric-pair significance, clusters) for every numeric criterion."""
@@ -188,7 +133,7 @@ def meta_evaluation(ratings: pd.DataFrame, metrics: pd.DataFrame, spec: Spec, n_
             why.add("correlations", criterion, f"{crit.scale} scale: correlations need numbers (a metric answering "
                                                "on this scale is checked as a judge, judges.csv)")
             continue
-        systems, items, human, scores = _matrices(ratings, metrics, criterion)
+        systems, items, human, scores = score_matrices(ratings, metrics, criterion)
         scores = {k: v for k, v in scores.items() if (~np.isnan(v) & ~np.isnan(human)).sum() >= 3}
         if not scores:
             why.add("correlations", criterion, "no metric has scores for 3 or more of the rated segments (matched by "
@@ -202,8 +147,8 @@ def meta_evaluation(ratings: pd.DataFrame, metrics: pd.DataFrame, spec: Spec, n_
             why.add("correlations", criterion, "item-grouped: every item has one rated system, so there is nothing "
                                                "to compare within an item")
         counts = resample_counts(rng, len(items), n_boot) if n_boot else None
-        human_sys = _system_scores(human)
-        boot_h = _system_scores(human, counts) if counts is not None and n_sys >= 3 else None
+        human_sys = system_scores(human)
+        boot_h = system_scores(human, counts) if counts is not None and n_sys >= 3 else None
         human_p = {}  # the humans' permutation p-values, shared by metrics scoring the same items
 
         def one(metric, mat):
@@ -211,8 +156,8 @@ def meta_evaluation(ratings: pd.DataFrame, metrics: pd.DataFrame, spec: Spec, n_
             own_corr, own_acc, m_sys = [], [], None
             base = {"criterion": criterion, "metric": metric}
             if n_sys >= 3:
-                m_sys = _system_scores(mat)
-                boot_m = _system_scores(mat, counts) if boot_h is not None else None
+                m_sys = system_scores(mat)
+                boot_m = system_scores(mat, counts) if boot_h is not None else None
                 for method in SYSTEM_METHODS:
                     value, _ = corr.grouped_correlation(human_sys, m_sys, method)
                     lo = hi = np.nan

@@ -13,7 +13,7 @@ import pandas as pd
 
 from evalstudio.base.errors import BadInput
 from evalstudio.protocols.registry import Project
-from evalstudio.readers.ratings import read_table
+from evalstudio.readers.tables import read_table
 from evalstudio.values.results import task_fields
 
 from .tidy import ANNOTATION_COLUMNS

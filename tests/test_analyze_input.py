@@ -493,7 +493,7 @@ cell_text = st.text(alphabet=st.sampled_from("ab1 .-\u00e9\u0667\t"), min_size=0
 def test_a_plain_csv_file_reads_alike_with_arrow_and_pandas(tmp_path_factory, header, data, tsv, last_newline):
     """Plain files (no quotes, carriage returns or NUL) are read by Arrow's reader; every other, and every plain
     file Arrow refuses, by pandas. Whatever the file, both must give the same table and lines, or the same error."""
-    from evalstudio.readers import ratings as reader
+    from evalstudio.readers import tables as reader
 
     width = len(header)
     row = st.one_of(st.lists(cell_text, min_size=width, max_size=width), st.lists(cell_text, max_size=5), st.just([]))

@@ -73,6 +73,7 @@ def analyze(
     file of best-worst annotations (item1..itemN, best, worst) gets counting scores and split-half reliability. Writes CSVs and index.html to -o. Bad files are reported as file:line: column: message and nothing
     is analysed."""
     from evalstudio.base.files import staged_folder
+    from evalstudio.base.memory import use_returning_allocator
     from evalstudio.readers.comparisons import header, looks_best_worst, looks_pairwise
     from evalstudio.readers.ratings import orient_metrics, read_metrics, read_ratings
     from evalstudio.readers.spec import read_spec, spec_from_protocol
@@ -80,6 +81,7 @@ def analyze(
     from ..exporters.metaeval import analyze as run
     from ..exporters.metaeval import write_analysis
 
+    use_returning_allocator()
     try:
         with staged_folder(output) as stage:  # written whole or not at all
             if spec is not None and protocol is not None:

@@ -1,0 +1,68 @@
+"""The matrices and codes the analysis reads of the tidy frames: one criterion's ratings with the rated unit and the
+annotator as integer codes (agreement), and the human and metric scores as `systems x segments` matrices
+(meta-evaluation), with the system scores of a matrix and of its bootstrap resamples."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from .tidy import segment, segment_means
+
+_INTEGER = re.compile(r"-?[0-9]+")
+
+
+def coded_ratings(r: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray | None]:
+    """(item, annotator, value) of one criterion's ratings, with the rated unit and the annotator as integer codes
+    (the units in order of appearance, the annotators in the order of their names: every grouping and sorting below
+    comes out as it would on the text, which each statistic in exporters.metaeval.agreement would otherwise hash
+    again, 1 s for a million keys),
+    and the annotators' names. Where an annotator rated a unit twice the text stays, for the messages."""
+    item, _ = pd.factorize(segment(r))
+    who, names = pd.factorize(r["annotator"], sort=True)
+    value = r["value"].to_numpy()
+    if pd.DataFrame({"item": item, "annotator": who}).duplicated().any():
+        return pd.DataFrame({"item": segment(r).to_numpy(), "annotator": r["annotator"].to_numpy(), "value": value}), None
+    return pd.DataFrame({"item": item, "annotator": who, "value": value}), np.asarray(names, dtype=object)
+
+
+def score_matrices(ratings: pd.DataFrame, metrics: pd.DataFrame, criterion: str):
+    """(systems, items, human matrix, {metric: matrix}) for one numeric criterion (systems x items, NaN missing)."""
+    human = segment_means(ratings, criterion)
+    human = human[natural_order(human.columns)]
+    m = metrics[metrics["criterion"].isin([criterion, ""])]
+    # every metric's matrix at once, placed by the human matrix's system and segment positions; a score of a
+    # segment the humans did not rate is left out; of two scores of one segment (one for every criterion, one for
+    # this) the first in the file counts, as pivot_table(aggfunc="first") counted it
+    metric, names = pd.factorize(m["metric"], sort=True)
+
+    def position(column, labels):  # each row's position among the labels (-1: not there), looked up once per value
+        codes, uniques = pd.factorize(m[column])
+        return pd.Index(labels).get_indexer(uniques)[codes] if len(codes) else codes
+
+    system, item = position("system", human.index), position("item", human.columns)
+    cell = (metric.astype(np.int64) * human.shape[0] + system) * human.shape[1] + item
+    keep = (system >= 0) & (item >= 0) & ~pd.Series(cell).duplicated().to_numpy()
+    cube = np.full((len(names), *human.shape), np.nan)
+    cube[metric[keep], system[keep], item[keep]] = m["value"].to_numpy(dtype=float)[keep]
+    out = {name: cube[k] for k, name in enumerate(names)}
+    return list(human.index), list(human.columns), human.to_numpy(dtype=float), out
+
+
+def natural_order(labels) -> list:
+    """Item ids in numeric order when they are all integers (0, 1, 2, ... 10), else as text."""
+    labels = list(labels)
+    if all(_INTEGER.fullmatch(str(x)) for x in labels):  # not str.isdigit(): it takes '²', which int() refuses
+        return sorted(labels, key=lambda x: int(x))
+    return sorted(labels, key=str)
+
+
+def system_scores(matrix, counts=None):
+    present = ~np.isnan(matrix)
+    filled = np.where(present, matrix, 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        if counts is None:
+            return filled.sum(1) / present.sum(1)
+        return (counts @ filled.T) / (counts @ present.T)
