@@ -76,9 +76,22 @@ def test_kendall_23_and_acc_23_count_pairs_like_the_definition(data):
             assert acc[g] == pytest.approx((c + tb) / n, abs=1e-12)
 
 
+@pytest.mark.parametrize("search_all_up_to, blocks", [(4096, 64), (2, 2), (2, 3)],
+                         ids=["one search", "in 2 blocks", "in 3 blocks"])
 @settings(max_examples=100, deadline=None)
 @given(data=matrices, noise=st.lists(st.floats(-0.6, 0.6), min_size=42, max_size=42))
-def test_tie_calibration_is_the_best_threshold_tried_one_by_one(data, noise):
+def test_tie_calibration_is_the_best_threshold_tried_one_by_one(data, noise, search_all_up_to, blocks):
+    """With many thresholds the concordant gaps are placed block by block, and blocks that cannot hold the maximum
+    are skipped (`_SEARCH_ALL_UP_TO`, `_BLOCKS`); forced here on small data, the answer must not change."""
+    before = corr._SEARCH_ALL_UP_TO, corr._BLOCKS
+    corr._SEARCH_ALL_UP_TO, corr._BLOCKS = search_all_up_to, blocks
+    try:
+        _tie_calibration_is_the_best_threshold(data, noise)
+    finally:
+        corr._SEARCH_ALL_UP_TO, corr._BLOCKS = before
+
+
+def _tie_calibration_is_the_best_threshold(data, noise):
     h, m = data
     m = m + np.resize(np.round(noise, 2), m.shape)  # metric scores with small gaps to tie
     acc, eps = corr.tie_calibrated_accuracy(h, m, "system")  # groups = rows here

@@ -212,15 +212,43 @@ def tie_calibrated_accuracy(human, metric, group_by: str = "item") -> tuple[floa
     thresholds, where = np.unique(np.r_[0.0, gap[human_tie]], return_inverse=True)
     # right when tied by the humans and gap <= eps: the tied pairs' weights with gap <= eps
     tie_w = np.bincount(where[1:], weights=weight[human_tie], minlength=len(thresholds)).cumsum()
-    # right when concordant and gap > eps: total minus those with gap <= eps (the first threshold >= gap, and after)
-    con_weight = weight[concordant]
-    first = np.searchsorted(thresholds, gap[concordant], side="left")
-    con_w = con_weight.sum() - np.bincount(first, weights=con_weight, minlength=len(thresholds) + 1)[:len(thresholds)].cumsum()
-    acc = tie_w + con_w
+    acc = _accuracy_at(thresholds, tie_w, gap[concordant], weight[concordant])
     # the smallest threshold within rounding of the maximum: cumulative sums of the same weights can differ in the
     # last bit between two thresholds that are equally good
-    best = int(np.flatnonzero(acc >= acc.max() - 1e-12)[0])
+    best = int(np.flatnonzero(acc >= np.nanmax(acc) - 1e-12)[0])
     return float(acc[best]), float(thresholds[best])
+
+
+_SEARCH_ALL_UP_TO = 4096  # thresholds; past them, in _BLOCKS blocks
+_BLOCKS = 64
+
+
+def _accuracy_at(thresholds, tie_w, con_gap, con_weight) -> np.ndarray:
+    """The accuracy at each threshold: `tie_w` (the human-tied weight with gap <= it) plus the concordant weight
+    with gap > it (-inf where it cannot be the best). With many thresholds, placing every concordant gap among all
+    of them is the slow part, so they are cut into 64 blocks first: the accuracy at the blocks' edges is exact, and
+    within a block it is at most the tied weight at its upper edge plus the concordant weight above its lower edge.
+    Only the blocks whose bound reaches the best edge are searched in full; the others cannot hold the maximum."""
+    total = con_weight.sum()
+    k = len(thresholds)
+    if k <= _SEARCH_ALL_UP_TO:  # concordant weight with gap <= each threshold: the first threshold >= gap, and after
+        first = np.searchsorted(thresholds, con_gap, side="left")
+        return tie_w + total - np.bincount(first, weights=con_weight, minlength=k + 1)[:k].cumsum()
+    edges = np.unique(np.linspace(0, k - 1, _BLOCKS + 1).astype(np.int64))  # threshold indices, first and last too
+    block = np.searchsorted(thresholds[edges], con_gap, side="left")  # gap in (edge b-1, edge b]: block b
+    below = np.bincount(block, weights=con_weight, minlength=len(edges) + 1).cumsum()  # gap <= edge b
+    acc = np.full(k, -np.inf)
+    acc[edges] = tie_w[edges] + total - below[:len(edges)]
+    bound = tie_w[edges[1:]] + total - below[:len(edges) - 1]  # thresholds in (edge b-1, edge b]
+    for b in np.flatnonzero(bound >= acc[edges].max() - 1e-9) + 1:
+        lo, hi = edges[b - 1] + 1, edges[b]  # the thresholds inside the block (hi is an edge, already exact)
+        if lo > hi - 1:
+            continue
+        mine = block == b
+        first = np.searchsorted(thresholds[lo:hi], con_gap[mine], side="left")
+        inside = below[b - 1] + np.bincount(first, weights=con_weight[mine], minlength=hi - lo + 1)[:hi - lo].cumsum()
+        acc[lo:hi] = tie_w[lo:hi] + total - inside
+    return acc
 
 
 def acc23_at(human, metric, epsilon: float, group_by: str = "item") -> float:
