@@ -32,7 +32,8 @@ def score_matrices(ratings: pd.DataFrame, metrics: pd.DataFrame, criterion: str)
     """(systems, items, human matrix, {metric: matrix}) for one numeric criterion (systems x items, NaN missing)."""
     human = segment_means(ratings, criterion)
     human = human[natural_order(human.columns)]
-    m = metrics[metrics["criterion"].isin([criterion, ""])]
+    mine = metrics["criterion"].isin([criterion, ""]).to_numpy()
+    m = metrics if mine.all() else metrics[mine]  # (a copy of millions of rows only when some are not)
     # every metric's matrix at once, placed by the human matrix's system and segment positions; a score of a
     # segment the humans did not rate is left out; of two scores of one segment (one for every criterion, one for
     # this) the first in the file counts, as pivot_table(aggfunc="first") counted it
@@ -43,8 +44,11 @@ def score_matrices(ratings: pd.DataFrame, metrics: pd.DataFrame, criterion: str)
         return pd.Index(labels).get_indexer(uniques)[codes] if len(codes) else codes
 
     system, item = position("system", human.index), position("item", human.columns)
-    cell = (metric.astype(np.int64) * human.shape[0] + system) * human.shape[1] + item
-    keep = (system >= 0) & (item >= 0) & ~pd.Series(cell).duplicated().to_numpy()
+    keep = (system >= 0) & (item >= 0)
+    cell = (metric[keep].astype(np.int64) * human.shape[0] + system[keep]) * human.shape[1] + item[keep]
+    cells = len(names) * human.size
+    if cells > 4 * len(cell) + 1024 or np.bincount(cell, minlength=cells).max(initial=0) > 1:
+        keep[keep] = ~pd.Series(cell).duplicated().to_numpy()  # the first score of a cell counts
     cube = np.full((len(names), *human.shape), np.nan)
     cube[metric[keep], system[keep], item[keep]] = m["value"].to_numpy(dtype=float)[keep]
     out = {name: cube[k] for k, name in enumerate(names)}

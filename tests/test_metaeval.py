@@ -12,6 +12,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from evalstudio.cli import app
@@ -242,3 +244,27 @@ def test_label_aggregation(circa, column, expected):
     oracle = pd.read_csv(DATA / "circa_aggregates.csv").astype({"item": str}).set_index("item")[expected]
     assert len(labels) == len(oracle) == 137
     assert (labels.reindex(oracle.index).astype(float) == oracle.astype(float)).all()
+
+
+@settings(max_examples=150, deadline=None)
+@given(rows=st.lists(st.tuples(st.sampled_from(["s1", "s2", "ghost"]), st.sampled_from(["1", "2", "10", "nope"]),
+                               st.sampled_from(["m", "n"]), st.sampled_from(["", "q", "other"]),
+                               st.integers(0, 9)), max_size=40))
+def test_score_matrices_equal_a_pivot_table_per_metric(rows):
+    """The metric matrices are placed at once by integer positions; they must equal what a pivot table per metric
+    (aggfunc 'first') reindexed to the human matrix gives, whatever the scores of unrated systems or segments, the
+    criteria and the repeated scores."""
+    from evalstudio.exporters.segments import score_matrices
+
+    ratings = pd.DataFrame([{"project": "p", "item": i, "system": s, "agent": "", "annotator": "a", "criterion": "q",
+                             "value": float(v), "line": 0} for s, i, v in [("s1", "1", 3), ("s2", "2", 4), ("s1", "10", 5),
+                                                                            ("s2", "1", 1)]])
+    scores = pd.DataFrame(rows, columns=["system", "item", "metric", "criterion", "value"]).astype(
+        {"value": float, "system": str, "item": str, "metric": str, "criterion": str})
+    systems, items, human, got = score_matrices(ratings, scores, "q")
+    mine = scores[scores["criterion"].isin(["q", ""])]
+    assert sorted(got) == sorted(mine["metric"].unique())
+    for name, g in mine.groupby("metric"):
+        expected = g.pivot_table(index="system", columns="item", values="value", aggfunc="first")
+        expected = expected.reindex(index=systems, columns=items).to_numpy(dtype=float)
+        assert np.array_equal(got[name], expected, equal_nan=True)
