@@ -10,7 +10,6 @@ about 830 MB, of which about 300 MB were such freed pages (benchmarks/analysis.p
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 
 
 def use_returning_allocator() -> None:
@@ -37,10 +36,8 @@ def release_freed_memory() -> None:
         pa.default_memory_pool().release_unused()
     except (ImportError, AttributeError):
         pass
-    name = ctypes.util.find_library("c")
-    try:
-        libc = ctypes.CDLL(name) if name else None
-        trim = getattr(libc, "malloc_trim", None)
+    try:  # the process's own symbols: glibc's malloc_trim where the C library is glibc
+        trim = getattr(ctypes.CDLL(None), "malloc_trim", None)
     except OSError:
         trim = None
     if trim is not None:
