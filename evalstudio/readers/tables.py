@@ -71,7 +71,10 @@ def _scan(path: Path) -> tuple[int, bool]:
     decoder = codecs.getincrementaldecoder("utf-8")()
     with open(path, "rb") as f:
         while chunk := f.read(1 << 24):
-            decoder.decode(chunk)
+            if not chunk.isascii():  # ASCII is UTF-8; anything else is decoded to be sure it is
+                decoder.decode(chunk)
+            elif decoder.getstate()[0]:  # a character cut at the last chunk's end that ASCII cannot finish
+                decoder.decode(chunk)
             ends = np.flatnonzero(np.frombuffer(chunk, dtype=np.uint8) == 10)
             physical += len(ends)
             if len(ends):
@@ -80,8 +83,10 @@ def _scan(path: Path) -> tuple[int, bool]:
             else:
                 since += len(chunk)
             plain = plain and not any(b in chunk for b in (b'"', b"\r", b"\0"))
-            # pandas skips a line of spaces and tabs as blank; Arrow would read it as cells
-            plain = plain and not _BLANKISH.search(carry + chunk)
+            # pandas skips a line of spaces and tabs as blank; Arrow would read it as cells. Such a line starts
+            # with a space or tab after a newline (or at the start): only then is the pattern searched
+            suspect = b"\n " in chunk or b"\n\t" in chunk or carry[:1] in (b" ", b"\t") or chunk[:1] in (b" ", b"\t")
+            plain = plain and not (suspect and _BLANKISH.search(carry + chunk))
             carry = chunk[int(ends[-1]) + 1:] if len(ends) else (carry + chunk)[-_CELL_LIMIT:]  # a longer line: not plain
             last = chunk[-1:]
     decoder.decode(b"", final=True)
