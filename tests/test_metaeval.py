@@ -268,3 +268,18 @@ def test_score_matrices_equal_a_pivot_table_per_metric(rows):
         expected = g.pivot_table(index="system", columns="item", values="value", aggfunc="first")
         expected = expected.reindex(index=systems, columns=items).to_numpy(dtype=float)
         assert np.array_equal(got[name], expected, equal_nan=True)
+
+
+def test_agreement_names_the_annotator_and_item_of_a_repeated_rating():
+    """The agreement works on integer codes of units and annotators; where an annotator rated a unit twice (a frame
+    not read through `read_ratings`, which refuses it), the reason must still name them, not their codes."""
+    from evalstudio.exporters import metaeval
+    from evalstudio.readers.spec import CriterionSpec, Spec
+
+    rows = [{"project": "p", "item": f"item-{i}", "system": "", "agent": "", "annotator": who, "criterion": "q",
+             "value": float((i + k) % 5 + 1), "line": 0} for i in range(6) for k, who in enumerate(["ann-x", "ann-y"])]
+    rows.append({**rows[2], "value": 3.0})  # ann-x rates item-1 again
+    why = metaeval.Reasons()
+    metaeval.agreement(pd.DataFrame(rows), Spec(name="p", criteria={"q": CriterionSpec(scale="interval")}), 50, why)
+    assert {"table": "leave_one_out", "criterion": "q",
+            "reason": "annotator 'ann-x' rated item 'item-1' more than once"} in list(why)
