@@ -15,11 +15,11 @@ _INTEGER = re.compile(r"-?[0-9]+")
 
 
 def coded_ratings(r: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray | None]:
-    """(item, annotator, value) of one criterion's ratings, with the rated unit and the annotator as integer codes
-    (the units in order of appearance, the annotators in the order of their names: every grouping and sorting below
-    comes out as it would on the text, which each statistic in exporters.metaeval.agreement would otherwise hash
-    again, 1 s for a million keys),
-    and the annotators' names. Where an annotator rated a unit twice the text stays, for the messages."""
+    """((item, annotator, value) of one criterion's ratings, the annotators' names). The rated unit and the annotator
+    are integer codes: the units in order of appearance, the annotators in the order of their names, so that every
+    grouping and sorting comes out as it would on the text, which each statistic of `metaeval.agreement` would
+    otherwise hash again (1 s for a million keys). Where an annotator rated a unit twice the text stays (and no
+    names), so that the messages name them."""
     item, _ = pd.factorize(segment(r))
     who, names = pd.factorize(r["annotator"], sort=True)
     value = r["value"].to_numpy()
@@ -64,6 +64,8 @@ def natural_order(labels) -> list:
 
 
 def system_scores(matrix, counts=None):
+    """Each system's mean over its segments (NaN missing) of a `systems x segments` matrix; with `counts`
+    (resamples x segments), the means of every bootstrap resample of the segments (resamples x systems)."""
     present = ~np.isnan(matrix)
     filled = np.where(present, matrix, 0.0)
     with np.errstate(invalid="ignore", divide="ignore"):
