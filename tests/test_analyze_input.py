@@ -454,8 +454,8 @@ def test_a_cell_longer_than_the_csv_limit_without_quotes_is_reported_too(tmp_pat
                          ids=["trailing commas", "80,000 cells"])
 def test_a_row_longer_than_the_header_is_reported_not_shifted(tmp_path, rows):
     """A trailing comma on every row (as spreadsheets write it) once made pandas take the item as a row label and
-    read the annotator as the item, the criterion as the annotator and 'quality' as the value; a row of 80,000
-    cells took a minute. Now the line is told at once."""
+    read the annotator's id as the item, the criterion's name as the annotator and the rating as the criterion;
+    a row of 80,000 cells took a minute. Now the line is told at once."""
     ratings = write(tmp_path, "ratings.csv", "item,annotator,criterion,value\n" + rows)
     result = invoke(ratings, "-o", tmp_path / "out")
     assert result.exit_code == 2, result.output
