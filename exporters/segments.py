@@ -9,6 +9,8 @@ import re
 import numpy as np
 import pandas as pd
 
+from evalstudio.readers.ratings import duplicated_keys
+
 from .tidy import segment, segment_means
 
 _INTEGER = re.compile(r"-?[0-9]+")
@@ -23,7 +25,7 @@ def coded_ratings(r: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray | None]:
     item, _ = pd.factorize(segment(r))
     who, names = pd.factorize(r["annotator"], sort=True)
     value = r["value"].to_numpy()
-    if pd.DataFrame({"item": item, "annotator": who}).duplicated().any():
+    if duplicated_keys(item.astype(np.int64) * len(names) + who, (item.max(initial=-1) + 1) * len(names)).any():
         return pd.DataFrame({"item": segment(r).to_numpy(), "annotator": r["annotator"].to_numpy(), "value": value}), None
     return pd.DataFrame({"item": item, "annotator": who, "value": value}), np.asarray(names, dtype=object)
 
@@ -46,9 +48,7 @@ def score_matrices(ratings: pd.DataFrame, metrics: pd.DataFrame, criterion: str)
     system, item = position("system", human.index), position("item", human.columns)
     keep = (system >= 0) & (item >= 0)
     cell = (metric[keep].astype(np.int64) * human.shape[0] + system[keep]) * human.shape[1] + item[keep]
-    cells = len(names) * human.size
-    if cells > 4 * len(cell) + 1024 or np.bincount(cell, minlength=cells).max(initial=0) > 1:
-        keep[keep] = ~pd.Series(cell).duplicated().to_numpy()  # the first score of a cell counts
+    keep[keep] = ~duplicated_keys(cell, len(names) * human.size)  # the first score of a cell counts
     cube = np.full((len(names), *human.shape), np.nan)
     cube[metric[keep], system[keep], item[keep]] = m["value"].to_numpy(dtype=float)[keep]
     out = {name: cube[k] for k, name in enumerate(names)}

@@ -118,8 +118,15 @@ def duplicated_rows(table: pd.DataFrame, keys: list[str]) -> np.ndarray:
             key, seen = pd.factorize(key)
             size = max(1, len(seen))
         key, size = key * max(1, len(uniques)) + codes, size * max(1, len(uniques))
+    return duplicated_keys(key, size)
+
+
+def duplicated_keys(key: np.ndarray, size: int) -> np.ndarray:
+    """Which integer keys in [0, size) repeat an earlier one (the first of equal keys is not a duplicate). The usual
+    case, no repeat, is told by counting each key when `size` is not much larger than the keys; otherwise, and when
+    some repeat, by hashing."""
     if size <= 4 * len(key) + 1024 and np.bincount(key, minlength=size).max(initial=0) <= 1:
-        return np.zeros(len(key), dtype=bool)  # the usual case, told by counting each key
+        return np.zeros(len(key), dtype=bool)
     return pd.Series(key).duplicated(keep="first").to_numpy()
 
 
