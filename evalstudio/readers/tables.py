@@ -20,6 +20,10 @@ from evalstudio.base.errors import BadInput, InvalidInput, Problem
 FORMATS = {".csv": "csv", ".tsv": "csv", ".jsonl": "jsonl", ".parquet": "parquet"}
 
 
+def _delimiter(path: Path) -> str:
+    return "\t" if path.suffix.lower() == ".tsv" else ","
+
+
 def _format(path: Path) -> str:
     fmt = FORMATS.get(path.suffix.lower())
     if fmt is None:
@@ -43,7 +47,7 @@ def read_table(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
                 warnings.simplefilter("error", pd.errors.ParserWarning)
                 try:  # index_col=False: else pandas takes a first row's extra cells as an index, shifting the rest
                     frame = pd.read_csv(path, dtype=str, keep_default_na=False, index_col=False, encoding="utf-8",
-                                        sep="\t" if path.suffix.lower() == ".tsv" else ",")
+                                        sep=_delimiter(path))
                 except pd.errors.ParserWarning:
                     raise BadInput(_longer_than_the_header(path)) from None
             return frame, _csv_lines(path, len(frame), physical)
@@ -67,10 +71,11 @@ def _scan(path: Path) -> tuple[int, bool]:
     return or NUL, or with a line longer than a cell may be, is then read by Python's csv reader (`_check_cells`);
     any other cannot hold a cell past the limit, since a cell is then part of one line. A plain file (none of
     those, no byte order mark) has cells that are the text between delimiters, read alike by any CSV reader."""
-    physical, last, longest, plain, since, carry = 0, b"\n", 0, True, 0, b""
+    physical, last, longest, plain, since, carry, bom = 0, b"\n", 0, True, 0, b"", None
     decoder = codecs.getincrementaldecoder("utf-8")()
     with open(path, "rb") as f:
         while chunk := f.read(1 << 24):
+            bom = chunk.startswith(codecs.BOM_UTF8) if bom is None else bom
             if not chunk.isascii():  # ASCII is UTF-8; anything else is decoded to be sure it is
                 decoder.decode(chunk)
             elif decoder.getstate()[0]:  # a character cut at the last chunk's end that ASCII cannot finish
@@ -93,9 +98,7 @@ def _scan(path: Path) -> tuple[int, bool]:
     if not plain or max(longest, since) > _CELL_LIMIT:
         _check_cells(path)
         plain = False
-    with open(path, "rb") as f:
-        plain = plain and f.read(3) != codecs.BOM_UTF8
-    return physical + (last != b"\n"), plain
+    return physical + (last != b"\n"), plain and not bom
 
 
 _TEXT = pd.Series(["x"], dtype=str).dtype  # the text dtype pandas' read_csv(dtype=str) gives
@@ -110,7 +113,7 @@ def _read_plain_csv(path: Path) -> pd.DataFrame | None:
 
     if not (isinstance(_TEXT, pd.StringDtype) and _TEXT.storage == "pyarrow"):
         return None
-    sep = "\t" if path.suffix.lower() == ".tsv" else ","
+    sep = _delimiter(path)
     with open(path, encoding="utf-8") as f:
         names = f.readline().rstrip("\n").split(sep)
     if len(set(names)) < len(names) or "" in names or names == [""]:
@@ -129,7 +132,7 @@ def _read_plain_csv(path: Path) -> pd.DataFrame | None:
 def _longer_than_the_header(path: Path) -> str:
     """`file:line: message` of the first row with more cells than the header (a trailing comma, say)."""
     with open(path, encoding="utf-8", newline="") as f:
-        reader = csv.reader(f, delimiter="\t" if path.suffix.lower() == ".tsv" else ",")
+        reader = csv.reader(f, delimiter=_delimiter(path))
         header = len(next(reader, []))
         for row in reader:
             if len(row) > header:
@@ -143,7 +146,7 @@ def _check_cells(path: Path) -> None:
     """Refuse, at its line, a cell longer than Python's csv limit (131,072 characters): no rating file has one, and
     reading it whole (a 50 MB cell took 1.6 GB) is what a hostile or broken file would make us do."""
     with open(path, encoding="utf-8", newline="") as f:
-        reader = csv.reader(f, delimiter="\t" if path.suffix.lower() == ".tsv" else ",")
+        reader = csv.reader(f, delimiter=_delimiter(path))
         try:
             for _ in reader:
                 pass
@@ -159,7 +162,7 @@ def _csv_lines(path: Path, rows: int, physical: int) -> np.ndarray:
         return np.arange(2, rows + 2)
     lines = []
     with open(path, encoding="utf-8", newline="") as f:
-        reader = csv.reader(f, delimiter="\t" if path.suffix.lower() == ".tsv" else ",")
+        reader = csv.reader(f, delimiter=_delimiter(path))
         start = 1
         for i, _ in enumerate(reader):
             if i:
