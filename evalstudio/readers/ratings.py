@@ -96,7 +96,7 @@ def _parse_numbers(text: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     '1,5' (the tests pin this); infinities and NaN are refused here. Arrow's cast reads a column of which every
     value is a plain number at once (it refuses the column at the first that is not); otherwise pandas tells which
     values are numbers, and Python reads them. Both round correctly ('+10E31' is 1e32; pandas alone is one unit in
-    the last place off there); tests/test_analyze_input.py checks they agree with reading each value alone."""
+    the last place off there); tests/test_reading_files.py checks they agree with reading each value alone."""
     try:
         values = pc.cast(pa.array(text, type=pa.large_string(), from_pandas=True), pa.float64()).to_numpy(
             zero_copy_only=False) + 0.0  # + 0.0: '-0' is 0

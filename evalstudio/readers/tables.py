@@ -108,7 +108,7 @@ def _read_plain_csv(path: Path) -> pd.DataFrame | None:
     """A plain CSV file (`_scan`) read by Arrow's multithreaded reader, every cell as text, as pandas would read it;
     None when pandas must read it: a header with an empty or repeated name (pandas renames them), a row whose cells
     do not match the header (pandas reports or pads it), or a pandas whose text is not Arrow's. Both readers skip
-    empty lines; tests/test_analyze_input.py checks that they give the same table."""
+    empty lines; tests/test_reading_files.py checks that they give the same table."""
     import pyarrow.csv as pacsv
 
     if not (isinstance(_TEXT, pd.StringDtype) and _TEXT.storage == "pyarrow"):
