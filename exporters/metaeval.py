@@ -29,7 +29,13 @@ from ..stats import aggregation, coefficients
 from ..stats import correlation as corr
 from ..stats import icc as icc_mod
 from ..stats import significance as sig
-from ..stats.agreement import alpha_ci, krippendorff_alpha, leave_one_annotator_out, resample_counts
+from ..stats.agreement import (
+    alpha_ci,
+    krippendorff_alpha,
+    leave_one_annotator_out,
+    resample_counts,
+    resampled_sums,
+)
 from ..stats.alignment import fisher_ci
 from .segments import coded_ratings, score_matrices, system_scores
 
@@ -201,7 +207,8 @@ def meta_evaluation(ratings: pd.DataFrame, metrics: pd.DataFrame, spec: Spec, n_
                         lo = hi = np.nan
                         if counts is not None and n >= 2:
                             with np.errstate(invalid="ignore", divide="ignore"):  # no copy of the counts' columns
-                                b = (counts @ np.where(kept, per_group, 0.0)) / (counts @ kept.astype(float))
+                                b = (resampled_sums(counts, np.where(kept, per_group, 0.0))
+                                     / resampled_sums(counts, kept))
                             lo, hi = np.nanpercentile(b, [2.5, 97.5])
                     reason = ""
                     if np.isnan(value):

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from evalstudio.readers.ratings import duplicated_keys
+from evalstudio.stats.agreement import resampled_sums
 
 from .tidy import segment, segment_means
 
@@ -45,12 +46,25 @@ def score_matrices(ratings: pd.DataFrame, metrics: pd.DataFrame, criterion: str)
         codes, uniques = pd.factorize(m[column])
         return pd.Index(labels).get_indexer(uniques)[codes] if len(codes) else codes
 
-    system, item = position("system", human.index), position("item", human.columns)
-    keep = (system >= 0) & (item >= 0)
-    cell = (metric[keep].astype(np.int64) * human.shape[0] + system[keep]) * human.shape[1] + item[keep]
-    keep[keep] = ~duplicated_keys(cell, len(names) * human.size)  # the first score of a cell counts
+    # each score's cell in the metrics x systems x items cube, as one integer, built in place (millions of rows:
+    # one 8-byte array at a time, no copy of the positions when every row is kept)
+    cell = metric.astype(np.int64)
+    del metric
+    for column, labels in (("system", human.index), ("item", human.columns)):
+        where = position(column, labels)
+        cell *= len(labels)
+        cell += where
+        if (where < 0).any():  # a score of a system or segment the humans did not rate is left out
+            cell[where < 0] = -1
+        del where
+    keep = cell >= 0
+    if not keep.all():
+        cell = cell[keep]
+    unique = ~duplicated_keys(cell, len(names) * human.size)  # the first score of a cell counts
+    values = m["value"].to_numpy(dtype=float)
+    values = values if keep.all() else values[keep]
     cube = np.full((len(names), *human.shape), np.nan)
-    cube[metric[keep], system[keep], item[keep]] = m["value"].to_numpy(dtype=float)[keep]
+    cube.reshape(-1)[cell[unique]] = values[unique]
     out = {name: cube[k] for k, name in enumerate(names)}
     return list(human.index), list(human.columns), human.to_numpy(dtype=float), out
 
@@ -71,4 +85,4 @@ def system_scores(matrix, counts=None):
     with np.errstate(invalid="ignore", divide="ignore"):
         if counts is None:
             return filled.sum(1) / present.sum(1)
-        return (counts @ filled.T) / (counts @ present.T)
+        return resampled_sums(counts, filled.T) / resampled_sums(counts, present.T)

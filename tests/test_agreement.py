@@ -275,3 +275,29 @@ def test_resampling_value_patterns_is_resampling_units(level):
     assert st.ks_2samp(patterns, per_unit).pvalue > 0.01
     assert np.percentile(patterns, [2.5, 50, 97.5]) == pytest.approx(np.percentile(per_unit, [2.5, 50, 97.5]),
                                                                      abs=0.01)
+
+
+def test_resample_counts_are_the_bootstrap_draws_in_the_smallest_type():
+    """The counts of each resample are those of n uniform draws from the same generator, held as one byte each, and
+    in a wider type as soon as a unit is drawn more often than a byte holds."""
+    from evalstudio.stats.agreement import resample_counts, resampled_sums
+
+    counts = resample_counts(np.random.default_rng(7), 500, 130)
+    rng = np.random.default_rng(7)
+    expected = np.stack([np.bincount(row, minlength=500) for block in (64, 64, 2)
+                         for row in rng.integers(0, 500, size=(block, 500))])
+    assert counts.dtype == np.uint8 and np.array_equal(counts, expected)
+    assert (counts.sum(1) == 500).all()
+
+    class Skewed:  # a generator that draws the first unit 300 times in the second resample
+        def integers(self, low, high, size):
+            draws = np.tile(np.arange(high), (size[0], 1))
+            draws[1, :300] = 0
+            return draws
+
+    skewed = resample_counts(Skewed(), 400, 3)
+    assert skewed.dtype == np.uint16 and skewed[1, 0] == 300 and skewed[0, 0] == 1 and (skewed.sum(1) == 400).all()
+    # the products never copy the table into floats, and give what the whole float product gives
+    values = np.random.default_rng(1).normal(size=(500, 4))
+    assert np.array_equal(resampled_sums(counts, values), counts.astype(float) @ values)
+    assert np.array_equal(resampled_sums(counts, values[:, 0]), counts.astype(float) @ values[:, 0])

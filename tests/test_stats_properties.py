@@ -76,19 +76,44 @@ def test_kendall_23_and_acc_23_count_pairs_like_the_definition(data):
             assert acc[g] == pytest.approx((c + tb) / n, abs=1e-12)
 
 
-@pytest.mark.parametrize("search_all_up_to, blocks", [(4096, 64), (2, 2), (2, 3)],
-                         ids=["one search", "in 2 blocks", "in 3 blocks"])
+@pytest.mark.parametrize("search_all_up_to, blocks, pair_cells", [(4096, 64, 1_000_000), (2, 2, 1_000_000),
+                                                                  (2, 3, 1_000_000), (4096, 64, 1), (2, 3, 7)],
+                         ids=["one search", "in 2 blocks", "in 3 blocks", "one group at a time", "blocks and chunks"])
 @settings(max_examples=100, deadline=None)
 @given(data=matrices, noise=st.lists(st.floats(-0.6, 0.6), min_size=42, max_size=42))
-def test_tie_calibration_is_the_best_threshold_tried_one_by_one(data, noise, search_all_up_to, blocks):
+def test_tie_calibration_is_the_best_threshold_tried_one_by_one(data, noise, search_all_up_to, blocks, pair_cells):
     """With many thresholds the concordant gaps are placed block by block, and blocks that cannot hold the maximum
-    are skipped (`_SEARCH_ALL_UP_TO`, `_BLOCKS`); forced here on small data, the answer must not change."""
-    before = corr._SEARCH_ALL_UP_TO, corr._BLOCKS
-    corr._SEARCH_ALL_UP_TO, corr._BLOCKS = search_all_up_to, blocks
+    are skipped (`_SEARCH_ALL_UP_TO`, `_BLOCKS`); the pairs are made a few groups at a time (`_PAIR_CELLS`). Forced
+    here on small data, the answer must not change."""
+    before = corr._SEARCH_ALL_UP_TO, corr._BLOCKS, corr._PAIR_CELLS
+    corr._SEARCH_ALL_UP_TO, corr._BLOCKS, corr._PAIR_CELLS = search_all_up_to, blocks, pair_cells
     try:
         _tie_calibration_is_the_best_threshold(data, noise)
     finally:
-        corr._SEARCH_ALL_UP_TO, corr._BLOCKS = before
+        corr._SEARCH_ALL_UP_TO, corr._BLOCKS, corr._PAIR_CELLS = before
+
+
+def test_tie_calibration_refuses_infinite_scores():
+    """Missing is NaN; an infinity would make a pair's difference NaN and drop it unseen."""
+    h = np.array([[1.0, 2.0, 3.0], [2.0, 2.0, 1.0]])
+    with pytest.raises(ValueError, match="finite"):
+        corr.tie_calibrated_accuracy(h, np.array([[1.0, np.inf, 3.0], [1.0, 2.0, 3.0]]), "system")
+
+
+def test_sign_flips_are_mt_metrics_evals_permutations_in_bytes():
+    """The permutations of soft pairwise accuracy, drawn 64 at a time into 8-bit integers, are the rounded 32-bit
+    uniforms of mt-metrics-eval's compute_pairwise_p_values, drawn at once; and the p-values from them are those
+    of the 32-bit product of the whole table."""
+    flips = corr.sign_flips(300, 130, seed=4)
+    rng = np.random.default_rng(4)
+    drawn = rng.random(size=(130, 300), dtype=np.float32)
+    np.rint(drawn, out=drawn, casting="same_kind")
+    assert flips.dtype == np.int8 and np.array_equal(flips, drawn * 2.0 - 1.0)
+    scores = np.random.default_rng(2).normal(size=(5, 300)).astype(np.float32)
+    partial = (drawn * 2.0 - 1.0) @ scores.T
+    i, j = np.triu_indices(5, 1)
+    expected = ((partial[:, i] - partial[:, j]) >= (scores.sum(1)[i] - scores.sum(1)[j])).mean(0)
+    assert np.array_equal(corr.pairwise_p_values(scores, 130, flips=flips)[i, j], expected)
 
 
 def _tie_calibration_is_the_best_threshold(data, noise):

@@ -280,12 +280,30 @@ def leave_one_annotator_out(frame: pd.DataFrame, methods=("pearson", "spearman",
 
 def resample_counts(rng, n: int, size: int) -> np.ndarray:
     """`size` bootstrap resamples of n units as counts per unit (size x n). The draws are made 64 resamples at a
-    time, which gives the same numbers as one draw of all (the generator's stream is the same) in less memory."""
-    out = np.empty((size, n))
+    time, which gives the same numbers as one draw of all (the generator's stream is the same) in less memory.
+    The counts are held in the smallest unsigned integer type that holds them (one byte each unless a unit is
+    drawn 256 times or more): 1,000 resamples of 16,667 items take 17 MB instead of 133 MB of floats. Multiply
+    them with `resampled_sums`, which never makes a float copy of the whole table."""
+    out = np.empty((size, n), dtype=np.uint8)
     for start in range(0, size, 64):
         draws = rng.integers(0, n, size=(min(64, size - start), n))
         for row, drawn in enumerate(draws, start):
-            out[row] = np.bincount(drawn, minlength=n)
+            count = np.bincount(drawn, minlength=n)
+            if count.max(initial=0) > np.iinfo(out.dtype).max:
+                out = out.astype(np.min_scalar_type(n))
+            out[row] = count
+    return out
+
+
+def resampled_sums(counts: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """`counts @ values` in floats, 64 resamples at a time: each resample's weighted sums of `values` (n, or
+    n x k), from counts of any numeric type, without a float copy of the whole counts table. The same numbers
+    as the product of the whole table (checked with this machine's BLAS: a block of rows is summed as it is
+    in the whole product)."""
+    values = np.asarray(values, dtype=float)
+    out = np.empty((len(counts), *values.shape[1:]))
+    for start in range(0, len(counts), 64):
+        out[start:start + 64] = counts[start:start + 64].astype(float) @ values
     return out
 
 

@@ -21,6 +21,8 @@ permutation test is a few array operations, not a Python loop per resample.
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 from scipy import stats
 
@@ -192,27 +194,39 @@ def tie_calibrated_accuracy(human, metric, group_by: str = "item") -> tuple[floa
     threshold is 0 or one of those gaps: the accuracy is evaluated there, from cumulative sums, which needs the
     tied pairs' gaps sorted and every concordant gap placed among them (a binary search), not all P gaps sorted."""
     h, m = arrange(human, group_by), arrange(metric, group_by)
+    if np.isinf(h).any() or np.isinf(m).any():
+        raise ValueError("tie-calibrated accuracy needs finite scores (NaN where missing), got an infinity")
     i, j = np.triu_indices(h.shape[1], 1)
-    h_d = h[:, i] - h[:, j]  # groups x pairs; NaN where a side is missing
-    gap = m[:, i] - m[:, j]
-    with np.errstate(invalid="ignore"):
-        human_tie = h_d == 0
-        concordant = (np.sign(h_d) == np.sign(gap)) & ~human_tie
-    both = ~np.isnan(h_d) & ~np.isnan(gap)
-    del h_d
-    human_tie &= both
-    concordant &= both  # NaN signs are never equal, so this only spells it out
-    per_group = both.sum(1)
-    del both
+    present = (~np.isnan(h) & ~np.isnan(m)).sum(1)
+    per_group = present * (present - 1) // 2  # pairs with both sides present
     if not per_group.any():
         return float("nan"), float("nan")
     with np.errstate(divide="ignore"):
-        weight = np.broadcast_to((1.0 / per_group / np.count_nonzero(per_group))[:, None], gap.shape)
-    np.abs(gap, out=gap)
-    thresholds, where = np.unique(np.r_[0.0, gap[human_tie]], return_inverse=True)
+        group_weight = 1.0 / per_group / np.count_nonzero(per_group)
+    # the pairs, a few thousand groups at a time (groups x pairs arrays of _PAIR_CELLS cells): the gaps and weights
+    # of the human-tied and of the concordant pairs, in the order of the groups
+    tie_gap, tie_weight, con_gap, con_weight = [], [], [], []
+    step = max(1, _PAIR_CELLS // max(1, len(i)))
+    for start in range(0, h.shape[0], step):
+        hs, ms = h[start:start + step], m[start:start + step]
+        h_d = hs[:, i] - hs[:, j]  # groups x pairs; NaN where a side is missing
+        gap = ms[:, i] - ms[:, j]
+        with np.errstate(invalid="ignore"):
+            human_tie = (h_d == 0) & ~np.isnan(gap)
+            concordant = (np.sign(h_d) == np.sign(gap)) & (h_d != 0)  # NaN signs are never equal
+        np.abs(gap, out=gap)
+        weight = np.broadcast_to(group_weight[start:start + step, None], gap.shape)
+        tie_gap.append(gap[human_tie])
+        tie_weight.append(weight[human_tie])
+        con_gap.append(gap[concordant])
+        con_weight.append(weight[concordant])
+    tie_gap, tie_weight = np.concatenate(tie_gap), np.concatenate(tie_weight)
+    thresholds, where = np.unique(np.r_[0.0, tie_gap], return_inverse=True)
     # right when tied by the humans and gap <= eps: the tied pairs' weights with gap <= eps
-    tie_w = np.bincount(where[1:], weights=weight[human_tie], minlength=len(thresholds)).cumsum()
-    acc = _accuracy_at(thresholds, tie_w, gap[concordant], weight[concordant])
+    tie_w = np.bincount(where[1:], weights=tie_weight, minlength=len(thresholds)).cumsum()
+    con_gap = np.concatenate(con_gap)  # each list freed as it is joined
+    con_weight = np.concatenate(con_weight)
+    acc = _accuracy_at(thresholds, tie_w, con_gap, con_weight)
     # the smallest threshold within rounding of the maximum: cumulative sums of the same weights can differ in the
     # last bit between two thresholds that are equally good
     best = int(np.flatnonzero(acc >= np.nanmax(acc) - 1e-12)[0])
@@ -266,11 +280,14 @@ def acc23_at(human, metric, epsilon: float, group_by: str = "item") -> float:
 
 
 def sign_flips(segments: int, permutations: int = 1000, seed: int = 4) -> np.ndarray:
-    """`permutations x segments` of +1/-1: the permutations of `pairwise_p_values`."""
+    """`permutations x segments` of +1/-1 (8-bit integers): the permutations of `pairwise_p_values`, drawn as
+    mt-metrics-eval draws them (rounded 32-bit uniforms), 64 permutations at a time (the same stream)."""
     rng = np.random.default_rng(seed)
-    flips = rng.random(size=(permutations, segments), dtype=np.float32)
-    np.rint(flips, out=flips, casting="same_kind")
-    return flips * 2.0 - 1.0
+    flips = np.empty((permutations, segments), dtype=np.int8)
+    for start in range(0, permutations, 64):
+        block = rng.random(size=(min(64, permutations - start), segments), dtype=np.float32)
+        flips[start:start + len(block)] = np.rint(block) * 2 - 1
+    return flips
 
 
 def pairwise_p_values(segment_scores: np.ndarray, permutations: int = 1000, seed: int = 4,
@@ -278,12 +295,15 @@ def pairwise_p_values(segment_scores: np.ndarray, permutations: int = 1000, seed
     """`p[i, j]` (i < j): one-sided paired permutation p-value that system i is better than system j, from
     `systems x segments` scores (sums over segments; each permutation flips the sign of a segment's pair
     difference). The same permutations serve every pair and both human and metric (Thompson et al. 2024);
-    `flips`: `sign_flips(segments, permutations, seed)` when the caller keeps them for several calls."""
+    `flips`: `sign_flips(segments, permutations, seed)` when the caller keeps them for several calls. The
+    permuted sums are computed in 32-bit floats, as mt-metrics-eval does, 64 permutations at a time."""
     scores = np.asarray(segment_scores, dtype=np.float32)
     if flips is None:
         flips = sign_flips(scores.shape[1], permutations, seed)
     totals = scores.sum(1)
-    partial = flips @ scores.T  # permutations x systems
+    partial = np.empty((len(flips), scores.shape[0]), dtype=np.float32)  # permutations x systems
+    for start in range(0, len(flips), 64):
+        partial[start:start + 64] = flips[start:start + 64].astype(np.float32) @ scores.T
     i, j = np.triu_indices(scores.shape[0], 1)
     p = np.full((scores.shape[0],) * 2, np.nan)
     p[i, j] = ((partial[:, i] - partial[:, j]) >= (totals[i] - totals[j])).mean(0)
@@ -295,23 +315,22 @@ def soft_pairwise_accuracy(human, metric, permutations: int = 1000, seed: int = 
     in Human Evaluation of Automatic Metrics via Soft Pairwise Accuracy", WMT): 1 - mean over system pairs of
     |p_human(i > j) - p_metric(i > j)|. `human`, `metric`: `systems x items`; items missing for any system on
     either side are left out. `cache`: a dict kept across calls with the same `human`, so that its p-values (and
-    the permutations) are computed once for every set of items."""
+    the permutations) are computed once for every set of items, also when several threads share it (the first
+    computes them, the others wait)."""
     h, m = np.asarray(human, float), np.asarray(metric, float)
     complete = ~(np.isnan(h) | np.isnan(m)).any(0)
     if complete.sum() == 0 or h.shape[0] < 2:
         return float("nan")
     segments = int(complete.sum())
-    flips = cache.get(("flips", segments, permutations, seed)) if cache is not None else None
-    if flips is None:
-        flips = sign_flips(segments, permutations, seed)
-        if cache is not None:
-            cache[("flips", segments, permutations, seed)] = flips
-    key = (complete.tobytes(), permutations, seed)
-    ph = cache.get(key) if cache is not None else None
-    if ph is None:
-        ph = pairwise_p_values(h[:, complete], permutations, seed, flips)
-        if cache is not None:
-            cache[key] = ph
+    cache = {} if cache is None else cache
+    with cache.setdefault("lock", threading.Lock()):  # setdefault is atomic: one lock for every thread
+        flips = cache.get(("flips", segments, permutations, seed))
+        if flips is None:
+            flips = cache[("flips", segments, permutations, seed)] = sign_flips(segments, permutations, seed)
+        key = (complete.tobytes(), permutations, seed)
+        ph = cache.get(key)
+        if ph is None:
+            ph = cache[key] = pairwise_p_values(h[:, complete], permutations, seed, flips)
     pm = pairwise_p_values(m[:, complete], permutations, seed, flips)
     i, j = np.triu_indices(h.shape[0], 1)
     return float(1.0 - np.abs(ph[i, j] - pm[i, j]).mean())

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from .agreement import resample_counts, resampled_sums
 from .correlation import arrange, batch_correlation
 
 
@@ -110,10 +111,9 @@ def system_ranking(scores: np.ndarray, systems, resamples: int = 1000, level: fl
     rng = np.random.default_rng(seed)
     boot = np.empty((resamples, n_sys))
     for start in range(0, resamples, chunk):
-        size = min(chunk, resamples - start)
-        counts = np.stack([np.bincount(rng.integers(0, n_items, n_items), minlength=n_items) for _ in range(size)])
+        counts = resample_counts(rng, n_items, min(chunk, resamples - start))
         with np.errstate(invalid="ignore", divide="ignore"):
-            boot[start:start + size] = (counts @ filled.T) / (counts @ present.T)
+            boot[start:start + len(counts)] = resampled_sums(counts, filled.T) / resampled_sums(counts, present.T)
     tail = (1 - level) / 2 * 100
     lo, hi = np.nanpercentile(boot, [tail, 100 - tail], axis=0)
     not_better = (boot[:, :, None] <= boot[:, None, :]).mean(0)
