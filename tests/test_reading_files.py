@@ -1,7 +1,7 @@
 """Files read as tables (evalstudio/readers/tables.py, readers/ratings.py): a cell past the csv limit and a row longer
 than the header are reported at their line; the fast paths (Arrow's reader for plain CSV files, Arrow's cast for
-columns of plain numbers, duplicate keys counted as integers) give what the general ones give; `analyze` lets
-Arrow allocate through an allocator that returns memory."""
+columns of plain numbers, duplicate keys counted as integers) give what the general ones give. How the memory
+freed by reading goes back to the system: tests/test_memory.py."""
 
 from __future__ import annotations
 
@@ -118,19 +118,3 @@ def test_duplicated_rows_equals_pandas(rows):
     table = pd.DataFrame(rows, columns=["item", "system", "metric"], dtype=str)
     expected = table.duplicated(["item", "system", "metric"]).to_numpy()
     assert (duplicated_rows(table, ["item", "system", "metric"]) == expected).all()
-
-
-def test_analyze_lets_arrow_allocate_through_an_allocator_that_returns_memory():
-    """`analyze` switches Arrow's pool to jemalloc, which gives freed pages back (mimalloc, the default, keeps
-    them: 1.52 instead of 1.28 GB at the peak of benchmarks/analysis.py)."""
-    import pyarrow as pa
-
-    from evalstudio.base.memory import release_freed_memory, use_returning_allocator
-
-    try:
-        pa.jemalloc_memory_pool()
-    except NotImplementedError:
-        pytest.skip("this pyarrow is built without jemalloc")
-    use_returning_allocator()
-    assert pa.default_memory_pool().backend_name == "jemalloc"
-    release_freed_memory()  # and giving back what is free works on this C library

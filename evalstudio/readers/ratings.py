@@ -322,7 +322,10 @@ def _read_metrics(path: Path, spec: Spec, criteria) -> pd.DataFrame:
     problems.add_rows(duplicated, lines, "item", "a second score of this metric for this item and system")
     problems.raise_if_any()
     columns = ["item", "system", "metric", "criterion", "value", "line"] + (["confidence"] if confidence else [])
-    return table.assign(value=number)[columns]
+    table = table.assign(value=number)[columns]
+    for column in ("item", "system", "metric", "criterion"):  # few distinct values over millions of rows: as codes
+        table[column] = table[column].astype("category")  # (3.3M scores: 70 MB instead of 180 MB)
+    return table
 
 
 def orient_metrics(scores: pd.DataFrame, lower_is_better, source: str) -> pd.DataFrame:
