@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ctypes
 
-
 _M_ARENA_MAX = -8  # glibc's mallopt parameter (malloc.h)
 
 
