@@ -311,7 +311,7 @@ def judge_checks(ratings: pd.DataFrame, metrics: pd.DataFrame, spec: Spec, why: 
         human = aggregation.plurality(pd.DataFrame({"item": key(r).to_numpy(), "annotator": r["annotator"].to_numpy(),
                                                     "value": r["value"].to_numpy()}))
         m = metrics[metrics["criterion"].isin([criterion, ""])]
-        for metric, g in m.groupby("metric", sort=True):
+        for metric, g in m.groupby("metric", sort=True, observed=True):
             if not g["value"].isin(categories).all():
                 continue  # a continuous metric, not a judge on this scale
             judge = pd.Series(g["value"].to_numpy(), index=key(g).to_numpy())

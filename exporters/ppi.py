@@ -29,7 +29,7 @@ def segment_matrices(ratings: pd.DataFrame, metrics: pd.DataFrame, criterion: st
     over every item either has (NaN where missing)."""
     human = segment_means(ratings, criterion)
     m = metrics[(metrics["metric"] == metric) & metrics["criterion"].isin([criterion, ""])]
-    prediction = m.pivot_table(index="system", columns="item", values="value", aggfunc="first")
+    prediction = m.pivot_table(index="system", columns="item", values="value", aggfunc="first", observed=True)
     systems = sorted(set(human.index) | set(prediction.index), key=str)
     items = sorted(set(human.columns) | set(prediction.columns), key=str)
     return human.reindex(index=systems, columns=items), prediction.reindex(index=systems, columns=items)
@@ -91,11 +91,11 @@ def calibration(ratings: pd.DataFrame, metrics: pd.DataFrame, criteria, rated: i
     rng = np.random.default_rng(seed)
     rows = []
     for criterion in criteria:
-        table = metrics.pivot_table(index=["system", "item"], columns="metric", values="value").join(
+        table = metrics.pivot_table(index=["system", "item"], columns="metric", values="value", observed=True).join(
             ratings.set_index(["system", "item"])[criterion])
         segment_r = table.drop(columns=criterion).corrwith(table[criterion])
         best = segment_r.idxmax()
-        for system, g in table.groupby(level="system"):
+        for system, g in table.groupby(level="system", observed=True):
             rows.append({"criterion": criterion, "metric": best, "r": segment_r[best], "system": system}
                         | resampled_studies(g[criterion].to_numpy(), g[best].to_numpy(), rated, scored, studies, rng))
     return pd.DataFrame(rows)

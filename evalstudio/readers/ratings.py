@@ -323,7 +323,8 @@ def _read_metrics(path: Path, spec: Spec, criteria) -> pd.DataFrame:
     problems.raise_if_any()
     columns = ["item", "system", "metric", "criterion", "value", "line"] + (["confidence"] if confidence else [])
     table = table.assign(value=number)[columns]
-    for column in ("item", "system", "metric", "criterion"):  # few distinct values over millions of rows: as codes
+    # few distinct values over millions of rows: as codes (readers that group or pivot on them pass observed=True)
+    for column in ("item", "system", "metric", "criterion"):
         table[column] = table[column].astype("category")  # (3.3M scores: 70 MB instead of 180 MB)
     return table
 
