@@ -102,14 +102,15 @@ def test_tie_calibration_refuses_infinite_scores():
 
 def test_sign_flips_are_mt_metrics_evals_permutations_in_bytes():
     """The permutations of soft pairwise accuracy, drawn 64 at a time into 8-bit integers, are the rounded 32-bit
-    uniforms of mt-metrics-eval's compute_pairwise_p_values, drawn at once; and the p-values from them are those
-    of the 32-bit product of the whole table."""
+    uniforms of mt-metrics-eval's compute_pairwise_p_values, drawn at once; and the p-values from them, 64
+    permutations at a time, are those of the 32-bit product of the whole table."""
     flips = corr.sign_flips(300, 130, seed=4)
     rng = np.random.default_rng(4)
     drawn = rng.random(size=(130, 300), dtype=np.float32)
     np.rint(drawn, out=drawn, casting="same_kind")
     assert flips.dtype == np.int8 and np.array_equal(flips, drawn * 2.0 - 1.0)
-    scores = np.random.default_rng(2).normal(size=(5, 300)).astype(np.float32)
+    # whole numbers: their 32-bit sums are exact in any order, so the comparison holds with any BLAS
+    scores = np.random.default_rng(2).integers(-20, 20, size=(5, 300)).astype(np.float32)
     partial = (drawn * 2.0 - 1.0) @ scores.T
     i, j = np.triu_indices(5, 1)
     expected = ((partial[:, i] - partial[:, j]) >= (scores.sum(1)[i] - scores.sum(1)[j])).mean(0)
