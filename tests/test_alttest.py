@@ -1,8 +1,9 @@
-"""The alternative annotator test (`analyze --alt-test JUDGE`, evalstudio.stats.alttest): the same numbers as a
-direct transcription of the paper's procedure (loops over annotators and items, the Benjamini-Yekutieli step-up
-written out); on USR's published ratings a judge that answers what the annotators agree on passes and a constant
-one does not; bad judges are refused. (The authors' implementation carries no licence and their data sets are not
-copied here, so their reference numbers are not a test.)"""
+"""The alternative annotator test (`analyze --alt-test JUDGE`, evalstudio.stats.alttest): the numbers of the
+authors' implementation on USR's published ratings with 14 judges at 3 margins each (tests/data/alttest: their code
+was run once to make them, and is not copied here, as it carries no licence); the same numbers as a direct
+transcription of the paper's procedure (loops over annotators and items, the Benjamini-Yekutieli step-up written
+out); on USR a judge that answers what the annotators agree on passes and a constant one does not; bad judges are
+refused."""
 
 from __future__ import annotations
 
@@ -79,6 +80,59 @@ def test_the_same_numbers_as_the_papers_procedure_written_out(seed, numeric, mis
             assert (got["rho_f"], got["rho_h"], got["p"]) == pytest.approx(row)
             assert bool(got["rejected"]) == (k in rejected)
     assert result.annotators == sum(r is not None for r in rows)
+
+
+EPSILONS = {"Overall": (0.1, 0.2, 0.3), "Uses Knowledge": (0.05, 0.1, 0.2)}
+
+
+def usr_judges() -> pd.DataFrame:
+    """Judges of USR's Overall Quality (1-5) and Uses Knowledge (0 or 1), made from the annotators' ratings of the
+    response (pc_usr_data.json) so that they range from the annotators' consensus to constants: the mean rating of
+    another criterion put on the criterion's scale, the rounded consensus, the first listed annotator's rating."""
+    import json
+
+    rows = []
+    for record in json.loads((DATA / "usr" / "pc_usr_data.json").read_text(encoding="utf-8")):
+        for r in record["responses"]:
+            mean = lambda c: float(np.mean(r[c]))
+            judges = {"Overall": {"engaging": 2 * mean("Engaging") - 1, "context": 2 * mean("Maintains Context") - 1,
+                                  "natural": 2 * mean("Natural") - 1,
+                                  "understood_knowledge": 1 + 2 * mean("Understandable") + 2 * mean("Uses Knowledge"),
+                                  "rounded_mean": float(np.round(mean("Overall"))), "first": float(r["Overall"][0]),
+                                  "always3": 3.0},
+                      "Uses Knowledge": {"majority": float(mean("Uses Knowledge") > 0.5),
+                                         "understandable": float(mean("Understandable") > 0.5),
+                                         "engaging": float(mean("Engaging") >= 2),
+                                         "context": float(mean("Maintains Context") >= 2.5),
+                                         "first": float(r["Uses Knowledge"][0]), "always0": 0.0, "always1": 1.0}}
+            rows += [{"item": record["context"], "system": r["model"], "metric": name, "criterion": criterion,
+                      "value": value} for criterion, named in judges.items() for name, value in named.items()]
+    return pd.DataFrame(rows)
+
+
+def test_the_authors_numbers_on_usr():
+    """Winning rate and average advantage probability of each judge at each margin, as the authors' `alt_test`
+    (nitaytech/AltTest, alt_test_example.ipynb) gave them on the same ratings and judges (SOURCE.md there); the
+    judges range from passing at every margin to failing at every one, and from near chance to the consensus."""
+    import json
+
+    from evalstudio.exporters.alttest import alt_test_tables
+    from evalstudio.readers.ratings import read_ratings
+    from evalstudio.readers.spec import read_spec
+
+    spec = read_spec(DATA / "alttest" / "usr.yaml")
+    tidy = read_ratings(DATA / "usr" / "pc_usr_data.json", spec)[0]
+    judges = usr_judges()
+    reference = json.loads((DATA / "alttest" / "reference.json").read_text(encoding="utf-8"))
+    assert len(reference) == 42 and {r["winning_rate"] for r in reference} == {0.0, 0.25, 0.5, 0.75, 1.0}
+    for expected in reference:
+        criterion, judge = expected["criterion"], expected["judge"]
+        summary, _ = alt_test_tables(tidy, judges[judges["criterion"] == criterion], spec, judge,
+                                     expected["epsilon"], expected["q"])
+        got = summary.set_index("criterion").loc[criterion]
+        assert got["winning_rate"] == expected["winning_rate"], expected
+        assert got["advantage_probability"] == pytest.approx(expected["advantage_probability"], abs=1e-12), expected
+        assert got["annotators"] == 4 and bool(got["passes"]) == (expected["winning_rate"] >= 0.5)
 
 
 def usr_tables(tmp_path):

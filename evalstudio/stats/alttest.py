@@ -2,7 +2,8 @@
 
 Calderon, Reichart & Dror, "The Alternative Annotator Test for LLM-as-a-Judge: How to Statistically Justify
 Replacing Human Annotators with LLMs", ACL 2025 (arXiv:2501.10970). Implemented from the paper's description (the
-authors' code carries no licence, so none of it is used here):
+authors' code carries no licence, so none of it is used here); it gives the numbers of their implementation on
+USR's ratings (tests/data/alttest, tests/test_alttest.py):
 
 * Leave one annotator j out. On every item j rated that at least one other annotator rated too, score how well the
   judge's answer f_i and j's answer h_ij align with the others' answers: for categorical labels the share of the
