@@ -93,7 +93,8 @@ _ARENAS = """
     done.wait()
     for t in threads:
         t.join()
-    path = tempfile.mktemp()
+    with tempfile.NamedTemporaryFile(delete=False) as handle:
+        path = handle.name
     out = libc.fopen(path.encode(), b"w")
     libc.malloc_info(0, out)
     libc.fclose(out)
