@@ -37,7 +37,7 @@ from ..stats.agreement import (
     resampled_sums,
 )
 from ..stats.alignment import fisher_ci
-from .segments import coded_ratings, score_matrices, system_scores
+from .segments import coded_ratings, score_matrices
 
 SEGMENT_METHODS = ("pearson", "spearman", "kendall_b")
 SYSTEM_METHODS = ("pearson", "spearman", "kendall_b", "kendall_c")
@@ -162,8 +162,8 @@ def meta_evaluation(ratings: pd.DataFrame, metrics: pd.DataFrame, spec: Spec, n_
             why.add("correlations", criterion, "item-grouped: every item has one rated system, so there is nothing "
                                                "to compare within an item")
         counts = resample_counts(rng, len(items), n_boot) if n_boot else None
-        human_sys = system_scores(human)
-        boot_h = system_scores(human, counts) if counts is not None and n_sys >= 3 else None
+        human_sys = sig.system_scores(human)
+        boot_h = sig.system_scores(human, counts) if counts is not None and n_sys >= 3 else None
         human_p = {}  # the humans' permutation p-values, shared by metrics scoring the same items
 
         def one(metric, mat):
@@ -171,8 +171,8 @@ def meta_evaluation(ratings: pd.DataFrame, metrics: pd.DataFrame, spec: Spec, n_
             own_corr, own_acc, m_sys = [], [], None
             base = {"criterion": criterion, "metric": metric}
             if n_sys >= 3:
-                m_sys = system_scores(mat)
-                boot_m = system_scores(mat, counts) if boot_h is not None else None
+                m_sys = sig.system_scores(mat)
+                boot_m = sig.system_scores(mat, counts) if boot_h is not None else None
                 for method in SYSTEM_METHODS:
                     value, _ = corr.grouped_correlation(human_sys, m_sys, method)
                     lo = hi = np.nan

@@ -1,6 +1,6 @@
 """The matrices and codes the analysis reads of the tidy frames: one criterion's ratings with the rated unit and the
 annotator as integer codes (agreement), and the human and metric scores as `systems x segments` matrices
-(meta-evaluation), with the system scores of a matrix and of its bootstrap resamples."""
+(meta-evaluation)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import numpy as np
 import pandas as pd
 
 from evalstudio.readers.ratings import duplicated_keys
-from evalstudio.stats.agreement import resampled_sums
 
 from .tidy import segment, segment_means
 
@@ -76,13 +75,3 @@ def natural_order(labels) -> list:
         return sorted(labels, key=lambda x: int(x))
     return sorted(labels, key=str)
 
-
-def system_scores(matrix, counts=None):
-    """Each system's mean over its segments (NaN missing) of a `systems x segments` matrix; with `counts`
-    (resamples x segments), the means of every bootstrap resample of the segments (resamples x systems)."""
-    present = ~np.isnan(matrix)
-    filled = np.where(present, matrix, 0.0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        if counts is None:
-            return filled.sum(1) / present.sum(1)
-        return resampled_sums(counts, filled.T) / resampled_sums(counts, present.T)

@@ -93,27 +93,29 @@ def significance_clusters(correlations: pd.Series, p_values: pd.DataFrame, alpha
     return pd.Series(ranks, name="cluster")
 
 
-def system_ranking(scores: np.ndarray, systems, resamples: int = 1000, level: float = 0.95, seed: int = 0,
-                   chunk: int = 200):
+def system_scores(matrix, counts=None):
+    """Each system's mean over its segments (NaN missing) of a `systems x segments` matrix; with `counts`
+    (resamples x segments, `resample_counts`), the means of every bootstrap resample of the segments (resamples x
+    systems)."""
+    present = ~np.isnan(matrix)
+    filled = np.where(present, matrix, 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        if counts is None:
+            return filled.sum(1) / present.sum(1)
+        return resampled_sums(counts, filled.T) / resampled_sums(counts, present.T)
+
+
+def system_ranking(scores: np.ndarray, systems, resamples: int = 1000, level: float = 0.95, seed: int = 0):
     """System means with paired-bootstrap CIs and pairwise win rates, from `systems x items` segment scores.
 
     Items are resampled together for all systems (paired); items missing for a system are left out of that
     system's mean. Returns (table: system, mean, lo, hi, rank; wins: `p_better[a, b]` = share of resamples in
     which a's mean is not above b's, i.e. the one-sided bootstrap p-value of "a is better than b")."""
     scores = np.asarray(scores, dtype=float)
-    n_sys, n_items = scores.shape
-    if n_items == 0:
+    if scores.shape[1] == 0:
         raise ValueError("no items to rank systems on")
-    present = ~np.isnan(scores)
-    filled = np.where(present, scores, 0.0)
-    with np.errstate(invalid="ignore"):
-        means = filled.sum(1) / present.sum(1)
-    rng = np.random.default_rng(seed)
-    boot = np.empty((resamples, n_sys))
-    for start in range(0, resamples, chunk):
-        counts = resample_counts(rng, n_items, min(chunk, resamples - start))
-        with np.errstate(invalid="ignore", divide="ignore"):
-            boot[start:start + len(counts)] = resampled_sums(counts, filled.T) / resampled_sums(counts, present.T)
+    means = system_scores(scores)
+    boot = system_scores(scores, resample_counts(np.random.default_rng(seed), scores.shape[1], resamples))
     tail = (1 - level) / 2 * 100
     lo, hi = np.nanpercentile(boot, [tail, 100 - tail], axis=0)
     not_better = (boot[:, :, None] <= boot[:, None, :]).mean(0)
