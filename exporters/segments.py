@@ -9,7 +9,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from evalstudio.readers.ratings import duplicated_keys
+from evalstudio.stats.keys import duplicated_keys
 
 from .tidy import segment, segment_means
 

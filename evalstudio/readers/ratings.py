@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 
 from evalstudio.base.errors import BadInput, InvalidInput, Problem, Problems
 from evalstudio.base.memory import release_freed_memory
+from evalstudio.stats.keys import duplicated_keys
 
 from .nested import read_nested
 from .spec import ALIASES, CriterionSpec, Spec
@@ -119,15 +120,6 @@ def duplicated_rows(table: pd.DataFrame, keys: list[str]) -> np.ndarray:
             size = max(1, len(seen))
         key, size = key * max(1, len(uniques)) + codes, size * max(1, len(uniques))
     return duplicated_keys(key, size)
-
-
-def duplicated_keys(key: np.ndarray, size: int) -> np.ndarray:
-    """Which integer keys in [0, size) repeat an earlier one (the first of equal keys is not a duplicate). The usual
-    case, no repeat, is told by counting each key when `size` is not much larger than the keys; otherwise, and when
-    some repeat, by hashing."""
-    if size <= 4 * len(key) + 1024 and np.bincount(key, minlength=size).max(initial=0) <= 1:
-        return np.zeros(len(key), dtype=bool)
-    return pd.Series(key).duplicated(keep="first").to_numpy()
 
 
 def missing_hint(value: str) -> str:

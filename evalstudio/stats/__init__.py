@@ -15,4 +15,5 @@ know nothing of Label Studio.
 - preference: pairwise win rates (Wilson intervals), Bradley-Terry strengths with bootstrap intervals and on the
   Elo scale, Chatbot Arena's online Elo, position bias; best-worst tuples, counting scores and split-half
   reliability
+- keys: which integer keys repeat (one answer per unit and annotator, one score per cell)
 """

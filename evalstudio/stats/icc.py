@@ -17,6 +17,8 @@ import numpy as np
 import pandas as pd
 from scipy.stats import f as f_dist
 
+from .keys import duplicated_keys
+
 FORMS = ("ICC1", "ICC2", "ICC3", "ICC1k", "ICC2k", "ICC3k")
 
 
@@ -31,7 +33,7 @@ def icc(frame: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
     cell = item.astype(np.int64) * len(annotators) + who
     if (item < 0).any() or (who < 0).any():
         raise ValueError("ICC needs an item and an annotator for every rating; some are missing")
-    if np.bincount(cell, minlength=len(items) * len(annotators)).max(initial=0) > 1:
+    if duplicated_keys(cell, len(items) * len(annotators)).any():
         raise ValueError("ICC needs one rating per (item, annotator); some item was rated twice by one annotator")
     x = np.full((len(items), len(annotators)), np.nan)
     x.reshape(-1)[cell] = frame["value"].to_numpy(dtype=float)
