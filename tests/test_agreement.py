@@ -302,3 +302,15 @@ def test_resample_counts_are_the_bootstrap_draws_in_the_smallest_type():
     values = np.random.default_rng(1).integers(-50, 50, size=(500, 4)).astype(float)
     assert np.array_equal(resampled_sums(counts, values), counts.astype(float) @ values)
     assert np.array_equal(resampled_sums(counts, values[:, 0]), counts.astype(float) @ values[:, 0])
+
+
+def test_icc_refuses_a_second_rating_of_an_item_by_one_annotator_and_a_gap():
+    from evalstudio.stats.icc import icc
+
+    frame = pd.DataFrame({"item": [1, 1, 2, 2, 3, 3], "annotator": ["a", "b", "a", "b", "a", "b"],
+                          "value": [1.0, 2.0, 2.0, 3.0, 4.0, 4.0]})
+    assert len(icc(frame)) == 6
+    with pytest.raises(ValueError, match="rated twice by one annotator"):
+        icc(pd.concat([frame, frame.iloc[[0]]]))
+    with pytest.raises(ValueError, match=r"1 of 3 items are not"):
+        icc(frame.iloc[1:])
