@@ -88,6 +88,18 @@ def _pearson(x, y, valid, n):
         return (dx * dy).sum(-1) / np.sqrt((dx * dx).sum(-1) * (dy * dy).sum(-1))
 
 
+def _pair_differences(x: np.ndarray, y: np.ndarray):
+    """Each group's within-group pair differences (`groups x members` in, each pair i < j once), a few groups at a
+    time so that no array passes _PAIR_CELLS cells: (the groups' rows, x_i - x_j, y_i - y_j), NaN where a side is
+    missing."""
+    i, j = np.triu_indices(x.shape[1], 1)
+    step = max(1, _PAIR_CELLS // max(1, len(i)))
+    for start in range(0, x.shape[0], step):
+        rows = slice(start, start + step)
+        xs, ys = x[rows], y[rows]
+        yield rows, xs[:, i] - xs[:, j], ys[:, i] - ys[:, j]
+
+
 def _kendall(x, y, valid, n, method):
     """Kendall variants from pair counts, in chunks over the group axis (M(M-1)/2 pairs per group); groups too
     large for pair counting (tau-b and tau-c only) go to scipy's O(M log M) kendalltau one by one."""
@@ -105,13 +117,8 @@ def _kendall(x, y, valid, n, method):
     flat_y = y.reshape(-1, members)
     flat_v = valid.reshape(-1, members)
     out = np.empty(flat_x.shape[0])
-    i, j = np.triu_indices(members, 1)  # each pair once
-    step = max(1, _PAIR_CELLS // max(1, len(i)))
-    for start in range(0, flat_x.shape[0], step):
-        sl = slice(start, start + step)
+    for sl, dx, dy in _pair_differences(flat_x, flat_y):  # NaN unless both members are present
         xs, ys, vs = flat_x[sl], flat_y[sl], flat_v[sl]
-        dx = xs[:, i] - xs[:, j]  # NaN unless both members are present
-        dy = ys[:, i] - ys[:, j]
         pairs = (~np.isnan(dx)).sum(1).astype(float)
         sx = (dx > 0).view(np.int8) - (dx < 0).view(np.int8)  # 0 for a tie and for a missing pair
         sy = (dy > 0).view(np.int8) - (dy < 0).view(np.int8)
@@ -196,26 +203,21 @@ def tie_calibrated_accuracy(human, metric, group_by: str = "item") -> tuple[floa
     h, m = arrange(human, group_by), arrange(metric, group_by)
     if np.isinf(h).any() or np.isinf(m).any():
         raise ValueError("tie-calibrated accuracy needs finite scores (NaN where missing), got an infinity")
-    i, j = np.triu_indices(h.shape[1], 1)
     present = (~np.isnan(h) & ~np.isnan(m)).sum(1)
     per_group = present * (present - 1) // 2  # pairs with both sides present
     if not per_group.any():
         return float("nan"), float("nan")
     with np.errstate(divide="ignore"):
         group_weight = 1.0 / per_group / np.count_nonzero(per_group)
-    # the pairs, a few thousand groups at a time (groups x pairs arrays of _PAIR_CELLS cells): the gaps and weights
-    # of the human-tied and of the concordant pairs, in the order of the groups
+    # the pairs, a few thousand groups at a time: the gaps and weights of the human-tied and of the concordant
+    # pairs, in the order of the groups
     tie_gap, tie_weight, con_gap, con_weight = [], [], [], []
-    step = max(1, _PAIR_CELLS // max(1, len(i)))
-    for start in range(0, h.shape[0], step):
-        hs, ms = h[start:start + step], m[start:start + step]
-        h_d = hs[:, i] - hs[:, j]  # groups x pairs; NaN where a side is missing
-        gap = ms[:, i] - ms[:, j]
+    for rows, h_d, gap in _pair_differences(h, m):  # groups x pairs; NaN where a side is missing
         with np.errstate(invalid="ignore"):
             human_tie = (h_d == 0) & ~np.isnan(gap)
             concordant = (np.sign(h_d) == np.sign(gap)) & (h_d != 0)  # NaN signs are never equal
         np.abs(gap, out=gap)
-        weight = np.broadcast_to(group_weight[start:start + step, None], gap.shape)
+        weight = np.broadcast_to(group_weight[rows, None], gap.shape)
         tie_gap.append(gap[human_tie])
         tie_weight.append(weight[human_tie])
         con_gap.append(gap[concordant])
