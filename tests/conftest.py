@@ -166,6 +166,10 @@ def gateway_process(label_studio, protocol: str, folder: Path, projects_file: Pa
             raise RuntimeError(f"{e}\n{log_path.read_text()}") from None
         yield url
     finally:
+        if process.poll() is None:  # stopped as an operator would: once Label Studio holds what the ledger acknowledged
+            from evalstudio.crowd import ledger
+
+            ledger.open_ledger(folder).wait_synced(120)
         process.terminate()
         process.wait(timeout=30)
 

@@ -205,6 +205,7 @@ def test_a_participant_changes_nothing_but_their_own_answers(study, client, reg)
     assert candidates and mine() == []
     assert one.post(f"/api/submit/{ref}", json={"result": good}).json() == {"ok": True}
     assert one.post(f"/api/submit/{ref}", json={"result": good}).json() == {"ok": True}  # an update of the same one
+    assert ledger.open_ledger(study["folder"]).wait_synced(120).behind == 0  # Label Studio receives it behind
     saved = mine()
     assert len(saved) == 1 and result_values(saved[0]["result"]) == {c: 4 for c in controls_of(project)}
     changed = [{**good[0], "value": {"rating": 2}}] + good[1:]

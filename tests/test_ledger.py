@@ -79,10 +79,7 @@ def test_concurrent_sign_ups_keep_every_one_and_the_cap(backend, tmp_path):
 def _claim(folder: str, participant: str, task_id: int) -> str:
     book = Ledger(Path(folder))
     ref = book.serve(participant, "dialogue", task_id)
-    state, _ = book.claim(ref.ref, overlap=2)
-    if state == "ok":
-        book.answered(ref.ref, 1000 + int(participant[1:]))
-    return state
+    return book.record(ref.ref, "[]", overlap=2)
 
 
 def test_at_most_overlap_answers_per_task_whatever_the_race(backend, tmp_path):
@@ -93,31 +90,53 @@ def test_at_most_overlap_answers_per_task_whatever_the_race(backend, tmp_path):
     states = _in_processes(_claim, [(str(folder), f"p{i}", 7) for i in range(8)])
     assert Counter(states) == {"ok": 2, "full": 6}
     book = Ledger(folder)
-    answered = [r for r in book.answers() if r.annotation_id is not None]
+    answered = [r for r in book.answers() if r.answered is not None]
     assert len(answered) == 2 and len({r.participant for r in answered}) == 2
     first, again = book.serve("p9", "dialogue", 8), book.serve("P9", "dialogue", 8)
     assert first.ref == again.ref and first.served == again.served
 
 
-def test_a_lease_keeps_a_second_request_from_sending_the_same_answer(backend, tmp_path):
+def test_an_answer_counts_once_the_ledger_has_it_and_label_studio_receives_it_behind(backend, tmp_path):
+    """An answer is recorded with its measured time and counts at once; a second submission is its next version;
+    the quota counts recorded answers only. What Label Studio does not hold yet is pending (in the order
+    answered), and the lag says so until the sync writer records each version Label Studio holds."""
     book = Ledger(tmp_path / "study")
+    book.reserve(Account("P1", "p1@participants.invalid", "pw", None, access="c" * 24))
     ref = book.serve("p1", "dialogue", 1)
-    assert book.claim(ref.ref) == ("ok", False)
-    assert book.claim(ref.ref) == ("busy", True)  # another request (or process) is sending it
-    book.release(ref.ref)  # the sending failed: may be tried again, and the next try knows it went out
-    assert book.claim(ref.ref) == ("ok", True)
-    # a process that claimed a reference and died (a gateway killed while sending): its lease is void at once
-    other = book.serve("p2", "dialogue", 1)
-    assert _in_processes(_claim_and_die, [(str(tmp_path / "study"), other.ref)]) == [("ok", False)]
-    assert book.claim(other.ref) == ("ok", True)
-    book.answered(ref.ref, 55, seconds=12.5)
-    assert book.claim(ref.ref) == ("answered", True)
-    assert book.times() == {55: 12.5}
-    assert book.open_ref("p1", "dialogue") is None and book.history("p1", "dialogue") == [ref.ref]
+    assert book.record(ref.ref, '[{"a": 1}]', quota=1) == "ok"
+    assert book.answered_count("P1", "dialogue") == 1 and book.open_ref("p1", "dialogue") is None
+    assert book.history("p1", "dialogue") == [ref.ref]
+    other = book.serve("p1", "dialogue", 2)
+    assert book.record(other.ref, "[]", quota=1) == "quota"  # one answer is the quota: nothing recorded
+    assert book.record(ref.ref, '[{"a": 2}]', quota=1) == "updated"
+    lag = book.lag()
+    assert (lag.answers, lag.accounts) == (1, 1)
+    assert book.pending_accounts() == [("P1", "p1@participants.invalid", True)]
+    assert [p.user_id for p in book.pending_answers(["dialogue"])] == [None]  # (the writer makes its account first)
+    book.account_made("P1", 7)
+    [pending] = book.pending_answers(["dialogue"])
+    assert (pending.user_id, pending.result, pending.version) == (7, '[{"a": 2}]', 2) and pending.seconds >= 0
+    assert book.pending_answers(["circa_part1"]) == []  # another part: another gateway's writer
+    book.answer_synced(ref.ref, 55, 1)  # an earlier version arrived: still behind
+    assert book.lag().answers == 1
+    book.answer_refused(ref.ref, "HTTP 400: no")
+    assert book.lag().refused == ("answer of p1 to task 1: HTTP 400: no",)
+    book.answer_synced(ref.ref, 55, 2)
+    assert book.lag().behind == 0 and book.lag().refused == () and book.times()[55] >= 0
 
 
-def _claim_and_die(folder: str, ref: str):
-    return tuple(Ledger(Path(folder)).claim(ref))
+def test_one_sync_writer_per_study(backend, tmp_path):
+    """The sync lease: one holder per study; taken over at once from a process of this host that is gone."""
+    book = Ledger(tmp_path / "study")
+    assert book.sync_lease("dialogue", "host-a:1")
+    assert not book.sync_lease("dialogue", "host-b:2") and book.sync_lease("circa", "host-b:2")
+    assert book.sync_lease("dialogue", "host-a:1")  # renewed
+    gone = _in_processes(_own_lease, [(str(tmp_path / "study"),)])  # a process of this host that took it and ended
+    assert gone == [True] and book.sync_lease("cmv")  # void at once
+
+
+def _own_lease(folder: str) -> bool:
+    return Ledger(Path(folder)).sync_lease("cmv", seconds=3600)
 
 
 def test_rate_limits_hold_across_processes(backend, tmp_path):
@@ -186,7 +205,9 @@ def test_a_backup_is_a_private_consistent_copy(tmp_path, monkeypatch):
     folder = tmp_path / "participants"
     book = Ledger(folder)
     book.reserve(Account("B1", "b1@participants.invalid", "secret-pw", 7, access="c" * 24))
-    book.answered(book.serve("B1", "dialogue", 3).ref, 11, 4.5)
+    ref = book.serve("B1", "dialogue", 3)
+    book.record(ref.ref, "[]")
+    book.answer_synced(ref.ref, 11, 1)
     copy = tmp_path / "backup.sqlite3"
     done = run("participants", "backup", str(copy), "--folder", str(folder))
     assert done.returncode == 0, done.stderr
@@ -195,7 +216,7 @@ def test_a_backup_is_a_private_consistent_copy(tmp_path, monkeypatch):
     restored.mkdir(mode=0o700)
     copy.rename(restored / ledger.FILE)
     again = Ledger(restored)
-    assert again.accounts() == book.accounts() and again.times() == {11: 4.5}
+    assert again.accounts() == book.accounts() and again.times() == book.times() and list(again.times()) == [11]
     (tmp_path / "taken").write_text("x")
     refused = run("participants", "backup", str(tmp_path / "taken"), "--folder", str(folder))
     assert refused.returncode != 0 and "exists already" in refused.stderr

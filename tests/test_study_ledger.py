@@ -56,6 +56,7 @@ class Gateway:
         self.command = [sys.executable, "-m", "evalstudio.cli", "gateway", protocol, "--port", str(self.port),
                         "--participants", str(folder), *options]
         self.log = folder.parent / f"gateway-{self.port}.log"
+        self.folder = folder
         self.process = None
 
     def start(self) -> "Gateway":
@@ -73,7 +74,10 @@ class Gateway:
         self.process.wait(timeout=30)
 
     def stop(self) -> None:
+        """Stop it as an operator would: once Label Studio holds what the ledger acknowledged (the gateway's sync
+        writer puts it there; a test that reads Label Studio afterwards checks that it did)."""
         if self.process and self.process.poll() is None:
+            ledger.open_ledger(self.folder).wait_synced(120)
             os.killpg(self.process.pid, signal.SIGTERM)
             self.process.wait(timeout=30)
 
@@ -112,8 +116,17 @@ def signed_in(url: str, account, **headers) -> httpx.Client:
     return web
 
 
-def annotations_by(client, project_id: int) -> list[tuple[int, int, dict]]:
-    """(task id, user id, annotation) of every annotation in the project, read as the researcher."""
+def synced(folder: Path, seconds: float = 300) -> None:
+    """Wait until Label Studio holds everything the study's ledger acknowledged (the gateway's sync writer)."""
+    lag = ledger.open_ledger(folder).wait_synced(seconds)
+    assert lag.behind == 0 and not lag.refused, lag
+
+
+def annotations_by(client, project_id: int, folder: Path | None = None) -> list[tuple[int, int, dict]]:
+    """(task id, user id, annotation) of every annotation in the project, read as the researcher; with the
+    participants `folder`, once Label Studio holds everything its ledger acknowledged."""
+    if folder is not None:
+        synced(folder)
     out = []
     for page in client.full_task_pages(project_id):
         for task in page:
@@ -141,14 +154,14 @@ def test_one_participant_gives_one_answer_per_task(label_studio, client, tmp_pat
         ref = served[0]["ref"]
         for rating in (2, 3, 4):
             assert web.post(f"/api/submit/{ref}", json={"result": complete(project, rating)}).json() == {"ok": True}
-        mine = [a for _, user, a in annotations_by(client, project_id) if user == accounts["ONCE1"].user_id]
+        mine = [a for _, user, a in annotations_by(client, project_id, folder) if user == accounts["ONCE1"].user_id]
         assert len(mine) == 1 and set(result_values(mine[0]["result"]).values()) == {4}
         assert "finished" in web.get("/api/next/dialogue").json()  # no second answer to the one task
         for pid in ("ONCE2", "ONCE3"):
             other = signed_in(second.url, accounts[pid])
             task = other.get("/api/next/dialogue").json()
             assert other.post(f"/api/submit/{task['ref']}", json={"result": complete(project)}).json() == {"ok": True}
-    users = Counter(user for _, user, _ in annotations_by(client, project_id))
+    users = Counter(user for _, user, _ in annotations_by(client, project_id, folder))
     assert sorted(users.values()) == [1, 1, 1] and len(users) == 3
 
 
@@ -167,10 +180,10 @@ def test_only_complete_answers_on_the_scale_count(label_studio, client, tmp_path
                                 ([{**good[0], "value": {"rating": 6}}] + good[1:], "outside")):
             answer = web.post(f"/api/submit/{ref}", json={"result": result})
             assert answer.status_code == 400 and message in answer.json()["error"], answer.text
-        assert annotations_by(client, project_id) == []
+        assert annotations_by(client, project_id, folder) == []
         assert "information_content" in web.post(f"/api/submit/{ref}", json={"result": good[:1]}).json()["error"]
         assert web.post(f"/api/submit/{ref}", json={"result": good}).json() == {"ok": True}
-    [(_, user, stored)] = annotations_by(client, project_id)
+    [(_, user, stored)] = annotations_by(client, project_id, folder)
     assert user == account.user_id and result_values(stored["result"]) == result_values(good)
 
 
@@ -192,7 +205,7 @@ def test_nothing_but_the_answer_comes_from_the_browser(label_studio, client, tmp
             "result": hostile, "lead_time": 300, "completed_by": accounts["SRV2"].user_id, "ground_truth": True,
             "was_cancelled": True, "origin": "prediction", "project": 1, "task": 1})
         assert answer.json() == {"ok": True}
-    [(_, user, stored)] = annotations_by(client, project_id)
+    [(_, user, stored)] = annotations_by(client, project_id, folder)
     assert user == accounts["SRV1"].user_id
     assert {r["origin"] for r in stored["result"]} == {"manual"}
     assert stored["ground_truth"] is False and stored["was_cancelled"] is False
@@ -261,20 +274,63 @@ def test_a_gateway_killed_mid_task_loses_and_doubles_nothing(label_studio, clien
         from .test_browser import designed_values
 
         result = [region(project.interface, n, v) for n, v in designed_values(project).items()]
-        # the answer is sent and the gateway dies before it can record it; the page sends it again after the restart
+        # the ledger records the answer, the sync writer sends it to Label Studio, which stores it, and the gateway
+        # dies before the writer can record that (made here as the killed gateway leaves it); the page sends the
+        # answer again after the restart, and the restarted writer finds the annotation instead of writing another
+        gateway.kill()
         book = ledger.open_ledger(folder)
         ref = book.ref("BACK1", held["ref"])
-        assert book.claim(ref.ref) == ("ok", False)  # what the killed gateway had done before sending
+        assert book.record(ref.ref, json.dumps(result)) == "ok"
         task_answer = httpx.post(f"{label_studio.url}/api/tasks/{ref.task_id}/annotations",
-                                 headers={"Authorization": f"Token {book.token('BACK1')}"}, json={"result": result})
+                                 headers={"Authorization": f"Token {label_studio.credentials().api_key}"},
+                                 json={"result": result, "completed_by": account.user_id})
         assert task_answer.status_code == 201
-        book.release(ref.ref)  # the lease of the dead process, run out
+        gateway.start()
         assert again.post(f"/api/submit/{held['ref']}", json={"result": result}).json() == {"ok": True}
     finally:
         gateway.stop()
-    mine = [a for part in reg.parts("circa_part2") for _, user, a in annotations_by(client, client.require_project(part))
+    mine = [a for part in reg.parts("circa_part2") for _, user, a in annotations_by(client, client.require_project(part), folder)
             if user == account.user_id]
     assert len(mine) == 1
+
+
+def test_an_answer_lost_in_a_kill_is_not_counted_against_its_own_quota(label_studio, client, tmp_path):
+    """Issue 55's cause. Label Studio holds the participant's annotation of a task the ledger served them and has no
+    answer for (as a gateway that sent the answer to Label Studio before recording it left it when killed: the
+    gateway before this one did). The participant's page sends the answer again to the restarted gateway, which
+    must take it as the answer it is: recorded once, acknowledged, the quota reached only then, and the sync
+    writer finds the annotation instead of writing a second. (The gateway counted the participant's annotations
+    in Label Studio, this one among them, as answers given outside the ledger, and refused the resubmission with
+    "You have done every task of this part." while the ledger held one answer fewer than the quota.)"""
+    projects_file, project, project_id = dialogue_study(tmp_path, client, "lost at quota", items=4, overlap=1,
+                                                        crowd={"per_participant": 2})
+    folder = tmp_path / "participants"
+    participants.add(client, ["LOST1"], folder)
+    account = participants.load_accounts(folder)["LOST1"]
+    gateway = Gateway(label_studio, "dialogue", folder, projects_file).start()
+    try:
+        web = signed_in(gateway.url, account)
+        first = web.get("/api/next/dialogue").json()
+        assert web.post(f"/api/submit/{first['ref']}", json={"result": complete(project)}).json() == {"ok": True}
+        held = web.get("/api/next/dialogue").json()
+        assert "ref" in held, held
+        gateway.kill()
+        book = ledger.open_ledger(folder)
+        ref = book.ref("LOST1", held["ref"])
+        stored = httpx.post(f"{label_studio.url}/api/tasks/{ref.task_id}/annotations",
+                            headers={"Authorization": f"Token {label_studio.credentials().api_key}"},
+                            json={"result": complete(project), "completed_by": account.user_id})
+        assert stored.status_code == 201, stored.text
+        gateway.start()
+        again = web.post(f"/api/submit/{held['ref']}", json={"result": complete(project)})
+        assert again.json() == {"ok": True}, again.text
+        assert "finished" in web.get("/api/next/dialogue").json()
+    finally:
+        gateway.stop()
+    mine = [a for _, user, a in annotations_by(client, project_id, folder) if user == account.user_id]
+    assert len(mine) == 2
+    assert sorted(r.annotation_id for r in ledger.open_ledger(folder).answers() if r.annotation_id) == \
+        sorted(a["id"] for a in mine)
 
 
 def _work_through(url: str, account, project, quota: int, acknowledged: list, failures: list) -> None:
@@ -311,8 +367,10 @@ def _work_through(url: str, account, project, quota: int, acknowledged: list, fa
 
 def test_kill_9_while_participants_work(label_studio, client, tmp_path):
     """Six participants work at once (quota 4 each, overlap 2) through two gateway workers; the gateway is killed
-    with SIGKILL twice while they work and started again. Every participant finishes their quota; annotations stored
-    = submissions acknowledged = answers in the ledger; no task has a participant twice or more than its overlap."""
+    with SIGKILL twice while they work and started again (its sync writer with it, while it writes to Label Studio).
+    Every participant finishes their quota and is never told they are done before it; annotations stored =
+    submissions acknowledged = answers in the ledger, each with the ledger's measured time; no task has a
+    participant twice or more than its overlap."""
     projects_file, project, project_id = dialogue_study(tmp_path, client, "kill nine", items=14, overlap=2,
                                                         crowd={"per_participant": 4})
     folder = tmp_path / "participants"
@@ -329,15 +387,14 @@ def test_kill_9_while_participants_work(label_studio, client, tmp_path):
         for kills in (3, 12):
             while len(acknowledged) < kills and any(t.is_alive() for t in threads):
                 time.sleep(0.05)
-            gateway.kill()
-            time.sleep(1)
+            gateway.kill()  # (its sync writer with it, in the middle of its writes to Label Studio)
             gateway.start()
         for t in threads:
             t.join(timeout=600)
     finally:
         gateway.stop()
     assert failures == []
-    everything = annotations_by(client, project_id)
+    everything = annotations_by(client, project_id, folder)
     stored = [(t, u, a) for t, u, a in everything if not a["was_cancelled"]]
     assert len(stored) == len(everything)  # the gateway chooses the tasks: nothing to skip in Label Studio's stream
     book = ledger.open_ledger(folder)
@@ -347,6 +404,9 @@ def test_kill_9_while_participants_work(label_studio, client, tmp_path):
     assert max(per_task.values()) <= 2 and len({(t, u) for t, u, _ in stored}) == len(stored)
     answered = [r for r in book.answers() if r.annotation_id is not None]
     assert sorted(r.annotation_id for r in answered) == sorted(a["id"] for _, _, a in stored)
+    # each annotation's time on the task is the one the ledger measured (Label Studio's lead_time)
+    seconds = book.times()
+    assert all(a["lead_time"] == pytest.approx(seconds[a["id"]], abs=0.001) for _, _, a in stored)
 
 
 def test_a_task_that_others_filled_is_not_answered_beyond_its_overlap(label_studio, client, tmp_path):
@@ -371,7 +431,43 @@ def test_a_task_that_others_filled_is_not_answered_beyond_its_overlap(label_stud
         after = second.get("/api/next/dialogue").json()
         assert "ref" in after and after["ref"] != over.ref, after
         assert second.post(f"/api/submit/{after['ref']}", json={"result": complete(project)}).json() == {"ok": True}
-    stored = annotations_by(client, project_id)
+    stored = annotations_by(client, project_id, folder)
     answers = [(t, u) for t, u, a in stored if not a["was_cancelled"]]
     assert len(answers) == 2 and len({t for t, _ in answers}) == 2  # one answer per task: the overlap holds
     assert [(t, u) for t, u, a in stored if a["was_cancelled"]] == []
+
+
+def test_a_launch_while_label_studio_is_stopped_loses_no_one(label_studio, client, tmp_path):
+    """Issue 50: the ledger is the study's system of record. With Label Studio stopped (SIGSTOP), five people sign up
+    through the study link, get a task and answer it: every request is answered from the ledger (no error, no wait
+    for Label Studio), and the ledger says how far behind Label Studio is. Once Label Studio runs again (SIGCONT),
+    the sync writer catches up, including the writes Label Studio received while stopped and answered too late:
+    every participant has exactly one Label Studio account and one annotation per answer, with the ledger's
+    measured time."""
+    projects_file, project, project_id = dialogue_study(tmp_path, client, "stopped server", items=6)
+    folder = tmp_path / "participants"
+    ids = [f"STOP{i}" for i in range(5)]
+    with Gateway(label_studio, "dialogue", folder, projects_file) as gateway:
+        key = ledger.open_ledger(folder).setting("join_key")
+        os.killpg(label_studio.process.pid, signal.SIGSTOP)
+        try:
+            for pid in ids:
+                with httpx.Client(base_url=gateway.url, timeout=60, headers=HEADERS) as web:
+                    joined = web.post("/api/join", json={"key": key, "participant": pid})
+                    assert joined.status_code == 200, joined.text
+                    task = web.get("/api/next/dialogue").json()
+                    assert "ref" in task, task
+                    saved = web.post(f"/api/submit/{task['ref']}", json={"result": complete(project)})
+                    assert saved.json() == {"ok": True}, saved.text
+            lag = ledger.open_ledger(folder).lag()
+            assert (lag.accounts, lag.answers) == (5, 5) and lag.oldest > 0
+        finally:
+            os.killpg(label_studio.process.pid, signal.SIGCONT)
+        synced(folder)
+    accounts = participants.load_accounts(folder)
+    emails = [e for e in client.users().values() if e.endswith("@participants.invalid") and e.startswith("stop")]
+    assert sorted(emails) == sorted(participants.email_for(pid) for pid in ids)  # one account each
+    stored = annotations_by(client, project_id, folder)
+    assert sorted(user for _, user, _ in stored) == sorted(accounts[pid].user_id for pid in ids)
+    seconds = ledger.open_ledger(folder).times()
+    assert all(a["lead_time"] == pytest.approx(seconds[a["id"]], abs=0.001) for _, _, a in stored)

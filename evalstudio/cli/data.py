@@ -19,7 +19,8 @@ from evalstudio.tasks.placement import placement_problems
 from evalstudio.tasks.scanning import scan
 
 from .base import ProjectsOption, _fail, _load, app, console, err
-from .reading import _import, _project_tasks, _read_study, _single, _users, quotas, study_tables, write_status
+from .reading import (_import, _project_tasks, _read_study, _single, _users, quotas, study_tables, sync_lag,
+                      write_status)
 
 
 @app.command("projects")
@@ -225,6 +226,8 @@ def export(
             write_table(frame, output, format)
             rows, annotations = len(frame), frame["annotation_id"].nunique()
         else:
+            for line in sync_lag(None):
+                err.print(f"warning: {line}", highlight=False, soft_wrap=True)
             client = Client(settings_from_env())
             users = _users(client)
             rows = annotations = 0

@@ -96,7 +96,8 @@ def gateway(
     from evalstudio.labelstudio.connection import check_address, check_url, settings_from_env
 
     from ..gateway import GatewayConfig, build_app, load_parts
-    from ..gateway.setup import find_frontend
+    from ..gateway.setup import find_frontend, front_end
+    from evalstudio.crowd.ledger import open_ledger
 
     try:
         registry = _load(projects)
@@ -111,6 +112,7 @@ def gateway(
         private_dir(target)
         loaded = load_parts(client, parts)
         chunks, module = find_frontend(client.url)
+        settings_shown = front_end(client, open_ledger(target))
         key = join_key(target, renew=new_join_link) if join else None
         crowd = next((p.crowd for p in parts if p.crowd), None)
         one_entry = len({p.entry for p in parts}) == 1  # one protocol (with its lists, if it has them)
@@ -119,7 +121,8 @@ def gateway(
                                participants_folder=target, public_url=shown_public, join_key=key,
                                completion_code=crowd.completion_code if crowd else None, chunks=chunks, module=module,
                                rate_per_minute=max(1, sign_ins_per_minute),
-                               max_participants=crowd.max_participants if crowd else None)
+                               max_participants=crowd.max_participants if crowd else None,
+                               front_end=settings_shown, sync_name=protocol)
         proxies = [check_address(a, "--trusted-proxy") for a in trusted_proxy or []]
     except (EvalstudioError, ValueError) as e:
         raise _fail(e)

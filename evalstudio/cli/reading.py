@@ -34,6 +34,33 @@ def _users(client, folder: Path | None = None) -> dict[int, str]:
     return participants.with_closed_named(client.users(), client.url, folder or participants.DEFAULT_FOLDER)
 
 
+SYNC_WAIT_SECONDS = 60.0  # how long a command reading the live study waits for Label Studio to catch up
+
+
+def sync_lag(folder: Path | None, wait: float = SYNC_WAIT_SECONDS) -> list[str]:
+    """What Label Studio does not hold yet of what the study's gateway acknowledged (answers and accounts are
+    written into it behind the ledger), after waiting up to `wait` seconds for it to catch up; [] when it holds
+    everything (or the folder holds no study). Every write Label Studio refused is listed with its reason."""
+    from evalstudio.crowd import ledger, participants
+
+    folder = Path(folder or participants.DEFAULT_FOLDER)
+    if not participants.has_ledger(folder):
+        return []
+    book = ledger.open_ledger(folder)
+    lag = book.lag()
+    if lag.behind and wait > 0:
+        with console.status(f"waiting for Label Studio to receive {lag.answers} answer(s) and {lag.accounts} "
+                            "account(s) the gateway acknowledged..."):
+            lag = book.wait_synced(wait)
+    lines = []
+    if lag.behind:
+        lines.append(f"Label Studio does not hold {lag.answers} answer(s) and {lag.accounts} account(s) the gateway "
+                     f"acknowledged (the oldest {lag.oldest or 0:.0f} s ago): they are not in what follows. The "
+                     "gateway writes them while it runs; start it again if it is stopped.")
+    lines += [f"Label Studio refused: {r} (tried again while the gateway runs)" for r in lag.refused]
+    return lines
+
+
 def _project_tasks(project, from_export: Path | None, project_id: int | None = None, folder: Path | None = None):
     """(tasks, users) from a Label Studio JSON export file, or live from the server."""
     from ..exporters.tidy import read_export
@@ -61,6 +88,9 @@ def _read_study(protocol, projects, from_export, project_id, folder: Path | None
     parts = reg.parts(protocol)
     _single(parts, "--from-export", from_export)
     _single(parts, "--project-id", project_id)
+    if from_export is None:  # the live study: once Label Studio holds what the gateway acknowledged, or said
+        for line in sync_lag(folder):
+            err.print(f"warning: {line}", highlight=False, soft_wrap=True)
     per_part, frames, users = [], [], {}
     for part in parts:
         tasks, part_users = _project_tasks(part, from_export, project_id, folder)

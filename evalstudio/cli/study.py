@@ -276,14 +276,15 @@ def _tampering(study_name, parts, per_part, from_export, project_id) -> tuple[li
     from evalstudio.values.results import ID_FIELD
 
     findings, notes = [], []
-    edits = [f"{part.name}: {e}" for part, tasks in zip(parts, per_part) for e in integrity.foreign_edits(tasks)]
+    client = Client(settings_from_env()) if from_export is None else None
+    own = frozenset([client.own_user_id()]) if client is not None else frozenset()
+    edits = [f"{part.name}: {e}" for part, tasks in zip(parts, per_part) for e in integrity.foreign_edits(tasks, own)]
     if edits:
         findings += edits + [f"restore: {RESTORE['annotations']}"]
     if from_export is not None:
         notes.append("project settings and tasks are checked against setup's and import's records on the live "
                      "server only (not in an export file)")
         return findings, notes
-    client = Client(settings_from_env())
     settings, tasks_changed = [], []
     for part, tasks in zip(parts, per_part):
         pid = client.require_protocol(part, project_id) if project_id else client.require_project(part)

@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import os
 import secrets
-import socket
 import threading
 import time
 from dataclasses import dataclass, fields
@@ -28,14 +27,12 @@ from pathlib import Path
 
 from .ledger_schema import LedgerError
 from .ledger_store import FILE, POINTER, URL_ENV, Store, _Tx
+from .ledger_sync import Lag, Synced
 
 __all__ = ["FILE", "POINTER", "URL_ENV", "Ledger", "Account", "Ref", "Load", "task_load", "LedgerError", "StudyFull",
-           "Taken", "open_ledger", "close_all", "digest"]
+           "Taken", "Lag", "open_ledger", "close_all", "digest"]
 
 OLD_ACCOUNTS = "participants.json"  # where earlier versions kept the accounts (taken over)
-# a submission being sent to Label Studio holds its reference this long at most (the gateway's tries take at most
-# 4 x 60 s), or until the process that sends it is found dead
-LEASE_SECONDS = 300
 HOLD_SECONDS = 1800  # a task served and not answered is held for its participant this long (Label Studio's lock)
 
 
@@ -75,13 +72,17 @@ class Ref:
     task_id: int
     number: int
     served: float
-    lease: float | None = None
+    lease: float | None = None  # (lease, owner, sent: how versions before the ledger-first gateway sent answers)
     owner: str | None = None
     sent: bool = False
-    annotation_id: int | None = None
-    answered: float | None = None
+    annotation_id: int | None = None  # the answer's annotation in Label Studio, once it holds it
+    answered: float | None = None  # when the ledger recorded the answer (server time): from then on it counts
     seconds: float | None = None
     surplus: bool = False
+    result: str | None = None  # the checked answer, with each region's origin (JSON), as Label Studio receives it
+    version: int = 0  # the participant's submissions of this answer (a change is a new version)
+    synced: int = 0  # the version Label Studio holds
+    sync_error: str | None = None  # why Label Studio refused the last write (tried again)
 
 
 REF_COLUMNS = [f.name for f in fields(Ref)]
@@ -110,7 +111,7 @@ def _key(participant: str) -> str:
     return participant.lower()
 
 
-class Ledger(Store):
+class Ledger(Synced, Store):
     """One study's ledger (see the module's docstring): what it records, on its Store's connections. Thread-safe."""
 
     # ---- settings ---------------------------------------------------------------------------------------------
@@ -171,11 +172,6 @@ class Ledger(Store):
             tx.run(f"UPDATE participants SET {', '.join(f'{k} = ?' for k in values)} WHERE key = ?",
                    (*values.values(), _key(participant)))
 
-    def forget(self, participant: str) -> None:
-        """Remove a participant that was reserved but never became an account (a failed sign-up)."""
-        with self._write() as tx:
-            tx.run("DELETE FROM participants WHERE key = ? AND user_id IS NULL", (_key(participant),))
-
     def token(self, participant: str) -> str | None:
         with self._read() as tx:
             row = tx.one("SELECT token FROM participants WHERE key = ?", (_key(participant),))
@@ -221,16 +217,15 @@ class Ledger(Store):
         has had. Two processes never serve one task beyond what `choose` allows. None: nothing chosen."""
         who, now = _key(participant), time.time()
         with self._write() as tx:
-            rows = tx.all("SELECT task_id, participant, annotation_id, surplus, served FROM refs WHERE part = ?",
-                          (part,))
+            rows = tx.all("SELECT task_id, participant, answered, surplus, served FROM refs WHERE part = ?", (part,))
             counts: dict[int, list[int]] = {}
             mine: set[int] = set()
-            for task_id, owner, annotation_id, surplus, served in rows:
+            for task_id, owner, answered, surplus, served in rows:
                 if owner == who:
                     mine.add(int(task_id))
                     continue
                 c = counts.setdefault(int(task_id), [0, 0])
-                if annotation_id is not None:
+                if answered is not None:
                     c[0] += 1
                 elif not surplus and served > now - HOLD_SECONDS:
                     c[1] += 1
@@ -266,33 +261,35 @@ class Ledger(Store):
         """The task the participant was served in `part` and has not answered (they reloaded, or came back)."""
         with self._read() as tx:
             row = tx.one(f"SELECT {', '.join(REF_COLUMNS)} FROM refs WHERE participant = ? AND part = ? AND "
-                         "annotation_id IS NULL AND surplus = 0 ORDER BY number LIMIT 1", (_key(participant), part))
+                         "answered IS NULL AND surplus = 0 ORDER BY number LIMIT 1", (_key(participant), part))
         return _ref(row) if row else None
 
-    def claim(self, ref: str, overlap: int | None = None, quota: int | None = None) -> tuple[str, bool]:
-        """Take a reference for sending its answer: (state, whether an earlier submission went out). States: 'ok'
-        (send it; it is marked sent and leased), 'busy' (another request is sending it just now), 'answered' (it has
-        its annotation), 'full' (the task has `overlap` answers from others: this one is surplus, never sent) or
-        'quota' (the participant has `quota` answers in the part)."""
+    def record(self, ref: str, result: str, value: str | None = None, overlap: int | None = None,
+               quota: int | None = None) -> str:
+        """Record a participant's answer to a reference, in one transaction with the checks that decide whether it
+        counts: 'ok' (recorded now: it counts, with its time on the task from serving to now as the server measured
+        it), 'updated' (the reference had its answer: this submission is its new version), 'full' (the task has
+        `overlap` answers from others: this one is surplus, never recorded) or 'quota' (the participant has `quota`
+        answers in the part). `result` is the checked answer (JSON), `value` the routing criterion's answer (JSON,
+        adaptive collection). Label Studio receives what the ledger records behind it (`pending_answers`)."""
         now = time.time()
         with self._write() as tx:
-            row = tx.one("SELECT task_id, lease, owner, annotation_id, surplus, sent, participant, part FROM refs "
-                         "WHERE ref = ?", (ref,))
-            task_id, lease, owner, annotation_id, surplus, sent, participant, part = row
-            sent = bool(sent)
-            if annotation_id is not None:
-                return "answered", sent
+            task_id, answered, surplus, participant, part, served = tx.one(
+                "SELECT task_id, answered, surplus, participant, part, served FROM refs WHERE ref = ?", (ref,))
+            if answered is not None:
+                tx.run("UPDATE refs SET result = ?, value = ?, version = version + 1, sync_error = NULL WHERE ref = ?",
+                       (result, value, ref))
+                return "updated"
             if surplus:
-                return "full", sent
-            if lease is not None and lease > now and _alive(owner):
-                return "busy", sent
-            if overlap is not None and _taken(tx, "task_id = ?", (task_id,), ref, now) >= overlap:
+                return "full"
+            if overlap is not None and _taken(tx, "task_id = ?", (task_id,), ref) >= overlap:
                 tx.run("UPDATE refs SET surplus = 1 WHERE ref = ?", (ref,))
-                return "full", sent
-            if quota is not None and _taken(tx, "participant = ? AND part = ?", (participant, part), ref, now) >= quota:
-                return "quota", sent
-            tx.run("UPDATE refs SET lease = ?, owner = ?, sent = 1 WHERE ref = ?", (now + LEASE_SECONDS, _OWNER(), ref))
-            return "ok", sent
+                return "full"
+            if quota is not None and _taken(tx, "participant = ? AND part = ?", (participant, part), ref) >= quota:
+                return "quota"
+            tx.run("UPDATE refs SET answered = ?, seconds = ?, result = ?, value = ?, version = 1 WHERE ref = ?",
+                   (now, now - served, result, value, ref))
+            return "ok"
 
     def full(self, ref: str, overlap: int) -> bool:
         """Whether the task of `ref` has its `overlap` of answers (or answers being sent) from other participants;
@@ -301,39 +298,22 @@ class Ledger(Store):
             task_id, surplus = tx.one("SELECT task_id, surplus FROM refs WHERE ref = ?", (ref,))
             if surplus:
                 return True
-            if _taken(tx, "task_id = ?", (task_id,), ref, time.time()) < overlap:
+            if _taken(tx, "task_id = ?", (task_id,), ref) < overlap:
                 return False
         with self._write() as tx:
             tx.run("UPDATE refs SET surplus = 1 WHERE ref = ?", (ref,))
         return True
 
-    def release(self, ref: str) -> None:
-        """End a reference's lease (its answer was recorded, or sending it failed and may be tried again)."""
-        with self._write() as tx:
-            tx.run("UPDATE refs SET lease = NULL WHERE ref = ? AND lease IS NOT NULL", (ref,))
-
-    def answered(self, ref: str, annotation_id: int, seconds: float | None = None, value: str | None = None) -> None:
-        """Record the stored annotation of a reference, with its time on the task as the server measured it
-        (`seconds`, sent to Label Studio as its lead time; default: from serving to now) and, for adaptive
-        collection, its answer to the routing criterion (`value`, JSON)."""
-        now = time.time()
-        with self._write() as tx:
-            served, known = tx.one("SELECT served, annotation_id FROM refs WHERE ref = ?", (ref,))
-            if known is None:
-                tx.run("UPDATE refs SET annotation_id = ?, answered = ?, seconds = ?, value = ?, lease = NULL "
-                       "WHERE ref = ?", (int(annotation_id), now, now - served if seconds is None else seconds,
-                                         value, ref))
-
     def set_value(self, ref: str, value: str | None) -> None:
         """The routing criterion's answer of an answered reference, after the participant changed their answer."""
         with self._write() as tx:
-            tx.run("UPDATE refs SET value = ? WHERE ref = ? AND annotation_id IS NOT NULL", (value, ref))
+            tx.run("UPDATE refs SET value = ? WHERE ref = ? AND answered IS NOT NULL", (value, ref))
 
     def part_values(self, part: str) -> list[tuple[int, str, str | None]]:
         """(task id, participant, value) of every answer given through the gateway in `part`, in the order
         answered: what adaptive routing and the stopping rule see."""
         with self._read() as tx:
-            rows = tx.all("SELECT task_id, participant, value FROM refs WHERE part = ? AND annotation_id IS NOT NULL "
+            rows = tx.all("SELECT task_id, participant, value FROM refs WHERE part = ? AND answered IS NOT NULL "
                           "ORDER BY answered, ref", (part,))
         return [(int(t), p, v) for t, p, v in rows]
 
@@ -352,13 +332,13 @@ class Ledger(Store):
 
     def answered_count(self, participant: str, part: str) -> int:
         with self._read() as tx:
-            return int(tx.one("SELECT COUNT(*) FROM refs WHERE participant = ? AND part = ? AND annotation_id IS NOT "
-                              "NULL", (_key(participant), part))[0])
+            return int(tx.one("SELECT COUNT(*) FROM refs WHERE participant = ? AND part = ? AND answered IS NOT NULL",
+                              (_key(participant), part))[0])
 
     def history(self, participant: str, part: str) -> list[str]:
         """The participant's answered references in `part`, in the order answered."""
         with self._read() as tx:
-            rows = tx.all("SELECT ref FROM refs WHERE participant = ? AND part = ? AND annotation_id IS NOT NULL "
+            rows = tx.all("SELECT ref FROM refs WHERE participant = ? AND part = ? AND answered IS NOT NULL "
                           "ORDER BY answered, number", (_key(participant), part))
         return [r[0] for r in rows]
 
@@ -425,33 +405,10 @@ class Ledger(Store):
             return True
 
 
-def _taken(tx: "_Tx", where: str, params: tuple, ref: str, now: float) -> int:
-    """How many references other than `ref` that match `where` have an answer, or a live lease on sending one (a
-    lease of a process found dead does not count)."""
-    answered = tx.one(f"SELECT COUNT(*) FROM refs WHERE {where} AND ref <> ? AND annotation_id IS NOT NULL",
-                      (*params, ref))[0]
-    leases = tx.all(f"SELECT owner FROM refs WHERE {where} AND ref <> ? AND annotation_id IS NULL AND lease > ?",
-                    (*params, ref, now))
-    return int(answered) + sum(_alive(owner) for (owner,) in leases)
-
-
-def _OWNER() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def _alive(owner: str | None) -> bool:
-    """Whether the process that holds a lease may still be sending: another host's is taken to be; on this host,
-    only while that process exists."""
-    host, _, pid = (owner or "").rpartition(":")
-    if host != socket.gethostname() or not pid.isdigit():
-        return True
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+def _taken(tx: "_Tx", where: str, params: tuple, ref: str) -> int:
+    """How many references other than `ref` that match `where` have an answer."""
+    return int(tx.one(f"SELECT COUNT(*) FROM refs WHERE {where} AND ref <> ? AND answered IS NOT NULL",
+                      (*params, ref))[0])
 
 
 def _new_ref(tx: _Tx, who: str, part: str, task_id: int, served: float) -> Ref:

@@ -77,6 +77,21 @@ MIGRATIONS: dict[int, list[str]] = {
              record TEXT NOT NULL               -- JSON: which target, answers, participant-minutes, money
            )""",
     ],
+    3: [
+        # the ledger is the study's system of record: an answer counts once the ledger has it (`answered`, with the
+        # checked result and its origins in `result`), and Label Studio receives it behind (evalstudio/gateway/sync.py).
+        # `version` counts the participant's submissions of the answer (a change is a new version), `synced` is the
+        # version Label Studio holds, `sync_error` why Label Studio refused the last write (it is tried again)
+        "ALTER TABLE refs ADD COLUMN result TEXT",
+        "ALTER TABLE refs ADD COLUMN version INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE refs ADD COLUMN synced INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE refs ADD COLUMN sync_error TEXT",
+        "UPDATE refs SET version = 1, synced = 1 WHERE annotation_id IS NOT NULL",
+        "UPDATE refs SET answered = NULL WHERE annotation_id IS NULL",
+        "CREATE INDEX refs_unsynced ON refs (synced, version)",
+        # a participant's Label Studio account is made behind the sign-up too; why Label Studio refused it, if so
+        "ALTER TABLE participants ADD COLUMN sync_error TEXT",
+    ],
 }
 
 def take_over(folder: Path, tx) -> None:

@@ -191,20 +191,17 @@ def add(client, ids: list[str], folder: Path = DEFAULT_FOLDER, on_progress: Call
     return result
 
 
-def join(client, participant: str, folder: Path, token: str, cap: int | None = None,
+def join(participant: str, folder: Path, cap: int | None = None,
          platform: tuple[str | None, str | None] = (None, None)) -> Account:
-    """Sign one participant up through the study link: recorded in the ledger first (refused with ledger.Taken when
-    the id is known, ledger.StudyFull beyond `cap`), then made in Label Studio. A sign-up that fails is taken back
-    out of the ledger, so the person can try again."""
+    """Sign one participant up through the study link: complete once the ledger has them (refused with
+    ledger.Taken when the id is known, ledger.StudyFull beyond `cap`). Their Label Studio account is made behind
+    it by the gateway's sync writer, without a password (they never sign in to Label Studio: the gateway writes
+    their answers): nothing Label Studio does or fails to do takes the person back out of the ledger. The ledger's
+    password is never used for a joined account; it marks the account as evalstudio's."""
     book = ledger.open_ledger(folder)
     account = Account(participant, email_for(participant), new_password(), access=new_access_code(), source="join",
                       platform_study=platform[0], platform_session=platform[1])
     book.reserve(account, cap=cap, exclusive=True)
-    try:
-        _sign_up(client, book, account, token)
-    except EvalstudioError:
-        book.forget(participant)
-        raise
     return book.account(participant)
 
 
@@ -273,7 +270,9 @@ def write_sheet(folder: Path, accounts: Iterable[Account] | None, url: str, gate
                 message = (f"Please sign in at {url}/user/login/ with the e-mail {a.email} and the password "
                            f"{a.password}, then open the project named in the study instructions and press "
                            "'Label All Tasks'.")
-            writer.writerow([a.participant_id, a.email, a.password, f"{url}/user/login/", message, link])
+            # a participant who joined through the study link has no Label Studio password (only the gateway link)
+            password = "" if a.source == "join" else a.password
+            writer.writerow([a.participant_id, a.email, password, f"{url}/user/login/", message, link])
         write_private(path, out.getvalue())
     finally:
         os.close(fd)

@@ -1,19 +1,19 @@
 """Who reaches the study through the gateway: sign-in by personal link or code, self sign-up through the study
 link (capped, with the crowd platform's ids), sessions and attempt limits, all kept in the study's ledger, so that
-any gateway process serves any participant and a restart signs no one out."""
+any gateway process serves any participant and a restart signs no one out. None of it waits on Label Studio: a
+sign-up is complete when the ledger has it, and its Label Studio account is made behind it (the sync writer)."""
 
 from __future__ import annotations
 
 import hmac
 import json
 import secrets
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
-from evalstudio.base.errors import EvalstudioError
 from evalstudio.crowd import participants
 from evalstudio.crowd.ledger import StudyFull, Taken
 
@@ -33,8 +33,7 @@ def _error(message: str, status: int = 400) -> JSONResponse:
 class Session:
     """A signed-in participant, as the ledger knows them (read for every request: any process may serve it)."""
     participant: str  # the id as given
-    user_id: int | None
-    token: str = field(repr=False)
+    user_id: int | None  # their Label Studio account (None while the sync writer has not made it yet)
 
     @property
     def key(self) -> str:
@@ -42,8 +41,7 @@ class Session:
 
 
 class Admission:
-    """The gateway's doors (a part of Gateway, which gives it `config`, `ledger`, `tokens`, `_admin` and
-    `_invite`)."""
+    """The gateway's doors (a part of Gateway, which gives it `config`, `ledger` and `sync`)."""
 
     @staticmethod
     async def _w(write, *args, **kwargs):
@@ -57,21 +55,7 @@ class Admission:
         account = self.ledger.account(participant) if participant else None
         if account is None or account.closed or account.password is None:
             return None
-        token = self.tokens.get(account.participant_id) or self.ledger.token(account.participant_id)
-        if token is None:
-            token = await run_in_threadpool(self._admin_client().log_in, account.email, account.password)
-            await self._w(self.ledger.update, account.participant_id, token=token)
-        self.tokens[account.participant_id] = token
-        return Session(account.participant_id, account.user_id, token)
-
-    def _admin_client(self):
-        """The researcher's client (sign-ups, reading a participant's token), made once."""
-        if self._admin is None:
-            from evalstudio.labelstudio.client import Client
-            from evalstudio.labelstudio.connection import Settings
-
-            self._admin = Client(Settings(self.config.label_studio_url, self.config.api_key), timeout=60)
-        return self._admin
+        return Session(account.participant_id, account.user_id)
 
     def _with_cookie(self, response: Response, key: str) -> Response:
         response.set_cookie(COOKIE, key, max_age=SESSION_HOURS * 3600, httponly=True, samesite="lax",
@@ -113,12 +97,6 @@ class Admission:
         """A session for `account`: (cookie, "", 200), or (None, what to tell the participant, HTTP status)."""
         if account.closed:
             return None, "Your part of this study is complete. Thank you!", 403
-        if self.ledger.token(account.participant_id) is None:
-            try:
-                token = await run_in_threadpool(self._admin_client().log_in, account.email, account.password)
-            except EvalstudioError:
-                return None, "The study server is not reachable; please try again in a minute.", 502
-            await self._w(self.ledger.update, account.participant_id, token=token)
         return await self._w(self.ledger.open_session, account.participant_id, SESSION_HOURS), "", 200
 
     async def _allowed(self, *keys: str, limit: int) -> bool:
@@ -223,8 +201,7 @@ class Admission:
             return _error("This participant id has signed up already: please use your personal link.", 409)
         except StudyFull:
             return _error("Thank you for your interest: this study has all the participants it needs.", 409)
-        except EvalstudioError:
-            return _error("The study server is not reachable; please try again in a minute.", 502)
+        self.sync.wake.set()  # its Label Studio account is made behind the sign-up
         key, message, status = await self._start(account)
         if key is None:
             return _error(message, status)
@@ -232,16 +209,10 @@ class Admission:
         return self._with_cookie(JSONResponse({"ok": True, "link": link}), key)
 
     def _sign_up(self, participant: str, platform: tuple[str | None, str | None]) -> participants.Account:
-        client = self._admin_client()
-        if self._invite is None:
-            self._invite = client.invite_token()
-        try:
-            account = participants.join(client, participant, self.config.participants_folder, self._invite,
-                                        self.config.max_participants, platform)
-        except EvalstudioError:
-            self._invite = None  # the researcher may have renewed the invite link: read it again next time
-            raise
-        participants.write_sheet(self.config.participants_folder, None, client.url, self.config.public_url)
+        account = participants.join(participant, self.config.participants_folder, self.config.max_participants,
+                                    platform)
+        participants.write_sheet(self.config.participants_folder, None, self.config.label_studio_url,
+                                 self.config.public_url)
         return account
 
     async def _api_session(self, request: Request) -> Session:

@@ -1,5 +1,9 @@
 """The gateway's ASGI app (Starlette, served by uvicorn): sign-in, the labeling stream of the study's projects and
-Label Studio's front-end files; nothing else of Label Studio is reachable through it."""
+Label Studio's front-end files; nothing else of Label Studio is reachable through it.
+
+Participants are answered from the study's ledger: a sign-up, a next task and an answer never wait on Label Studio
+(the tasks' shown fields are read from it in the background, the answers reach it behind the ledger through the
+sync writer, evalstudio/gateway/sync.py). The gateway acts in Label Studio as the researcher's account only."""
 
 from __future__ import annotations
 
@@ -18,25 +22,19 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from evalstudio.base.errors import EvalstudioError, ServerError
+from evalstudio.base.errors import EvalstudioError
 from evalstudio.crowd import routing
 from evalstudio.crowd.ledger import Ledger, Ref
 
-from . import pages
+from . import pages, sync
 from .admission import Admission, Session, _error
 from .checks import ASSET_PATH, REF, Refused, check_result, shown_data
 from .serving import Catalogue, Serving
 from .setup import GatewayConfig, Part
 
 _UPSTREAM: contextvars.ContextVar[float] = contextvars.ContextVar("upstream_seconds", default=0.0)
-UPSTREAM_RETRIES = 3  # a request that failed inside Label Studio (5xx) is tried this many times more
+UPSTREAM_RETRIES = 3  # a read that failed inside Label Studio (5xx) is tried this many times more
 ASSET_HEADERS = ("content-type", "content-length", "content-encoding", "etag", "last-modified", "cache-control")
-
-
-def _user_id(value) -> int | None:
-    """A user id as Label Studio gives it (an id, or an object with one)."""
-    value = value.get("id") if isinstance(value, dict) else value
-    return value if isinstance(value, int) else None
 
 
 class Gateway(Serving, Admission):
@@ -50,23 +48,18 @@ class Gateway(Serving, Admission):
         # the study's ledger: participants, sessions, served tasks, answers, finished parts, lists, attempts. This
         # process keeps nothing that another gateway process or a restart would need.
         self.ledger = Ledger(config.participants_folder)
-        self.tokens: dict[str, str] = {}  # participant -> Label Studio token: a cache of the ledger's
         self.locks: dict[str, asyncio.Lock] = {}  # one request of a participant at a time in this process
-        self._overlap: dict[str, int] = {}  # part -> annotations per task (Label Studio's maximum_annotations)
-        self._before: dict[tuple[str, str], int] = {}  # (participant, part) -> annotations Label Studio had first
         self._catalogues: dict[str, Catalogue] = {}  # part -> its tasks as Label Studio has them (a cache)
         self._catalogue_locks: dict[str, asyncio.Lock] = {}
+        self._refreshing: dict[str, asyncio.Task] = {}  # part -> its catalogue being read again in the background
         # (participant, part) -> their order, with the part's tasks (contexts) it was drawn from
         self._orders: dict[tuple[str, str], tuple[dict[int, str], list[int]]] = {}
         self._states: dict[str, tuple] = {}  # part -> (what it was computed from, routing.State): adaptive parts
-        self._admin: object | None = None
-        self._invite: str | None = None
-        # Label Studio's front-end settings (feature flags and edition), read once as the first participant to open
-        # a labeling page: the editor renders and behaves as in Label Studio's own app only with the same flags
-        self.front_end: dict | None = None
-        self.front_end_lock = asyncio.Lock()
         self.upstream = httpx.AsyncClient(base_url=config.label_studio_url, timeout=60,
                                           limits=httpx.Limits(max_connections=200, max_keepalive_connections=100))
+        # Label Studio receives the ledger's accounts and answers behind it (started with the app)
+        self.sync = sync.SyncWriter(self.ledger, config.label_studio_url, config.api_key,
+                                    {p.name: p.project_id for p in config.parts}, config.sync_name)
 
     # ---- pages ------------------------------------------------------------------------------------------------
     async def home(self, request: Request) -> Response:
@@ -98,13 +91,8 @@ class Gateway(Serving, Admission):
         session = await self.session(request)
         if session is None:
             return RedirectResponse("/", status_code=303)
-        try:
-            front_end = await self._front_end(session)
-        except (ServerError, httpx.HTTPError):
-            return self._html(pages.sign_in, self.config.study, "",
-                              "The study server is not reachable; please try again in a minute.", status=502)
         return self._html(pages.labeling, self.config.study, part.title, entry, part.config, part.instructions,
-                          self.config.chunks, self.config.module, front_end)
+                          self.config.chunks, self.config.module, self.config.front_end)
 
     # ---- counterbalanced lists --------------------------------------------------------------------------------
     def _assigned(self, session: Session, entry: str) -> Part | None:
@@ -129,25 +117,13 @@ class Gateway(Serving, Admission):
                                 max(worked, key=counts.get) if worked else None)
         return self._assigned(session, entry)
 
-    async def _front_end(self, session: Session) -> dict:
-        async with self.front_end_lock:
-            if self.front_end is None:
-                account = self.ledger.account(session.participant)
-                if account is None or account.password is None:
-                    raise ServerError("the participant's account is gone")
-                self.front_end = await run_in_threadpool(self._admin_client().front_end_settings, account.email,
-                                                         account.password)
-            return self.front_end
-
     # ---- JSON API ---------------------------------------------------------------------------------------------
-    async def _call(self, token: str, method: str, path: str, **kwargs) -> httpx.Response:
-        """One request to Label Studio with `token`, its time added to the request's upstream time. A GET that
-        fails inside Label Studio (a 5xx: a busy database under many participants) is asked again, up to
-        UPSTREAM_RETRIES times: the reads are safe to repeat, and so is `/next` (Label Studio gives a participant
-        the task it has locked for them again)."""
+    async def _call(self, method: str, path: str, **kwargs) -> httpx.Response:
+        """One read of Label Studio as the researcher, its time added to the request's upstream time. A read that
+        fails inside Label Studio (a 5xx: a busy database) is asked again, up to UPSTREAM_RETRIES times."""
         started = time.perf_counter()
         try:
-            headers = {"Authorization": f"Token {token}"}
+            headers = {"Authorization": f"Token {self.config.api_key}"}
             answer = await self.upstream.request(method, path, headers=headers, **kwargs)
             for attempt in range(UPSTREAM_RETRIES if method == "GET" else 0):
                 if answer.status_code < 500:
@@ -158,33 +134,22 @@ class Gateway(Serving, Admission):
         finally:
             _UPSTREAM.set(_UPSTREAM.get() + time.perf_counter() - started)
 
-    async def _as(self, session: Session, method: str, path: str, **kwargs) -> httpx.Response:
-        """A request as the participant (their own token: Label Studio's checks and sampling apply to them)."""
-        return await self._call(session.token, method, path, **kwargs)
-
     async def _count(self, session: Session, part: Part) -> int:
-        """The participant's answers in the part: the ledger's, or what Label Studio had of theirs when this process
-        first asked (annotations from before the ledger), whichever is more."""
-        key = (session.key, part.name)
-        if key not in self._before:
-            self._before[key] = await self._tasks_where(part, {
-                "filter": "filter:tasks:annotators", "operator": "contains", "type": "List", "value": session.user_id})
-        return max(self._before[key], self.ledger.answered_count(session.participant, part.name))
-
-    async def _tasks_where(self, part: Part, *conditions: dict) -> int:
-        """How many of the part's tasks meet all `conditions` (Data Manager filters), asked as the admin."""
-        query = {"filters": {"conjunction": "and", "items": list(conditions)}}
-        answer = await self._call(self.config.api_key, "GET", "/api/tasks", params={
-            "project": part.project_id, "page_size": 1, "fields": "task_only", "query": json.dumps(query)})
-        answer.raise_for_status()
-        return int(answer.json().get("total") or 0)
+        """The participant's answers in the part: the ledger's, and the annotations Label Studio has of theirs on
+        tasks the ledger never served them (made in Label Studio itself, or before the ledger). An annotation on a
+        task the ledger served them is the ledger's answer or none: never counted twice, nor counted before the
+        ledger has it (an answer Label Studio stored whose acknowledgement a killed gateway lost is the answer its
+        resubmission records, not one more)."""
+        counted = self.ledger.answered_count(session.participant, part.name)
+        if session.user_id is None:
+            return counted
+        catalogue = await self._catalogue(part)
+        served = self.ledger.served_by_part(session.participant).get(part.name, set())
+        outside = sum(1 for t, users in catalogue.annotators.items() if session.user_id in users and t not in served)
+        return counted + outside
 
     async def _overlap_of(self, part: Part) -> int:
-        if part.name not in self._overlap:
-            answer = await self._call(self.config.api_key, "GET", f"/api/projects/{part.project_id}")
-            answer.raise_for_status()
-            self._overlap[part.name] = int(answer.json().get("maximum_annotations") or 1)
-        return self._overlap[part.name]
+        return part.overlap
 
     def _known_finished(self, session: Session, part: Part, finished: set[str] | None = None) -> bool:
         """Finished as the ledger knows (no question to Label Studio)."""
@@ -255,101 +220,54 @@ class Gateway(Serving, Admission):
             return await self._save(session, part, ref, body)
         return _error("not found", 404)
 
-    def _shown(self, part: Part, ref: Ref, task: dict, previous: str | None, count: int) -> Response:
-        shown = {"ref": ref.ref, "number": ref.number, "data": shown_data(task.get("data") or {}, part.fields),
+    def _shown(self, part: Part, ref: Ref, data: dict, previous: str | None, count: int,
+               predictions: list | None = None) -> Response:
+        shown = {"ref": ref.ref, "number": ref.number, "data": shown_data(data, part.fields),
                  "previous": previous, "progress": self._progress(count, part), "update": False}
         if part.prefill:
             shown["predictions"] = [{"id": i + 1, "result": p.get("result") or []}
-                                    for i, p in enumerate(task.get("predictions") or [])][:1]
+                                    for i, p in enumerate(predictions or [])][:1]
         return JSONResponse(shown)
 
     async def _task(self, session: Session, part: Part, ref: Ref) -> Response:
-        if ref.annotation_id is None:
+        """A task the participant answered, with their answer as the ledger holds it (to change it)."""
+        if ref.answered is None or ref.result is None:
             return _error("This task has no saved answer yet.", 404)
-        task = await self._as(session, "GET", f"/api/tasks/{ref.task_id}")
-        annotation = await self._as(session, "GET", f"/api/annotations/{ref.annotation_id}")
-        task.raise_for_status()
-        annotation.raise_for_status()
+        catalogue = await self._catalogue(part)
         return JSONResponse({"ref": ref.ref, "number": ref.number, "update": True,
-                             "data": shown_data(task.json().get("data") or {}, part.fields),
-                             "result": check_result(annotation.json().get("result") or [], part.controls),
+                             "data": shown_data(catalogue.data.get(ref.task_id) or {}, part.fields),
+                             "result": check_result(json.loads(ref.result), part.controls),
                              "previous": self._previous(session, part, ref.ref),
                              "progress": self._progress(await self._count(session, part), part)})
 
     async def _save(self, session: Session, part: Part, ref: Ref, body: dict) -> Response:
         """The participant's answer to a task they were served. Only `result` is read from the request, checked
         against the labeling config (every required control answered, every value on its control's scale); its
-        origin and its time on the task are the gateway's: the time from serving the task to this submission.
-        One annotation per participant and task: a second submission updates the first."""
+        origin and its time on the task are the gateway's: the time from serving the task to the submission the
+        ledger recorded. One answer per participant and task: a second submission is a new version of the first.
+        Acknowledged once the ledger has it; Label Studio receives it behind (the sync writer)."""
         result = check_result(body.get("result"), part.controls, complete=True)
-        if ref.annotation_id is None and part.quota is not None and await self._count(session, part) >= part.quota:
+        if ref.answered is None and part.quota is not None and await self._count(session, part) >= part.quota:
             return _error("You have done every task of this part.", 409)
-        state, was_sent = await self._w(self.ledger.claim, ref.ref, await self._overlap_of(part), part.quota)
-        if state == "answered":
-            ref = self.ledger.ref(session.participant, ref.ref)
-            return await self._update(session, part, ref, result)
-        if state == "busy":
-            return JSONResponse({"error": "Your answer is being saved; one moment.", "retry": True}, status_code=503)
+        value = routing.value_of(result, part.routing) if part.routing else None  # adaptive: what routing reads
+        stored = json.dumps(await self._with_origin(part, ref, result), ensure_ascii=False, allow_nan=False)
+        state = await self._w(self.ledger.record, ref.ref, stored, value, await self._overlap_of(part), part.quota)
         if state == "full":
             return JSONResponse({"error": "Other participants have given this task all the answers it needs, so "
                                           "yours is not needed; here is your next task.", "next": True},
                                 status_code=409)
         if state == "quota":
             return _error("You have done every task of this part.", 409)
-        try:
-            response = await self._create(session, part, ref, result, was_sent)
-        except BaseException:  # (on the loop: a cancelled request must still end its lease)
-            self.ledger.release(ref.ref)  # not sent, or its answer lost: the next try asks Label Studio first
-            raise
-        if response.status_code != 200:
-            await self._w(self.ledger.release, ref.ref)
-        return response
-
-    async def _create(self, session: Session, part: Part, ref: Ref, result: list[dict], was_sent: bool) -> Response:
-        value = routing.value_of(result, part.routing) if part.routing else None  # adaptive: what routing reads
-        if was_sent:  # an earlier submission went out and its answer was lost: Label Studio may have it
-            landed = await self._landed(session, ref)
-            if landed is not None:
-                await self._w(self.ledger.answered, ref.ref, landed, None, value)
-                return JSONResponse({"ok": True})
-        payload = {"result": await self._with_origin(session, part, ref, result),
-                   "lead_time": round(time.time() - ref.served, 3)}
-        for attempt in range(UPSTREAM_RETRIES + 1):
-            answer = await self._as(session, "POST", f"/api/tasks/{ref.task_id}/annotations",
-                                    params={"project": part.project_id}, json=payload)
-            if answer.status_code < 500 or attempt == UPSTREAM_RETRIES:
-                break
-            # failed inside Label Studio: it may have stored the annotation before failing; send it again only if not
-            landed = await self._landed(session, ref)
-            if landed is not None:
-                await self._w(self.ledger.answered, ref.ref, landed, None, value)
-                return JSONResponse({"ok": True})
-            await asyncio.sleep(0.25 * 2 ** attempt)
-        if 400 <= answer.status_code < 500:
-            return _error("The study server did not accept this answer.", 409)
-        answer.raise_for_status()
-        await self._w(self.ledger.answered, ref.ref, int(answer.json()["id"]), payload["lead_time"], value)
+        self.sync.wake.set()
         return JSONResponse({"ok": True})
 
-    async def _update(self, session: Session, part: Part, ref: Ref, result: list[dict]) -> Response:
-        answer = await self._as(session, "PATCH", f"/api/annotations/{ref.annotation_id}",
-                                json={"result": await self._with_origin(session, part, ref, result)})
-        if 400 <= answer.status_code < 500:
-            return _error("The study server did not accept this answer.", 409)
-        answer.raise_for_status()
-        if part.routing:
-            await self._w(self.ledger.set_value, ref.ref, routing.value_of(result, part.routing))
-        return JSONResponse({"ok": True})
-
-    async def _with_origin(self, session: Session, part: Part, ref: Ref, result: list[dict]) -> list[dict]:
+    async def _with_origin(self, part: Part, ref: Ref, result: list[dict]) -> list[dict]:
         """Each region's origin as the gateway knows it: `manual`, or with prefilling on (model-assisted labelling)
         `prediction` where the answer is the prediction shown and `prediction-changed` where the participant changed
         it. Never what the browser says."""
         predicted: dict[str, object] = {}
         if part.prefill:
-            task = await self._as(session, "GET", f"/api/tasks/{ref.task_id}")
-            task.raise_for_status()
-            first = (task.json().get("predictions") or [{}])[0]
+            first = ((await self._predictions(ref.task_id)) or [{}])[0]
             predicted = {r.get("from_name"): r.get("value") for r in first.get("result") or [] if isinstance(r, dict)}
         out = []
         for region in result:
@@ -359,12 +277,12 @@ class Gateway(Serving, Admission):
             out.append({**region, "origin": origin})
         return out
 
-    async def _landed(self, session: Session, ref: Ref) -> int | None:
-        """The participant's annotation of the task, if Label Studio has one (a submission whose answer was lost)."""
-        answer = await self._as(session, "GET", f"/api/tasks/{ref.task_id}/annotations")
-        answer.raise_for_status()
-        mine = [a for a in answer.json() if isinstance(a, dict) and _user_id(a.get("completed_by")) == session.user_id]
-        return int(mine[0]["id"]) if mine else None
+    async def _predictions(self, task_id: int) -> list[dict]:
+        """A prefilled part's predictions of a task (read from Label Studio: prefilling is an opt-in of a study run in
+        Label Studio's pace)."""
+        task = await self._call("GET", f"/api/tasks/{task_id}")
+        task.raise_for_status()
+        return [p for p in task.json().get("predictions") or [] if isinstance(p, dict)]
 
     # ---- Label Studio's front-end files, streamed ------------------------------------------------------------
     async def asset(self, request: Request) -> Response:
@@ -430,8 +348,16 @@ def build_app(config: GatewayConfig) -> Starlette:
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
-        yield
-        await gateway.upstream.aclose()
+        for part in config.parts:  # the tasks' shown fields, before the first participant: no next waits for them
+            await gateway._read_catalogue(part)
+        thread, stop = sync.start(gateway.sync)
+        try:
+            yield
+        finally:
+            stop.set()
+            gateway.sync.wake.set()
+            await run_in_threadpool(thread.join, 10)
+            await gateway.upstream.aclose()
 
     app = Starlette(routes=routes, middleware=[Middleware(_Headers)], lifespan=lifespan)
     app.router.redirect_slashes = False  # a path is served exactly as routed, or not at all

@@ -163,8 +163,11 @@ async function send(annotation) {
   if (answer.error && !answer.next) { status(answer.error); return; }
   status(answer.next ? answer.error : '');  // "next": the task had its answers from others; on to the next one
   delete document.getElementById('editor').dataset.task;  // saved: no task is open until the next one renders
-  // the editor finishes its own submit after this callback: move on once it has
-  setTimeout(() => load('/api/next/' + PART), 50);
+  // the editor finishes its own submit after this callback: move on once it has. Its submit first waits for a
+  // draft being saved with a 100 ms interval (waitForDraftSubmission) that reads the selected annotation at its
+  // first tick, even when nothing was saving; a timer of the same delay set after it (here, later) fires after that
+  // tick, so the editor is never destroyed under it (the gateway now answers a submission within milliseconds)
+  setTimeout(() => load('/api/next/' + PART), 100);
 }
 function render(task) {
   if (editor) { editor.destroy(); editor = null; }

@@ -1,7 +1,8 @@
 """Which task a participant of the gateway gets next. The gateway decides, not Label Studio's stream: the order is
 the participant's own (evalstudio/tasks/order.py), the ledger serves each task to at most its overlap of participants in one
-transaction across every gateway process, and Label Studio is asked only for the part's tasks (read as the admin,
-kept a few seconds) and for the task shown."""
+transaction across every gateway process, and Label Studio is asked only for the part's tasks: read as the researcher
+when the gateway first needs them and again in the background every few seconds (a participant never waits for
+that read), with the fields each task shows."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from evalstudio.crowd.ledger import Ref
 from evalstudio.tasks.order import choose, participant_order, seed_of, waiting
 
 from .admission import Session
+from .checks import shown_data
 from .setup import Part
 
 CATALOGUE_SECONDS = 10.0  # a part's tasks (ids, contexts, Label Studio's answer counts) are read again after this
@@ -31,6 +33,7 @@ class Catalogue:
     outside: dict[int, int]
     annotators: dict[int, set[int]]
     read: float
+    data: dict[int, dict] = None  # task id -> the fields the part's view shows (only those)
 
 
 def _user_ids(value) -> set[int]:
@@ -46,17 +49,27 @@ class Serving:
     """The gateway's choice of tasks (mixed into the Gateway)."""
 
     async def _catalogue(self, part: Part) -> Catalogue:
+        """The part's tasks: read once, then read again in the background when older than CATALOGUE_SECONDS (the
+        one in hand is used meanwhile; if Label Studio does not answer, it stays in use)."""
         cached = self._catalogues.get(part.name)
-        if cached is not None and time.monotonic() - cached.read < CATALOGUE_SECONDS:
+        if cached is not None:
+            if time.monotonic() - cached.read >= CATALOGUE_SECONDS and part.name not in self._refreshing:
+                task = asyncio.create_task(self._read_catalogue(part))
+                self._refreshing[part.name] = task
+                task.add_done_callback(lambda t, name=part.name: (self._refreshing.pop(name, None),
+                                                                   t.cancelled() or t.exception()))
             return cached
+        return await self._read_catalogue(part)
+
+    async def _read_catalogue(self, part: Part) -> Catalogue:
         async with self._catalogue_locks.setdefault(part.name, asyncio.Lock()):
             cached = self._catalogues.get(part.name)
             if cached is not None and time.monotonic() - cached.read < CATALOGUE_SECONDS:
                 return cached
-            contexts, outside, annotators = {}, {}, {}
+            contexts, outside, annotators, shown = {}, {}, {}, {}
             page = 1
             while True:
-                answer = await self._call(self.config.api_key, "GET", "/api/tasks", params={
+                answer = await self._call("GET", "/api/tasks", params={
                     "project": part.project_id, "page": page, "page_size": CATALOGUE_PAGE, "fields": "task_only",
                     "review": "true", "include": "id,data,total_annotations,annotators"})
                 if answer.status_code == 404 and page > 1:
@@ -67,6 +80,7 @@ class Serving:
                     task_id = int(task["id"])
                     data = task.get("data") or {}
                     contexts[task_id] = str(data.get("item_id", task_id))
+                    shown[task_id] = shown_data(data, part.fields)
                     outside[task_id] = int(task.get("total_annotations") or 0)
                     annotators[task_id] = _user_ids(task.get("annotators"))
                 if len(tasks) < CATALOGUE_PAGE:
@@ -74,7 +88,7 @@ class Serving:
                 page += 1
             if cached is not None and cached.contexts == contexts:
                 contexts = cached.contexts  # the same tasks: the participants' orders drawn from them still hold
-            self._catalogues[part.name] = Catalogue(contexts, outside, annotators, time.monotonic())
+            self._catalogues[part.name] = Catalogue(contexts, outside, annotators, time.monotonic(), shown)
             return self._catalogues[part.name]
 
     def _order_of(self, session: Session, part: Part, catalogue: Catalogue) -> list[int]:
@@ -176,10 +190,9 @@ class Serving:
         return seen
 
     async def _show(self, session: Session, part: Part, ref: Ref, previous: str | None, count: int) -> Response:
-        task = await self._as(session, "GET", f"/api/tasks/{ref.task_id}")
-        if task.status_code == 404:  # deleted in Label Studio since the part's tasks were read: never answered
+        data = (await self._catalogue(part)).data.get(ref.task_id)
+        if data is None:  # deleted in Label Studio since the reference was served: never answered
             await self._w(self.ledger.full, ref.ref, 0)
-            self._catalogues.pop(part.name, None)
             return JSONResponse({"error": "This task was withdrawn; one moment.", "wait": True}, status_code=503)
-        task.raise_for_status()
-        return self._shown(part, ref, task.json(), previous, count)
+        predictions = await self._predictions(ref.task_id) if part.prefill else None
+        return self._shown(part, ref, data, previous, count, predictions)

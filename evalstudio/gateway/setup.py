@@ -37,6 +37,7 @@ class Part:
     batch: tuple[int, int] | None = None  # crowd batch_size and max_batches (MTurk HITs): shown in the progress
     order: str = "random"  # random: each participant's own order; sequential: the import's order, for everyone
     routing: Routing | None = None  # adaptive collection (assignment:, stop_when:); None: a fixed overlap
+    overlap: int = 1  # answers per task (Label Studio's maximum_annotations when the gateway started)
 
 
 @dataclass
@@ -54,6 +55,10 @@ class GatewayConfig:
     rate_per_minute: int = 20  # sign-in and join attempts per client address and minute
     joins_per_minute: int = 60  # new accounts per minute, all addresses together
     max_participants: int | None = None  # crowd.max_participants: the study link refuses sign-ups beyond it
+    # Label Studio's front-end settings (feature flags, edition): the labeling editor renders and behaves as in Label
+    # Studio's own app only with the same ones (read when the gateway starts, see front_end)
+    front_end: dict = field(default_factory=dict)
+    sync_name: str = "study"  # whose sync lease the gateway's writer takes (one writer per study)
 
 
 def load_parts(client, projects: list[Project]) -> list[Part]:
@@ -68,8 +73,35 @@ def load_parts(client, projects: list[Project]) -> list[Part]:
                           frozenset(project.data_fields()), controls_of(project), quota,
                           crowd.after if crowd else None, project.prefill, project.entry, project.list_number,
                           (crowd.batch_size, crowd.max_batches) if crowd and crowd.batch_size and crowd.max_batches
-                          else None, project.order, routing_of(project)))
+                          else None, project.order, routing_of(project), client.overlap(project_id)))
     return parts
+
+
+FRONT_END_ACCOUNT = "front-end-account"  # the ledger setting: the gateway's own account that reads them
+
+
+def front_end(client, book) -> dict:
+    """Label Studio's front-end settings, as its pages give them to a signed-in account. Read with an account of
+    the gateway's own (made once per study through the invite link, its password in the ledger): participants have
+    no Label Studio password. Its e-mail is of a reserved domain that names no participant."""
+    import json
+    import secrets
+
+    from evalstudio.base.errors import EvalstudioError
+    from evalstudio.crowd.participants import new_password
+
+    made = book.setting(FRONT_END_ACCOUNT, make=lambda: json.dumps(
+        {"email": f"evalstudio-gateway-{secrets.token_hex(4)}@gateway.invalid", "password": new_password()}))
+    account = json.loads(made)
+    try:
+        return client.front_end_settings(account["email"], account["password"])
+    except EvalstudioError:
+        pass  # not made yet (or its sign-up's answer was lost: then the e-mail is taken and signing in works below)
+    try:
+        client.sign_up(account["email"], account["password"], client.invite_token())
+    except EvalstudioError:
+        pass
+    return client.front_end_settings(account["email"], account["password"])
 
 
 def without_comments(markup: str) -> str:

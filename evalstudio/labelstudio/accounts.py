@@ -55,6 +55,16 @@ class Accounts:
                 raise ServerError(f"Label Studio refused to {action}: {'; '.join(reasons)}")
             return self._http(lambda: web.get("/api/current-user/whoami").raise_for_status().json()["id"], action)
 
+    def own_user_id(self) -> int:
+        """The user id of the account whose key this client holds (the researcher's)."""
+        action = "read which account the key belongs to"
+
+        def get():
+            who = httpx.get(f"{self._base}/api/current-user/whoami", headers=self._auth, timeout=self._timeout)
+            who.raise_for_status()
+            return int(who.json()["id"])
+        return self._read(action, lambda: self._http(get, action))
+
     def remove_member(self, user_id: int) -> bool:
         """Take a user out of the organisation (Label Studio's "remove member", a soft delete, owner only): from then
         on the account opens no project and gets no task; its annotations stay. False if it was already out."""

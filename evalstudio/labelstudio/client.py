@@ -145,6 +145,11 @@ class Client(Accounts):
             raise ServerError(f"no project titled '{project.title}' on {self.url}; run `evalstudio setup` or `import` first")
         return project_id
 
+    def overlap(self, project_id: int) -> int:
+        """How many annotations the project asks per task (its maximum_annotations)."""
+        found = self._read(f"read project {project_id}", lambda: self.sdk.projects.get(id=project_id))
+        return int(found.maximum_annotations or 1)
+
     def ensure_project(self, project: Project) -> tuple[int, str]:
         """Create the project, or bring an existing one (same title) up to date.
 

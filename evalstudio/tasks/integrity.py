@@ -6,7 +6,8 @@ and `status` checks the live projects against it and against projects.yaml.
   Label Studio server and project, private to the researcher). A participant who changes a gold answer in Label
   Studio cannot change this record.
 - Annotations: Label Studio stamps every annotation with who last changed it (`updated_by`); an annotation last
-  changed by someone other than its author has been edited by another account.
+  changed by someone other than its author or the study's own account (the researcher's, which the gateway writes
+  participants' answers as) has been edited by another account.
 - Project settings: the labeling config, instructions and overlap are compared with projects.yaml (the Client
   does it, as `setup` does when it brings a project up to date).
 
@@ -135,8 +136,9 @@ def changed_tasks(tasks: list[dict], record: dict, id_field: str) -> list[str]:
     return problems
 
 
-def foreign_edits(tasks: list[dict]) -> list[str]:
-    """Annotations that Label Studio says were last changed by someone other than their author."""
+def foreign_edits(tasks: list[dict], own: frozenset[int] = frozenset()) -> list[str]:
+    """Annotations that Label Studio says were last changed by someone other than their author or the study's `own`
+    accounts (the researcher's: the gateway writes the participants' answers as it)."""
     def user(value):
         return value.get("id") if isinstance(value, dict) else value
 
@@ -144,7 +146,7 @@ def foreign_edits(tasks: list[dict]) -> list[str]:
     for task in tasks:
         for annotation in task.get("annotations") or []:
             author, editor = user(annotation.get("completed_by")), user(annotation.get("updated_by"))
-            if editor is not None and author is not None and editor != author:
+            if editor is not None and author is not None and editor != author and editor not in own:
                 problems.append(f"annotation {annotation.get('id')} on task {task['id']} (by user {author}) was last "
                                 f"changed by user {editor}")
     return problems

@@ -1,0 +1,149 @@
+"""What the ledger records of Label Studio receiving the study behind it (a part of the Ledger).
+
+The ledger is the study's system of record: a sign-up is complete when the ledger has the participant, an answer
+counts when the ledger has it, and the gateway acknowledges both without asking Label Studio. One sync writer per
+study (evalstudio/gateway/sync.py: in whichever gateway process holds the study's sync lease) writes the accounts
+and annotations into Label Studio behind it, and records here what Label Studio holds: an account's user id, an
+answer's annotation id and the version of the answer it holds, or why Label Studio refused a write. Nothing here
+is ever deleted because a remote call failed.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from dataclasses import dataclass
+
+LEASE_SECONDS = 120.0  # the sync writer renews its lease well within this; another host's lease runs out after it
+
+
+@dataclass(frozen=True)
+class Pending:
+    """An answer Label Studio does not hold yet (or holds an earlier version of)."""
+    ref: str
+    participant: str  # the ledger's key (lower-case id)
+    part: str
+    task_id: int
+    user_id: int | None  # the participant's Label Studio account (None: not made yet)
+    annotation_id: int | None
+    result: str  # JSON
+    seconds: float | None
+    version: int
+
+
+@dataclass(frozen=True)
+class Lag:
+    """How far Label Studio is behind the ledger."""
+    answers: int  # answers (or changes) the ledger acknowledged that Label Studio does not hold yet
+    accounts: int  # participants without a Label Studio account yet
+    oldest: float | None  # seconds since the oldest of them was acknowledged
+    refused: tuple[str, ...]  # what Label Studio refused, with its reason (tried again)
+
+    @property
+    def behind(self) -> int:
+        return self.answers + self.accounts
+
+
+def owner() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def alive(holder: str | None) -> bool:
+    """Whether the process `holder` (host:pid) may still be running: another host's is taken to be; on this host,
+    only while that process exists."""
+    host, _, pid = (holder or "").rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return True
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class Synced:
+    """The ledger's side of the sync (mixed into Ledger, which gives `_read` and `_write`)."""
+
+    def sync_lease(self, study: str, me: str | None = None, seconds: float = LEASE_SECONDS) -> bool:
+        """Take or renew the sync lease of `study` for `me` (host:pid): one sync writer per study at a time across
+        every gateway process and host. Taken over at once from a process of this host that is gone, from another
+        host's once its lease has run out."""
+        me, now, key = me or owner(), time.time(), f"sync-lease:{study}"
+        with self._write() as tx:
+            row = tx.one("SELECT value FROM settings WHERE key = ?", (key,))
+            holder, _, until = (row[0] if row else "").rpartition("@")
+            if holder and holder != me and alive(holder) and float(until or 0) > now:
+                return False
+            value = f"{me}@{now + seconds}"
+            tx.run("INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = ?",
+                   (key, value, value))
+            return True
+
+    def pending_accounts(self, limit: int = 100) -> list[tuple[str, str, bool]]:
+        """(participant id, e-mail, whether it signs in to Label Studio itself) of participants whose Label Studio
+        account is not made yet, first joined first."""
+        with self._read() as tx:
+            rows = tx.all("SELECT participant_id, email, source FROM participants WHERE user_id IS NULL AND "
+                          "password IS NOT NULL ORDER BY joined LIMIT ?", (limit,))
+        return [(p, e, source != "join") for p, e, source in rows]
+
+    def account_made(self, participant: str, user_id: int) -> None:
+        with self._write() as tx:
+            tx.run("UPDATE participants SET user_id = ?, sync_error = NULL WHERE key = ? AND user_id IS NULL",
+                   (int(user_id), participant.lower()))
+
+    def account_refused(self, participant: str, reason: str) -> None:
+        with self._write() as tx:
+            tx.run("UPDATE participants SET sync_error = ? WHERE key = ?", (reason[:500], participant.lower()))
+
+    def pending_answers(self, parts: list[str], limit: int = 200) -> list[Pending]:
+        """Answers in `parts` the ledger acknowledged that Label Studio does not hold (in this version), oldest
+        first."""
+        if not parts:
+            return []
+        with self._read() as tx:
+            rows = tx.all("SELECT r.ref, r.participant, r.part, r.task_id, p.user_id, r.annotation_id, r.result, "
+                          "r.seconds, r.version FROM refs r LEFT JOIN participants p ON p.key = r.participant "
+                          f"WHERE r.synced < r.version AND r.result IS NOT NULL AND r.part IN ({', '.join('?' * len(parts))}) "
+                          "ORDER BY r.answered LIMIT ?", (*parts, limit))
+        return [Pending(ref, who, part, int(task), None if uid is None else int(uid),
+                        None if aid is None else int(aid), result, seconds, int(version))
+                for ref, who, part, task, uid, aid, result, seconds, version in rows]
+
+    def answer_synced(self, ref: str, annotation_id: int, version: int) -> None:
+        """Label Studio holds `version` of the answer, as annotation `annotation_id`."""
+        with self._write() as tx:
+            tx.run("UPDATE refs SET annotation_id = ?, synced = CASE WHEN synced > ? THEN synced ELSE ? END, "
+                   "sync_error = NULL WHERE ref = ?", (int(annotation_id), version, version, ref))
+
+    def answer_refused(self, ref: str, reason: str) -> None:
+        with self._write() as tx:
+            tx.run("UPDATE refs SET sync_error = ? WHERE ref = ?", (reason[:500], ref))
+
+    def lag(self) -> Lag:
+        now = time.time()
+        with self._read() as tx:
+            answers, oldest = tx.one("SELECT COUNT(*), MIN(answered) FROM refs WHERE synced < version AND "
+                                     "result IS NOT NULL")
+            accounts, joined = tx.one("SELECT COUNT(*), MIN(joined) FROM participants WHERE user_id IS NULL AND "
+                                      "password IS NOT NULL")
+            refused = [f"answer of {p} to task {t}: {e}" for p, t, e in tx.all(
+                "SELECT participant, task_id, sync_error FROM refs WHERE sync_error IS NOT NULL ORDER BY answered")]
+            refused += [f"account of {p}: {e}" for p, e in tx.all(
+                "SELECT participant_id, sync_error FROM participants WHERE sync_error IS NOT NULL ORDER BY joined")]
+        first = min((t for t in (oldest, joined if accounts else None) if t is not None), default=None)
+        return Lag(int(answers), int(accounts), None if first is None else max(0.0, now - float(first)),
+                   tuple(refused))
+
+    def wait_synced(self, seconds: float, poll: float = 0.2) -> Lag:
+        """Wait until Label Studio holds everything the ledger acknowledged, or `seconds` have passed: the lag
+        then (`behind` 0 when everything arrived)."""
+        deadline = time.monotonic() + seconds
+        while True:
+            lag = self.lag()
+            if lag.behind == 0 or time.monotonic() >= deadline:
+                return lag
+            time.sleep(poll)

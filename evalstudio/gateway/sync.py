@@ -1,0 +1,207 @@
+"""Label Studio receives the study behind the ledger: the sync writer.
+
+The gateway answers participants from the study's ledger alone (a sign-up, an answer and a change of answer are
+acknowledged once the ledger has committed them). This writer puts them into Label Studio afterwards, as the
+researcher's account (the gateway's key), with each annotation's author (`completed_by`) the participant's own
+account and its `lead_time` the time the ledger measured:
+
+- accounts: a participant who joined through the study link gets a Label Studio account made with the users API
+  (no password: nobody signs in to Label Studio as them, and no password is hashed per sign-up); a participant of
+  `participants add` whose account was not made (a lost answer) is signed up through the invite link as `add`
+  does, with the ledger's password. An e-mail Label Studio has already is that participant's account (made by an
+  earlier try whose answer was lost): the e-mail is of a reserved domain only evalstudio writes.
+- answers: each write carries the ledger's key, the pair (task, participant): before creating an annotation the
+  writer looks for the participant's annotation of that task, so a try after a lost answer (a timeout, a killed
+  process) finds its earlier write instead of writing again; a change of answer is a PATCH of that annotation.
+
+One writer per study at a time: a thread in every gateway process, of which the one holding the study's sync lease
+in the ledger writes (evalstudio/crowd/ledger_sync.py). A write Label Studio refuses (4xx) is recorded with its
+reason and tried again later (`status` lists it); one that fails (5xx, timeout, Label Studio down or stopped) is
+tried again with a growing pause. Nothing is dropped, and nothing in the ledger is forgotten because a write failed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+
+import httpx
+
+from evalstudio.crowd.ledger import Ledger
+from evalstudio.crowd.ledger_sync import LEASE_SECONDS, Pending, owner
+
+log = logging.getLogger(__name__)
+
+TIMEOUT = 30.0  # one write to Label Studio; well inside the lease, so a writer whose lease another took is not writing
+IDLE = 0.25  # seconds between looks at the ledger when there is nothing to write
+REFUSED_AGAIN = 60.0  # a refused write is tried again after this
+
+
+class Refused(Exception):
+    """Label Studio refused a write (4xx): its reason."""
+
+
+def _user_id(value) -> int | None:
+    value = value.get("id") if isinstance(value, dict) else value
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+class SyncWriter:
+    """Writes the ledger's accounts and answers of one study's parts into Label Studio."""
+
+    def __init__(self, ledger: Ledger, url: str, api_key: str, projects: dict[str, int], study: str):
+        self.ledger, self.projects, self.study = ledger, dict(projects), study
+        self._url, self._key = url.rstrip("/"), api_key
+        self.wake = threading.Event()  # set by the gateway when it records something: written without waiting
+        self._refused_at: dict[str, float] = {}
+        self._web: httpx.Client | None = None
+        self._invite: str | None = None
+        self._users: dict[str, int | None] | None = None
+
+    # ---- the loop ---------------------------------------------------------------------------------------------
+    def run(self, stop: threading.Event) -> None:
+        """Write until `stop` is set: while this process holds the study's sync lease, everything the ledger has
+        that Label Studio does not; otherwise look again now and then (another process writes)."""
+        me, failures = owner(), 0
+        while not stop.is_set():
+            try:
+                if not self.ledger.sync_lease(self.study, me):
+                    stop.wait(min(5.0, LEASE_SECONDS / 4))
+                    continue
+                done = self.once()
+                failures = 0
+                if not done:
+                    self.wake.wait(IDLE)
+                    self.wake.clear()
+            except (httpx.HTTPError, ServerBusy) as e:
+                failures += 1
+                log.warning("Label Studio did not take the study's writes (%s); trying again", type(e).__name__)
+                stop.wait(min(30.0, 0.25 * 2 ** min(failures, 7)))
+            except Exception:  # noqa: BLE001 - the writer must outlive any one failure; logged for the operator
+                failures += 1
+                log.exception("the sync writer failed; trying again")
+                stop.wait(min(30.0, 0.25 * 2 ** min(failures, 7)))
+        if self._web is not None:
+            self._web.close()
+
+    def once(self) -> int:
+        """One round: the accounts, then the answers waiting. Returns how many writes were made."""
+        import time
+
+        done = 0
+        self._users = None  # e-mail -> user id, read at most once a round
+        now = time.monotonic()
+        for participant, email, signs_in in self.ledger.pending_accounts():
+            key = f"account:{participant.lower()}"
+            if now - self._refused_at.get(key, -REFUSED_AGAIN) < REFUSED_AGAIN:
+                continue
+            try:
+                self.ledger.account_made(participant, self._account(participant, email, signs_in))
+                done += 1
+            except Refused as e:
+                self._refused_at[key] = now
+                self._users = None  # (another writer may have made it: listed again on the next try)
+                self.ledger.account_refused(participant, str(e))
+        for pending in self.ledger.pending_answers(list(self.projects)):
+            if pending.user_id is None:
+                continue  # the account first (made above, or refused and listed by status)
+            if now - self._refused_at.get(pending.ref, -REFUSED_AGAIN) < REFUSED_AGAIN:
+                continue
+            try:
+                annotation = self._answer(pending)
+            except Refused as e:
+                self._refused_at[pending.ref] = now
+                self.ledger.answer_refused(pending.ref, str(e))
+                continue
+            self._refused_at.pop(pending.ref, None)
+            self.ledger.answer_synced(pending.ref, annotation, pending.version)
+            done += 1
+        return done
+
+    # ---- Label Studio ---------------------------------------------------------------------------------------
+    def _client(self) -> httpx.Client:
+        if self._web is None:
+            self._web = httpx.Client(base_url=self._url, timeout=TIMEOUT,
+                                     headers={"Authorization": f"Token {self._key}"})
+        return self._web
+
+    def _request(self, method: str, path: str, **kwargs) -> httpx.Response:
+        answer = self._client().request(method, path, **kwargs)
+        if answer.status_code >= 500 or answer.status_code in (408, 429):
+            raise ServerBusy(f"HTTP {answer.status_code}")
+        if answer.status_code >= 400:
+            raise Refused(f"Label Studio refused it (HTTP {answer.status_code}): {_reason(answer)}")
+        return answer
+
+    def _account(self, participant: str, email: str, signs_in: bool) -> int:
+        """The participant's Label Studio account: the one with its e-mail, else made now."""
+        found = self._find_user(email)
+        if found is not None:
+            return found
+        if signs_in:  # a participant of `participants add`, who may sign in to Label Studio: with the ledger's password
+            from evalstudio.labelstudio.client import Client
+            from evalstudio.labelstudio.connection import Settings
+
+            account = self.ledger.account(participant)
+            client = Client(Settings(self._url, self._key), timeout=TIMEOUT)
+            try:
+                self._invite = self._invite or client.invite_token()
+                return client.sign_up(email, account.password, self._invite)
+            except Exception:  # noqa: BLE001 - its answer may be lost: the next round finds the e-mail
+                self._invite = None
+                raise ServerBusy("the sign-up did not answer") from None
+        made = self._request("POST", "/api/users/", json={"email": email, "username": email.split("@")[0]})
+        user = _user_id(made.json())
+        if user is None:
+            raise Refused("Label Studio answered the new account without an id")
+        return user
+
+    def _find_user(self, email: str) -> int | None:
+        if self._users is None:
+            listed = self._request("GET", "/api/users/").json()
+            self._users = {str(u.get("email", "")).lower(): _user_id(u.get("id")) for u in listed or []
+                           if isinstance(u, dict)}
+        return self._users.get(email.lower())
+
+    def _answer(self, pending: Pending) -> int:
+        """Label Studio's annotation holding this version of the answer: written now, or found (an earlier write
+        whose answer was lost)."""
+        result = json.loads(pending.result)
+        annotation = pending.annotation_id
+        if annotation is None:
+            listed = self._request("GET", f"/api/tasks/{pending.task_id}/annotations").json()
+            mine = [a for a in listed or [] if isinstance(a, dict) and not a.get("was_cancelled")
+                    and _user_id(a.get("completed_by")) == pending.user_id]
+            if mine:
+                annotation = int(mine[0]["id"])
+                if mine[0].get("result") == result:
+                    return annotation
+            else:
+                made = self._request("POST", f"/api/tasks/{pending.task_id}/annotations",
+                                     params={"project": self.projects[pending.part]},
+                                     json={"result": result, "completed_by": pending.user_id,
+                                           "lead_time": round(pending.seconds or 0.0, 3)})
+                return int(made.json()["id"])
+        self._request("PATCH", f"/api/annotations/{annotation}/", json={"result": result})
+        return annotation
+
+
+class ServerBusy(Exception):
+    """Label Studio did not take a write now (5xx, 408, 429): tried again."""
+
+
+def _reason(answer: httpx.Response) -> str:
+    try:
+        body = answer.json()
+    except ValueError:
+        return answer.text[:200]
+    return json.dumps(body, ensure_ascii=False)[:300]
+
+
+def start(writer: SyncWriter) -> tuple[threading.Thread, threading.Event]:
+    """The writer on a daemon thread of this process; set the event to stop it."""
+    stop = threading.Event()
+    thread = threading.Thread(target=writer.run, args=(stop,), name=f"sync-{writer.study}", daemon=True)
+    thread.start()
+    return thread, stop
