@@ -43,7 +43,6 @@ class FaultyProxy:
         self.faults = list(faults)
         self.seen: list[tuple[str, str, str]] = []  # (method, path, what happened)
         self._lock = threading.Lock()
-        self._http = httpx.Client(base_url=self.target, timeout=300)
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
@@ -68,9 +67,9 @@ class FaultyProxy:
             def log_message(self, *args):
                 pass
 
-            def _respond(self, status: int, headers: dict, body: bytes):
+            def _respond(self, status: int, headers, body: bytes):
                 self.send_response(status)
-                for key, value in headers.items():
+                for key, value in (headers.items() if isinstance(headers, dict) else headers):
                     self.send_header(key, value)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
@@ -87,7 +86,10 @@ class FaultyProxy:
                 if fault and fault.action == "status-before":
                     return self._respond(fault.status, {"Content-Type": "application/json"}, b'{"detail": "injected fault"}')
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_HEADERS}
-                answer = proxy._http.request(self.command, self.path, headers=headers, content=body)
+                # a client per request: no cookie jar of the proxy's own, so each request carries its client's cookies
+                # and only those (a sign-in through the proxy works as it does directly)
+                with httpx.Client(base_url=proxy.target, timeout=300) as forward:
+                    answer = forward.request(self.command, self.path, headers=headers, content=body)
                 if fault and fault.action == "status-after":
                     return self._respond(fault.status, {"Content-Type": "application/json"}, b'{"detail": "injected fault"}')
                 if fault and fault.action == "drop-after":
@@ -95,7 +97,8 @@ class FaultyProxy:
                     return
                 if fault and fault.action == "slow-after":
                     time.sleep(fault.delay)
-                out = {k: v for k, v in answer.headers.items() if k.lower() not in HOP_HEADERS}
+                # every header as sent, repeated ones too (a sign-in sets two cookies)
+                out = [(k, v) for k, v in answer.headers.multi_items() if k.lower() not in HOP_HEADERS]
                 self._respond(answer.status_code, out, answer.content)
 
             do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _handle
@@ -112,4 +115,3 @@ class FaultyProxy:
     def __exit__(self, *exc) -> None:
         self._server.shutdown()
         self._server.server_close()
-        self._http.close()

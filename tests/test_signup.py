@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 
 import httpx
 import pytest
@@ -15,7 +16,8 @@ from evalstudio.crowd import ledger, participants
 
 from .conftest import only_on_the_first_database, only_on_the_last_database
 from .test_cli import run
-from .test_study_ledger import HEADERS, Gateway, complete, dialogue_study, ledger_beside_label_studio  # noqa: F401
+from .test_study_ledger import (HEADERS, Gateway, annotations_by, complete, dialogue_study,  # noqa: F401
+                                ledger_beside_label_studio, synced)
 
 pytestmark = pytest.mark.server
 
@@ -168,3 +170,85 @@ def test_a_bad_label_studio_url_is_one_line_not_a_traceback(tmp_path, command):
     done = run("connect", "sotopia", "--url", "http://ａｂｃ.com", env={"LABEL_STUDIO_URL": "http://127.0.0.1:9",
                                                                        "LABEL_STUDIO_API_KEY": "unused"})
     assert done.returncode == 2 and "--url" in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+def test_one_study_one_participants_folder(label_studio, client, tmp_path):
+    """Issue 50: a participants folder (its ledger) belongs to the study first served from it. A gateway for another
+    study from the same folder is refused, naming the fix, before anything starts: otherwise the two would share
+    participants (one study's participant signs in to the other), the study link's key and the cap. With
+    --shared-pool the operator says they mean it."""
+    only_on_the_first_database(label_studio)
+    projects_file, _, _ = dialogue_study(tmp_path, client, "one folder one study", items=1)
+    folder = tmp_path / "participants"
+    env = {"LABEL_STUDIO_URL": label_studio.url, "LABEL_STUDIO_API_KEY": label_studio.credentials().api_key,
+           "EVALSTUDIO_PROJECTS": str(projects_file)}
+    with Gateway(label_studio, "dialogue", folder, projects_file):
+        other = run("gateway", "circa", "--participants", str(folder), "--port", "9", env=env)
+    assert other.returncode == 2 and "Traceback" not in other.stderr, other.stderr
+    said = " ".join(other.stderr.split())
+    assert "the participants of the study 'dialogue' are in this folder" in said
+    assert f"--participants {folder}-circa" in said and "--shared-pool" in said
+    assert ledger.open_ledger(folder).setting("study") == "dialogue"
+
+
+STORM = 100  # self sign-ups through two gateway processes
+
+
+def test_a_sign_up_storm_through_a_faulty_label_studio_loses_no_one(label_studio, client, tmp_path):
+    """Issue 50's storm: 100 self sign-ups through two gateway processes while `participants add` runs three times
+    with overlapping ids and `participants close` once, and Label Studio, as the gateways reach it, drops its
+    answers after it has acted and answers 502 after acting (tests/faulty_proxy.py), on the very calls that make
+    accounts and annotations. Every sign-up is answered at once (no 502), every participant answers a task; then
+    every id is in the ledger once, has exactly one Label Studio account, holds its annotation, and can sign in."""
+    from .faulty_proxy import Fault, FaultyProxy
+
+    projects_file, project, project_id = dialogue_study(tmp_path, client, "storm", items=STORM + 40, overlap=1)
+    folder = tmp_path / "participants"
+    env = {"LABEL_STUDIO_URL": label_studio.url, "LABEL_STUDIO_API_KEY": label_studio.credentials().api_key,
+           "EVALSTUDIO_PROJECTS": str(projects_file)}
+    faults = [Fault("POST", "/api/users", "drop-after", times=4, skip=3),
+              Fault("POST", "/api/users", "status-after", times=3, skip=20),
+              Fault("POST", "/annotations", "drop-after", times=4, skip=5),
+              Fault("POST", "/annotations", "status-after", times=3, skip=30),
+              Fault("GET", "/api/users", "status-before", times=2, skip=4)]
+    adds = [[f"ADD{i}" for i in range(start, start + 10)] for start in (0, 5, 10)]  # overlapping ids
+    with FaultyProxy(label_studio.url, faults) as proxy, \
+            Gateway(label_studio, "dialogue", folder, projects_file, upstream=proxy.url) as one, \
+            Gateway(label_studio, "dialogue", folder, projects_file, upstream=proxy.url) as two:
+        key = ledger.open_ledger(folder).setting("join_key")
+        outcome: dict = {}
+
+        def sign_up_and_answer(url: str, pid: str) -> None:
+            with httpx.Client(base_url=url, timeout=120, headers=HEADERS) as web:
+                joined = web.post("/api/join", json={"key": key, "participant": pid})
+                task = web.get("/api/next/dialogue").json() if joined.status_code == 200 else {}
+                saved = web.post(f"/api/submit/{task['ref']}", json={"result": complete(project)}) \
+                    if "ref" in task else None
+                outcome[pid] = (joined.status_code, saved.json() if saved is not None else task)
+
+        threads = [threading.Thread(target=sign_up_and_answer, args=((one, two)[i % 2].url, f"STORM{i}"))
+                   for i in range(STORM)]
+        for t in threads:
+            t.start()
+        cli = [run("participants", "add", *ids, "--folder", str(folder), env=env) for ids in adds]
+        cli.append(run("participants", "close", "ADD0", "ADD1", "--folder", str(folder), env=env))
+        for t in threads:
+            t.join(timeout=600)
+        assert all(done.returncode == 0 for done in cli), [done.stderr for done in cli]
+        assert outcome == {f"STORM{i}": (200, {"ok": True}) for i in range(STORM)}
+        synced(folder)
+        assert proxy.count("POST", "/api/users", "drop-after") == 4 and proxy.count("POST", "/annotations",
+                                                                                     "drop-after") == 4
+    accounts = participants.load_accounts(folder)
+    expected = {f"STORM{i}" for i in range(STORM)} | {f"ADD{i}" for i in range(20)}
+    assert set(accounts) == expected  # once each (the ledger's key is the id)
+    emails = Counter(e.lower() for e in client.users().values())
+    assert all(emails[a.email] == 1 and a.user_id for pid, a in accounts.items() if not a.closed), \
+        {pid: emails[a.email] for pid, a in accounts.items() if emails[a.email] != 1}
+    stored = [user for _, user, a in annotations_by(client, project_id, folder) if not a["was_cancelled"]]
+    assert sorted(stored) == sorted(accounts[f"STORM{i}"].user_id for i in range(STORM))  # one each, none twice
+    with Gateway(label_studio, "dialogue", folder, projects_file) as gateway:
+        for pid, account in accounts.items():
+            with httpx.Client(base_url=gateway.url, timeout=60) as web:
+                answer = web.get(f"/s/{pid}/{account.access}")
+                assert answer.status_code == (403 if account.closed else 303), (pid, answer.text)

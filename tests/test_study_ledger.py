@@ -47,10 +47,11 @@ def ledger_beside_label_studio(request, monkeypatch):
 class Gateway:
     """`evalstudio gateway` as a real process on a fixed port: started, killed (SIGKILL) and started again."""
 
-    def __init__(self, label_studio, protocol: str, folder: Path, projects_file: Path, *options: str):
+    def __init__(self, label_studio, protocol: str, folder: Path, projects_file: Path, *options: str,
+                 upstream: str | None = None):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.env = {**os.environ, "LABEL_STUDIO_URL": label_studio.url,
+        self.env = {**os.environ, "LABEL_STUDIO_URL": upstream or label_studio.url,
                     "LABEL_STUDIO_API_KEY": label_studio.credentials().api_key,
                     "EVALSTUDIO_PROJECTS": str(projects_file)}
         self.command = [sys.executable, "-m", "evalstudio.cli", "gateway", protocol, "--port", str(self.port),

@@ -69,12 +69,18 @@ def gateway(
         "--join/--no-join", help="Offer the study link for self sign-up (Prolific, MTurk); --no-join: only the "
                                  "personal links of `participants add`.")] = True,
     new_join_link: Annotated[bool, typer.Option(help="Make a new study link (the old one stops working).")] = False,
-    sign_ins_per_minute: Annotated[int, typer.Option(
-        help="Sign-in and sign-up attempts allowed per client address and minute (behind a reverse proxy named by "
-             "--trusted-proxy, the address it forwards).")] = 20,
+    sign_ins_per_minute: Annotated[Optional[int], typer.Option(
+        help="Sign-in and sign-up requests allowed per client address and minute (behind a reverse proxy named by "
+             "--trusted-proxy, the address it forwards); default: crowd.sign_ins_per_minute in projects.yaml "
+             "(300). One participant id from one address is held at 10 a minute whatever this says.",
+        min=1)] = None,
     trusted_proxy: Annotated[Optional[list[str]], typer.Option(
         help="The address of your reverse proxy (repeat for several): only from it is X-Forwarded-For read as the "
              "participant's address. Without it the header is ignored and the connection's address counts.")] = None,
+    shared_pool: Annotated[bool, typer.Option(
+        "--shared-pool", help="Serve this study from a participants folder that another study's gateway uses: the "
+                              "two then share participants (one can sign in to the other), the study link's key and "
+                              "crowd.max_participants. Without it each study has a folder of its own.")] = False,
     workers: Annotated[int, typer.Option(
         help="Gateway processes serving this port together (they share the study's ledger, so they behave as "
              "one); more than one needs the ledger in PostgreSQL or SQLite on a local disk.", min=1, max=16)] = 1,
@@ -110,6 +116,12 @@ def gateway(
         check_url(shown_public, "--public-url")
         target = folder or participants.DEFAULT_FOLDER
         private_dir(target)
+        owner = open_ledger(target).setting("study", make=lambda: protocol)  # the first study served from it
+        if owner != protocol and not shared_pool:
+            raise BadInput(f"{target}: the participants of the study '{owner}' are in this folder (its ledger); give "
+                           f"'{protocol}' a folder of its own, e.g. --participants {target}-{protocol} (and "
+                           f"`participants add ... --folder` the same), or --shared-pool to share participants, the "
+                           "study link and the cap with it")
         loaded = load_parts(client, parts)
         chunks, module = find_frontend(client.url)
         settings_shown = front_end(client, open_ledger(target))
@@ -120,7 +132,8 @@ def gateway(
                                parts=loaded, label_studio_url=client.url, api_key=settings.api_key,
                                participants_folder=target, public_url=shown_public, join_key=key,
                                completion_code=crowd.completion_code if crowd else None, chunks=chunks, module=module,
-                               rate_per_minute=max(1, sign_ins_per_minute),
+                               rate_per_minute=sign_ins_per_minute or (crowd.sign_ins_per_minute if crowd else 300),
+                               joins_per_minute=crowd.sign_ups_per_minute if crowd else 1000,
                                max_participants=crowd.max_participants if crowd else None,
                                front_end=settings_shown, sync_name=protocol)
         proxies = [check_address(a, "--trusted-proxy") for a in trusted_proxy or []]

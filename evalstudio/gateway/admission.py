@@ -21,6 +21,7 @@ from . import pages
 from .checks import ACCESS_CODE, PARTICIPANT_ID, PLATFORM_ID, Refused
 
 COOKIE = "evalstudio_gateway"
+ACCOUNT_ATTEMPTS = 10  # sign-ins per minute for one participant id from one address (wrong codes are held here)
 SESSION_HOURS = 24
 MAX_BODY = 1_000_000  # bytes in one request body (an annotation is a few kB)
 
@@ -110,8 +111,8 @@ class Admission:
         """Sign in with a participant id and sign-in code, rate-limited per address and per address and account:
         someone who knows a participant's id and not their code uses up only their own address's attempts."""
         address = self._client_key(request)
-        if not await self._allowed(f"address:{address}", f"account:{participant.lower()}:{address}",
-                                   limit=self.config.rate_per_minute):
+        if not await self._allowed(f"address:{address}", limit=self.config.rate_per_minute) or \
+                not await self._allowed(f"account:{participant.lower()}:{address}", limit=ACCOUNT_ATTEMPTS):
             return None, "Too many attempts; please wait a minute.", 429
         account = self._account(participant, code)
         if account is None:

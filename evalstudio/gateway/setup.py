@@ -52,8 +52,8 @@ class GatewayConfig:
     completion_code: str | None = None
     chunks: list[int] = field(default_factory=list)
     module: int = 0
-    rate_per_minute: int = 20  # sign-in and join attempts per client address and minute
-    joins_per_minute: int = 60  # new accounts per minute, all addresses together
+    rate_per_minute: int = 300  # sign-in and join requests per client address and minute (crowd.sign_ins_per_minute)
+    joins_per_minute: int = 1000  # study-link sign-ups per minute, all addresses together (crowd.sign_ups_per_minute)
     max_participants: int | None = None  # crowd.max_participants: the study link refuses sign-ups beyond it
     # Label Studio's front-end settings (feature flags, edition): the labeling editor renders and behaves as in Label
     # Studio's own app only with the same ones (read when the gateway starts, see front_end)

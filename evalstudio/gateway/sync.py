@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 TIMEOUT = 30.0  # one write to Label Studio; well inside the lease, so a writer whose lease another took is not writing
 IDLE = 0.25  # seconds between looks at the ledger when there is nothing to write
 REFUSED_AGAIN = 60.0  # a refused write is tried again after this
+MOST_PAUSE = 10.0  # the longest pause after failures in a row (Label Studio down): the lag drains soon after it is back
 
 
 class Refused(Exception):
@@ -58,6 +59,7 @@ class SyncWriter:
         self._web: httpx.Client | None = None
         self._invite: str | None = None
         self._users: dict[str, int | None] | None = None
+        self.written = 0  # writes made by this writer (accounts and answers)
 
     # ---- the loop ---------------------------------------------------------------------------------------------
     def run(self, stop: threading.Event) -> None:
@@ -65,6 +67,7 @@ class SyncWriter:
         that Label Studio does not; otherwise look again now and then (another process writes)."""
         me, failures = owner(), 0
         while not stop.is_set():
+            before = self.written
             try:
                 if not self.ledger.sync_lease(self.study, me):
                     stop.wait(min(5.0, LEASE_SECONDS / 4))
@@ -75,13 +78,13 @@ class SyncWriter:
                     self.wake.wait(IDLE)
                     self.wake.clear()
             except (httpx.HTTPError, ServerBusy) as e:
-                failures += 1
+                failures = 1 if self.written > before else failures + 1  # (a round that wrote: not down, a lost answer)
                 log.warning("Label Studio did not take the study's writes (%s); trying again", type(e).__name__)
-                stop.wait(min(30.0, 0.25 * 2 ** min(failures, 7)))
+                stop.wait(min(MOST_PAUSE, 0.25 * 2 ** min(failures, 6)))
             except Exception:  # noqa: BLE001 - the writer must outlive any one failure; logged for the operator
-                failures += 1
+                failures = 1 if self.written > before else failures + 1
                 log.exception("the sync writer failed; trying again")
-                stop.wait(min(30.0, 0.25 * 2 ** min(failures, 7)))
+                stop.wait(min(MOST_PAUSE, 0.25 * 2 ** min(failures, 6)))
         if self._web is not None:
             self._web.close()
 
@@ -99,6 +102,7 @@ class SyncWriter:
             try:
                 self.ledger.account_made(participant, self._account(participant, email, signs_in))
                 done += 1
+                self.written += 1
             except Refused as e:
                 self._refused_at[key] = now
                 self._users = None  # (another writer may have made it: listed again on the next try)
@@ -117,6 +121,7 @@ class SyncWriter:
             self._refused_at.pop(pending.ref, None)
             self.ledger.answer_synced(pending.ref, annotation, pending.version)
             done += 1
+            self.written += 1
         return done
 
     # ---- Label Studio ---------------------------------------------------------------------------------------

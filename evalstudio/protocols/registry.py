@@ -106,6 +106,11 @@ class Crowd(BaseModel):
     gold_rate: float | None = Field(default=None, gt=0, lt=1)
     # participants the study takes in all (the gateway's study link refuses sign-ups beyond it, politely)
     max_participants: int | None = Field(default=None, ge=1)
+    # the gateway's limits: sign-in and sign-up requests per client address and minute (a lab whose participants
+    # share one address passes; wrong codes for one id are held at 10 a minute per address whatever this says), and
+    # study-link sign-ups per minute in all (a launch of several hundred passes; a sign-up is a ledger row, cheap)
+    sign_ins_per_minute: int = Field(default=300, ge=1, le=100_000)
+    sign_ups_per_minute: int = Field(default=1000, ge=1, le=100_000)
 
     @model_validator(mode="after")
     def _check(self):
