@@ -1,6 +1,9 @@
-"""The paced crowd of `benchmarks/gateway.py --paced` (see its docstring): participants at human pace through
-several gateway workers, Label Studio on PostgreSQL with several workers, optionally with both killed and started
-again during the run. Only 127.0.0.1 is contacted."""
+"""The paced crowd of `benchmarks/gateway.py --paced` and `--launch` (see its docstring): participants at human
+pace through several gateway workers, Label Studio on PostgreSQL with several workers, optionally with both killed
+and started again, or Label Studio stopped (SIGSTOP) for a while, during the run. With --launch the participants sign
+up through the study link as they arrive (no `participants add`), and the run measures how far Label Studio is
+behind the ledger (the sync lag) and how long it takes to hold everything after the last answer. Only 127.0.0.1 is
+contacted."""
 
 from __future__ import annotations
 
@@ -75,10 +78,12 @@ class Crowd:
     def __init__(self, args, url: str, links: dict[str, str], result: list):
         self.args, self.url, self.links, self.result = args, url, links, result
         self.rng = random.Random(args.seed)
-        self.latency = {"next": [], "submit": []}  # one request that was answered, as the participant timed it
-        self.seen = {"next": [], "submit": []}  # from the first try to the answer, waits for retries included
-        self.own = {"next": [], "submit": []}  # the gateway's own time (Server-Timing: total - upstream)
-        self.upstream = {"next": [], "submit": []}  # Label Studio's time within the gateway's answer
+        ops = ("sign-up", "next", "submit")
+        self.latency = {op: [] for op in ops}  # one request that was answered, as the participant timed it
+        self.seen = {op: [] for op in ops}  # from the first try to the answer, waits for retries included
+        self.own = {op: [] for op in ops}  # the gateway's own time (Server-Timing: total - upstream)
+        self.upstream = {op: [] for op in ops}  # Label Studio's time within the gateway's answer
+        self.join_key: str | None = None  # --launch: participants sign up through the study link
         self.errors = Counter()
         self.acknowledged: set[tuple[str, str]] = set()
         self.finished: set[str] = set()
@@ -116,7 +121,13 @@ class Crowd:
         await asyncio.sleep(arrives)
         async with httpx.AsyncClient(base_url=self.url, timeout=120, headers={"X-Evalstudio": "1"}) as web:
             signed = None
-            while signed is None or signed.status_code != 303:  # asked again while the gateway restarts
+            if self.join_key is not None:  # a launch: signed up (and signed in) through the study link on arrival
+                joined = await self.ask(web, "sign-up", "POST", "/api/join",
+                                        json={"key": self.join_key, "participant": pid})
+                if joined.status_code != 200:
+                    self.errors[f"sign-up: HTTP {joined.status_code}"] += 1
+                    return
+            while self.join_key is None and (signed is None or signed.status_code != 303):  # (again while it restarts)
                 try:
                     signed = await web.get(self.links[pid])
                 except httpx.HTTPError:
@@ -188,9 +199,10 @@ def paced(args) -> None:
             project_id = import_files(project, importers.get("dialogue"), [items], client).project_id
             folder = tmp / "participants"
             ids = [f"CROWD{i}" for i in range(args.annotators)]
-            started = time.time()
-            participants.add(client, ids, folder)
-            events.append(f"{len(ids)} accounts made in {time.time() - started:.0f} s")
+            if not args.launch:
+                started = time.time()
+                participants.add(client, ids, folder)
+                events.append(f"{len(ids)} accounts made in {time.time() - started:.0f} s")
             accounts = participants.load_accounts(folder)
             env = {"PATH": "/usr/bin:/bin", "LABEL_STUDIO_URL": server.url,
                    "LABEL_STUDIO_API_KEY": server.credentials().api_key, "EVALSTUDIO_PROJECTS": str(projects_file)}
@@ -198,8 +210,25 @@ def paced(args) -> None:
             gateway.start()
             result = [{"from_name": c.name, "to_name": c.to_name[0], "type": "rating", "value": {"rating": 3}}
                       for c in project.interface.controls]
-            crowd = Crowd(args, gateway.url, {i: f"/s/{i}/{accounts[i].access}" for i in ids}, result)
+            crowd = Crowd(args, gateway.url, {i: f"/s/{i}/{accounts[i].access}" if i in accounts else "" for i in ids},
+                          result)
+            book = ledger.open_ledger(folder)
+            crowd.join_key = book.setting("join_key") if args.launch else None
+            lags: list[float] = []  # the sync lag, sampled every second: how old the oldest unwritten answer is
             t0 = time.time()
+
+            async def sample_lag():
+                while True:
+                    lags.append(book.lag().oldest or 0.0)
+                    await asyncio.sleep(1.0)
+
+            async def stop_label_studio():
+                at = 0.4 * (args.arrival + args.rounds * sum(args.pace) / 2)
+                await asyncio.sleep(max(0.0, t0 + at - time.time()))
+                os.killpg(server.process.pid, signal.SIGSTOP)
+                await asyncio.sleep(args.stop_label_studio)
+                os.killpg(server.process.pid, signal.SIGCONT)
+                events.append(f"Label Studio stopped (SIGSTOP) at {at:.0f} s for {args.stop_label_studio:g} s")
 
             async def faults():
                 loop = asyncio.get_running_loop()
@@ -220,11 +249,25 @@ def paced(args) -> None:
                     events.append(f"{what} killed at {down - t0:.0f} s, serving again {time.time() - down:.0f} s "
                                   "later")
 
-            asyncio.run(crowd.run(faults if args.faults else None))
+            async def everything():
+                sampler = asyncio.create_task(sample_lag())
+                stopper = asyncio.create_task(stop_label_studio()) if args.stop_label_studio else None
+                await crowd.run(faults if args.faults else None)
+                if stopper is not None:
+                    await stopper
+                sampler.cancel()
+
+            asyncio.run(everything())
             duration = time.time() - t0
+            last_answer = time.time()
+            drained = book.wait_synced(1800)  # the gateway's sync writer puts the last answers into Label Studio
+            events.append(f"Label Studio held every acknowledged answer {time.time() - last_answer:.1f} s after the "
+                          f"last one (still behind: {drained.behind}); sync lag sampled every second: p50 "
+                          f"{q(lags, 50):.1f} s, p99 {q(lags, 99):.1f} s, max {max(lags, default=0):.1f} s")
             stored = [(t["id"], a["completed_by"]) for page in client.full_task_pages(project_id) for t in page
                       for a in t["annotations"]]
-            answered = [r for r in ledger.Ledger(folder).answers() if r.annotation_id is not None]
+            answered = [r for r in book.answers() if r.annotation_id is not None]
+            made = sum(1 for e in client.users().values() if e.startswith("crowd"))
         finally:
             if gateway is not None:
                 gateway.stop()
@@ -243,8 +286,10 @@ def paced(args) -> None:
         print(f"  {event}")
     print(f"{'operation':<10}{'answered':>9}{'p50 ms':>9}{'p99 ms':>9}{'max ms':>9}{'seen p99 ms':>13}"
           f"{'LS p50 ms':>11}{'LS p99 ms':>11}{'own p50 ms':>12}{'own p99 ms':>12}")
-    for op in ("next", "submit"):
+    for op in ("sign-up", "next", "submit"):
         values = crowd.latency[op]
+        if not values:
+            continue
         print(f"{op:<10}{len(values):>9}{1000 * q(values, 50):>9.0f}{1000 * q(values, 99):>9.0f}"
               f"{1000 * max(values):>9.0f}{1000 * q(crowd.seen[op], 99):>13.0f}{1000 * q(crowd.upstream[op], 50):>11.0f}"
               f"{1000 * q(crowd.upstream[op], 99):>11.0f}{1000 * q(crowd.own[op], 50):>12.2f}"
@@ -252,6 +297,6 @@ def paced(args) -> None:
     print(f"errors and repeats: {dict(crowd.errors) or 'none'}; refused as surplus: {crowd.surplus}")
     print(f"participants finished: {len(crowd.finished)} of {args.annotators}")
     print(f"annotations stored {len(stored)}, submissions acknowledged {len(crowd.acknowledged)}, answers in the "
-          f"ledger {len(answered)}")
+          f"ledger {len(answered)}; participants' Label Studio accounts {made}")
     print(f"tasks over the overlap of {OVERLAP}: {sum(n > OVERLAP for n in per_task.values())}; tasks with a "
           f"participant twice: {sum(per_task[t] != distinct[t] for t in per_task)}")

@@ -17,6 +17,14 @@ page does, and must all finish.
     python benchmarks/gateway.py --paced [--annotators 300] [--rounds 10] [--gateway-workers 2]
                                  [--label-studio-workers 4] [--arrival 120] [--faults]
 
+Launch (--launch): the paced crowd, but P participants (default 500) arrive within --arrival seconds (default 60)
+through the study link and sign up there (no `participants add`); sign-up, next and submit p50/p99 as the
+participant sees them, the sync lag (how old the oldest answer Label Studio does not hold yet is, sampled every
+second) and the time from the last answer until Label Studio holds everything. --stop-label-studio S stops Label
+Studio (SIGSTOP) for S seconds in the middle of the run, then lets it go on (SIGCONT).
+
+    python benchmarks/gateway.py --launch [--annotators 500] [--arrival 60] [--stop-label-studio 300] [--faults]
+
 One Label Studio (SQLite in a temp dir, or a throwaway PostgreSQL cluster: Debian's `postgresql` binaries, as in
 the tests) and one gateway process are started for the run. Each side has its own project
 of the same synthetic dialogue tasks (3 annotators per task) and the same participant accounts. Direct: each
@@ -115,17 +123,22 @@ def main() -> None:
     parser.add_argument("--database", choices=["sqlite", "postgresql"], default=None,
                         help="Label Studio's database (stress: sqlite, paced: postgresql)")
     parser.add_argument("--paced", action="store_true", help="a crowd study at human pace (see above)")
+    parser.add_argument("--launch", action="store_true", help="a launch: sign-ups through the study link (see above)")
+    parser.add_argument("--stop-label-studio", type=float, default=0.0,
+                        help="stop Label Studio (SIGSTOP) this many seconds in the middle of a paced run or launch")
     parser.add_argument("--gateway-workers", type=int, default=2)
     parser.add_argument("--label-studio-workers", type=int, default=4)
-    parser.add_argument("--arrival", type=float, default=120.0, help="seconds over which participants arrive")
+    parser.add_argument("--arrival", type=float, default=None,
+                        help="seconds over which participants arrive (paced: 120, launch: 60)")
     parser.add_argument("--pace", type=float, nargs=2, default=(20.0, 60.0), help="seconds on a task: from, to")
     parser.add_argument("--faults", action="store_true", help="kill and restart the gateway and Label Studio twice")
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
-    if args.paced:
+    if args.paced or args.launch:
         from crowd_pace import paced
 
-        args.annotators = args.annotators or 300
+        args.annotators = args.annotators or (500 if args.launch else 300)
+        args.arrival = args.arrival if args.arrival is not None else (60.0 if args.launch else 120.0)
         args.database = args.database or "postgresql"
         return paced(args)
     args.annotators = args.annotators or 50

@@ -30,6 +30,8 @@ class Pending:
     result: str  # JSON
     seconds: float | None
     version: int
+    sent: bool  # a write of it went out before: Label Studio may hold it (looked for before writing again)
+    signs_in: bool  # the participant may sign in to Label Studio itself (`participants add`): it may hold theirs
 
 
 @dataclass(frozen=True)
@@ -106,12 +108,18 @@ class Synced:
             return []
         with self._read() as tx:
             rows = tx.all("SELECT r.ref, r.participant, r.part, r.task_id, p.user_id, r.annotation_id, r.result, "
-                          "r.seconds, r.version FROM refs r LEFT JOIN participants p ON p.key = r.participant "
+                          "r.seconds, r.version, r.sent, p.source FROM refs r LEFT JOIN participants p ON p.key = r.participant "
                           f"WHERE r.synced < r.version AND r.result IS NOT NULL AND r.part IN ({', '.join('?' * len(parts))}) "
                           "ORDER BY r.answered LIMIT ?", (*parts, limit))
         return [Pending(ref, who, part, int(task), None if uid is None else int(uid),
-                        None if aid is None else int(aid), result, seconds, int(version))
-                for ref, who, part, task, uid, aid, result, seconds, version in rows]
+                        None if aid is None else int(aid), result, seconds, int(version), bool(sent),
+                        source != "join")
+                for ref, who, part, task, uid, aid, result, seconds, version, sent, source in rows]
+
+    def answer_sending(self, ref: str) -> None:
+        """A write of the answer is about to go out: from now on Label Studio may hold it."""
+        with self._write() as tx:
+            tx.run("UPDATE refs SET sent = 1 WHERE ref = ? AND sent = 0", (ref,))
 
     def answer_synced(self, ref: str, annotation_id: int, version: int) -> None:
         """Label Studio holds `version` of the answer, as annotation `annotation_id`."""

@@ -10,9 +10,11 @@ account and its `lead_time` the time the ledger measured:
   `participants add` whose account was not made (a lost answer) is signed up through the invite link as `add`
   does, with the ledger's password. An e-mail Label Studio has already is that participant's account (made by an
   earlier try whose answer was lost): the e-mail is of a reserved domain only evalstudio writes.
-- answers: each write carries the ledger's key, the pair (task, participant): before creating an annotation the
-  writer looks for the participant's annotation of that task, so a try after a lost answer (a timeout, a killed
-  process) finds its earlier write instead of writing again; a change of answer is a PATCH of that annotation.
+- answers: each write carries the ledger's key, the pair (task, participant). The ledger marks an answer sent before
+  its first write goes out; an answer marked sent whose annotation id the ledger does not have (the write's answer
+  was lost: a timeout, a killed process) is looked for first, the participant's annotation of that task, so the
+  try finds its earlier write instead of writing again (so is the answer of a participant of `participants add`, who
+  may have annotated the task in Label Studio itself). A change of answer is a PATCH of that annotation.
 
 One writer per study at a time: a thread in every gateway process, of which the one holding the study's sync lease
 in the ledger writes (evalstudio/crowd/ledger_sync.py). A write Label Studio refuses (4xx) is recorded with its
@@ -175,9 +177,13 @@ class SyncWriter:
         result = json.loads(pending.result)
         annotation = pending.annotation_id
         if annotation is None:
-            listed = self._request("GET", f"/api/tasks/{pending.task_id}/annotations").json()
-            mine = [a for a in listed or [] if isinstance(a, dict) and not a.get("was_cancelled")
-                    and _user_id(a.get("completed_by")) == pending.user_id]
+            mine = []
+            if pending.sent or pending.signs_in:  # an earlier write went out, or they annotate in Label Studio too
+                listed = self._request("GET", f"/api/tasks/{pending.task_id}/annotations").json()
+                mine = [a for a in listed or [] if isinstance(a, dict) and not a.get("was_cancelled")
+                        and _user_id(a.get("completed_by")) == pending.user_id]
+            else:
+                self.ledger.answer_sending(pending.ref)
             if mine:
                 annotation = int(mine[0]["id"])
                 if mine[0].get("result") == result:
