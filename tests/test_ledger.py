@@ -135,6 +135,24 @@ def test_one_sync_writer_per_study(backend, tmp_path):
     assert gone == [True] and book.sync_lease("cmv")  # void at once
 
 
+def test_what_tasks_show_is_the_ledgers_record(backend, tmp_path):
+    """Every participant is shown what the ledger first recorded of a task; a change made in Label Studio later is
+    noted for the operator (once, however often it is read again) and shown only once accepted."""
+    book = Ledger(tmp_path / "study")
+    assert book.record_tasks("dialogue", {1: '{"text": "a"}', 2: '{"text": "b"}'}) == {1: '{"text": "a"}',
+                                                                                   2: '{"text": "b"}'}
+    changed = {1: '{"text": "a, changed"}', 2: '{"text": "b"}', 3: '{"text": "c"}'}
+    assert book.record_tasks("dialogue", changed) == {1: '{"text": "a"}', 2: '{"text": "b"}', 3: '{"text": "c"}'}
+    [(part, task, when)] = book.changed_tasks()
+    assert (part, task) == ("dialogue", 1)
+    book.record_tasks("dialogue", changed)
+    assert book.changed_tasks() == [(part, task, when)]  # noted once
+    assert book.record_tasks("circa_part1", {1: "{}"}) == {1: "{}"}  # another part's task 1
+    assert book.record_tasks("dialogue", changed, accept=True)[1] == '{"text": "a, changed"}'
+    assert book.changed_tasks() == [] and book.record_tasks("dialogue", changed)[1] == '{"text": "a, changed"}'
+    assert book.record_tasks("dialogue", {2: '{"text": "b"}'}) == {2: '{"text": "b"}'}  # a task gone: not served
+
+
 def _own_lease(folder: str) -> bool:
     return Ledger(Path(folder)).sync_lease("cmv", seconds=3600)
 

@@ -472,3 +472,76 @@ def test_a_launch_while_label_studio_is_stopped_loses_no_one(label_studio, clien
     assert sorted(user for _, user, _ in stored) == sorted(accounts[pid].user_id for pid in ids)
     seconds = ledger.open_ledger(folder).times()
     assert all(a["lead_time"] == pytest.approx(seconds[a["id"]], abs=0.001) for _, _, a in stored)
+
+
+def test_the_sync_writer_killed_in_the_middle_of_a_write(label_studio, client, tmp_path):
+    """Issue 50's fault test. Two gateway workers; answers are written into Label Studio behind the ledger by the
+    worker holding the study's sync lease, here through a proxy that holds Label Studio's answers to annotation
+    writes back (Label Studio has stored the annotation; the writer waits). The writer's process is killed with
+    SIGKILL while it waits: the other worker takes the lease over at once, looks for the write that went out before
+    writing it again, and Label Studio ends with every acknowledged answer once, with the ledger's measured time."""
+    from .faulty_proxy import Fault, FaultyProxy
+
+    projects_file, project, project_id = dialogue_study(tmp_path, client, "writer killed", items=12)
+    folder = tmp_path / "participants"
+    held = Fault("POST", "/annotations", "slow-after", times=1, skip=2, delay=600)  # the third write's answer
+    with FaultyProxy(label_studio.url, [held]) as proxy, \
+            Gateway(label_studio, "dialogue", folder, projects_file, "--workers", "2", upstream=proxy.url) as gateway:
+        key = ledger.open_ledger(folder).setting("join_key")
+        for i in range(4):
+            with httpx.Client(base_url=gateway.url, timeout=60, headers=HEADERS) as web:
+                assert web.post("/api/join", json={"key": key, "participant": f"KILLW{i}"}).status_code == 200
+                for _ in range(2):
+                    task = web.get("/api/next/dialogue").json()
+                    assert web.post(f"/api/submit/{task['ref']}", json={"result": complete(project)}).json() == {
+                        "ok": True}
+        book = ledger.open_ledger(folder)
+        while held.times:  # (until the held write has reached the proxy: a state, asked of the proxy)
+            time.sleep(0.05)
+        holder = book.setting("sync-lease:dialogue").rpartition("@")[0]
+        os.kill(int(holder.rpartition(":")[2]), signal.SIGKILL)  # the writer, in the middle of its write
+        synced(folder)
+        assert book.setting("sync-lease:dialogue").rpartition("@")[0] != holder  # another process took it over
+    stored = annotations_by(client, project_id, folder)
+    assert len(stored) == 8 and len({(t, u) for t, u, _ in stored}) == 8  # every answer, none twice
+    seconds = book.times()
+    assert sorted(seconds) == sorted(a["id"] for _, _, a in stored)
+    assert all(a["lead_time"] == pytest.approx(seconds[a["id"]], abs=0.001) for _, _, a in stored)
+
+
+def test_a_task_changed_in_label_studio_during_the_study(label_studio, client, tmp_path):
+    """Issue 50: what a task shows is the ledger's record, the same for every participant. The researcher changes a
+    task's text in Label Studio while the study runs: the gateway notices it when it reads the tasks again (in the
+    background), keeps showing what the study started with, and `status` tells the operator; started with
+    --accept-changed-tasks, it shows the new text."""
+    projects_file, project, project_id = dialogue_study(tmp_path, client, "changed task", items=1, overlap=2)
+    folder = tmp_path / "participants"
+    participants.add(client, ["CHG1", "CHG2"], folder)
+    accounts = participants.load_accounts(folder)
+    env = {"LABEL_STUDIO_URL": label_studio.url, "LABEL_STUDIO_API_KEY": label_studio.credentials().api_key,
+           "EVALSTUDIO_PROJECTS": str(projects_file)}
+    book = ledger.open_ledger(folder)
+    with Gateway(label_studio, "dialogue", folder, projects_file) as gateway:
+        first = signed_in(gateway.url, accounts["CHG1"]).get("/api/next/dialogue").json()
+        task_id = book.ref("CHG1", first["ref"]).task_id
+        [original] = [t for page in client.full_task_pages(project_id) for t in page]
+        changed = {**original["data"], "response": "a response the participants never saw"}
+        answer = httpx.patch(f"{label_studio.url}/api/tasks/{task_id}/", json={"data": changed},
+                             headers={"Authorization": f"Token {label_studio.credentials().api_key}"})
+        assert answer.status_code == 200, answer.text
+        two = signed_in(gateway.url, accounts["CHG2"])
+        deadline = time.time() + 300
+        while not book.changed_tasks():  # (the gateway reads the tasks again every 10 s, when asked for one)
+            assert time.time() < deadline, "the change was never noticed"
+            shown = two.get("/api/next/dialogue").json()
+            time.sleep(0.5)
+        shown = two.get("/api/next/dialogue").json()
+        assert shown["data"] == first["data"] and "never saw" not in json.dumps(shown)
+    status = run("status", "dialogue", "--participants", str(folder), env=env)
+    assert status.returncode == 0, status.stderr
+    said = " ".join(status.stderr.split())
+    assert "1 task(s) changed in Label Studio after the gateway recorded what they show" in said
+    assert f"dialogue task {task_id}" in said and "--accept-changed-tasks" in said
+    with Gateway(label_studio, "dialogue", folder, projects_file, "--accept-changed-tasks") as gateway:
+        again = signed_in(gateway.url, accounts["CHG2"]).get("/api/next/dialogue").json()
+        assert "never saw" in json.dumps(again) and book.changed_tasks() == []

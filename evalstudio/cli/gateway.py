@@ -81,6 +81,10 @@ def gateway(
         "--shared-pool", help="Serve this study from a participants folder that another study's gateway uses: the "
                               "two then share participants (one can sign in to the other), the study link's key and "
                               "crowd.max_participants. Without it each study has a folder of its own.")] = False,
+    accept_changed_tasks: Annotated[bool, typer.Option(
+        "--accept-changed-tasks", help="Show participants the tasks `status` lists as changed in Label Studio since "
+                                       "the study started (by default every participant is shown what the first "
+                                       "gateway read).")] = False,
     workers: Annotated[int, typer.Option(
         help="Gateway processes serving this port together (they share the study's ledger, so they behave as "
              "one); more than one needs the ledger in PostgreSQL or SQLite on a local disk.", min=1, max=16)] = 1,
@@ -135,7 +139,8 @@ def gateway(
                                rate_per_minute=sign_ins_per_minute or (crowd.sign_ins_per_minute if crowd else 300),
                                joins_per_minute=crowd.sign_ups_per_minute if crowd else 1000,
                                max_participants=crowd.max_participants if crowd else None,
-                               front_end=settings_shown, sync_name=protocol)
+                               front_end=settings_shown, sync_name=protocol,
+                               accept_changed_tasks=accept_changed_tasks)
         proxies = [check_address(a, "--trusted-proxy") for a in trusted_proxy or []]
     except (EvalstudioError, ValueError) as e:
         raise _fail(e)

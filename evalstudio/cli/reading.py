@@ -40,7 +40,8 @@ SYNC_WAIT_SECONDS = 60.0  # how long a command reading the live study waits for 
 def sync_lag(folder: Path | None, wait: float = SYNC_WAIT_SECONDS) -> list[str]:
     """What Label Studio does not hold yet of what the study's gateway acknowledged (answers and accounts are
     written into it behind the ledger), after waiting up to `wait` seconds for it to catch up; [] when it holds
-    everything (or the folder holds no study). Every write Label Studio refused is listed with its reason."""
+    everything (or the folder holds no study). Every write Label Studio refused is listed with its reason, and the
+    tasks changed in Label Studio since the gateway recorded what they show."""
     from evalstudio.crowd import ledger, participants
 
     folder = Path(folder or participants.DEFAULT_FOLDER)
@@ -58,6 +59,16 @@ def sync_lag(folder: Path | None, wait: float = SYNC_WAIT_SECONDS) -> list[str]:
                      f"acknowledged (the oldest {lag.oldest or 0:.0f} s ago): they are not in what follows. The "
                      "gateway writes them while it runs; start it again if it is stopped.")
     lines += [f"Label Studio refused: {r} (tried again while the gateway runs)" for r in lag.refused]
+    changed = book.changed_tasks()
+    if changed:
+        import datetime
+
+        first = datetime.datetime.fromtimestamp(min(c for _, _, c in changed), datetime.timezone.utc)
+        shown = ", ".join(f"{part} task {task}" for part, task, _ in changed[:10]) + (" ..." if len(changed) > 10 else "")
+        lines.append(f"{len(changed)} task(s) changed in Label Studio after the gateway recorded what they show "
+                     f"(first noticed {first:%Y-%m-%d %H:%M} UTC): {shown}. Participants are still shown the recorded "
+                     "version; restore the task in Label Studio, or start the gateway with --accept-changed-tasks "
+                     "to show the new one from then on")
     return lines
 
 

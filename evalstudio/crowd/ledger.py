@@ -72,9 +72,9 @@ class Ref:
     task_id: int
     number: int
     served: float
-    lease: float | None = None  # (lease, owner, sent: how versions before the ledger-first gateway sent answers)
+    lease: float | None = None  # (lease, owner: how versions before the ledger-first gateway sent answers)
     owner: str | None = None
-    sent: bool = False
+    sent: bool = False  # a write of the answer went out to Label Studio: it may hold it
     annotation_id: int | None = None  # the answer's annotation in Label Studio, once it holds it
     answered: float | None = None  # when the ledger recorded the answer (server time): from then on it counts
     seconds: float | None = None

@@ -86,11 +86,28 @@ MIGRATIONS: dict[int, list[str]] = {
         "ALTER TABLE refs ADD COLUMN version INTEGER NOT NULL DEFAULT 0",
         "ALTER TABLE refs ADD COLUMN synced INTEGER NOT NULL DEFAULT 0",
         "ALTER TABLE refs ADD COLUMN sync_error TEXT",
+        # when a write of the answer last went out to Label Studio (it may hold it from then on; earlier versions'
+        # `sent` flag: long ago)
+        "ALTER TABLE refs ADD COLUMN sent_at DOUBLE PRECISION",
+        "UPDATE refs SET sent_at = 1 WHERE sent = 1",
         "UPDATE refs SET version = 1, synced = 1 WHERE annotation_id IS NOT NULL",
         "UPDATE refs SET answered = NULL WHERE annotation_id IS NULL",
         "CREATE INDEX refs_unsynced ON refs (synced, version)",
         # a participant's Label Studio account is made behind the sign-up too; why Label Studio refused it, if so
         "ALTER TABLE participants ADD COLUMN sync_error TEXT",
+        # what each task shows participants (its displayed fields, JSON), as the gateway first read it from Label
+        # Studio: served from here, the same to every participant; a later change in Label Studio is noted
+        # (changed, changed_digest) and served only once the operator accepts it (gateway --accept-changed-tasks)
+        """CREATE TABLE tasks (
+             part TEXT NOT NULL,
+             task_id BIGINT NOT NULL,
+             shown TEXT NOT NULL,
+             digest TEXT NOT NULL,
+             recorded DOUBLE PRECISION NOT NULL,
+             changed DOUBLE PRECISION,
+             changed_digest TEXT,
+             PRIMARY KEY (part, task_id)
+           )""",
     ],
 }
 

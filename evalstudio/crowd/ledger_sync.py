@@ -10,6 +10,7 @@ is ever deleted because a remote call failed.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import socket
 import time
@@ -30,7 +31,7 @@ class Pending:
     result: str  # JSON
     seconds: float | None
     version: int
-    sent: bool  # a write of it went out before: Label Studio may hold it (looked for before writing again)
+    sent: float  # when a write of it last went out (epoch seconds; 0: never): Label Studio may hold it
     signs_in: bool  # the participant may sign in to Label Studio itself (`participants add`): it may hold theirs
 
 
@@ -108,18 +109,18 @@ class Synced:
             return []
         with self._read() as tx:
             rows = tx.all("SELECT r.ref, r.participant, r.part, r.task_id, p.user_id, r.annotation_id, r.result, "
-                          "r.seconds, r.version, r.sent, p.source FROM refs r LEFT JOIN participants p ON p.key = r.participant "
+                          "r.seconds, r.version, r.sent_at, p.source FROM refs r LEFT JOIN participants p ON p.key = r.participant "
                           f"WHERE r.synced < r.version AND r.result IS NOT NULL AND r.part IN ({', '.join('?' * len(parts))}) "
                           "ORDER BY r.answered LIMIT ?", (*parts, limit))
         return [Pending(ref, who, part, int(task), None if uid is None else int(uid),
-                        None if aid is None else int(aid), result, seconds, int(version), bool(sent),
+                        None if aid is None else int(aid), result, seconds, int(version), float(sent or 0.0),
                         source != "join")
                 for ref, who, part, task, uid, aid, result, seconds, version, sent, source in rows]
 
     def answer_sending(self, ref: str) -> None:
-        """A write of the answer is about to go out: from now on Label Studio may hold it."""
+        """A write of the answer is about to go out (now): from now on Label Studio may hold it."""
         with self._write() as tx:
-            tx.run("UPDATE refs SET sent = 1 WHERE ref = ? AND sent = 0", (ref,))
+            tx.run("UPDATE refs SET sent = 1, sent_at = ? WHERE ref = ?", (time.time(), ref))
 
     def answer_synced(self, ref: str, annotation_id: int, version: int) -> None:
         """Label Studio holds `version` of the answer, as annotation `annotation_id`."""
@@ -145,6 +146,46 @@ class Synced:
         first = min((t for t in (oldest, joined if accounts else None) if t is not None), default=None)
         return Lag(int(answers), int(accounts), None if first is None else max(0.0, now - float(first)),
                    tuple(refused))
+
+    # ---- what tasks show ---------------------------------------------------------------------------------------
+    def record_tasks(self, part: str, shown: dict[int, str], accept: bool = False) -> dict[int, str]:
+        """What each task of `part` shows participants (JSON of its displayed fields), as the ledger holds it: the
+        content first read from Label Studio, the same for every participant and process. `shown` is what Label
+        Studio has now; a task new to the ledger is recorded, one whose content differs from the recorded is noted
+        as changed (and served as recorded) unless `accept`, which records Label Studio's content instead."""
+        digests = {t: hashlib.sha256(text.encode("utf-8")).hexdigest() for t, text in shown.items()}
+        with self._read() as tx:
+            rows = tx.all("SELECT task_id, digest, shown, changed_digest FROM tasks WHERE part = ?", (part,))
+        known = {int(t): (d, s, c) for t, d, s, c in rows}
+        new = [t for t in shown if t not in known]
+        changed = [t for t in shown if t in known and digests[t] != known[t][0]]
+        noted = [t for t in changed if digests[t] != known[t][2]]
+        if new or (changed if accept else noted):
+            now = time.time()
+            with self._write() as tx:
+                for t in new:
+                    tx.run("INSERT INTO tasks (part, task_id, shown, digest, recorded) VALUES (?, ?, ?, ?, ?) "
+                           "ON CONFLICT (part, task_id) DO NOTHING", (part, t, shown[t], digests[t], now))
+                for t in changed if accept else noted:
+                    if accept:
+                        tx.run("UPDATE tasks SET shown = ?, digest = ?, recorded = ?, changed = NULL, "
+                               "changed_digest = NULL WHERE part = ? AND task_id = ?", (shown[t], digests[t], now,
+                                                                                         part, t))
+                    else:
+                        tx.run("UPDATE tasks SET changed = ?, changed_digest = ? WHERE part = ? AND task_id = ?",
+                               (now, digests[t], part, t))
+                rows = tx.all("SELECT task_id, shown FROM tasks WHERE part = ?", (part,))
+            held = {int(t): s for t, s in rows}
+        else:
+            held = {t: v[1] for t, v in known.items()}
+        return {t: held[t] for t in shown if t in held}
+
+    def changed_tasks(self) -> list[tuple[str, int, float]]:
+        """(part, task id, when noticed) of tasks whose content changed in Label Studio after the gateway recorded
+        it (participants are still shown the recorded content)."""
+        with self._read() as tx:
+            rows = tx.all("SELECT part, task_id, changed FROM tasks WHERE changed IS NOT NULL ORDER BY part, task_id")
+        return [(p, int(t), float(c)) for p, t, c in rows]
 
     def wait_synced(self, seconds: float, poll: float = 0.2) -> Lag:
         """Wait until Label Studio holds everything the ledger acknowledged, or `seconds` have passed: the lag

@@ -7,6 +7,7 @@ that read), with the fields each task shows."""
 from __future__ import annotations
 
 import asyncio
+import json
 import secrets
 import time
 from dataclasses import dataclass
@@ -80,7 +81,7 @@ class Serving:
                     task_id = int(task["id"])
                     data = task.get("data") or {}
                     contexts[task_id] = str(data.get("item_id", task_id))
-                    shown[task_id] = shown_data(data, part.fields)
+                    shown[task_id] = json.dumps(shown_data(data, part.fields), sort_keys=True, ensure_ascii=False)
                     outside[task_id] = int(task.get("total_annotations") or 0)
                     annotators[task_id] = _user_ids(task.get("annotators"))
                 if len(tasks) < CATALOGUE_PAGE:
@@ -88,7 +89,11 @@ class Serving:
                 page += 1
             if cached is not None and cached.contexts == contexts:
                 contexts = cached.contexts  # the same tasks: the participants' orders drawn from them still hold
-            self._catalogues[part.name] = Catalogue(contexts, outside, annotators, time.monotonic(), shown)
+            # what participants see is the ledger's record of each task (the same for all of them); a change made in
+            # Label Studio since is noted there for the operator (status) and shown only once accepted
+            held = await self._w(self.ledger.record_tasks, part.name, shown, self.config.accept_changed_tasks)
+            data = {t: json.loads(text) for t, text in held.items()}
+            self._catalogues[part.name] = Catalogue(contexts, outside, annotators, time.monotonic(), data)
             return self._catalogues[part.name]
 
     def _order_of(self, session: Session, part: Part, catalogue: Catalogue) -> list[int]:

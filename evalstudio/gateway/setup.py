@@ -59,6 +59,7 @@ class GatewayConfig:
     # Studio's own app only with the same ones (read when the gateway starts, see front_end)
     front_end: dict = field(default_factory=dict)
     sync_name: str = "study"  # whose sync lease the gateway's writer takes (one writer per study)
+    accept_changed_tasks: bool = False  # tasks changed in Label Studio since the ledger recorded them: shown as now
 
 
 def load_parts(client, projects: list[Project]) -> list[Part]:

@@ -12,8 +12,9 @@ account and its `lead_time` the time the ledger measured:
   earlier try whose answer was lost): the e-mail is of a reserved domain only evalstudio writes.
 - answers: each write carries the ledger's key, the pair (task, participant). The ledger marks an answer sent before
   its first write goes out; an answer marked sent whose annotation id the ledger does not have (the write's answer
-  was lost: a timeout, a killed process) is looked for first, the participant's annotation of that task, so the
-  try finds its earlier write instead of writing again (so is the answer of a participant of `participants add`, who
+  was lost: a timeout, a killed process) is looked for first, the participant's annotation of that task, once
+  SETTLE seconds have passed since the write went out (a request Label Studio took may still be on its way into its
+  database), so the try finds its earlier write instead of writing again (so is the answer of a participant of `participants add`, who
   may have annotated the task in Label Studio itself). A change of answer is a PATCH of that annotation.
 
 One writer per study at a time: a thread in every gateway process, of which the one holding the study's sync lease
@@ -38,6 +39,9 @@ log = logging.getLogger(__name__)
 TIMEOUT = 30.0  # one write to Label Studio; well inside the lease, so a writer whose lease another took is not writing
 IDLE = 0.25  # seconds between looks at the ledger when there is nothing to write
 REFUSED_AGAIN = 60.0  # a refused write is tried again after this
+# a write that went out and whose answer never came (a timeout, a writer killed) may still be on its way into Label
+# Studio's database: it is looked for, and written again if it is not there, only this long after it went out
+SETTLE = 2 * TIMEOUT
 MOST_PAUSE = 10.0  # the longest pause after failures in a row (Label Studio down): the lag drains soon after it is back
 
 
@@ -114,6 +118,8 @@ class SyncWriter:
                 continue  # the account first (made above, or refused and listed by status)
             if now - self._refused_at.get(pending.ref, -REFUSED_AGAIN) < REFUSED_AGAIN:
                 continue
+            if pending.annotation_id is None and pending.sent and time.time() - pending.sent < SETTLE:
+                continue  # an earlier write may still land: looked for once it has settled
             try:
                 annotation = self._answer(pending)
             except Refused as e:
@@ -182,13 +188,12 @@ class SyncWriter:
                 listed = self._request("GET", f"/api/tasks/{pending.task_id}/annotations").json()
                 mine = [a for a in listed or [] if isinstance(a, dict) and not a.get("was_cancelled")
                         and _user_id(a.get("completed_by")) == pending.user_id]
-            else:
-                self.ledger.answer_sending(pending.ref)
             if mine:
                 annotation = int(mine[0]["id"])
                 if mine[0].get("result") == result:
                     return annotation
             else:
+                self.ledger.answer_sending(pending.ref)
                 made = self._request("POST", f"/api/tasks/{pending.task_id}/annotations",
                                      params={"project": self.projects[pending.part]},
                                      json={"result": result, "completed_by": pending.user_id,
