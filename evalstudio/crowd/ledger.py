@@ -172,11 +172,6 @@ class Ledger(Synced, Store):
             tx.run(f"UPDATE participants SET {', '.join(f'{k} = ?' for k in values)} WHERE key = ?",
                    (*values.values(), _key(participant)))
 
-    def token(self, participant: str) -> str | None:
-        with self._read() as tx:
-            row = tx.one("SELECT token FROM participants WHERE key = ?", (_key(participant),))
-        return row[0] if row else None
-
     # ---- sessions ---------------------------------------------------------------------------------------------
     def open_session(self, participant: str, hours: float) -> str:
         key = secrets.token_urlsafe(32)
