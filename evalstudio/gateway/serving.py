@@ -34,7 +34,7 @@ class Catalogue:
     outside: dict[int, int]
     annotators: dict[int, set[int]]
     read: float
-    data: dict[int, dict] = None  # task id -> the fields the part's view shows (only those)
+    data: dict[int, dict]  # task id -> the fields the part's view shows (only those), as the ledger records them
 
 
 def _user_ids(value) -> set[int]:
