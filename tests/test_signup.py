@@ -17,7 +17,7 @@ from evalstudio.crowd import ledger, participants
 from .conftest import only_on_the_first_database, only_on_the_last_database
 from .test_cli import run
 from .test_study_ledger import (HEADERS, Gateway, annotations_by, complete, dialogue_study,  # noqa: F401
-                                ledger_beside_label_studio, synced)
+                                ledger_beside_label_studio, signed_in, synced)
 
 pytestmark = pytest.mark.server
 
@@ -172,23 +172,96 @@ def test_a_bad_label_studio_url_is_one_line_not_a_traceback(tmp_path, command):
     assert done.returncode == 2 and "--url" in done.stderr and "Traceback" not in done.stderr, done.stderr
 
 
-def test_one_study_one_participants_folder(label_studio, client, tmp_path):
-    """Issue 50: a participants folder (its ledger) belongs to the study first served from it. A gateway for another
-    study from the same folder is refused, naming the fix, before anything starts: otherwise the two would share
-    participants (one study's participant signs in to the other), the study link's key and the cap. With
-    --shared-pool the operator says they mean it."""
+def two_dialogue_studies(tmp_path, client, cap: int):
+    """A projects.yaml with two studies, `dialogue` and `dialogue_b` (the same instrument, a project each, a cap of
+    `cap` participants each, 4 items each): (projects file, {study: (project, project id)})."""
+    from evalstudio import importers
+    from evalstudio.protocols import registry
+    from evalstudio.tasks.importing import import_files
+
+    from .test_cli import _projects_file
+
+    def two(raw):
+        one = raw["projects"]["dialogue"]
+        one.update({"title": "two studies A", "annotators_per_task": 1, "order": "random"})
+        one["crowd"] = {**one.get("crowd", {}), "max_participants": cap, "per_participant": 2}
+        raw["projects"]["dialogue_b"] = {**one, "title": "two studies B", "crowd": dict(one["crowd"])}
+
+    projects_file = _projects_file(tmp_path, two)
+    reg = registry.load(projects_file)
+    path = tmp_path / "items.jsonl"
+    path.write_text("".join(f'{{"id": "i{i}", "context": "A: day {i}?", "responses": [{{"system": "s", '
+                            f'"text": "fine {i}"}}]}}\n' for i in range(4)), encoding="utf-8")
+    made = {}
+    for name in ("dialogue", "dialogue_b"):
+        project = reg.get(name)
+        made[name] = (project, import_files(project, importers.get("dialogue"), [path], client).project_id)
+    return projects_file, made
+
+
+def test_two_studies_from_one_participants_folder_are_two_namespaces(label_studio, client, tmp_path):
+    """Issue 50: two studies served from one participants folder each have their own participants, study-link key,
+    sessions and cap (the first study's ledger in the folder, the other's in FOLDER/STUDY). A participant of one
+    cannot sign in to the other, neither with its session, nor its personal link, nor its study link; the cap counts
+    per study; one person in both studies has one Label Studio account, and `participants add --study` gives a
+    participant of one study a personal link to the other."""
     only_on_the_first_database(label_studio)
-    projects_file, _, _ = dialogue_study(tmp_path, client, "one folder one study", items=1)
+    projects_file, made = two_dialogue_studies(tmp_path, client, cap=2)
     folder = tmp_path / "participants"
     env = {"LABEL_STUDIO_URL": label_studio.url, "LABEL_STUDIO_API_KEY": label_studio.credentials().api_key,
            "EVALSTUDIO_PROJECTS": str(projects_file)}
-    with Gateway(label_studio, "dialogue", folder, projects_file):
-        other = run("gateway", "circa", "--participants", str(folder), "--port", "9", env=env)
-    assert other.returncode == 2 and "Traceback" not in other.stderr, other.stderr
-    said = " ".join(other.stderr.split())
-    assert "the participants of the study 'dialogue' are in this folder" in said
-    assert f"--participants {folder}-circa" in said and "--shared-pool" in said
-    assert ledger.open_ledger(folder).setting("study") == "dialogue"
+    with Gateway(label_studio, "dialogue", folder, projects_file) as a, \
+            Gateway(label_studio, "dialogue_b", folder, projects_file) as b:
+        books = {"dialogue": ledger.open_ledger(folder), "dialogue_b": ledger.open_ledger(folder / "dialogue_b")}
+        keys = {name: book.setting("join_key") for name, book in books.items()}
+        assert keys["dialogue"] and keys["dialogue_b"] and keys["dialogue"] != keys["dialogue_b"]
+        assert {name: book.setting("study") for name, book in books.items()} == {"dialogue": "dialogue",
+                                                                                  "dialogue_b": "dialogue_b"}
+        codes = {}
+        for name, gateway, people in (("dialogue", a, ("P1", "P2", "P3")), ("dialogue_b", b, ("P1", "P3", "P4"))):
+            for pid in people:
+                with httpx.Client(base_url=gateway.url, timeout=120, headers=HEADERS) as web:
+                    joined = web.post("/api/join", json={"key": keys[name], "participant": pid})
+                    codes[name, pid] = joined.status_code
+                    if joined.status_code == 200:
+                        task = web.get(f"/api/next/{name}").json()
+                        assert web.post(f"/api/submit/{task['ref']}", json={"result": complete(made[name][0])}).json(
+                        ) == {"ok": True}
+        # the cap counts each study's own participants: P3 is the third of dialogue, the second of dialogue_b
+        assert codes == {("dialogue", "P1"): 200, ("dialogue", "P2"): 200, ("dialogue", "P3"): 409,
+                         ("dialogue_b", "P1"): 200, ("dialogue_b", "P3"): 200, ("dialogue_b", "P4"): 409}, codes
+        assert sorted(books["dialogue"].accounts()) == ["P1", "P2"]
+        assert sorted(books["dialogue_b"].accounts()) == ["P1", "P3"]
+        # a participant of dialogue reaches nothing of dialogue_b
+        p2 = books["dialogue"].account("P2")
+        assert httpx.get(f"{b.url}/s/P2/{p2.access}", headers=HEADERS).status_code != 303
+        web = signed_in(a.url, p2)  # its session cookie, sent to the other study's gateway (same host)
+        assert web.post(f"{b.url}/api/join", json={"key": keys["dialogue"], "participant": "P2"}).status_code == 404
+        assert web.get(f"{b.url}/api/next/dialogue_b").status_code in (401, 403)
+        web.close()
+        # P1 is in both: one Label Studio account, its answer in each project
+        synced(folder)
+        synced(folder / "dialogue_b")
+        p1 = [uid for uid, email in client.users().items() if email == participants.email_for("P1")]
+        assert len(p1) == 1
+        for name, (_, project_id) in made.items():
+            assert [user for _, user, _ in annotations_by(client, project_id)].count(p1[0]) == 1
+        # `participants add --study dialogue_b` gives P2 (a dialogue participant) a personal link to dialogue_b
+        done = run("participants", "add", "P2", "--folder", str(folder), "--study", "dialogue_b", "--gateway-url",
+                   b.url, env=env)
+        assert done.returncode == 0, done.stderr
+        p2_b = ledger.open_ledger(folder / "dialogue_b").account("P2")
+        assert p2_b.access and p2_b.access != p2.access
+        assert p2_b.user_id == books["dialogue"].account("P2").user_id is not None  # the one account of P2
+        assert f"{b.url}/s/P2/{p2_b.access}" in (folder / "dialogue_b" / participants.SHEET_FILE).read_text()
+        web = signed_in(b.url, p2_b)
+        assert "ref" in web.get("/api/next/dialogue_b").json()
+        web.close()
+    # a study projects.yaml does not have is refused before anything is made, naming the studies it has
+    for name in ("dialogue_c", "../x"):
+        bad = run("participants", "add", "P9", "--folder", str(folder), "--study", name, env=env)
+        assert bad.returncode == 2 and "dialogue_b" in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
+    assert sorted(p.name for p in folder.iterdir() if p.is_dir()) == ["dialogue_b"]
 
 
 STORM = 100  # self sign-ups through two gateway processes

@@ -246,6 +246,15 @@ def _answer_part(web, reg, entry: str) -> dict:
     return task
 
 
+def left_by_a_killed_gateway(label_studio, task_id: int, result: list, user_id: int) -> None:
+    """The participant's annotation in Label Studio, as a gateway killed after Label Studio stored it and before the
+    ledger recorded that leaves it (written as the researcher, completed_by the participant)."""
+    stored = httpx.post(f"{label_studio.url}/api/tasks/{task_id}/annotations",
+                        headers={"Authorization": f"Token {label_studio.credentials().api_key}"},
+                        json={"result": result, "completed_by": user_id})
+    assert stored.status_code == 201, stored.text
+
+
 def test_a_gateway_killed_mid_task_loses_and_doubles_nothing(label_studio, client, tmp_path):
     """Circa through the gateway: a participant finishes Part I (its quota of one control question), holds a Part
     II task, and the gateway is killed (SIGKILL) and started again. Signed in as before (the session is in the
@@ -282,10 +291,7 @@ def test_a_gateway_killed_mid_task_loses_and_doubles_nothing(label_studio, clien
         book = ledger.open_ledger(folder)
         ref = book.ref("BACK1", held["ref"])
         assert book.record(ref.ref, json.dumps(result)) == "ok"
-        task_answer = httpx.post(f"{label_studio.url}/api/tasks/{ref.task_id}/annotations",
-                                 headers={"Authorization": f"Token {label_studio.credentials().api_key}"},
-                                 json={"result": result, "completed_by": account.user_id})
-        assert task_answer.status_code == 201
+        left_by_a_killed_gateway(label_studio, ref.task_id, result, account.user_id)
         gateway.start()
         assert again.post(f"/api/submit/{held['ref']}", json={"result": result}).json() == {"ok": True}
     finally:
@@ -318,10 +324,7 @@ def test_an_answer_lost_in_a_kill_is_not_counted_against_its_own_quota(label_stu
         gateway.kill()
         book = ledger.open_ledger(folder)
         ref = book.ref("LOST1", held["ref"])
-        stored = httpx.post(f"{label_studio.url}/api/tasks/{ref.task_id}/annotations",
-                            headers={"Authorization": f"Token {label_studio.credentials().api_key}"},
-                            json={"result": complete(project), "completed_by": account.user_id})
-        assert stored.status_code == 201, stored.text
+        left_by_a_killed_gateway(label_studio, ref.task_id, complete(project), account.user_id)
         gateway.start()
         again = web.post(f"/api/submit/{held['ref']}", json={"result": complete(project)})
         assert again.json() == {"ok": True}, again.text

@@ -78,9 +78,10 @@ def gateway(
         help="The address of your reverse proxy (repeat for several): only from it is X-Forwarded-For read as the "
              "participant's address. Without it the header is ignored and the connection's address counts.")] = None,
     shared_pool: Annotated[bool, typer.Option(
-        "--shared-pool", help="Serve this study from a participants folder that another study's gateway uses: the "
-                              "two then share participants (one can sign in to the other), the study link's key and "
-                              "crowd.max_participants. Without it each study has a folder of its own.")] = False,
+        "--shared-pool", help="Make the participants folder one pool for every study served from it: they share "
+                              "participants (one signs in to the other), the study link's key and "
+                              "crowd.max_participants. Without it each study has its own ledger in the folder (the "
+                              "first study's in the folder itself, every other one's in FOLDER/STUDY).")] = False,
     accept_changed_tasks: Annotated[bool, typer.Option(
         "--accept-changed-tasks", help="Show participants the tasks `status` lists as changed in Label Studio since "
                                        "the study started (by default every participant is shown what the first "
@@ -118,14 +119,11 @@ def gateway(
             raise BadInput(f"--port {port}: not a port number")
         shown_public = (public_url or f"http://{host}:{port}").rstrip("/")
         check_url(shown_public, "--public-url")
-        target = folder or participants.DEFAULT_FOLDER
+        root = folder or participants.DEFAULT_FOLDER
+        target = participants.study_folder(root, protocol, shared=shared_pool, claim=True)
         private_dir(target)
-        owner = open_ledger(target).setting("study", make=lambda: protocol)  # the first study served from it
-        if owner != protocol and not shared_pool:
-            raise BadInput(f"{target}: the participants of the study '{owner}' are in this folder (its ledger); give "
-                           f"'{protocol}' a folder of its own, e.g. --participants {target}-{protocol} (and "
-                           f"`participants add ... --folder` the same), or --shared-pool to share participants, the "
-                           "study link and the cap with it")
+        open_ledger(target).setting("study", make=lambda: protocol)  # (a study's own ledger: its name)
+        open_ledger(target).set_setting("label_studio", client.url)
         loaded = load_parts(client, parts)
         chunks, module = find_frontend(client.url)
         settings_shown = front_end(client, open_ledger(target))
@@ -144,8 +142,10 @@ def gateway(
         proxies = [check_address(a, "--trusted-proxy") for a in trusted_proxy or []]
     except (EvalstudioError, ValueError) as e:
         raise _fail(e)
-    console.print(f"Gateway for '{protocol}' on http://{host}:{port} (participants open {shown_public}).",
-                  highlight=False, markup=False)
+    console.print(f"Gateway for '{protocol}' on http://{host}:{port} (participants open {shown_public}); its "
+                  f"participants and answers: {target}" + (" (a pool shared by every study served from it)"
+                                                           if shared_pool else "") + ".",
+                  highlight=False, markup=False, soft_wrap=True)
     if key:
         platform = crowd.platform if crowd else None
         field = {"prolific": "?PROLIFIC_PID={{%PROLIFIC_PID%}}", "mturk": "?workerId=WORKER_ID"}.get(platform or "", "")

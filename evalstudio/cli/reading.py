@@ -90,15 +90,24 @@ def _project_tasks(project, from_export: Path | None, project_id: int | None = N
         return client.export_tasks(project_id), _users(client, folder)
 
 
+def study_ledger(protocol: str, folder: Path | None = None) -> Path:
+    """The folder of the study's ledger in the participants folder (default .evalstudio/participants): each study
+    has its own (evalstudio.crowd.participants.study_folder)."""
+    from evalstudio.crowd import participants
+
+    return participants.study_folder(folder or participants.DEFAULT_FOLDER, protocol)
+
+
 def _read_study(protocol, projects, from_export, project_id, folder: Path | None = None):
     """(registry, parts, tasks of each part, annotation frame of each part, users) of a protocol, read live or from
-    a Label Studio export (which holds one project)."""
+    a Label Studio export (which holds one project). `folder`: the participants folder."""
     from ..exporters.tidy import annotation_frame
 
     reg = _load(projects)
     parts = reg.parts(protocol)
     _single(parts, "--from-export", from_export)
     _single(parts, "--project-id", project_id)
+    folder = study_ledger(protocol, folder)
     if from_export is None:  # the live study: once Label Studio holds what the gateway acknowledged, or said
         for line in sync_lag(folder):
             err.print(f"warning: {line}", highlight=False, soft_wrap=True)

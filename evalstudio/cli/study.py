@@ -12,13 +12,26 @@ from evalstudio.base.errors import BadInput, EvalstudioError, printable
 from evalstudio.labelstudio.client import Client
 from evalstudio.labelstudio.connection import settings_from_env
 
-from .base import ProjectsOption, _fail, app, console, err
-from .reading import _read_study, participant_rows, study_tables, time_left_text, write_status
+from .base import ProjectsOption, _fail, _load, app, console, err
+from .reading import _read_study, participant_rows, study_ledger, study_tables, time_left_text, write_status
 
 participants_app = typer.Typer(
     help="Crowd participants as Label Studio accounts (Label Studio Community has no crowd integration).",
     no_args_is_help=True)
 app.add_typer(participants_app, name="participants")
+
+
+StudyOption = Annotated[Optional[str], typer.Option(
+    "--study", help="The study (the protocol its gateway serves): each study has its own participants, in the "
+                    "participants folder (the first study's ledger in the folder, every other one's in "
+                    "FOLDER/STUDY). Without it: the ledger in the folder itself.")]
+
+
+def _study_ledger(folder: Path | None, study: str | None, shared: bool = False, claim: bool = False) -> Path:
+    from evalstudio.crowd import participants
+
+    root = folder or participants.DEFAULT_FOLDER
+    return participants.study_folder(root, study, shared, claim) if study or shared else root
 
 
 @participants_app.command("add")
@@ -34,6 +47,11 @@ def participants_add(
     gateway_url: Annotated[Optional[str], typer.Option(
         help="The address of `evalstudio gateway` (what participants open in a crowd study): the sign-in sheet "
              "then gives each participant a personal gateway link instead of a Label Studio password.")] = None,
+    study: StudyOption = None,
+    shared_pool: Annotated[bool, typer.Option(
+        "--shared-pool", help="Add them to the folder's pool shared by every study (as the gateway's "
+                              "--shared-pool).")] = False,
+    projects: ProjectsOption = None,
 ):
     """Create a Label Studio account per participant id, idempotently.
 
@@ -51,7 +69,9 @@ def participants_add(
             raise BadInput(str(e)) from None
         ids = participants.read_ids(sources)
         client = Client(settings_from_env())
-        target = folder or participants.DEFAULT_FOLDER
+        if study is not None:
+            _load(projects).parts(study)  # a study of projects.yaml (a miss lists them)
+        target = _study_ledger(folder, study, shared_pool, claim=True)
         with Progress(TextColumn("creating accounts"), BarColumn(), MofNCompleteColumn(), console=err,
                       transient=True) as bar:
             task = bar.add_task("accounts", total=len(ids))
@@ -87,6 +107,7 @@ def participants_close(
     ids: Annotated[list[str], typer.Argument(help="Participant ids (as given to `add`).")],
     folder: Annotated[Optional[Path], typer.Option(
         "--folder", help="The folder `add` wrote (default: .evalstudio/participants).")] = None,
+    study: StudyOption = None,
 ):
     """Stop participants from getting more tasks: their accounts leave the Label Studio organisation (Label
     Studio's "remove member"; they can no longer open any project). Their annotations stay and count. For a
@@ -94,7 +115,7 @@ def participants_close(
     from evalstudio.crowd import participants
 
     try:
-        now, before = participants.close(Client(settings_from_env()), ids, folder or participants.DEFAULT_FOLDER)
+        now, before = participants.close(Client(settings_from_env()), ids, _study_ledger(folder, study))
     except EvalstudioError as e:
         raise _fail(e)
     console.print(f"{len(now)} participant(s) closed" + (f", {len(before)} closed before" if before else ""),
@@ -106,14 +127,15 @@ def participants_backup(
     destination: Annotated[Path, typer.Argument(help="A new file for the copy (it holds passwords: keep it private).")],
     folder: Annotated[Optional[Path], typer.Option(
         "--folder", help="The folder `add` wrote (default: .evalstudio/participants).")] = None,
+    study: StudyOption = None,
 ):
     """Copy the study's ledger (participants, sign-in codes, sessions, served tasks and answers with their measured
     times, lists) to a new file, consistently, while gateways keep running. Restore by putting the copy back as
     ledger.sqlite3 in the participants folder with every gateway stopped."""
     from evalstudio.crowd import ledger, participants
 
-    target = folder or participants.DEFAULT_FOLDER
     try:
+        target = _study_ledger(folder, study)
         if not participants.has_ledger(target):
             raise BadInput(f"{target}: no study ledger here (run `participants add` or the gateway first)")
         ledger.open_ledger(target).backup(destination)
@@ -195,6 +217,7 @@ def _status_once(protocol, from_export, project_id, participants_folder, output,
     from evalstudio.crowd import study
 
     try:
+        participants_folder = study_ledger(protocol, participants_folder)  # this study's ledger in the folder
         parts, per_part, crowd, table, coverage, remaining, annotations = _study_state(
             protocol, projects, from_export, project_id, participants_folder)
         tampered, unchecked = _tampering(protocol, parts, per_part, from_export, project_id)
@@ -327,6 +350,7 @@ def approvals(
     from ..exporters.approvals import not_platform_ids, write_approvals
 
     try:
+        participants_folder = study_ledger(protocol, participants_folder)
         parts, _, crowd, table, _, _, _ = _study_state(protocol, projects, from_export, project_id, participants_folder)
         chosen = platform or crowd.platform
         if chosen not in ("prolific", "mturk"):

@@ -28,7 +28,8 @@ from evalstudio.base.errors import BadInput, EvalstudioError, InvalidInput, Prob
 from . import ledger
 from .ledger import Account
 
-__all__ = ["Account", "add", "close", "join", "load_accounts", "read_ids", "write_sheet"]
+__all__ = ["Account", "add", "close", "join", "load_accounts", "read_ids", "write_sheet", "study_folder",
+           "ledger_folders", "SHARED"]
 
 DOMAIN = "participants.invalid"
 REMOVED = "removed user "  # how Client.users names a member removed from the organisation
@@ -106,6 +107,49 @@ def has_ledger(folder: Path) -> bool:
     return any((Path(folder) / name).exists() for name in (ledger.FILE, ledger.POINTER, ledger.OLD_ACCOUNTS))
 
 
+SHARED = "(shared pool)"  # the "study" setting of a participants folder whose ledger every study served from it shares
+STUDY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+
+
+def study_folder(root: Path, study: str, shared: bool = False, claim: bool = False) -> Path:
+    """The folder of a study's ledger in a participants folder `root`: one namespace per study (its participants,
+    sign-in codes and sessions, study-link key, cap and sign-up limits; issue 50).
+
+    The first study served from `root` keeps its ledger in `root` itself (the layout of earlier versions, so a
+    running study keeps its ledger); every other study has `root/STUDY`. A folder whose ledger the operator shared
+    (`shared`: the gateway's --shared-pool) is one pool for every study served from it. `claim` (the gateway,
+    `participants add --study`): the root's ledger is taken for this study when no study owns it yet."""
+    root = Path(root)
+    if not STUDY_NAME.fullmatch(study or ""):
+        raise BadInput(f"{study!r} is not a study name (letters, digits, _ . and -)")
+    own = root / study
+    if not shared and has_ledger(own):
+        return own
+    if claim:
+        private_dir(root)
+        book = ledger.open_ledger(root)
+        owner = book.setting("study", make=lambda: SHARED if shared else study)
+        if shared and owner != SHARED:
+            book.set_setting("study", SHARED)
+            owner = SHARED
+    elif has_ledger(root):
+        owner = ledger.open_ledger(root).setting("study")
+    else:
+        return own if own.is_dir() else root  # nothing recorded yet
+    if shared or owner in (None, study, SHARED):  # None: a ledger of an earlier version, or of `add` alone
+        return root
+    return own
+
+
+def ledger_folders(root: Path) -> list[Path]:
+    """Every study ledger in a participants folder: the root's own and its studies' (root/STUDY)."""
+    root = Path(root)
+    found = [root] if has_ledger(root) else []
+    if root.is_dir():
+        found += sorted(p for p in root.iterdir() if p.is_dir() and STUDY_NAME.fullmatch(p.name) and has_ledger(p))
+    return found
+
+
 def load_accounts(folder: Path) -> dict[str, Account]:
     """Every participant of the ledger in `folder` (none when the folder holds no study)."""
     if not has_ledger(folder):
@@ -167,8 +211,11 @@ def add(client, ids: list[str], folder: Path = DEFAULT_FOLDER, on_progress: Call
     for done, pid in enumerate(ids, 1):
         email = email_for(pid)
         known = book.account(pid)
-        if known is None and email in existing:  # made outside evalstudio: its password is the person's
-            known, _ = book.reserve(Account(pid, email, None, existing[email]))
+        if known is None and email in existing:  # another study's participant, or made outside evalstudio
+            sibling = _in_other_study(folder, pid)
+            known, _ = book.reserve(Account(pid, email, sibling.password, existing[email], access=new_access_code(),
+                                            source=sibling.source) if sibling else Account(pid, email, None,
+                                                                                           existing[email]))
         if known is None or (known.password is None and email not in existing):
             if known is not None:  # a foreign account that is gone: evalstudio makes it now
                 book.update(pid, password=new_password(), access=new_access_code())
@@ -191,6 +238,18 @@ def add(client, ids: list[str], folder: Path = DEFAULT_FOLDER, on_progress: Call
     return result
 
 
+def _in_other_study(folder: Path, participant: str) -> Account | None:
+    """The participant's account as another study of the same participants folder made it (one Label Studio
+    account per person: the same e-mail), with the password evalstudio gave it."""
+    folder = Path(folder)
+    for other in dict.fromkeys(ledger_folders(folder.parent) + ledger_folders(folder)):
+        if other.resolve() != folder.resolve():
+            account = ledger.open_ledger(other).account(participant)
+            if account is not None and account.password is not None:  # (a joined one has no password to sign in)
+                return account
+    return None
+
+
 def join(participant: str, folder: Path, cap: int | None = None,
          platform: tuple[str | None, str | None] = (None, None)) -> Account:
     """Sign one participant up through the study link: complete once the ledger has them (refused with
@@ -207,17 +266,16 @@ def join(participant: str, folder: Path, cap: int | None = None,
 
 def with_closed_named(users: dict[int, str], url: str, folder: Path = DEFAULT_FOLDER) -> dict[int, str]:
     """`users` (id -> e-mail, as Client.users gives them) with the members Label Studio shows as removed named again
-    from the ledger, when the ledger was written for this server (`url`): the participants `close` took out of the
+    from the ledgers of the participants folder (every study's) written for this server (`url`): the participants `close` took out of the
     organisation keep their annotations' names. Other users are never renamed."""
-    try:
-        if not has_ledger(folder):
-            return users
-        book = ledger.open_ledger(folder)
-        if book.setting("label_studio") != url:
-            return users
-        known = {a.user_id: a.email for a in book.accounts().values() if a.user_id is not None}
-    except (OSError, EvalstudioError):
-        return users
+    known: dict[int, str] = {}
+    for found in ledger_folders(folder):  # every study's ledger of the participants folder
+        try:
+            book = ledger.open_ledger(found)
+            if book.setting("label_studio") == url:
+                known.update({a.user_id: a.email for a in book.accounts().values() if a.user_id is not None})
+        except (OSError, EvalstudioError):
+            continue
     return {uid: known.get(uid, email) if email.startswith(REMOVED) else email for uid, email in users.items()}
 
 

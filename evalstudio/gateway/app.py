@@ -145,8 +145,7 @@ class Gateway(Serving, Admission):
             return counted
         catalogue = await self._catalogue(part)
         served = self.ledger.served_by_part(session.participant).get(part.name, set())
-        outside = sum(1 for t, users in catalogue.annotators.items() if session.user_id in users and t not in served)
-        return counted + outside
+        return counted + len(catalogue.annotated_by(session.user_id) - served)
 
     async def _overlap_of(self, part: Part) -> int:
         return part.overlap

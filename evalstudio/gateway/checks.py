@@ -19,6 +19,17 @@ MAX_TEXT = 20_000  # characters in one text answer (a Sotopia rationale is a few
 TYPES = {"Choices": "choices", "Number": "number", "Rating": "rating", "TextArea": "textarea"}
 
 
+def user_id(value) -> int | None:
+    """A Label Studio user id as its API gives one (a number, or an object with an `id`); None for anything else."""
+    value = value.get("id") if isinstance(value, dict) else value
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def user_ids(values) -> set[int]:
+    """The user ids of a list as Label Studio's API gives it (a task's `annotators`)."""
+    return {u for u in map(user_id, values if isinstance(values, list) else []) if u is not None}
+
+
 class Refused(ValueError):
     """A participant's request the gateway does not pass on; the message is safe to show them."""
 

@@ -10,7 +10,7 @@ import asyncio
 import json
 import secrets
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, Response
@@ -20,7 +20,7 @@ from evalstudio.crowd.ledger import Ref
 from evalstudio.tasks.order import choose, participant_order, seed_of, waiting
 
 from .admission import Session
-from .checks import shown_data
+from .checks import shown_data, user_ids
 from .setup import Part
 
 CATALOGUE_SECONDS = 10.0  # a part's tasks (ids, contexts, Label Studio's answer counts) are read again after this
@@ -35,15 +35,17 @@ class Catalogue:
     annotators: dict[int, set[int]]
     read: float
     data: dict[int, dict]  # task id -> the fields the part's view shows (only those), as the ledger records them
+    by_user: dict[int, set[int]] = field(default_factory=dict)  # user id -> the tasks they annotated in Label Studio
 
+    def __post_init__(self) -> None:
+        if not self.by_user:
+            for task, users in self.annotators.items():
+                for user in users:
+                    self.by_user.setdefault(user, set()).add(task)
 
-def _user_ids(value) -> set[int]:
-    out = set()
-    for each in value or []:
-        each = each.get("id") if isinstance(each, dict) else each
-        if isinstance(each, int):
-            out.add(each)
-    return out
+    def annotated_by(self, user: int | None) -> set[int]:
+        """The tasks `user` has annotations on in Label Studio (as last read)."""
+        return self.by_user.get(user, set()) if user is not None else set()
 
 
 class Serving:
@@ -83,7 +85,7 @@ class Serving:
                     contexts[task_id] = str(data.get("item_id", task_id))
                     shown[task_id] = json.dumps(shown_data(data, part.fields), sort_keys=True, ensure_ascii=False)
                     outside[task_id] = int(task.get("total_annotations") or 0)
-                    annotators[task_id] = _user_ids(task.get("annotators"))
+                    annotators[task_id] = user_ids(task.get("annotators"))
                 if len(tasks) < CATALOGUE_PAGE:
                     break
                 page += 1
@@ -133,7 +135,7 @@ class Serving:
             return await self._show(session, part, held, previous, count)
         catalogue = await self._catalogue(part)
         order = self._order_of(session, part, catalogue)
-        theirs = {t for t, users in catalogue.annotators.items() if session.user_id in users}  # in Label Studio
+        theirs = set(catalogue.annotated_by(session.user_id))  # in Label Studio
         elsewhere = await self._items_seen_elsewhere(session, part)  # one item never twice in a study
         theirs |= {t for t, item in catalogue.contexts.items() if item in elsewhere}
         last = self.ledger.last_context_task(session.participant, part.name)

@@ -34,6 +34,8 @@ import httpx
 from evalstudio.crowd.ledger import Ledger
 from evalstudio.crowd.ledger_sync import LEASE_SECONDS, Pending, owner
 
+from .checks import user_id
+
 log = logging.getLogger(__name__)
 
 TIMEOUT = 30.0  # one write to Label Studio; well inside the lease, so a writer whose lease another took is not writing
@@ -47,11 +49,6 @@ MOST_PAUSE = 10.0  # the longest pause after failures in a row (Label Studio dow
 
 class Refused(Exception):
     """Label Studio refused a write (4xx): its reason."""
-
-
-def _user_id(value) -> int | None:
-    value = value.get("id") if isinstance(value, dict) else value
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 class SyncWriter:
@@ -165,7 +162,7 @@ class SyncWriter:
                 self._invite = None
                 raise ServerBusy("the sign-up did not answer") from None
         made = self._request("POST", "/api/users/", json={"email": email, "username": email.split("@")[0]})
-        user = _user_id(made.json())
+        user = user_id(made.json())
         if user is None:
             raise Refused("Label Studio answered the new account without an id")
         return user
@@ -173,7 +170,7 @@ class SyncWriter:
     def _find_user(self, email: str) -> int | None:
         if self._users is None:
             listed = self._request("GET", "/api/users/").json()
-            self._users = {str(u.get("email", "")).lower(): _user_id(u.get("id")) for u in listed or []
+            self._users = {str(u.get("email", "")).lower(): user_id(u.get("id")) for u in listed or []
                            if isinstance(u, dict)}
         return self._users.get(email.lower())
 
@@ -187,7 +184,7 @@ class SyncWriter:
             if pending.sent or pending.signs_in:  # an earlier write went out, or they annotate in Label Studio too
                 listed = self._request("GET", f"/api/tasks/{pending.task_id}/annotations").json()
                 mine = [a for a in listed or [] if isinstance(a, dict) and not a.get("was_cancelled")
-                        and _user_id(a.get("completed_by")) == pending.user_id]
+                        and user_id(a.get("completed_by")) == pending.user_id]
             if mine:
                 annotation = int(mine[0]["id"])
                 if mine[0].get("result") == result:
