@@ -37,12 +37,13 @@ def build_report(project: Project, tasks: list[dict], out_dir: Path, users: dict
                  n_boot: int = 1000, min_control_accuracy: float | None = None,
                  annotations: pd.DataFrame | None = None, model: pd.DataFrame | None = None,
                  exclude_prefilled: bool = False, keep_bad_instances: bool = False,
-                 quotas: dict[str, int] | None = None) -> Path:
+                 quotas: dict[str, int] | None = None, judges=None) -> Path:
     """Write the CSVs and index.html for one project (or a study of several: pass its frames); returns the HTML path.
 
     Values accepted unchanged from a model prediction (prefill opt-in) would make agreement and alignment measure
     the model: the report refuses them unless `exclude_prefilled`, which leaves them out and says how many. Items
-    an annotator marked as a bad instance (CMV) are left out of agreement and alignment unless `keep_bad_instances`."""
+    an annotator marked as a bad instance (CMV) are left out of agreement and alignment unless `keep_bad_instances`.
+    `judges(annotations)`: (the LLM judges' table, one verdict line per judge) on the annotations the report keeps."""
     out_dir.mkdir(parents=True, exist_ok=True)
     ann = annotations if annotations is not None else annotation_frame(tasks, project, users)
     model = model if model is not None else model_frame(tasks, project)
@@ -69,6 +70,9 @@ def build_report(project: Project, tasks: list[dict], out_dir: Path, users: dict
     tables["annotator_qc"] = analysis.annotator_qc(ann, project) if not ann.empty else pd.DataFrame()
     tables["labels"], tables["annotator_accuracy"] = (analysis.label_tables(ann, project, n_boot) if not ann.empty
                                                       else (pd.DataFrame(), pd.DataFrame()))
+    verdicts = []
+    if judges is not None:  # (exporters.judges.judge_verdicts, computed by the caller on the same annotations)
+        tables["judges"], verdicts = judges(ann)
     if "list" in ann and ann["list"].notna().any():
         tables["lists"] = analysis.lists_table(ann)
     if project.importer == "circa" and "shown_label_is" in tinfo:
@@ -97,6 +101,14 @@ def build_report(project: Project, tasks: list[dict], out_dir: Path, users: dict
         scatter = _scatter(rated, model, project)
         if scatter is not None:
             body.append(_img(scatter))
+    if verdicts:
+        body += ["<h2>LLM judges</h2>",
+                 "<p>The answers of <code>evalstudio judge --to-label-studio</code> (predictions judge:NAME, never "
+                 "shown to annotators) against the human answers of the same tasks: agreement with the humans' "
+                 "plurality label (kappa) or mean (Spearman), and the alternative annotator test (Calderon et al., "
+                 "ACL 2025) at epsilon 0.2.</p>",
+                 "<ul>" + "".join(f"<li>{html.escape(line)}</li>" for line in verdicts) + "</ul>",
+                 _table(tables["judges"])]
     if "explanation_roles" in tables:
         body += ["<h2>Faithfulness vs plausibility</h2>",
                  "<p>Explanation ratings when the interpretation shown is the model's prediction (faithfulness) "

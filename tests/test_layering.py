@@ -102,6 +102,7 @@ LAYERS = [
     ("ml backend", ["evalstudio.ml_backend"]),
     ("tasks", ["evalstudio.tasks"]),
     ("gateway", ["evalstudio.gateway"]),
+    ("judge", ["evalstudio.judge"]),  # the LLM judge reads the instrument as the gateway serves it (its checks)
     ("cli", ["evalstudio.cli"]),
 ]
 MAX_LINES = 500

@@ -19,8 +19,8 @@ from evalstudio.tasks.placement import placement_problems
 from evalstudio.tasks.scanning import scan
 
 from .base import ProjectsOption, _fail, _load, app, console, err
-from .reading import (_import, _project_tasks, _read_study, _single, _users, quotas, study_tables, sync_lag,
-                      write_status)
+from .reading import (_import, _project_tasks, _read_study, _single, _users, quotas, study_ledger, study_tables,
+                      sync_lag, write_status)
 
 
 @app.command("projects")
@@ -226,7 +226,7 @@ def export(
             write_table(frame, output, format)
             rows, annotations = len(frame), frame["annotation_id"].nunique()
         else:
-            for line in sync_lag(None):
+            for line in sync_lag(study_ledger(protocol)):
                 err.print(f"warning: {line}", highlight=False, soft_wrap=True)
             client = Client(settings_from_env())
             users = _users(client)
@@ -272,6 +272,7 @@ def report(
 
     from evalstudio.base.files import staged_folder, write_output
 
+    from ..exporters.judges import judge_verdicts
     from ..exporters.report import build_report
     from ..exporters.tidy import model_frame
 
@@ -282,7 +283,7 @@ def report(
             annotations = pd.concat(frames, ignore_index=True)
             crowd_study = any(part.crowd for part in parts)
             if exclude_rejected or crowd_study:
-                state = study_tables(parts, per_part, frames)
+                state = study_tables(parts, per_part, frames, study_ledger(protocol))
             if exclude_rejected:
                 annotations = _without_rejected(annotations, parts, *state[:2])
             with console.status("computing statistics..."):
@@ -291,7 +292,8 @@ def report(
                                     model=pd.concat([model_frame(t, p) for p, t in zip(parts, per_part)],
                                                     ignore_index=True),
                                     exclude_prefilled=exclude_prefilled, keep_bad_instances=keep_bad_instances,
-                                    quotas=quotas(parts, per_part))
+                                    quotas=quotas(parts, per_part),
+                                    judges=lambda kept: judge_verdicts(tasks, kept, reg.study(protocol)))
             if crowd_study:  # its status page goes with the report
                 write_status(stage, protocol, *state)
                 index = page.read_text(encoding="utf-8")

@@ -447,6 +447,17 @@ class Client(Accounts):
                 self.sdk.actions.create(id="delete_tasks", project=project_id,
                                         selected_items={"all": False, "included": chunk})
 
+    def put_prediction(self, task_id: int, result: list[dict], model_version: str, score: float | None,
+                       replacing: int | None = None) -> None:
+        """Store one prediction of a task (an LLM judge's answer), or replace the earlier one of the same model
+        version (`replacing`: its id), so that running the same judge again stores no second one."""
+        fields = {"result": result, "model_version": model_version, **({"score": score} if score is not None else {})}
+        with self._call(f"store the prediction {model_version} of task {task_id}"):
+            if replacing is None:
+                self.sdk.predictions.create(task=task_id, **fields)
+            else:
+                self.sdk.predictions.update(replacing, **fields)
+
     def predictions(self, project_id: int) -> dict[int, list[dict]]:
         """Task id -> its predictions."""
         return {t["id"]: t["predictions"] for page in self.full_task_pages(project_id, "list predictions") for t in page}

@@ -1,0 +1,247 @@
+"""`evalstudio judge`: LLM judges with the annotators' own instrument (evalstudio.judge)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from evalstudio.base.errors import BadInput, EvalstudioError
+
+from .base import ProjectsOption, _fail, _load, app, console, err
+
+DEFAULT_CACHE = Path(".evalstudio") / "judge-cache.sqlite3"
+
+
+@app.command()
+def judge(
+    protocol: Annotated[str, typer.Argument(help="The protocol (or study: circa judges both parts) to judge.")],
+    files: Annotated[Optional[list[Path]], typer.Argument(
+        help="Input files, as `import` reads them: judged without Label Studio. Without them, every task of the "
+             "protocol's Label Studio projects.")] = None,
+    model: Annotated[list[str], typer.Option(
+        help="The model as the endpoint names it (repeat for several judges).")] = ...,
+    base_url: Annotated[list[str], typer.Option(
+        help="The endpoint's OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1 (vLLM, SGLang, llama.cpp, "
+             "Ollama) or a hosted API: one for every --model, or one per --model in the same order.")] = ...,
+    name: Annotated[Optional[list[str]], typer.Option(
+        help="What reports call each judge (default: the model's name); one per --model.")] = None,
+    key_env: Annotated[str, typer.Option(
+        help="The environment variable holding the endpoint's API key (never give a key on the command line).")]
+    = "OPENAI_API_KEY",
+    samples: Annotated[int, typer.Option(min=1, max=50, help="Answers per task (and order): their spread is the "
+                                                             "judge's confidence per task; more than 1 needs "
+                                                             "--temperature above 0.")] = 1,
+    temperature: Annotated[float, typer.Option(min=0.0, max=2.0)] = 0.0,
+    max_tokens: Annotated[int, typer.Option(min=16, help="The longest answer asked for.")] = 1024,
+    one_order: Annotated[bool, typer.Option(
+        "--one-order", help="Pairwise and best-worst: ask only in the stored order (by default also reversed, to "
+                            "measure and cancel position bias).")] = False,
+    concurrency: Annotated[int, typer.Option(min=1, max=512, help="Requests in flight at once.")] = 8,
+    per_minute: Annotated[Optional[int], typer.Option(min=1, help="At most this many requests started a "
+                                                                  "minute (the endpoint's rate limit).")] = None,
+    retries: Annotated[int, typer.Option(min=0, max=20, help="Attempts after the first on 429, 5xx and "
+                                                             "timeouts.")] = 6,
+    timeout: Annotated[float, typer.Option(min=1.0, help="Seconds to wait for one answer.")] = 120.0,
+    price_in: Annotated[Optional[float], typer.Option(help="Price per million prompt tokens, for the cost.")] = None,
+    price_out: Annotated[Optional[float], typer.Option(help="Price per million answer tokens.")] = None,
+    limit: Annotated[Optional[int], typer.Option(min=1, help="Judge only the first N tasks of each part "
+                                                             "(to try a judge first).")] = None,
+    output: Annotated[Path, typer.Option("--output", "-o", help="Folder for metrics.csv, answers.jsonl, "
+                                                                "prompts.jsonl and summary.csv.")] = Path("judge"),
+    cache: Annotated[Path, typer.Option(help="The answer cache (a re-run asks nothing again).")] = DEFAULT_CACHE,
+    to_label_studio: Annotated[bool, typer.Option(
+        "--to-label-studio", help="Also store each judge's combined answer as a Label Studio prediction of the task, "
+                                  "model version judge:NAME (again: replaced, never doubled), which `analyze "
+                                  "--protocol` then reads as the metric 'prediction judge:NAME'. Participants of "
+                                  "the gateway never get predictions; people who sign in to Label Studio itself "
+                                  "can read them through its API: store them after such a study.")] = False,
+    projects: ProjectsOption = None,
+):
+    """Run LLM judges over a protocol's tasks with the annotators' own instrument.
+
+    Each prompt is what a participant of the gateway sees, and nothing else: the protocol's instructions, then the
+    task's page (the labeling config's headings, definitions, anchors and examples, the task's displayed fields in
+    place, the questions), then the answer form as a JSON schema of the controls. No system name, gold answer,
+    model rating or hidden field reaches a prompt. Answers are checked as a participant's are (every required
+    question, values on the scale); a malformed answer is asked again twice, then recorded as missing with its
+    reason. Pairwise and best-worst tasks are asked in both orders.
+
+    Writes metrics.csv (item, system, metric, criterion, value, confidence: `analyze --metrics` reads it),
+    answers.jsonl (every answer with the digest of the prompt it answered), prompts.jsonl and summary.csv (per
+    judge: answers, missing and why, cache, tokens, cost, order consistency, position bias). Answers are cached
+    (--cache): Ctrl-C keeps what was answered, and the same command again asks only the rest."""
+    import asyncio
+
+    from evalstudio.base.credentials import private_dir
+    from evalstudio.judge import outputs
+    from evalstudio.judge.client import Cache, ChatClient, Judge
+    from evalstudio.judge.instrument import Instrument
+    from evalstudio.judge.run import Run, in_order, judge_tasks
+    from evalstudio.labelstudio.connection import check_url
+
+    try:
+        if samples > 1 and temperature == 0:
+            raise BadInput("--samples above 1 needs --temperature above 0 (at 0 every sample is the same answer)")
+        if len(base_url) not in (1, len(model)):
+            raise BadInput(f"--base-url: give one for every --model, or one per --model ({len(model)})")
+        if name and len(name) != len(model):
+            raise BadInput(f"--name: one per --model ({len(model)})")
+        names = name or model
+        if len(set(names)) != len(names):
+            raise BadInput("--name: every judge needs a name of its own (two --model are the same: give --name)")
+        try:
+            urls = [check_url(u, "--base-url") for u in (base_url * len(model) if len(base_url) == 1 else base_url)]
+        except EvalstudioError as e:  # a wrong option: a usage error
+            raise BadInput(str(e)) from None
+        judges = [Judge(n, m, u, key_env, temperature, max_tokens) for n, m, u in zip(names, model, urls)]
+        for url in dict.fromkeys(urls):
+            _reachable(url)
+        parts = _load(projects).parts(protocol)
+        if to_label_studio and files:
+            raise BadInput("--to-label-studio stores predictions of the Label Studio projects' tasks: leave out the "
+                           "input files")
+        work = [(part, _tasks(part, files, limit)) for part in parts]
+        private_dir(output)
+        store = Cache(cache)
+    except (EvalstudioError, ValueError) as e:
+        raise _fail(e)
+    total = sum(len(tasks) for _, tasks in work) * len(judges)
+    runs: list[tuple] = []
+    stopped = False
+
+    async def everything(progress, bar):
+        client = ChatClient(store, concurrency, per_minute, retries, timeout)
+        try:
+            for part, tasks in work:
+                run = Run()
+                runs.append((part, tasks, run, client))
+                await judge_tasks(client, Instrument(part), judges, tasks, samples, not one_order,
+                                  lambda n: progress.advance(bar, n), run)
+        finally:
+            await client.close()
+
+    with Progress(TextColumn("judging"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), console=err,
+                  transient=True) as progress:
+        bar = progress.add_task("judging", total=total)
+        try:
+            asyncio.run(everything(progress, bar))
+        except KeyboardInterrupt:
+            stopped = True
+    try:
+        for number, (part, tasks, run, client) in enumerate(runs):
+            instrument = Instrument(part)
+            in_order(run, judges, tasks)
+            table = outputs.summary(instrument, run, judges, client, price_in, price_out)
+            outputs.write(output, instrument, run, tasks, run.prompts, table, append=number > 0)
+            _show(table)
+            if to_label_studio:
+                stored = _store(part, instrument, run, tasks)
+                console.print(f"{part.name}: {stored} prediction(s) stored or replaced in Label Studio",
+                              highlight=False)
+    except EvalstudioError as e:
+        raise _fail(e)
+    finally:
+        store.close()
+    done = sum(len(run.combined) for _, _, run, _ in runs)
+    if stopped:
+        err.print(f"stopped: {done} of {total} task judgements done and written to {output}; every answer so far "
+                  "is cached: the same command again asks only the rest", highlight=False, soft_wrap=True)
+        raise typer.Exit(130)
+    console.print(f"{done} task judgement(s) in {output}/ (metrics.csv: `evalstudio analyze --protocol {protocol} "
+                  f"--metrics {output}/metrics.csv`)", highlight=False, markup=False)
+
+
+def _reachable(url: str) -> None:
+    """Refused at once when nothing answers at the endpoint (a wrong port, a server not started), instead of
+    after every request's retries; any HTTP answer will do (not every server lists its models)."""
+    import httpx
+
+    try:
+        httpx.get(url.rstrip("/") + "/models", timeout=30)
+    except httpx.TransportError as e:
+        raise BadInput(f"--base-url {url}: cannot reach it ({type(e).__name__}); is the server running, on that "
+                       "address and port?") from None
+
+
+def _tasks(part, files: list[Path] | None, limit: int | None) -> list[dict]:
+    """The part's tasks: from input files (converted as `import` converts them), or from Label Studio."""
+    if files:
+        import json
+
+        from evalstudio.protocols.mapping import importer_for
+        from evalstudio.tasks.scanning import scan
+
+        checked = scan(part, importer_for(part), files, spool=True)
+        try:
+            if checked.problems:
+                raise BadInput(f"{checked.problems[0]} (and {len(checked.problems) - 1} more problem(s); "
+                               "`evalstudio validate` lists them)" if len(checked.problems) > 1
+                               else str(checked.problems[0]))
+            tasks = []
+            with open(checked.spool, encoding="utf-8") as spooled:
+                for number, line in enumerate(spooled, 1):
+                    task = json.loads(line.split("\t", 3)[3])
+                    tasks.append({**task, "id": number})  # (ids as the order of the files)
+                    if limit and len(tasks) >= limit:
+                        break
+            return tasks
+        finally:
+            checked.discard()
+    from evalstudio.labelstudio.client import Client
+    from evalstudio.labelstudio.connection import settings_from_env
+
+    client = Client(settings_from_env())
+    project_id = client.require_project(part)
+    tasks = []
+    for page in client.full_task_pages(project_id, "read the tasks"):
+        tasks += [{"id": t["id"], "data": t.get("data") or {}, "meta": t.get("meta") or {},
+                   "predictions": t.get("predictions") or [], "project_id": project_id} for t in page]
+        if limit and len(tasks) >= limit:
+            return tasks[:limit]
+    if not tasks:
+        raise BadInput(f"{part.name}: the Label Studio project has no tasks (import them first, or give input files)")
+    return tasks
+
+
+def _store(part, instrument, run, tasks) -> int:
+    """Each judge's combined answers as predictions (model version judge:NAME, the mean confidence as the score);
+    an earlier prediction of the same judge is replaced when it differs."""
+    from evalstudio.judge.run import on_scale
+    from evalstudio.labelstudio.client import Client
+    from evalstudio.labelstudio.connection import settings_from_env
+    from evalstudio.values.results import region
+
+    client = Client(settings_from_env())
+    by_id = {t["id"]: t for t in tasks}
+    stored = 0
+    for combined in run.combined:
+        if not combined.values:
+            continue
+        result = [region(part.interface, control, value)
+                  for control, value in on_scale(instrument, combined.values).items()]
+        version = f"judge:{combined.judge}"
+        known = [c for c in combined.confidence.values() if c is not None]
+        earlier = [p for p in by_id[combined.task_id]["predictions"] if p.get("model_version") == version]
+        if earlier and earlier[0].get("result") == result:
+            continue
+        client.put_prediction(combined.task_id, result, version, sum(known) / len(known) if known else None,
+                              earlier[0]["id"] if earlier else None)
+        stored += 1
+    return stored
+
+
+def _show(table) -> None:
+    from rich.table import Table
+
+    shown = Table("judge", "project", "tasks", "answers", "missing", "cached", "requests", "tokens in/out", "cost",
+                  "order consistency", "first shown", title="LLM judges")
+    for row in table.to_dict("records"):
+        shown.add_row(str(row["judge"]), str(row["project"]), str(row["tasks"]), str(row["answers"]),
+                      f"{row['missing']}" + (f" ({row['why_missing']})" if row["why_missing"] else ""),
+                      str(row["from_cache"]), str(row["requests"]), f"{row['tokens_in']}/{row['tokens_out']}",
+                      str(row["cost"]) or "-", str(row["order_consistency"]) or "-",
+                      str(row["first_shown_share"]) or "-")
+    console.print(shown)

@@ -1,0 +1,259 @@
+"""Asking an LLM judge: any OpenAI-compatible chat-completions endpoint (vLLM, SGLang, llama.cpp's server, Ollama,
+hosted APIs), with a resumable cache.
+
+- **Concurrency and pace.** At most `concurrency` requests in flight, and at most `per_minute` started a minute.
+- **Retries.** 429 waits for the server's Retry-After (at most 60 s) and asks again; 5xx, timeouts and broken
+  connections back off (0.5 s doubling to 30 s). After `retries` attempts the answer is missing, with its reason.
+- **The cache** is a SQLite database (0600 in a 0700 folder). Its key is the endpoint, the model, the sampling
+  (temperature, sample number, max tokens) and the prompt's digest, so a second run asks nothing again, and a run
+  stopped with Ctrl-C asks only what it did not have. Every answer is committed as it arrives. Several processes
+  may share one cache.
+- **Tokens and cost** are read from each answer's `usage` and added up per judge (cached answers cost nothing now;
+  what they cost when asked is kept).
+
+The API key comes from the environment only (the variable the judge names, default OPENAI_API_KEY); it is never
+put in argv, logs, the cache or an error message."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from evalstudio.base.credentials import private_dir
+from evalstudio.base.errors import BadInput
+
+MAX_RETRY_AFTER = 60.0
+MOST_BACKOFF = 30.0
+PER_POOL = 16  # connections per HTTP client (see ChatClient)
+
+
+@dataclass(frozen=True)
+class Judge:
+    """One judge: a model behind an endpoint, with its sampling."""
+    name: str  # how reports and predictions name it (model_version judge:NAME)
+    model: str
+    base_url: str
+    key_env: str = "OPENAI_API_KEY"
+    temperature: float = 0.0
+    max_tokens: int = 1024
+    json_mode: bool = True  # response_format json_object (retried without when the server refuses it)
+
+    def key(self) -> str | None:
+        return os.environ.get(self.key_env) or None
+
+
+@dataclass
+class Answer:
+    content: str | None
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cached: bool = False
+    error: str | None = None  # why there is no content
+
+
+@dataclass
+class Usage:
+    requests: int = 0
+    cached: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    failed: int = 0
+    retried: int = 0
+    seconds: float = 0.0
+    reasons: dict[str, int] = field(default_factory=dict)
+
+    def cost(self, price_in: float | None, price_out: float | None) -> float | None:
+        """US$ (or whatever the prices are in) of the tokens asked this run; None without prices."""
+        if price_in is None and price_out is None:
+            return None
+        return self.tokens_in / 1e6 * (price_in or 0.0) + self.tokens_out / 1e6 * (price_out or 0.0)
+
+
+class Cache:
+    """Answers by key, in SQLite (WAL, a busy timeout: several processes at once)."""
+
+    def __init__(self, path: Path):
+        private_dir(path.parent)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        os.close(fd)
+        self._db = sqlite3.connect(path, timeout=60, check_same_thread=False, isolation_level=None)
+        self._lock = threading.Lock()
+        with self._lock:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, content TEXT NOT NULL, "
+                             "tokens_in INTEGER NOT NULL, tokens_out INTEGER NOT NULL, at REAL NOT NULL)")
+
+    def get(self, key: str) -> Answer | None:
+        with self._lock:
+            row = self._db.execute("SELECT content, tokens_in, tokens_out FROM answers WHERE key = ?",
+                                   (key,)).fetchone()
+        return Answer(row[0], row[1], row[2], cached=True) if row else None
+
+    def put(self, key: str, answer: Answer) -> None:
+        with self._lock:
+            self._db.execute("INSERT INTO answers (key, content, tokens_in, tokens_out, at) VALUES (?, ?, ?, ?, ?) "
+                             "ON CONFLICT (key) DO NOTHING",
+                             (key, answer.content, answer.tokens_in, answer.tokens_out, time.time()))
+
+    def forget(self, key: str) -> None:
+        """An answer that proved malformed: asked again next time."""
+        with self._lock:
+            self._db.execute("DELETE FROM answers WHERE key = ?", (key,))
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+def cache_key(judge: Judge, digest: str, sample: int, attempt: int = 0) -> str:
+    """The cache's key: endpoint, model, sampling, the prompt's digest (`attempt`: a malformed answer's retry)."""
+    parts = [judge.base_url.rstrip("/"), judge.model, f"{judge.temperature:g}", str(judge.max_tokens), str(sample),
+             digest, str(attempt)]
+    return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
+
+
+class Pace:
+    """At most `per_minute` requests started in any minute (None: no limit)."""
+
+    def __init__(self, per_minute: int | None):
+        self.gap = 60.0 / per_minute if per_minute else 0.0
+        self.next = 0.0
+        self._lock = asyncio.Lock()
+
+    async def wait(self) -> None:
+        if not self.gap:
+            return
+        async with self._lock:
+            now = time.monotonic()
+            start = max(now, self.next)
+            self.next = start + self.gap
+        if start > now:
+            await asyncio.sleep(start - now)
+
+
+class ChatClient:
+    """Asks one endpoint's chat-completions (one client per run; `ask` is safe to call concurrently)."""
+
+    def __init__(self, cache: Cache, concurrency: int = 8, per_minute: int | None = None, retries: int = 6,
+                 timeout: float = 120.0):
+        if concurrency < 1:
+            raise BadInput("--concurrency: at least 1")
+        self.cache, self.retries, self.timeout, self.concurrency = cache, retries, timeout, concurrency
+        self._slots = asyncio.Semaphore(concurrency)
+        self._pace = Pace(per_minute)
+        # connections in pools of at most PER_POOL: httpcore assigns requests to connections by scanning every
+        # connection for every waiting request, which at 128 connections in one pool costs more CPU than the
+        # rest of the judging (benchmarks/judge.py)
+        pools = -(-concurrency // PER_POOL)
+        size = -(-concurrency // pools)
+        self._webs = [httpx.AsyncClient(timeout=timeout, follow_redirects=False,
+                                        limits=httpx.Limits(max_connections=size, max_keepalive_connections=size))
+                      for _ in range(pools)]
+        self._turn = 0
+        self.usage: dict[str, Usage] = {}
+        self._no_json_mode: set[str] = set()
+
+    async def close(self) -> None:
+        for web in self._webs:
+            await web.aclose()
+
+    async def ask(self, judge: Judge, messages: tuple[dict, ...], digest: str, sample: int,
+                  attempt: int = 0) -> tuple[Answer, str]:
+        """(the answer, its cache key): from the cache, else asked (and then cached)."""
+        usage = self.usage.setdefault(judge.name, Usage())
+        key = cache_key(judge, digest, sample, attempt)
+        found = self.cache.get(key)
+        if found is not None:
+            usage.cached += 1
+            return found, key
+        async with self._slots:
+            answer = await self._post(judge, messages, sample, usage)
+        if answer.content is not None:
+            self.cache.put(key, answer)
+            usage.tokens_in += answer.tokens_in
+            usage.tokens_out += answer.tokens_out
+        else:
+            usage.failed += 1
+            usage.reasons[answer.error or "?"] = usage.reasons.get(answer.error or "?", 0) + 1
+        return answer, key
+
+    async def _post(self, judge: Judge, messages, sample: int, usage: Usage) -> Answer:
+        payload = {"model": judge.model, "messages": list(messages), "temperature": judge.temperature,
+                   "max_tokens": judge.max_tokens}
+        if judge.temperature > 0:
+            payload["seed"] = sample  # where the server takes it: sample k is the same draw when asked again
+        headers = {"Authorization": f"Bearer {judge.key()}"} if judge.key() else {}
+        url = judge.base_url.rstrip("/") + "/chat/completions"
+        reason = "not asked"
+        for attempt in range(self.retries + 1):
+            if attempt:
+                usage.retried += 1
+            if judge.json_mode and judge.name not in self._no_json_mode:
+                payload["response_format"] = {"type": "json_object"}
+            else:
+                payload.pop("response_format", None)
+            await self._pace.wait()
+            started = time.monotonic()
+            wait = min(0.5 * 2 ** attempt, MOST_BACKOFF)
+            try:
+                self._turn = (self._turn + 1) % len(self._webs)
+                response = await self._webs[self._turn].post(url, json=payload, headers=headers)
+            except httpx.TimeoutException:
+                reason = f"no answer within {self.timeout:g} s"
+            except httpx.TransportError as e:
+                reason = f"connection failed ({type(e).__name__})"
+            else:
+                usage.requests += 1
+                usage.seconds += time.monotonic() - started
+                if response.status_code == 200:
+                    return _answer(response)
+                reason = f"HTTP {response.status_code}"
+                if response.status_code == 429:
+                    wait = _retry_after(response, wait)
+                elif response.status_code == 400 and "response_format" in payload:
+                    self._no_json_mode.add(judge.name)  # a server without JSON mode: asked without it
+                    continue
+                elif response.status_code < 500 and response.status_code not in (408, 409):
+                    return Answer(None, error=f"{reason}: the server refused the request ({_said(response)})")
+            if attempt < self.retries:
+                await asyncio.sleep(wait)
+        return Answer(None, error=f"{reason} after {self.retries + 1} attempts")
+
+
+def _retry_after(response: httpx.Response, default: float) -> float:
+    try:
+        return min(max(float(response.headers.get("retry-after", default)), 0.0), MAX_RETRY_AFTER)
+    except ValueError:
+        return default
+
+
+def _said(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+        message = body.get("error", body) if isinstance(body, dict) else body
+        message = message.get("message", message) if isinstance(message, dict) else message
+        return " ".join(str(message).split())[:200]
+    except ValueError:
+        return " ".join(response.text.split())[:200]
+
+
+def _answer(response: httpx.Response) -> Answer:
+    try:
+        body = response.json()
+        content = body["choices"][0]["message"]["content"]
+    except (ValueError, KeyError, IndexError, TypeError):
+        return Answer(None, error="the server's answer has no choices[0].message.content")
+    if not isinstance(content, str):
+        return Answer(None, error="the message content is not text")
+    usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
+    count = lambda k: int(usage.get(k) or 0) if isinstance(usage.get(k), (int, float)) else 0  # noqa: E731
+    return Answer(content, count("prompt_tokens"), count("completion_tokens"))
+

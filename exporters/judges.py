@@ -1,0 +1,117 @@
+"""Whether to trust each LLM judge, for the report: the judges are the tasks' predictions whose model version is
+`judge:NAME` (`evalstudio judge --to-label-studio`), compared with the human answers of the same tasks.
+
+Per judge and criterion: agreement with the humans' plurality label (Cohen's kappa, quadratic weights on ordinal
+scales, and accuracy: evalstudio.exporters.metaeval.judge_checks) or, on an interval scale, Spearman's rho with
+the humans' mean; and the alternative annotator test (Calderon et al., ACL 2025; exporters.alttest) at the
+report's epsilon, which needs annotators with 30 or more segments that the judge and another annotator rated too.
+Each judge then gets one line that cites the numbers: it may replace the annotators on the criteria where the
+test passes, should not where it fails, and where the test cannot be run the line says why."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from evalstudio.readers.ratings import from_label_studio
+from evalstudio.readers.spec import spec_from_protocol
+
+from .alttest import alt_test_tables
+from .metaeval import Reasons, judge_checks
+from .tidy import prediction_frame
+
+PREFIX = "judge:"
+COLUMNS = ["judge", "criterion", "scale", "segments", "agreement", "statistic", "accuracy", "alt_test",
+           "winning_rate", "advantage_probability"]
+
+
+def _metrics(predicted: pd.DataFrame, spec) -> pd.DataFrame:
+    """The judges' answers keyed as from_label_studio keys the human ratings (item | agent, system), ordinal labels
+    as their position, nominal labels as they are."""
+    item = predicted["item_id"].where(predicted["item_id"].notna(), predicted["task_id"]).astype(str)
+    agent = predicted["agent"].fillna("").astype(str)
+    values = predicted["value"].astype(object).copy()
+    for name, crit in spec.criteria.items():
+        mine = predicted["criterion"] == name
+        if crit.labels is not None and crit.scale == "ordinal":
+            values[mine] = predicted.loc[mine, "value"].map({label: i + 1.0 for i, label in enumerate(crit.labels)})
+    return pd.DataFrame({"item": item + np.where(agent != "", " | " + agent, ""),
+                         "system": predicted["system"].fillna("").astype(str),
+                         "metric": predicted["model_version"].astype(str).str[len(PREFIX):],
+                         "criterion": predicted["criterion"], "value": values})
+
+
+def judge_verdicts(tasks: list[dict], annotations: pd.DataFrame, project, epsilon: float = 0.2,
+                   min_items: int = 30) -> tuple[pd.DataFrame, list[str]]:
+    """(one row per judge and criterion, one verdict line per judge); empty when no task has a judge's answer."""
+    predicted = prediction_frame(tasks, project)
+    predicted = predicted[predicted["model_version"].astype(str).str.startswith(PREFIX)]
+    if predicted.empty or annotations.empty:
+        return pd.DataFrame(columns=COLUMNS), []
+    spec = spec_from_protocol(project)
+    ratings, _ = from_label_studio(annotations, predicted.iloc[:0], spec)
+    agent = ratings["agent"].fillna("").astype(str)  # a segment is an agent's part of an item (Sotopia), as the judges'
+    ratings = ratings.assign(item=ratings["item"].astype(str) + np.where(agent != "", " | " + agent, ""))
+    metrics = _metrics(predicted, spec)
+    why = Reasons()
+    checks, _, _ = judge_checks(ratings, metrics, spec, why)
+    rows, lines = [], []
+    for judge in sorted(metrics["metric"].unique()):
+        alt, _ = alt_test_tables(ratings, metrics, spec, judge, epsilon, min_items=min_items, why=why)
+        for criterion, crit in spec.criteria.items():
+            mine = checks[(checks["criterion"] == criterion) & (checks["metric"] == judge)] if not checks.empty \
+                else checks
+            row = {"judge": judge, "criterion": criterion, "scale": crit.scale}
+            if not mine.empty:
+                row.update(segments=int(mine["n"].iat[0]), agreement=float(mine["kappa"].iat[0]),
+                           statistic="quadratic-weighted kappa" if crit.scale == "ordinal" else "Cohen's kappa",
+                           accuracy=float(mine["accuracy"].iat[0]))
+            elif crit.scale == "interval":
+                row.update(_spearman(ratings, metrics, judge, criterion))
+            else:
+                continue
+            test = alt[alt["criterion"] == criterion]
+            if not test.empty:
+                row.update(alt_test="passes" if bool(test["passes"].iat[0]) else "fails",
+                           winning_rate=float(test["winning_rate"].iat[0]),
+                           advantage_probability=float(test["advantage_probability"].iat[0]))
+            else:
+                reasons = [r["reason"] for r in why if r["table"] == "alt_test" and r["criterion"] == criterion]
+                row["alt_test"] = "not run: " + (reasons[-1] if reasons else "no human ratings to test against")
+            rows.append(row)
+        lines.append(_line(judge, [r for r in rows if r["judge"] == judge], epsilon))
+    return pd.DataFrame(rows, columns=COLUMNS), lines
+
+
+def _spearman(ratings, metrics, judge, criterion) -> dict:
+    from scipy.stats import spearmanr
+
+    r = ratings[ratings["criterion"] == criterion]
+    key = lambda f: f["system"].astype(str) + " | " + f["item"].astype(str)  # noqa: E731
+    human = r.assign(key=key(r)).groupby("key")["value"].mean()
+    m = metrics[(metrics["metric"] == judge) & (metrics["criterion"] == criterion)]
+    judged = pd.Series(pd.to_numeric(m["value"]).to_numpy(), index=key(m).to_numpy())
+    both = human.index.intersection(judged.index)
+    rho = spearmanr(human[both], judged[both]).statistic if len(both) > 2 else float("nan")
+    return {"segments": int(len(both)), "agreement": float(rho), "statistic": "Spearman's rho with the mean"}
+
+
+def _line(judge: str, rows: list[dict], epsilon: float) -> str:
+    said = "; ".join(f"{r['criterion']}: {r['statistic']} {r['agreement']:.2f} over {r['segments']} segments"
+                     for r in rows if not pd.isna(r.get("agreement", np.nan)))
+    passed = [r for r in rows if r.get("alt_test") == "passes"]
+    failed = [r for r in rows if r.get("alt_test") == "fails"]
+    tested = ", ".join(f"{r['criterion']} {r['alt_test']} (winning rate {r['winning_rate']:.2f})"
+                       for r in passed + failed)
+    if passed and not failed:
+        verdict = f"it may replace the annotators (alternative annotator test at epsilon {epsilon:g}: {tested})"
+    elif passed:
+        verdict = (f"it may replace the annotators only on {', '.join(r['criterion'] for r in passed)} "
+                   f"(alternative annotator test at epsilon {epsilon:g}: {tested})")
+    elif failed:
+        verdict = f"do not use it in place of the annotators (alternative annotator test at epsilon {epsilon:g}: {tested})"
+    else:
+        reasons = sorted({r["alt_test"] for r in rows if r.get("alt_test")})
+        verdict = "whether it may replace the annotators cannot be told yet: " + ("; ".join(reasons) or
+                                                                                 "no criterion to test")
+    return f"{judge}: {said or 'no agreement computed'}. Verdict: {verdict}."

@@ -1,0 +1,121 @@
+"""A local OpenAI-compatible chat-completions server for `evalstudio judge`: a real process on loopback speaking the
+real wire format (model weights cannot be fetched here). Run: python -m tests.openai_server PORT [LOG].
+
+It answers the judge's form: it reads the JSON schema at the end of the system prompt and fills every property
+(a number in range, a label, a text), chosen from a hash of the prompt, the property and the request's seed, so
+answers vary between tasks and samples but a prompt asked again gets the same answer. `usage` counts a token per
+4 characters. The model name chooses the behaviour (several may be combined with "+", e.g. "judge+429"):
+
+  judge      a valid answer
+  first      a pairwise judge with position bias: always the first label
+  fenced     the answer in a ```json fence
+  malformed  prose instead of JSON, the first time a prompt is asked (then valid)
+  broken     prose every time
+  off-scale  a rating above the scale every time
+  429        429 with Retry-After: 0.2 the first time a prompt is asked (then valid)
+  500        500 the first time a prompt is asked (then valid)
+  fail       500 every time
+  timeout    the first time a prompt is asked, no answer for 30 s (then valid)
+  slow       every answer after 200 ms (the benchmark's latency)
+  nojson     400 when response_format is asked for (a server without JSON mode)
+
+GET /stats gives the number of chat requests (all, and per prompt digest); every request body is appended to LOG
+(JSON Lines) when given."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import sys
+from collections import Counter
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+REQUESTS: Counter = Counter()
+SEEN: Counter = Counter()
+LOG: list = []
+
+
+def _pick(seed: str, n: int) -> int:
+    return int(hashlib.sha256(seed.encode()).hexdigest()[:8], 16) % n
+
+
+def answer(system: str, user: str, seed, behaviours: set[str]) -> dict:
+    schema = json.loads(system.rsplit("The form (JSON schema):\n", 1)[1])
+    out = {}
+    for name, spec in schema["properties"].items():
+        key = f"{user}|{name}|{seed}"
+        if "enum" in spec or spec.get("type") == "array":
+            labels = spec.get("enum") or spec["items"]["enum"]
+            label = labels[0] if "first" in behaviours else labels[_pick(key, len(labels))]
+            out[name] = [label] if spec.get("type") == "array" else label
+        elif spec.get("type") in ("integer", "number"):
+            low, high = spec["minimum"], spec["maximum"]
+            step = spec.get("multipleOf", 1)
+            steps = int(round((high - low) / step))
+            value = low + _pick(key, steps + 1) * step
+            out[name] = high + 1 if "off-scale" in behaviours else (int(value) if spec["type"] == "integer"
+                                                                     else round(value, 6))
+        else:
+            out[name] = f"judged {name}"
+    return out
+
+
+async def chat(request: Request) -> JSONResponse:
+    body = await request.json()
+    REQUESTS["all"] += 1
+    if LOG:
+        with open(LOG[0], "a", encoding="utf-8") as log:
+            log.write(json.dumps(body) + "\n")
+    behaviours = set(str(body.get("model", "")).split("+"))
+    system, user = body["messages"][0]["content"], body["messages"][-1]["content"]
+    digest = hashlib.sha256(json.dumps(body["messages"], sort_keys=True).encode()).hexdigest()
+    key = f"{digest}|{body.get('seed')}"
+    SEEN[key] += 1
+    REQUESTS[digest] += 1
+    first = SEEN[key] == 1
+    if "nojson" in behaviours and "response_format" in body:
+        return JSONResponse({"error": {"message": "response_format is not supported"}}, status_code=400)
+    if "fail" in behaviours or ("500" in behaviours and first):
+        return JSONResponse({"error": {"message": "overloaded"}}, status_code=500)
+    if "429" in behaviours and first:
+        return JSONResponse({"error": {"message": "rate limited"}}, status_code=429, headers={"Retry-After": "0.2"})
+    if "timeout" in behaviours and first:
+        await asyncio.sleep(30)
+    if "slow" in behaviours:
+        await asyncio.sleep(0.2)
+    content = json.dumps(answer(system, user, body.get("seed"), behaviours))
+    if "fenced" in behaviours:
+        content = f"```json\n{content}\n```"
+    if "broken" in behaviours or ("malformed" in behaviours and first):
+        content = "I would give this a 7 out of 10."
+    tokens_in = sum(len(m["content"]) for m in body["messages"]) // 4
+    return JSONResponse({"id": "chatcmpl-local", "object": "chat.completion", "model": body.get("model"),
+                         "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                                      "finish_reason": "stop"}],
+                         "usage": {"prompt_tokens": tokens_in, "completion_tokens": len(content) // 4,
+                                   "total_tokens": tokens_in + len(content) // 4}})
+
+
+async def stats(request: Request) -> JSONResponse:
+    return JSONResponse({"requests": REQUESTS["all"], "per_prompt": {k: v for k, v in REQUESTS.items() if k != "all"}})
+
+
+async def health(request: Request) -> JSONResponse:
+    return JSONResponse({"status": "ok"})
+
+
+app = Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"]), Route("/stats", stats),
+                        Route("/health", health)])
+
+if __name__ == "__main__":
+    import uvicorn
+
+    if len(sys.argv) > 2:
+        LOG.append(sys.argv[2])
+    uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning", access_log=False,
+                backlog=2048, limit_concurrency=4096)

@@ -1,0 +1,386 @@
+"""`evalstudio judge` against a real OpenAI-compatible server process on loopback (tests/openai_server.py, the real
+wire format with 429 + Retry-After, 500, timeouts, malformed answers): the prompt is the annotators' instrument and
+nothing hidden, pairwise is asked in both orders, a second run asks nothing, Ctrl-C then a re-run completes without
+a duplicate, the cost adds up, and every failure is a missing answer with its reason."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from evalstudio.gateway.checks import Refused
+from evalstudio.judge.instrument import Instrument
+from evalstudio.protocols.mapping import importer_for
+from evalstudio.tasks.scanning import scan
+
+from .conftest import ROOT, example_files, free_port
+from .test_cli import EVALSTUDIO, run
+
+SEEDS = ROOT / "tests" / "data" / "seeds"  # the protocol documents (a copy of ../shared/seeds: tests/data/SOURCE.md)
+HIDDEN = "HIDDEN-SENTINEL-7f3a"
+
+# one row per protocol: words of the annotators' instrument as the protocol's document gives them (a definition or
+# an anchor), which the judge's prompt must hold verbatim
+INSTRUMENT = [
+    ("sotopia", "sotopia", "Believability"),
+    ("cmv_tom", "cmv", "does it provide a clear, substantive reason why the OP might change their view?"),
+    ("cmv_threads", "cmv", "Q1 — Persuasiveness (Human Judgment)"),
+    ("circa_part1", "circa", "For this task we will ask you to help us interpret the indirect answers given by Y."),
+    ("circa_part2_list1", "circa", "Explanations in following cases should be rated low"),
+    ("dialogue", "dialogue", "this had nothing to do with the conversation whatsoever"),
+    ("health", "health", "Responses are fixed, ignoring user preferences or requirements."),
+    ("squality", "squality", None),
+    ("squality_pairwise", "squality_pairwise", "Which response answers the question better?"),
+]
+
+
+def first_task(project) -> dict:
+    checked = scan(project, importer_for(project), example_files(project.entry), spool=True)
+    try:
+        with open(checked.spool, encoding="utf-8") as spooled:
+            return json.loads(spooled.readline().split("\t", 3)[3])
+    finally:
+        checked.discard()
+
+
+def static_texts(project) -> list[str]:
+    """Every static text of the config as the gateway's participants get it (headings, definitions, anchors)."""
+    import xml.etree.ElementTree as ET
+
+    from evalstudio.judge.instrument import _text
+
+    root = ET.fromstring(project.config_for("gateway"))
+    return [_text(e.attrib["value"]) for e in root.iter() if e.tag in ("Header", "Text", "HyperText")
+            and "value" in e.attrib and "$" not in e.attrib["value"] and _text(e.attrib["value"])]
+
+
+@pytest.mark.parametrize("name, seed, words", INSTRUMENT, ids=[row[0] for row in INSTRUMENT])
+def test_the_prompt_is_the_instrument_and_nothing_hidden(reg, name, seed, words):
+    project = reg.get(name)
+    task = first_task(project)
+    instrument = Instrument(project)
+    # every hidden value a task may carry: its meta (system, gold, model ratings, ...) and any data field the
+    # labeling config does not display
+    task["meta"] = {key: f"{HIDDEN}-{key}" for key in [*(task.get("meta") or {}), "system", "gold_label",
+                                                       "model_ratings", "candidates"]}
+    task["data"] = {**task["data"], **{f"{k}_hidden": f"{HIDDEN}-{k}" for k in ("system", "gold", "model_version")}}
+    for order in instrument.orders():
+        prompt = instrument.prompt(task["data"], order)
+        text = "\n".join(m["content"] for m in prompt.messages)
+        assert HIDDEN not in text
+        for static in static_texts(project):
+            for line in static.splitlines():
+                assert line.strip(" |") in text, line
+        for control in instrument.controls:
+            assert f'"{control}"' in text  # every question, by name, in the page and in the form
+        if words:
+            assert words in text
+            if seed != "squality_pairwise":  # (squality's wording is evalstudio's: see its config)
+                document = "\n".join(p.read_text(encoding="utf-8", errors="replace") for p in sorted(SEEDS.iterdir()))
+                assert " ".join(words.split()) in " ".join(document.split()), "not the seed document's words"
+    if instrument.positions > 1:
+        shown = [instrument.shown(task["data"], order) for order in instrument.orders()]
+        assert shown[0]["response_a"] == shown[1]["response_b"] and shown[0]["response_b"] == shown[1]["response_a"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(st.text(max_size=300), st.recursive(st.none() | st.booleans() | st.integers() | st.floats()
+                                                     | st.text(max_size=20),
+                                                     lambda inner: st.lists(inner, max_size=4)
+                                                     | st.dictionaries(st.text(max_size=12), inner, max_size=4),
+                                                     max_leaves=12).map(json.dumps)))
+def test_a_hostile_answer_is_refused_with_a_reason_or_checked(reg, content):
+    instrument = _dialogue_instrument(reg)
+    try:
+        answer = instrument.check(content)
+    except Refused as e:
+        assert str(e)
+        return
+    assert set(answer) == {"appropriateness", "information_content", "human_likeness"}
+    assert all(isinstance(v, (int, float)) and 1 <= v <= 5 and float(v).is_integer() for v in answer.values())
+
+
+_CACHED: dict = {}
+
+
+def _dialogue_instrument(reg):
+    if "dialogue" not in _CACHED:
+        _CACHED["dialogue"] = Instrument(reg.get("dialogue"))
+    return _CACHED["dialogue"]
+
+
+# --- against the server process ---------------------------------------------------------------------------------
+
+class OpenAIServer:
+    def __init__(self, folder: Path):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+        self.log = folder / "requests.jsonl"
+        self.process = subprocess.Popen([sys.executable, "-m", "tests.openai_server", str(self.port), str(self.log)],
+                                        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(600):
+            try:
+                if httpx.get(f"http://127.0.0.1:{self.port}/health", timeout=5).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            if self.process.poll() is not None:
+                raise RuntimeError("the OpenAI-compatible test server did not start")
+            time.sleep(0.1)
+        raise RuntimeError("the OpenAI-compatible test server did not answer")
+
+    def stats(self) -> dict:
+        return httpx.get(f"http://127.0.0.1:{self.port}/stats", timeout=30).json()
+
+    def bodies(self) -> list[dict]:
+        return [json.loads(line) for line in self.log.read_text().splitlines()] if self.log.exists() else []
+
+    def stop(self) -> None:
+        self.process.kill()  # (answers it holds back, e.g. a timeout's, are not waited for)
+        self.process.wait(timeout=30)
+
+
+@pytest.fixture
+def llm(tmp_path):
+    server = OpenAIServer(tmp_path)
+    yield server
+    server.stop()
+
+
+def judge_cli(llm, tmp_path, protocol: str, *options: str, model: str = "judge", files=None):
+    files = [str(f) for f in (files or example_files(protocol))]
+    return run("judge", protocol, *files, "--model", model, "--base-url", llm.url, "-o", str(tmp_path / "out"),
+               "--cache", str(tmp_path / "cache" / "judge.sqlite3"), *options,
+               env={"OPENAI_API_KEY": "sk-test-secret-never-shown"}, cwd=tmp_path)
+
+
+def summary_of(tmp_path) -> list[dict]:
+    import csv
+
+    with open(tmp_path / "out" / "summary.csv", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def test_a_second_run_asks_nothing_and_the_cost_adds_up(llm, tmp_path):
+    first = judge_cli(llm, tmp_path, "dialogue", "--limit", "12", "--price-in", "3", "--price-out", "15")
+    assert first.returncode == 0, first.stderr
+    asked = llm.stats()["requests"]
+    assert asked == 12
+    row = summary_of(tmp_path)[0]
+    assert (row["tasks"], row["answers"], row["missing"], row["requests"]) == ("12", "12", "0", "12")
+    # the server counts a token per 4 characters of the messages it was sent and of its answers
+    bodies = llm.bodies()
+    tokens_in = sum(sum(len(m["content"]) for m in b["messages"]) // 4 for b in bodies)
+    assert int(row["tokens_in"]) == tokens_in
+    assert float(row["cost"]) == pytest.approx(tokens_in * 3 / 1e6 + int(row["tokens_out"]) * 15 / 1e6)
+    assert all(b["messages"][0]["role"] == "system" and b["response_format"] == {"type": "json_object"}
+               for b in bodies)
+    # the key never appears on the command line (argv) or in what was written
+    out = tmp_path / "out"
+    assert all("sk-test-secret" not in p.read_text() for p in out.iterdir())
+    again = judge_cli(llm, tmp_path, "dialogue", "--limit", "12", "--price-in", "3", "--price-out", "15")
+    assert again.returncode == 0, again.stderr
+    assert llm.stats()["requests"] == asked  # asked nothing again
+    row = summary_of(tmp_path)[0]
+    assert (row["from_cache"], row["requests"], row["cost"]) == ("12", "0", "0.0")
+    metrics = (out / "metrics.csv").read_text().splitlines()
+    assert metrics[0] == "item,system,metric,criterion,value,confidence" and len(metrics) == 1 + 12 * 3
+
+
+def test_pairwise_is_asked_in_both_orders_and_position_bias_is_measured(llm, tmp_path):
+    done = judge_cli(llm, tmp_path, "squality_pairwise", "--limit", "10", model="first")
+    assert done.returncode == 0, done.stderr
+    bodies = llm.bodies()
+    assert len(bodies) == 20
+    pages = [b["messages"][1]["content"] for b in bodies]
+    for page in pages:
+        a, b = page.split("# Response A\n", 1)[1].split("\n# Response B\n", 1)
+        b = b.split("\n# Which response", 1)[0]
+        assert any(page != other and f"# Response A\n{b}\n# Response B\n{a}\n" in other for other in pages)
+    row = summary_of(tmp_path)[0]
+    # a judge that always picks the first shown: every verdict for the first shown, no two orders agree
+    assert (row["first_shown_share"], row["order_consistency"]) == ("1.0", "0.0")
+    comparisons = (tmp_path / "out" / "metrics.csv").read_text().splitlines()
+    assert comparisons[0] == "item,annotator,left,right,outcome,confidence"
+    assert {line.split(",")[4] for line in comparisons[1:]} == {"tie"}
+
+
+def dialogue_items(path: Path, n: int) -> Path:
+    path.write_text("".join(json.dumps({"id": f"i{i}", "context": f"A: how was day {i}?",
+                                        "responses": [{"system": "s", "text": f"fine, day {i} was fine"}]}) + "\n"
+                            for i in range(n)), encoding="utf-8")
+    return path
+
+
+def test_ctrl_c_then_a_rerun_completes_without_a_duplicate(llm, tmp_path):
+    files = [str(dialogue_items(tmp_path / "items.jsonl", 60))]
+    command = [*EVALSTUDIO, "judge", "dialogue", *files, "--model", "judge+slow", "--base-url", llm.url, "-o",
+               str(tmp_path / "out"), "--cache", str(tmp_path / "cache" / "judge.sqlite3"), "--limit", "60",
+               "--concurrency", "2"]
+    process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, "COLUMNS": "200"})
+    while llm.stats()["requests"] < 10:  # a state: ten answers asked for
+        assert process.poll() is None, process.communicate()
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 130, err
+    assert "the same command again asks only the rest" in " ".join(err.split())
+    partial = summary_of(tmp_path)[0]
+    assert 0 < int(partial["tasks"]) < 60
+    again = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                           env={**os.environ, "COLUMNS": "200"})
+    assert again.returncode == 0, again.stderr
+    row = summary_of(tmp_path)[0]
+    assert (row["tasks"], row["answers"], row["missing"]) == ("60", "60", "0")
+    assert int(row["from_cache"]) >= int(partial["tasks"])
+    per_prompt = llm.stats()["per_prompt"]
+    assert len(per_prompt) == 60
+    assert sum(n > 1 for n in per_prompt.values()) <= 2  # at most the requests in flight at Ctrl-C
+    answers = [json.loads(line) for line in (tmp_path / "out" / "answers.jsonl").read_text().splitlines()]
+    assert len(answers) == 60 and len({a["task_id"] for a in answers}) == 60
+
+
+FAILURES = [
+    # model, options, answered, the reason of a missing answer
+    ("judge+429", [], 4, None),
+    ("judge+500", [], 4, None),
+    ("judge+malformed", [], 4, None),
+    ("judge+fenced", [], 4, None),
+    ("judge+nojson", [], 4, None),
+    ("judge+timeout", ["--timeout", "2"], 4, None),
+    ("fail", ["--retries", "1"], 0, "HTTP 500 after 2 attempts"),
+    ("broken", [], 0, "malformed answer: not JSON"),
+    ("off-scale", [], 0, "malformed answer: appropriateness: 6 is outside 1..5"),
+]
+
+
+@pytest.mark.parametrize("model, options, answered, reason", FAILURES, ids=[row[0] for row in FAILURES])
+def test_every_failure_is_retried_or_a_missing_answer_with_its_reason(llm, tmp_path, model, options, answered,
+                                                                       reason):
+    done = judge_cli(llm, tmp_path, "dialogue", "--limit", "4", *options, model=model)
+    assert done.returncode == 0, done.stderr
+    row = summary_of(tmp_path)[0]
+    assert (int(row["answers"]), int(row["missing"])) == (answered, 4 - answered), row
+    answers = [json.loads(line) for line in (tmp_path / "out" / "answers.jsonl").read_text().splitlines()]
+    if reason:
+        assert all(reason in a["error"] for a in answers), answers[0]["error"]
+    else:
+        assert all(a["error"] is None and a["answer"] for a in answers)
+
+
+def test_options_that_cannot_work_are_refused_naming_the_fix(tmp_path):
+    cases = [(["--samples", "3"], "--temperature above 0"),
+             (["--base-url", "http://127.0.0.1:9/v1", "--base-url", "http://127.0.0.1:9/v1", "--model", "b"],
+              "one per --model"),
+             (["--name", "x"], "cannot reach"),  # nothing listens there: said at once, not after retries
+             (["--model", "judge"], "--name"),
+             (["--base-url", "javascript:alert(1)"], "--base-url")]
+    for extra, said in cases:
+        options = ["--model", "judge", "--base-url", "http://127.0.0.1:9/v1", *extra]
+        if extra[0] == "--base-url" and extra[1].startswith("javascript"):
+            options = ["--model", "judge", *extra]
+        done = run("judge", "dialogue", *[str(f) for f in example_files("dialogue")], *options, "-o",
+                   str(tmp_path / "out"), cwd=tmp_path)
+        assert done.returncode == 2 and said in done.stderr and "Traceback" not in done.stderr, (extra, done.stderr)
+
+
+@pytest.mark.server
+def test_the_judges_answers_as_predictions_stay_out_of_participants_reach(label_studio, client, llm, tmp_path):
+    """--to-label-studio: one prediction per task and judge (model version judge:NAME), replaced and never doubled
+    by a second run; `analyze --protocol` reads it as a metric; a participant of the gateway gets the task without
+    it and reaches no prediction."""
+    from .conftest import only_on_the_first_database
+    from .test_study_ledger import HEADERS, Gateway, dialogue_study
+
+    only_on_the_first_database(label_studio)
+    projects_file, project, project_id = dialogue_study(tmp_path, client, "judged study", items=4, overlap=1)
+    env = {"LABEL_STUDIO_URL": label_studio.url, "LABEL_STUDIO_API_KEY": label_studio.credentials().api_key,
+           "EVALSTUDIO_PROJECTS": str(projects_file), "OPENAI_API_KEY": "sk-test"}
+    for _ in range(2):
+        done = run("judge", "dialogue", "--model", "judge", "--base-url", llm.url, "--to-label-studio", "-o",
+                   str(tmp_path / "out"), "--cache", str(tmp_path / "cache.sqlite3"), env=env, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        predictions = client.predictions(project_id)
+        assert len(predictions) == 4
+        assert all([p["model_version"] for p in found] == ["judge:judge"] for found in predictions.values())
+    assert llm.stats()["requests"] == 4  # the second run asked nothing
+    # what `analyze --protocol` reads as the metric "prediction judge:judge": every criterion of every task, on scale
+    from evalstudio.exporters.tidy import prediction_frame
+
+    frame = prediction_frame([t for page in client.full_task_pages(project_id) for t in page], project)
+    assert len(frame) == 4 * 3 and set(frame["model_version"]) == {"judge:judge"}
+    assert frame["value"].between(1, 5).all()
+    folder = tmp_path / "participants"
+    with Gateway(label_studio, "dialogue", folder, projects_file) as gateway:
+        from evalstudio.crowd import ledger
+
+        key = ledger.open_ledger(folder).setting("join_key")
+        with httpx.Client(base_url=gateway.url, timeout=120, headers=HEADERS) as web:
+            assert web.post("/api/join", json={"key": key, "participant": "JUDGED1"}).status_code == 200
+            page = web.get("/api/next/dialogue")
+            assert page.status_code == 200 and "ref" in page.json()
+            assert "judge" not in page.text and "prediction" not in page.text
+            for path in ("/api/predictions", f"/api/projects/{project_id}/predictions", "/api/tasks"):
+                assert web.get(path).status_code in (401, 403, 404), path
+
+
+@pytest.mark.server
+def test_the_report_says_whether_to_trust_each_judge(label_studio, client, llm, tmp_path):
+    """A project whose human answers are known: two annotators give every task the judge's answer, a third another
+    one. The report's LLM judges section gives the judge's kappa with the humans' plurality (here every plurality
+    is the judge's answer: kappa 1, accuracy 1, as sklearn computes them) and a verdict line citing the
+    alternative annotator test (40 segments per annotator, above the 30 it needs)."""
+    from sklearn.metrics import cohen_kappa_score
+
+    from evalstudio.crowd import participants
+
+    from .conftest import only_on_the_first_database
+    from .test_study_ledger import dialogue_study
+
+    only_on_the_first_database(label_studio)
+    projects_file, project, project_id = dialogue_study(tmp_path, client, "trusted judge", items=40, overlap=3)
+    env = {"LABEL_STUDIO_URL": label_studio.url, "LABEL_STUDIO_API_KEY": label_studio.credentials().api_key,
+           "EVALSTUDIO_PROJECTS": str(projects_file), "OPENAI_API_KEY": "sk-test"}
+    done = run("judge", "dialogue", "--model", "judge", "--base-url", llm.url, "--to-label-studio", "-o",
+               str(tmp_path / "out"), "--cache", str(tmp_path / "cache.sqlite3"), env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    folder = tmp_path / "participants"
+    participants.add(client, ["H1", "H2", "H3"], folder)
+    people = participants.load_accounts(folder)
+    judged = {}
+    for task_id, predictions in client.predictions(project_id).items():
+        values = {r["from_name"]: r["value"]["rating"] for r in predictions[0]["result"]}
+        judged[task_id] = values
+        for pid in ("H1", "H2", "H3"):
+            given = values if pid != "H3" else {k: v % 5 + 1 for k, v in values.items()}
+            result = [{"from_name": k, "to_name": "response", "type": "rating", "value": {"rating": v}}
+                      for k, v in given.items()]
+            stored = httpx.post(f"{label_studio.url}/api/tasks/{task_id}/annotations",
+                                headers={"Authorization": f"Token {label_studio.credentials().api_key}"},
+                                json={"result": result, "completed_by": people[pid].user_id})
+            assert stored.status_code == 201, stored.text
+    report = run("report", "dialogue", "-o", str(tmp_path / "report"), "--bootstrap", "0", env=env, cwd=tmp_path)
+    assert report.returncode == 0, report.stderr
+    import pandas as pd
+
+    table = pd.read_csv(tmp_path / "report" / "judges.csv")
+    row = table[table["criterion"] == "appropriateness"].iloc[0]
+    humans = [judged[t]["appropriateness"] for t in sorted(judged)]
+    expected = cohen_kappa_score(humans, humans, weights="quadratic")
+    assert (row["judge"], row["segments"], row["accuracy"]) == ("judge", 40, 1.0)
+    assert row["agreement"] == pytest.approx(expected)
+    assert row["alt_test"] in ("passes", "fails") and 0 <= row["winning_rate"] <= 1
+    page = (tmp_path / "report" / "index.html").read_text()
+    assert "LLM judges" in page and "judge: appropriateness: quadratic-weighted kappa 1.00 over 40 segments" in page
+    assert "Verdict:" in page and f"winning rate {row['winning_rate']:.2f}" in page
