@@ -44,7 +44,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, nargs="+", default=[8, 32, 128])
     args = parser.parse_args()
 
-    from evalstudio.judge.client import Cache, ChatClient, Judge
+    from evalstudio.base.chat import Cache, ChatClient, Judge
     from evalstudio.judge.instrument import Instrument
     from evalstudio.judge.run import judge_tasks
     from evalstudio.protocols import registry

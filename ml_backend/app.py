@@ -244,8 +244,8 @@ def _generate():
     from flask import jsonify, request
 
     from .generators import GenerationError, Generator, check_items
-    from .model import _registry
-    from .predictors import NoPrediction
+    from .model import _registry, llm_cache
+    from .predictors import LLMPredictor, NoPrediction
 
     if (request.content_length or 0) > MAX_GENERATE_BODY:
         return jsonify(error=f"request body larger than {MAX_GENERATE_BODY} bytes"), 413
@@ -262,11 +262,11 @@ def _generate():
         items = check_items(project.generate, body.get("items"))
     except GenerationError as e:
         return jsonify(error=str(e)), 400
-    generator = Generator()
+    generator = Generator(LLMPredictor(cache=llm_cache()))
     results = []
     for item in items:
         try:
             results.append({"output": generator.generate(project.generate, item)})
         except NoPrediction as e:
             results.append({"error": str(e)})
-    return jsonify(model_version=generator.model_version, results=results)
+    return jsonify(model_version=generator.model_version, results=results, usage=generator.usage)

@@ -67,6 +67,7 @@ def check_items(kind: str, items: object) -> list[dict]:
 class Generator:
     def __init__(self, llm: LLMPredictor | None = None):
         self.llm = llm or LLMPredictor()
+        self.usage = {"requests": 0, "cached": 0, "tokens_in": 0, "tokens_out": 0}  # of this generator's answers
 
     @property
     def model_version(self) -> str:
@@ -89,7 +90,8 @@ class Generator:
             f"{guide}\nIf a category has no clear content in the text, give an empty list and the content \"none\".\n"
             "Answer with one JSON object only, of this form (every category required):\n" + json.dumps(TOM_FORM)
         )
-        answer, raw = self.llm.ask([{"role": "system", "content": system}, {"role": "user", "content": text}])
+        answer, raw = self.llm.ask([{"role": "system", "content": system}, {"role": "user", "content": text}],
+                                   self.usage)
         out = {}
         for category in TOM_CATEGORIES:
             entry = answer.get(category)
@@ -114,7 +116,8 @@ class Generator:
         )
         user = (f"Context: {item['context']}\nX: {item['question']}\nY: {item['answer']}\n"
                 f"Interpretation: {item['interpretation']}")
-        answer, raw = self.llm.ask([{"role": "system", "content": system}, {"role": "user", "content": user}])
+        answer, raw = self.llm.ask([{"role": "system", "content": system}, {"role": "user", "content": user}],
+                                   self.usage)
         explanation = answer.get("explanation")
         if not isinstance(explanation, str) or not explanation.strip():
             raise NoPrediction(f"the answer has no explanation: {raw[:200]!r}")

@@ -40,7 +40,12 @@ def predictor(name: str):
         return StoredPredictor()
     if name == "learner":
         return LearnerPredictor(model_dir())
-    return LLMPredictor()
+    return LLMPredictor(cache=llm_cache())
+
+
+def llm_cache() -> Path:
+    """The LLM's answer cache, in the backend's model folder (`generate` and the llm predictor ask once)."""
+    return model_dir() / "llm-cache.sqlite3"
 
 
 def warm_up() -> None:

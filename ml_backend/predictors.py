@@ -16,7 +16,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
 import numpy as np
 
 from evalstudio.protocols.registry import Project
@@ -224,16 +223,21 @@ class LLMPredictor:
 
     Configured by EVALSTUDIO_LLM_BASE_URL (e.g. http://127.0.0.1:8000/v1), EVALSTUDIO_LLM_MODEL and
     EVALSTUDIO_LLM_API_KEY. The prompt holds the protocol's rubric (project instructions and the config's
-    help texts) and a JSON schema of the expected answer; the answer is parsed and checked against it."""
+    help texts) and a JSON schema of the expected answer; the answer is parsed and checked against it. Requests go
+    through evalstudio.base.chat, as `evalstudio judge`'s do: retries with backoff on 429 (its Retry-After), 5xx
+    and timeouts, and with `cache` (the backend's model folder) an answer is asked once: `generate` run again asks
+    nothing it asked before."""
 
     name = "llm"
 
     def __init__(self, base_url: str | None = None, model: str | None = None, api_key: str | None = None,
-                 timeout: float = 60.0, retries: int = 2):
+                 timeout: float = 60.0, retries: int = 2, cache: Path | None = None):
         self.base_url = (base_url or os.environ.get("EVALSTUDIO_LLM_BASE_URL") or "").rstrip("/")
         self.model = model or os.environ.get("EVALSTUDIO_LLM_MODEL") or ""
         self.api_key = api_key or os.environ.get("EVALSTUDIO_LLM_API_KEY") or ""
         self.timeout, self.retries = timeout, retries
+        self.cache_path = cache
+        self._cache = None
 
     def schema(self, project: Project) -> dict:
         ratings = {}
@@ -255,41 +259,46 @@ class LLMPredictor:
         )
         return [{"role": "system", "content": system}, {"role": "user", "content": task_text(project, task["data"])}]
 
-    def _post(self, payload: dict) -> dict:
-        if not self.base_url or not self.model:
-            raise NoPrediction("the llm predictor needs EVALSTUDIO_LLM_BASE_URL and EVALSTUDIO_LLM_MODEL")
-        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-        last = ""
-        for attempt in range(self.retries + 1):
-            try:
-                response = httpx.post(f"{self.base_url}/chat/completions", json=payload, headers=headers, timeout=self.timeout)
-                if response.status_code < 500:
-                    response.raise_for_status()
-                    return response.json()
-                last = f"HTTP {response.status_code}"
-            except (httpx.TimeoutException, httpx.TransportError) as e:
-                last = type(e).__name__
-            except httpx.HTTPStatusError as e:
-                raise NoPrediction(f"the LLM server refused the request: HTTP {e.response.status_code}") from None
-            except ValueError:
-                raise NoPrediction("the LLM server answered with something that is not JSON") from None
-            time.sleep(min(2**attempt * 0.5, 4))
-        raise NoPrediction(f"the LLM server failed {self.retries + 1} times ({last})")
-
     @property
     def model_version(self) -> str:
         return f"llm:{self.model}"
 
-    def ask(self, messages: list[dict]) -> tuple[dict, str]:
-        """(the JSON object the model answered, its raw text); NoPrediction if there is none."""
-        body = self._post({"model": self.model, "messages": messages, "temperature": 0,
-                           "response_format": {"type": "json_object"}})
-        try:
-            content = body["choices"][0]["message"]["content"]
-        except (KeyError, IndexError, TypeError):
-            raise NoPrediction("the LLM response has no choices[0].message.content") from None
-        if not isinstance(content, str):
-            raise NoPrediction("the LLM response's message content is not text")
+    def _answer(self, messages: list[dict], usage):
+        import asyncio
+        import hashlib
+
+        from evalstudio.base.chat import Cache, ChatClient, Judge
+
+        if not self.base_url or not self.model:
+            raise NoPrediction("the llm predictor needs EVALSTUDIO_LLM_BASE_URL and EVALSTUDIO_LLM_MODEL")
+        if self._cache is None:
+            self._cache = Cache(self.cache_path) if self.cache_path is not None else _NoCache()
+        judge = Judge(self.model_version, self.model, self.base_url, api_key=self.api_key or None)
+        digest = hashlib.sha256(json.dumps(messages, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+        async def ask():
+            client = ChatClient(self._cache, concurrency=1, retries=self.retries, timeout=self.timeout)
+            try:
+                answer, _ = await client.ask(judge, tuple(messages), digest, 0)
+            finally:
+                await client.close()
+            if usage is not None:
+                spent = client.usage[judge.name]
+                usage["requests"] += spent.requests
+                usage["cached"] += spent.cached
+                usage["tokens_in"] += spent.tokens_in
+                usage["tokens_out"] += spent.tokens_out
+            return answer
+
+        answer = asyncio.run(ask())  # (a Flask request thread has no event loop of its own)
+        if answer.content is None:
+            raise NoPrediction(f"the LLM server gave no answer: {answer.error}")
+        return answer.content
+
+    def ask(self, messages: list[dict], usage: dict | None = None) -> tuple[dict, str]:
+        """(the JSON object the model answered, its raw text); NoPrediction if there is none. `usage` (requests,
+        cached, tokens_in, tokens_out) is added to."""
+        content = self._answer(messages, usage)
         return _json_object(content), content
 
     def predict(self, project: Project, task: dict) -> Output:
@@ -306,6 +315,16 @@ class LLMPredictor:
         if not values:
             raise NoPrediction(f"the LLM answer rates none of the controls: {content[:200]!r}")
         return Output(values, self.model_version)
+
+
+class _NoCache:
+    """No cache: every question is asked (a predictor made without a cache folder)."""
+
+    def get(self, key):
+        return None
+
+    def put(self, key, answer) -> None:
+        pass
 
 
 def _json_object(content: str) -> dict:

@@ -126,6 +126,16 @@ def test_circa_explanations_are_generated_for_empty_cells_only(generating_backen
     # the explanation was written for the model's interpretation, as the document's explanations are
     assert "Interpretation: No" in next(r["messages"][1]["content"] for r in llm.requests
                                         if "Do you like your new flat?" in r["messages"][1]["content"])
+    said = " ".join(done.stdout.split())
+    assert "the LLM was asked 1 time(s), 0 answer(s) came from its cache" in said, said
+    # the same again: the backend's cache answers (evalstudio.base.chat), the LLM is asked nothing, the file the same
+    asked = len(llm.requests)
+    again = run("generate", "circa", str(source), "--ml-url", url, "-o", str(tmp_path / "again.csv"),
+                "--basic-auth-file", str(auth), "--price-in", "3", "--price-out", "15")
+    assert again.returncode == 0, again.stderr
+    assert len(llm.requests) == asked
+    assert "the LLM was asked 0 time(s), 1 answer(s) came from its cache" in " ".join(again.stdout.split())
+    assert (tmp_path / "again.csv").read_text() == out.read_text()
 
 
 def test_an_item_the_model_cannot_complete_means_nothing_is_written(generating_backend, tmp_path, thread):

@@ -252,7 +252,7 @@ def test_malformed_llm_answers_are_reported_not_crashed_on(reg, importer_for, ca
         assert "the LLM answer is not valid JSON" in caplog.text
         retries = LLMPredictor(llm.url, "judge-500", retries=2)
         assert predict_tasks(project, tasks, retries) == [[]]
-        assert "the LLM server failed 3 times (HTTP 500)" in caplog.text
+        assert "the LLM server gave no answer: HTTP 500 after 3 attempts" in caplog.text
         assert sum(1 for r in llm.requests if r["model"] == "judge-500") == 3
     assert predict_tasks(project, tasks, LLMPredictor(None, None)) == [[]]  # not configured: reason, no crash
 

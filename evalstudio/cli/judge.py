@@ -77,7 +77,7 @@ def judge(
 
     from evalstudio.base.credentials import private_dir
     from evalstudio.judge import outputs
-    from evalstudio.judge.client import Cache, ChatClient, Judge
+    from evalstudio.base.chat import Cache, ChatClient, Judge
     from evalstudio.judge.instrument import Instrument
     from evalstudio.judge.run import Run, in_order, judge_tasks
     from evalstudio.labelstudio.connection import check_url

@@ -176,6 +176,8 @@ def generate(
     batch_size: Annotated[int, typer.Option(min=1, max=32, help="Records per request to the backend.")] = 4,
     basic_auth_file: Annotated[Optional[Path], typer.Option(
         help="The backend's credentials file (default: .evalstudio/ml-backend.auth; $EVALSTUDIO_ML_BASIC_AUTH wins).")] = None,
+    price_in: Annotated[Optional[float], typer.Option(help="Price per million prompt tokens, for the cost.")] = None,
+    price_out: Annotated[Optional[float], typer.Option(help="Price per million answer tokens.")] = None,
     projects: ProjectsOption = None,
 ):
     """Have the ML backend's LLM write the model outputs annotators judge where FILES lack them, and write every
@@ -187,7 +189,8 @@ def generate(
     explanation_generated_by). Nothing is written unless every record was completed and is valid.
 
     The backend uses EVALSTUDIO_LLM_BASE_URL, EVALSTUDIO_LLM_MODEL and EVALSTUDIO_LLM_API_KEY (set them where
-    `evalstudio ml-backend` runs). Its basic auth is read from the file it writes (or $EVALSTUDIO_ML_BASIC_AUTH);
+    `evalstudio ml-backend` runs); its requests are retried on 429, 5xx and timeouts, and its answers cached in its
+    model folder, so running the same generate again asks the LLM nothing it asked before. Its basic auth is read from the file it writes (or $EVALSTUDIO_ML_BASIC_AUTH);
     credentials are never taken from the command line."""
     from evalstudio.base.credentials import ml_auth
     from evalstudio.protocols.mapping import importer_for
@@ -207,6 +210,13 @@ def generate(
                                   lambda n, total: progress.update(bar, completed=n, total=total))
     except EvalstudioError as e:
         raise _fail(e)
+    spent = backend.usage
+    if spent["requests"] or spent["cached"]:
+        cost = (spent["tokens_in"] / 1e6 * (price_in or 0) + spent["tokens_out"] / 1e6 * (price_out or 0)
+                if price_in is not None or price_out is not None else None)
+        console.print(f"the LLM was asked {spent['requests']} time(s), {spent['cached']} answer(s) came from its "
+                      f"cache; {spent['tokens_in']} tokens in, {spent['tokens_out']} out"
+                      + (f", cost {cost:.4f}" if cost is not None else ""), highlight=False)
     if done.output is None:
         console.print(f"all {done.records} record(s) already have their {project.generate}; nothing written.")
     else:

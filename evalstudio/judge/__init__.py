@@ -1,3 +1,3 @@
-"""LLM judges beside the human raters: the annotators' instrument as the prompt (instrument), an OpenAI-compatible
-client with a resumable cache (client), judging and combining answers (run), and the files a run writes
-(outputs). `evalstudio judge` is the command."""
+"""LLM judges beside the human raters: the annotators' instrument as the prompt (instrument), judging and combining
+answers (run), and the files a run writes (outputs). The OpenAI-compatible client with its resumable cache is
+evalstudio.base.chat (the ML backend's `generate` uses it too). `evalstudio judge` is the command."""

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .client import ChatClient, Judge
+from evalstudio.base.chat import ChatClient, Judge
 from .instrument import Instrument
 from .run import Run, comparison_rows, metric_rows, position_bias
 

@@ -24,7 +24,7 @@ import numpy as np
 from evalstudio.gateway.checks import Refused
 from evalstudio.values.results import task_fields
 
-from .client import ChatClient, Judge
+from evalstudio.base.chat import ChatClient, Judge
 from .instrument import Instrument
 
 MALFORMED_RETRIES = 2  # a malformed answer is asked again this many times, then recorded as missing

@@ -52,6 +52,8 @@ class BackendClient:
         self.url = backend_url(url)
         self.headers = {"Authorization": basic_auth_header(basic_auth)} if basic_auth else {}
         self.timeout = timeout
+        # what the backend's LLM was asked for these requests (its answers from its cache cost nothing now)
+        self.usage = {"requests": 0, "cached": 0, "tokens_in": 0, "tokens_out": 0}
 
     def generate(self, project: str, items: list[dict]) -> tuple[list[dict], str]:
         """(one {"output"} or {"error"} per item, the model version)."""
@@ -72,6 +74,11 @@ class BackendClient:
             raise ServerError(f"the ML backend at {self.url} answered HTTP {response.status_code}"
                               + (f": {str(message)[:300]}" if message else ""))
         results, version = body.get("results"), body.get("model_version")
+        spent = body.get("usage") if isinstance(body.get("usage"), dict) else {}
+        for key in self.usage:
+            count = spent.get(key)
+            if isinstance(count, int) and not isinstance(count, bool) and count >= 0:
+                self.usage[key] += count
         if not isinstance(results, list) or len(results) != len(items) or not isinstance(version, str):
             raise ServerError(f"the ML backend at {self.url} answered without one result per item")
         return results, version

@@ -1,4 +1,4 @@
-"""Asking an LLM judge: any OpenAI-compatible chat-completions endpoint (vLLM, SGLang, llama.cpp's server, Ollama,
+"""Asking an LLM (a judge, or the model that writes judged outputs): any OpenAI-compatible chat-completions endpoint (vLLM, SGLang, llama.cpp's server, Ollama,
 hosted APIs), with a resumable cache.
 
 - **Concurrency and pace.** At most `concurrency` requests in flight, and at most `per_minute` started a minute.
@@ -45,9 +45,10 @@ class Judge:
     temperature: float = 0.0
     max_tokens: int = 1024
     json_mode: bool = True  # response_format json_object (retried without when the server refuses it)
+    api_key: str | None = field(default=None, repr=False)  # else read from key_env (never shown)
 
     def key(self) -> str | None:
-        return os.environ.get(self.key_env) or None
+        return self.api_key or os.environ.get(self.key_env) or None
 
 
 @dataclass
