@@ -384,3 +384,38 @@ def test_the_report_says_whether_to_trust_each_judge(label_studio, client, llm, 
     page = (tmp_path / "report" / "index.html").read_text()
     assert "LLM judges" in page and "judge: appropriateness: quadratic-weighted kappa 1.00 over 40 segments" in page
     assert "Verdict:" in page and f"winning rate {row['winning_rate']:.2f}" in page
+
+
+def test_the_judges_of_projects_yaml_run_without_options_and_a_key_in_the_file_is_refused(llm, tmp_path):
+    """`judges:` in projects.yaml: the judges `evalstudio judge` runs when no --model is given, each with its own
+    prices. A key written where the name of its variable belongs is refused at its line, naming the fix."""
+    import yaml
+
+    from .test_cli import _projects_file
+
+    def with_judges(judges):
+        def mutate(raw):
+            raw["judges"] = judges
+        return mutate
+
+    good = _projects_file(tmp_path, with_judges([
+        {"name": "cheap", "model": "judge", "base_url": llm.url, "price_in": 1, "price_out": 2},
+        {"name": "free", "model": "judge+fenced", "base_url": llm.url}]))
+    done = run("judge", "dialogue", *[str(f) for f in example_files("dialogue")], "--limit", "3", "-o",
+               str(tmp_path / "out"), "--cache", str(tmp_path / "cache.sqlite3"),
+               env={"EVALSTUDIO_PROJECTS": str(good)}, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    rows = {row["judge"]: row for row in summary_of(tmp_path)}
+    assert set(rows) == {"cheap", "free"} and rows["free"]["cost"] == ""
+    assert float(rows["cheap"]["cost"]) == pytest.approx(int(rows["cheap"]["tokens_in"]) / 1e6
+                                                         + 2 * int(rows["cheap"]["tokens_out"]) / 1e6)
+    bad_dir = tmp_path / "bad"
+    bad_dir.mkdir()
+    bad = _projects_file(bad_dir, with_judges([{"model": "judge", "base_url": llm.url, "key_env": "sk-live-123"}]))
+    refused = run("judge", "dialogue", *[str(f) for f in example_files("dialogue")], "-o", str(tmp_path / "out2"),
+                  env={"EVALSTUDIO_PROJECTS": str(bad)}, cwd=tmp_path)
+    line = next(i for i, text in enumerate(bad.read_text().splitlines(), 1) if "sk-live-123" in text)
+    said = " ".join(refused.stderr.split())
+    assert refused.returncode != 0 and f"{bad}:{line}: judges.0.key_env" in said and "never the key itself" in said
+    assert "sk-live-123" not in said, "the key was echoed"
+    assert yaml.safe_load(bad.read_text())["judges"][0]["key_env"] == "sk-live-123"  # (the file as written)

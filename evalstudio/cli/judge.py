@@ -21,11 +21,12 @@ def judge(
     files: Annotated[Optional[list[Path]], typer.Argument(
         help="Input files, as `import` reads them: judged without Label Studio. Without them, every task of the "
              "protocol's Label Studio projects.")] = None,
-    model: Annotated[list[str], typer.Option(
-        help="The model as the endpoint names it (repeat for several judges).")] = ...,
-    base_url: Annotated[list[str], typer.Option(
+    model: Annotated[Optional[list[str]], typer.Option(
+        help="The model as the endpoint names it (repeat for several judges). Without it: the `judges:` list of "
+             "projects.yaml.")] = None,
+    base_url: Annotated[Optional[list[str]], typer.Option(
         help="The endpoint's OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1 (vLLM, SGLang, llama.cpp, "
-             "Ollama) or a hosted API: one for every --model, or one per --model in the same order.")] = ...,
+             "Ollama) or a hosted API: one for every --model, or one per --model in the same order.")] = None,
     name: Annotated[Optional[list[str]], typer.Option(
         help="What reports call each judge (default: the model's name); one per --model.")] = None,
     key_env: Annotated[str, typer.Option(
@@ -80,26 +81,24 @@ def judge(
     from evalstudio.base.chat import Cache, ChatClient, Judge
     from evalstudio.judge.instrument import Instrument
     from evalstudio.judge.run import Run, in_order, judge_tasks
-    from evalstudio.labelstudio.connection import check_url
-
     try:
         if samples > 1 and temperature == 0:
             raise BadInput("--samples above 1 needs --temperature above 0 (at 0 every sample is the same answer)")
-        if len(base_url) not in (1, len(model)):
-            raise BadInput(f"--base-url: give one for every --model, or one per --model ({len(model)})")
-        if name and len(name) != len(model):
-            raise BadInput(f"--name: one per --model ({len(model)})")
-        names = name or model
-        if len(set(names)) != len(names):
-            raise BadInput("--name: every judge needs a name of its own (two --model are the same: give --name)")
-        try:
-            urls = [check_url(u, "--base-url") for u in (base_url * len(model) if len(base_url) == 1 else base_url)]
-        except EvalstudioError as e:  # a wrong option: a usage error
-            raise BadInput(str(e)) from None
-        judges = [Judge(n, m, u, key_env, temperature, max_tokens) for n, m, u in zip(names, model, urls)]
-        for url in dict.fromkeys(urls):
+        registry = _load(projects)
+        if model:
+            judges = _judges_given(model, base_url or [], name, key_env, temperature, max_tokens)
+            prices = {j.name: (price_in, price_out) for j in judges}
+        elif registry.judges:
+            judges = [Judge(j.shown_name, j.model, j.base_url, j.key_env, j.temperature, j.max_tokens)
+                      for j in registry.judges]
+            prices = {j.shown_name: (j.price_in if price_in is None else price_in,
+                                     j.price_out if price_out is None else price_out) for j in registry.judges}
+        else:
+            raise BadInput("no judge: give --model and --base-url, or a `judges:` list in projects.yaml "
+                           "(docs/judges.md)")
+        for url in dict.fromkeys(j.base_url for j in judges):
             _reachable(url)
-        parts = _load(projects).parts(protocol)
+        parts = registry.parts(protocol)
         if to_label_studio and files:
             raise BadInput("--to-label-studio stores predictions of the Label Studio projects' tasks: leave out the "
                            "input files")
@@ -134,7 +133,7 @@ def judge(
         for number, (part, tasks, run, client) in enumerate(runs):
             instrument = Instrument(part)
             in_order(run, judges, tasks)
-            table = outputs.summary(instrument, run, judges, client, price_in, price_out)
+            table = outputs.summary(instrument, run, judges, client, prices)
             outputs.write(output, instrument, run, tasks, run.prompts, table, append=number > 0)
             _show(table)
             if to_label_studio:
@@ -152,6 +151,24 @@ def judge(
         raise typer.Exit(130)
     console.print(f"{done} task judgement(s) in {output}/ (metrics.csv: `evalstudio analyze --protocol {protocol} "
                   f"--metrics {output}/metrics.csv`)", highlight=False, markup=False)
+
+
+def _judges_given(model, base_url, name, key_env, temperature, max_tokens):
+    from evalstudio.base.chat import Judge
+    from evalstudio.labelstudio.connection import check_url
+
+    if len(base_url) not in (1, len(model)):
+        raise BadInput(f"--base-url: give one for every --model, or one per --model ({len(model)})")
+    if name and len(name) != len(model):
+        raise BadInput(f"--name: one per --model ({len(model)})")
+    names = name or model
+    if len(set(names)) != len(names):
+        raise BadInput("--name: every judge needs a name of its own (two --model are the same: give --name)")
+    try:
+        urls = [check_url(u, "--base-url") for u in (base_url * len(model) if len(base_url) == 1 else base_url)]
+    except EvalstudioError as e:  # a wrong option: a usage error
+        raise BadInput(str(e)) from None
+    return [Judge(n, m, u, key_env, temperature, max_tokens) for n, m, u in zip(names, model, urls)]
 
 
 def _reachable(url: str) -> None:

@@ -17,8 +17,9 @@ from .run import Run, comparison_rows, metric_rows, position_bias
 METRICS, ANSWERS, PROMPTS, SUMMARY = "metrics.csv", "answers.jsonl", "prompts.jsonl", "summary.csv"
 
 
-def summary(instrument: Instrument, run: Run, judges: list[Judge], client: ChatClient, price_in: float | None,
-            price_out: float | None) -> pd.DataFrame:
+def summary(instrument: Instrument, run: Run, judges: list[Judge], client: ChatClient,
+            prices: dict[str, tuple[float | None, float | None]]) -> pd.DataFrame:
+    """One row per judge; `prices`: judge -> (per million prompt tokens, per million answer tokens)."""
     rows = []
     for judge in judges:
         asked = [a for a in run.asked if a.judge == judge.name]
@@ -31,7 +32,7 @@ def summary(instrument: Instrument, run: Run, judges: list[Judge], client: ChatC
         consistent = [c.consistent for c in combined if c.consistent is not None]
         confidences = [v for c in combined for v in c.confidence.values() if v is not None]
         bias = position_bias(instrument, asked)
-        cost = usage.cost(price_in, price_out) if usage else None
+        cost = usage.cost(*prices.get(judge.name, (None, None))) if usage else None
         rows.append({
             "judge": judge.name, "model": judge.model, "project": instrument.project.name, "tasks": len(combined),
             "answers": sum(a.answer is not None for a in asked), "missing": sum(a.answer is None for a in asked),

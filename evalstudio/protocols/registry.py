@@ -19,6 +19,7 @@ from evalstudio.base.files import read_text_file
 
 from .adaptive import Assignment, StopWhen, adaptive_problems
 from .config_checks import check_against_config, compare_problems
+from .judges import read_judges
 from .mapping import InputMap
 from .mapping import check_against_config as input_problems
 from .yaml_lines import Where, describe
@@ -317,9 +318,10 @@ class Project(BaseModel):
 class Registry:
     """All protocols of one projects.yaml, looked up by name."""
 
-    def __init__(self, projects: dict[str, Project], path: Path):
+    def __init__(self, projects: dict[str, Project], path: Path, judges: list | None = None):
         self.projects = projects
         self.path = path
+        self.judges = judges or []  # the LLM judges of `judges:` (evalstudio/protocols/judges.py)
 
     def names(self) -> list[str]:
         """Protocol names: a study of several projects (circa) by its study name, then each of its parts (an entry
@@ -461,7 +463,7 @@ def load(path: Path | str | None = None) -> Registry:
         if first and entries[first].lists:
             raise RegistryError(f"{Where(path, text, project.entry)}.crowd.after: '{first}' has counterbalanced "
                                 "lists; a part done first cannot have lists")
-    return Registry(projects, path)
+    return Registry(projects, path, read_judges(raw, path, text))
 
 
 def _lists_of(project: Project, where) -> list[Project]:

@@ -1,0 +1,74 @@
+"""The `judges:` list of projects.yaml: the LLM judges `evalstudio judge` runs when no --model is given.
+
+    judges:
+      - name: qwen7b                      # what reports call it (default: the model's name)
+        model: Qwen2.5-7B-Instruct        # as the endpoint names it
+        base_url: http://127.0.0.1:8000/v1  # any OpenAI-compatible endpoint
+        key_env: OPENAI_API_KEY           # the environment variable holding its key (never the key itself)
+        temperature: 0
+        max_tokens: 1024
+        price_in: 0.15                    # per million prompt tokens (optional: the cost)
+        price_out: 0.6
+
+A key written into the file is refused: keys come from the environment only."""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from evalstudio.base.errors import RegistryError
+
+from .yaml_lines import describe
+
+
+class JudgeEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:+-]{0,63}$")
+    model: str = Field(min_length=1, max_length=200)
+    base_url: str
+    key_env: str = "OPENAI_API_KEY"
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    max_tokens: int = Field(default=1024, ge=16, le=200_000)
+    price_in: float | None = Field(default=None, ge=0.0)
+    price_out: float | None = Field(default=None, ge=0.0)
+
+    @field_validator("key_env")
+    @classmethod
+    def _a_variable(cls, value: str) -> str:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,99}", value):
+            raise ValueError("the name of an environment variable (e.g. OPENAI_API_KEY), never the key itself: "
+                             "keys come from the environment only")
+        return value
+
+    @field_validator("base_url")
+    @classmethod
+    def _a_url(cls, value: str) -> str:
+        if not re.fullmatch(r"https?://[^\s/@]+(/\S*)?", value):
+            raise ValueError("an http:// or https:// URL with a host and no credentials in it, e.g. "
+                             "http://127.0.0.1:8000/v1")
+        return value
+
+    @property
+    def shown_name(self) -> str:
+        return self.name or self.model
+
+
+def read_judges(raw: dict, path, text: str) -> list[JudgeEntry]:
+    """The judges of a parsed projects.yaml (none when it has no `judges:`); errors name `file:line: judges...`."""
+    listed = raw.get("judges")
+    if listed is None:
+        return []
+    if not isinstance(listed, list):
+        raise RegistryError(f"{path}: judges: a list of judges (- model: ..., base_url: ...)")
+    judges = []
+    for number, entry in enumerate(listed):
+        try:
+            judges.append(JudgeEntry.model_validate(entry))
+        except ValidationError as e:
+            raise RegistryError(describe(e, path, text, ("judges", number))) from None
+    names = [j.shown_name for j in judges]
+    if len(set(names)) != len(names):
+        raise RegistryError(f"{path}: judges: two judges are called the same; give each a name:")
+    return judges
