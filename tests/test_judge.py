@@ -419,3 +419,62 @@ def test_the_judges_of_projects_yaml_run_without_options_and_a_key_in_the_file_i
     assert refused.returncode != 0 and f"{bad}:{line}: judges.0.key_env" in said and "never the key itself" in said
     assert "sk-live-123" not in said, "the key was echoed"
     assert yaml.safe_load(bad.read_text())["judges"][0]["key_env"] == "sk-live-123"  # (the file as written)
+
+
+@pytest.mark.parametrize("template", ["pairwise", "best-worst"])
+def test_comparisons_are_shown_reversed_and_answers_mapped_back_to_the_candidates(tmp_path, template):
+    """A protocol of comparisons (`evalstudio new` templates): the second order shows the candidates reversed, and
+    an answer that names a position is read as the candidate shown there (position A of the reversed best-worst
+    tuple is the stored D; pairwise 'left' of the swapped pair is the stored right)."""
+    from .test_protocol_as_data import made, tasks_of
+
+    _, project, example = made(tmp_path, template)
+    task = tasks_of(project, example)[0]
+    instrument = Instrument(project)
+    stored, reversed_ = instrument.orders()
+    assert reversed_ == stored[::-1]
+    shown = instrument.shown(task["data"], reversed_)
+    field = instrument.candidate_fields[0]
+    last = "abcdefghij"[instrument.positions - 1]
+    assert shown[f"{field}_a"] == task["data"][f"{field}_{last}"]
+    assert shown[f"{field}_{last}"] == task["data"][f"{field}_a"]
+    compare = project.compare
+    if template == "pairwise":
+        control = project.slots(compare.criterion)[0].control
+        left, right = compare.outcomes["left"], compare.outcomes["right"]
+        assert instrument.unpermute({control: left}, reversed_) == {control: right}
+        assert instrument.unpermute({control: left}, stored) == {control: left}
+        if "tie" in compare.outcomes:
+            tie = compare.outcomes["tie"]
+            assert instrument.unpermute({control: tie}, reversed_) == {control: tie}
+    else:
+        best = project.slots(compare.best)[0].control
+        worst = project.slots(compare.worst)[0].control
+        assert instrument.unpermute({best: "A", worst: "B"}, reversed_) == {best: "D", worst: "C"}
+        assert instrument.unpermute({best: "A", worst: "B"}, stored) == {best: "A", worst: "B"}
+
+
+def test_samples_give_each_task_a_confidence_from_their_spread(llm, tmp_path):
+    """--samples 3 --temperature 0.7: three answers per task (seeds 0, 1, 2, where the server takes a seed); the
+    combined score is their mean and the confidence 1 - 2 x their standard deviation / the scale's range."""
+    import csv
+    import statistics
+
+    done = judge_cli(llm, tmp_path, "dialogue", "--limit", "5", "--samples", "3", "--temperature", "0.7")
+    assert done.returncode == 0, done.stderr
+    bodies = llm.bodies()
+    assert len(bodies) == 15 and sorted(b["seed"] for b in bodies) == [0] * 5 + [1] * 5 + [2] * 5
+    assert all(b["temperature"] == 0.7 for b in bodies)
+    answers = [json.loads(line) for line in (tmp_path / "out" / "answers.jsonl").read_text().splitlines()]
+    given: dict = {}
+    for a in answers:
+        for control, value in a["answer"].items():
+            given.setdefault((a["task_id"], control), []).append(value)
+    with open(tmp_path / "out" / "metrics.csv", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 5 * 3
+    tasks = sorted({a["task_id"] for a in answers})  # (the rows: each task's criteria, in the order of the tasks)
+    for number, row in enumerate(rows):
+        values = given[(tasks[number // 3], row["criterion"])]
+        assert float(row["value"]) == pytest.approx(statistics.fmean(values))
+        assert float(row["confidence"]) == pytest.approx(max(0.0, 1 - 2 * statistics.pstdev(values) / 4), abs=1e-6)
