@@ -27,9 +27,11 @@ _EXPLAIN = {
                "which the row system is not better than the column system.",
     "ppi": "Each system's mean human score, and each difference between two systems, estimated from the segments "
            "humans rated and, through the named metric's scores, from those they did not (PPI++, Angelopoulos, Duchi "
-           "& Zrnic 2023). Its 95% interval is valid however poor the metric is; beside it the classical interval "
-           "of the rated segments alone. effective_n: the human labels the classical interval would need to be as "
-           "narrow; lambda: how much the metric is trusted (0: not at all, the classical mean).",
+           "& Zrnic 2023), beside the classical interval of the rated segments alone; both are 95% Student-t "
+           "intervals. effective_n: the human labels the classical interval would need to be as narrow; lambda: "
+           "how much the metric is trusted (0: not at all, the classical mean). Empty cells: too few rated segments "
+           "for the number to hold its promise on real data (PPI++ intervals from 20, effective_n from 60; "
+           "not_computed.csv says why).",
     "alt_test": "The alternative annotator test (Calderon, Reichart & Dror, ACL 2025): each annotator is left out in "
                 "turn, and on the segments they rated the judge's answer and theirs are compared with the other "
                 "annotators' (accuracy, or minus the RMSE); rho_f is how often the judge aligns at least as well, "

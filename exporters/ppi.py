@@ -1,6 +1,6 @@
 """Prediction-powered estimates for `analyze --ppi METRIC`: when a metric or an LLM judge has scored every segment
 and humans rated only some, each system's mean human score and each difference between two systems, with the
-PPI++ interval (valid however poor the predictor) beside the classical human-only one, and the number of human
+PPI++ interval (its coverage held from 10 rated segments, whatever the predictor) beside the classical human-only one, and the number of human
 labels the predictor is worth (evalstudio.stats.ppi).
 
 A segment's human score is the mean of its annotators' ratings. Per system, the labelled segments are those with
@@ -23,6 +23,16 @@ from .tidy import segment_means
 COLUMNS = ["criterion", "metric", "n_labelled", "n_unlabelled", "left_out", "classical", "classical_lo",
            "classical_hi", "ppi", "ppi_lo", "ppi_hi", "lambda", "effective_n", "width_ratio"]
 
+# The sizes below which a number is not printed, from its calibration on HANNA's published ratings (useless, weak
+# and good predictors, 10 systems x 6 criteria, benchmarks/ppi_calibration.py, docs/analyze.md): from 10 rated
+# segments the 95% t intervals, human-only and PPI++ (with lambda's degree of freedom), covered the truth 0.94-0.95 of
+# the time on average over each criterion's systems; at 5 single systems' coverage fell to 0.89. The labels a
+# predictor is said to be worth were what the studies realised (within 10%) only from 60 (at 10 a good predictor was
+# said to be worth 44 labels and was worth 32).
+MIN_RATED = 10
+MIN_RATED_PPI = 10
+MIN_RATED_EFFECTIVE_N = 60
+
 
 def segment_matrices(ratings: pd.DataFrame, metrics: pd.DataFrame, criterion: str, metric: str):
     """(human, prediction): systems x items frames of the criterion's mean human score and the metric's score,
@@ -36,11 +46,31 @@ def segment_matrices(ratings: pd.DataFrame, metrics: pd.DataFrame, criterion: st
 
 
 def _row(y, f, f_u, left_out: int, alpha: float) -> dict:
+    """One estimate's columns; below the calibrated sizes (MIN_RATED_PPI, MIN_RATED_EFFECTIVE_N) the numbers that
+    did not hold there are left empty (NaN), and `notes` says why."""
     e = ppi_mean(y, f, f_u, alpha=alpha)
     width = (e.hi - e.lo) / (e.classical_hi - e.classical_lo) if e.classical_hi > e.classical_lo else np.nan
-    return {"n_labelled": e.n, "n_unlabelled": e.N, "left_out": left_out, "classical": e.classical,
-            "classical_lo": e.classical_lo, "classical_hi": e.classical_hi, "ppi": e.estimate, "ppi_lo": e.lo,
-            "ppi_hi": e.hi, "lambda": e.lam, "effective_n": e.effective_n, "width_ratio": width}
+    row = {"n_labelled": e.n, "n_unlabelled": e.N, "left_out": left_out, "classical": e.classical,
+           "classical_lo": e.classical_lo, "classical_hi": e.classical_hi, "ppi": e.estimate, "ppi_lo": e.lo,
+           "ppi_hi": e.hi, "lambda": e.lam, "effective_n": e.effective_n, "width_ratio": width}
+    if e.n < MIN_RATED_PPI:
+        row.update(ppi=np.nan, ppi_lo=np.nan, ppi_hi=np.nan, width_ratio=np.nan)
+    if e.n < MIN_RATED_EFFECTIVE_N:
+        row["effective_n"] = np.nan
+    return row
+
+
+def size_notes(systems: pd.DataFrame, pairs: pd.DataFrame) -> list[str]:
+    """What was not printed for too few rated segments, and why (the calibration's sizes)."""
+    rated = pd.concat([systems["n_labelled"], pairs["n_labelled"]]) if len(systems) or len(pairs) else pd.Series([])
+    notes = []
+    if (rated < MIN_RATED_PPI).any():
+        notes.append(f"PPI++ intervals are given from {MIN_RATED_PPI} rated segments (a system's, or a pair's)")
+    if (rated < MIN_RATED_EFFECTIVE_N).any():
+        notes.append(f"effective_n (the human labels the predictor is worth) is given from {MIN_RATED_EFFECTIVE_N} "
+                     "rated segments: below, drawn from HANNA's published ratings, it overstated what the predictor "
+                     "was worth by up to 38% (a good predictor said to be worth 44 labels at 10 was worth 32)")
+    return notes
 
 
 def ppi_tables(ratings: pd.DataFrame, metrics: pd.DataFrame, spec: Spec, metric: str, alpha: float = 0.05,
@@ -63,39 +93,54 @@ def ppi_tables(ratings: pd.DataFrame, metrics: pd.DataFrame, spec: Spec, metric:
         left_out = ~np.isnan(h) & np.isnan(p)
         base = {"criterion": criterion, "metric": metric}
         for i, system in enumerate(human.index):
-            if labelled[i].sum() >= 2 and unlabelled[i].any():
+            if labelled[i].sum() >= MIN_RATED and unlabelled[i].any():
                 systems_rows.append(base | {"system": system} | _row(
                     h[i, labelled[i]], p[i, labelled[i]], p[i, unlabelled[i]], int(left_out[i].sum()), alpha))
         for a, b in combinations(range(len(human.index)), 2):
             both = labelled[a] & labelled[b]  # the pair's items rated by humans for both systems
             scored = ~np.isnan(p[a]) & ~np.isnan(p[b])
             rest = scored & ~both
-            if both.sum() >= 2 and rest.any():
+            if both.sum() >= MIN_RATED and rest.any():
                 dh, dp = h[a] - h[b], p[a] - p[b]
                 pair_rows.append(base | {"system_a": human.index[a], "system_b": human.index[b]} | _row(
                     dh[both], dp[both], dp[rest], int((~np.isnan(dh) & ~scored).sum()), alpha))
         if why is not None and not any(r["criterion"] == criterion for r in systems_rows):
-            why.add("ppi_systems", criterion, f"no system has 2 or more rated segments that {metric} scored and a "
-                                              f"segment it scored that no human rated (PPI adds the unrated ones)")
+            why.add("ppi_systems", criterion, f"no system has {MIN_RATED} or more rated segments that {metric} "
+                                              "scored (below, single systems' 95% intervals covered the truth as "
+                                              "little as 0.89 of the time on real data: docs/analyze.md) and a "
+                                              "segment it scored that no human rated (PPI adds the unrated ones)")
     systems = pd.DataFrame(systems_rows, columns=["criterion", "metric", "system"] + COLUMNS[2:])
     pairs = pd.DataFrame(pair_rows, columns=["criterion", "metric", "system_a", "system_b"] + COLUMNS[2:])
+    if why is not None:
+        for note in size_notes(systems, pairs):
+            why.add("ppi_systems", "", note)
     return systems, pairs
 
 
 def calibration(ratings: pd.DataFrame, metrics: pd.DataFrame, criteria, rated: int, scored: int, studies: int,
-                seed: int = 2022) -> pd.DataFrame:
+                seed: int = 2022, predictor: str = "best") -> pd.DataFrame:
     """The calibration of the prediction-powered means on a wide ratings table (item, system, one column per
     criterion, as HANNA's prepare.py writes it) and its metrics (item, system, metric, value): for every criterion,
     with the metric that correlates best with it over segments (`r`), and every system, `studies` studies drawn
-    from that system's items with `rated` rated and `scored` scored-only items each (resampled_studies)."""
+    from that system's items with `rated` rated and `scored` scored-only items each (resampled_studies).
+
+    `predictor`: "best" (that metric), "useless" (its scores shuffled among the system's items: real values that
+    carry nothing), or "good" (the human score plus normal noise of half its standard deviation, r about 0.9: the
+    real ratings' distribution, a predictor better than any published metric here)."""
     rng = np.random.default_rng(seed)
     rows = []
     for criterion in criteria:
         table = metrics.pivot_table(index=["system", "item"], columns="metric", values="value", observed=True).join(
-            ratings.set_index(["system", "item"])[criterion])
+            ratings.groupby(["system", "item"])[criterion].mean())
         segment_r = table.drop(columns=criterion).corrwith(table[criterion])
         best = segment_r.idxmax()
         for system, g in table.groupby(level="system", observed=True):
-            rows.append({"criterion": criterion, "metric": best, "r": segment_r[best], "system": system}
-                        | resampled_studies(g[criterion].to_numpy(), g[best].to_numpy(), rated, scored, studies, rng))
+            y, f = g[criterion].to_numpy(dtype=float), g[best].to_numpy(dtype=float)
+            if predictor == "useless":
+                f = rng.permutation(f)
+            elif predictor == "good":
+                f = y + rng.normal(0, 0.5 * y.std(), len(y))
+            rows.append({"criterion": criterion, "metric": best if predictor == "best" else predictor,
+                         "r": float(np.corrcoef(y, f)[0, 1]) if predictor != "best" else segment_r[best],
+                         "system": system} | resampled_studies(y, f, rated, scored, studies, rng))
     return pd.DataFrame(rows)

@@ -130,6 +130,8 @@ def test_every_annotator_view_through_the_gateway(reg, client, study_gateways, p
             raise AssertionError(f"no task opened; the page says: {flat(page.inner_text('main'))[-300:]}") from None
         page.locator("button", has_text="Submit").first.wait_for(timeout=180_000)
         page.wait_for_timeout(1000)
+        # the browser tab names the part once (issue 50: "TITLE: TITLE")
+        assert page.title().count(page.inner_text("header .title")) == 1, page.title()
         assert empty_controls(page, project) == []  # no anchoring: nothing answered before the participant does
         if protocol == "dialogue":  # document 003: the HIT note in view, bold; the HIT and the question in it
             note = page.get_by_text("NOTE: THERE ARE A MAXIMUM OF 5 HITs", exact=False).first

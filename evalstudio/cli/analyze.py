@@ -48,7 +48,8 @@ def analyze(
         "--ppi", metavar="METRIC", help="Prediction-powered estimates (PPI++): when METRIC (a metric or judge of "
                                         "--metrics) scored segments no human rated, each system's mean human score "
                                         "and each difference between systems get an interval that uses its scores and "
-                                        "stays valid however poor it is, beside the human-only one, with the number "
+                                        "held its coverage on published data from 10 rated segments per system, "
+                                        "whatever the predictor, beside the human-only one, with the number "
                                         "of human labels it is worth (ppi_systems.csv, ppi_pairs.csv). On "
                                         "comparisons METRIC names a judge of --metrics (or a model version whose "
                                         "verdicts the tasks store): prediction-powered Bradley-Terry strengths and "
@@ -158,6 +159,9 @@ def analyze(
     console.print(_results(tables))
     if ppi is not None and not tables["ppi_systems"].empty:
         console.print(_ppi_results(tables["ppi_systems"]))
+        skipped = tables["not_computed"]
+        for reason in skipped[(skipped["table"] == "ppi_systems") & (skipped["criterion"] == "")]["reason"]:
+            console.print(f"note: {reason}", highlight=False)
     for r in tables["alt_test"].itertuples() if "alt_test" in tables else ():
         console.print(f"Alternative annotator test, {r.judge} on {r.criterion}: winning rate {r.winning_rate:.2f} over "
                       f"{r.annotators} annotator(s) (epsilon {r.epsilon:g}, q {r.q:g}): "
@@ -199,16 +203,17 @@ def _ppi_results(rows):
     from rich import box
     from rich.table import Table
 
-    table = Table(title=f"Prediction-powered means (PPI++ with {rows['metric'].iloc[0]}; 95% intervals, valid however "
-                        "poor the metric; effective n: the human labels it is worth)", title_justify="left",
-                  box=box.SIMPLE_HEAD)
+    table = Table(title=f"Prediction-powered means (PPI++ with {rows['metric'].iloc[0]}; 95% t intervals; effective "
+                        "n: the human labels it is worth; '-': too few rated segments for the number to hold, see "
+                        "not_computed.csv)", title_justify="left", box=box.SIMPLE_HEAD)
     for column in ("criterion", "system", "rated", "unrated", "human only", "prediction-powered", "effective n"):
         table.add_column(column, justify="left" if column in ("criterion", "system") else "right",
                          no_wrap=column not in ("criterion", "system"))
     for r in rows.itertuples():
         table.add_row(str(r.criterion), str(r.system), str(r.n_labelled), str(r.n_unlabelled),
                       f"{r.classical:.3f} [{r.classical_lo:.3f}, {r.classical_hi:.3f}]",
-                      f"{r.ppi:.3f} [{r.ppi_lo:.3f}, {r.ppi_hi:.3f}]", f"{r.effective_n:.0f}")
+                      f"{r.ppi:.3f} [{r.ppi_lo:.3f}, {r.ppi_hi:.3f}]" if r.ppi == r.ppi else "-",
+                      f"{r.effective_n:.0f}" if r.effective_n == r.effective_n else "-")
     return table
 
 

@@ -309,4 +309,5 @@ def labeling(nonce: str, study: str, title: str, part: str, config: str, instruc
 <script nonce="{nonce}" src="/react-app/main.js"></script>
 <script nonce="{nonce}">const SETUP = {setup};{_API}{LABELING_APP}</script>"""
     head = '<link rel="stylesheet" href="/react-app/main.css">'
-    return page(f"{study}: {title}", body, nonce, head)
+    # the browser tab names the part once: a study of one part has the part's title (Circa's parts begin with it)
+    return page(title if title.startswith(study) else f"{study}: {title}", body, nonce, head)
