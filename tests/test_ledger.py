@@ -239,3 +239,34 @@ def test_a_backup_is_a_private_consistent_copy(tmp_path, monkeypatch):
     refused = run("participants", "backup", str(tmp_path / "taken"), "--folder", str(folder))
     assert refused.returncode != 0 and "exists already" in refused.stderr
     assert (tmp_path / "taken").read_text() == "x"
+
+
+# where each study's ledger is in a participants folder: (steps, each a study served or added with its options,
+# and the folder each step must get, relative to the participants folder)
+NAMESPACES = [
+    ("two studies: the first keeps the folder, the second its own", [("dialogue", False, "."), ("circa", False, "circa"),
+                                                                     ("dialogue", False, "."), ("circa", False, "circa")]),
+    ("a shared pool serves every study", [(None, True, "."), ("dialogue", False, "."), ("circa", False, ".")]),
+    ("--shared-pool on a study's folder makes it the pool", [("dialogue", False, "."), ("circa", True, "."),
+                                                            ("health", False, ".")]),
+    ("a folder of an earlier version (no owner) is taken by the first study", [("", False, "."),
+                                                                               ("circa", False, "."),
+                                                                               ("dialogue", False, "dialogue")]),
+]
+
+
+@pytest.mark.parametrize("steps", [row[1] for row in NAMESPACES], ids=[row[0] for row in NAMESPACES])
+def test_each_study_has_its_ledger_in_the_participants_folder(tmp_path, backend, steps):
+    from evalstudio.crowd import participants
+
+    root = tmp_path / "participants"
+    for study, shared, expected in steps:
+        if study == "":  # an earlier version's ledger: in the folder, owned by no study
+            root.mkdir(mode=0o700)
+            ledger.open_ledger(root)
+            continue
+        got = participants.study_folder(root, study, shared=shared, claim=True)
+        assert got == (root / expected).resolve() or got == root / expected, (study, got)
+        ledger.open_ledger(got)  # (the gateway opens it)
+        if study is not None:  # and read back without claiming, as status and report find it
+            assert participants.study_folder(root, study) == got

@@ -111,7 +111,7 @@ SHARED = "(shared pool)"  # the "study" setting of a participants folder whose l
 STUDY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 
 
-def study_folder(root: Path, study: str, shared: bool = False, claim: bool = False) -> Path:
+def study_folder(root: Path, study: str | None, shared: bool = False, claim: bool = False) -> Path:
     """The folder of a study's ledger in a participants folder `root`: one namespace per study (its participants,
     sign-in codes and sessions, study-link key, cap and sign-up limits; issue 50).
 
@@ -120,6 +120,11 @@ def study_folder(root: Path, study: str, shared: bool = False, claim: bool = Fal
     (`shared`: the gateway's --shared-pool) is one pool for every study served from it. `claim` (the gateway,
     `participants add --study`): the root's ledger is taken for this study when no study owns it yet."""
     root = Path(root)
+    if shared and study is None:  # (participants add --shared-pool: the pool, whichever study it serves)
+        if claim:
+            private_dir(root)
+            ledger.open_ledger(root).set_setting("study", SHARED)
+        return root
     if not STUDY_NAME.fullmatch(study or ""):
         raise BadInput(f"{study!r} is not a study name (letters, digits, _ . and -)")
     own = root / study
