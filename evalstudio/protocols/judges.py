@@ -22,6 +22,13 @@ from evalstudio.base.errors import RegistryError
 
 from .yaml_lines import describe
 
+SHAPES = {  # field -> (what it must look like, the message that names the fix)
+    "key_env": (r"[A-Za-z_][A-Za-z0-9_]{0,99}", "the name of an environment variable (e.g. OPENAI_API_KEY), never "
+                                                "the key itself: keys come from the environment only"),
+    "base_url": (r"https?://[^\s/@]+(/\S*)?", "an http:// or https:// URL with a host and no credentials in it, e.g. "
+                                              "http://127.0.0.1:8000/v1"),
+}
+
 
 class JudgeEntry(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -34,20 +41,12 @@ class JudgeEntry(BaseModel):
     price_in: float | None = Field(default=None, ge=0.0)
     price_out: float | None = Field(default=None, ge=0.0)
 
-    @field_validator("key_env")
+    @field_validator("key_env", "base_url")
     @classmethod
-    def _a_variable(cls, value: str) -> str:
-        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,99}", value):
-            raise ValueError("the name of an environment variable (e.g. OPENAI_API_KEY), never the key itself: "
-                             "keys come from the environment only")
-        return value
-
-    @field_validator("base_url")
-    @classmethod
-    def _a_url(cls, value: str) -> str:
-        if not re.fullmatch(r"https?://[^\s/@]+(/\S*)?", value):
-            raise ValueError("an http:// or https:// URL with a host and no credentials in it, e.g. "
-                             "http://127.0.0.1:8000/v1")
+    def _shape(cls, value: str, info) -> str:
+        pattern, fix = SHAPES[info.field_name]
+        if not re.fullmatch(pattern, value):
+            raise ValueError(fix)
         return value
 
     @property
