@@ -17,9 +17,10 @@ answers vary between tasks and samples but a prompt asked again gets the same an
   fail       500 every time
   timeout    the first time a prompt is asked, no answer for 30 s (then valid)
   slow       every answer after 200 ms (the benchmark's latency)
+  stall      answers 10 requests, then holds every further one until POST /release
   nojson     400 when response_format is asked for (a server without JSON mode)
 
-GET /stats gives the number of chat requests (all, and per prompt digest); every request body is appended to LOG
+GET /stats gives the number of chat requests (and how many were answered) (all, and per prompt digest); every request body is appended to LOG
 (JSON Lines) when given."""
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ from starlette.routing import Route
 REQUESTS: Counter = Counter()
 SEEN: Counter = Counter()
 LOG: list = []
+RELEASED: list = []  # the event that lets stalled requests go (made in the server's loop)
+STALL_AFTER = 10
 
 
 def _pick(seed: str, n: int) -> int:
@@ -88,6 +91,11 @@ async def chat(request: Request) -> JSONResponse:
         await asyncio.sleep(30)
     if "slow" in behaviours:
         await asyncio.sleep(0.2)
+    if "stall" in behaviours and REQUESTS["answered"] >= STALL_AFTER:
+        if not RELEASED:
+            RELEASED.append(asyncio.Event())
+        await RELEASED[0].wait()
+    REQUESTS["answered"] += 1
     content = json.dumps(answer(system, user, body.get("seed"), behaviours))
     if "fenced" in behaviours:
         content = f"```json\n{content}\n```"
@@ -102,7 +110,15 @@ async def chat(request: Request) -> JSONResponse:
 
 
 async def stats(request: Request) -> JSONResponse:
-    return JSONResponse({"requests": REQUESTS["all"], "per_prompt": {k: v for k, v in REQUESTS.items() if k != "all"}})
+    return JSONResponse({"requests": REQUESTS["all"], "answered": REQUESTS["answered"],
+                         "per_prompt": {k: v for k, v in REQUESTS.items() if k not in ("all", "answered")}})
+
+
+async def release(request: Request) -> JSONResponse:
+    if not RELEASED:
+        RELEASED.append(asyncio.Event())
+    RELEASED[0].set()
+    return JSONResponse({"released": True})
 
 
 async def health(request: Request) -> JSONResponse:
@@ -110,7 +126,7 @@ async def health(request: Request) -> JSONResponse:
 
 
 app = Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"]), Route("/stats", stats),
-                        Route("/health", health)])
+                        Route("/release", release, methods=["POST"]), Route("/health", health)])
 
 if __name__ == "__main__":
     import uvicorn
