@@ -325,3 +325,22 @@ def test_a_sign_up_storm_through_a_faulty_label_studio_loses_no_one(label_studio
             with httpx.Client(base_url=gateway.url, timeout=60) as web:
                 answer = web.get(f"/s/{pid}/{account.access}")
                 assert answer.status_code == (403 if account.closed else 303), (pid, answer.text)
+
+
+@pytest.mark.parametrize("items, quota, shown", [(4, 30, "of 4 done"), (4, 2, "of 2 done")])
+def test_the_counter_counts_what_a_participant_can_do(label_studio, client, tmp_path, items, quota, shown):
+    """Issue 53: cmv_tom said "0 of 30 done" in a study of 4 tasks. The counter counts up to the quota, or to the
+    part's tasks when it has fewer (nobody answers a task twice)."""
+    only_on_the_first_database(label_studio)
+    projects_file, project, _ = dialogue_study(tmp_path, client, f"counter {items} {quota}", items=items,
+                                               crowd={"per_participant": quota, "batch_size": None,
+                                                      "max_batches": None, "bonus": None})
+    folder = tmp_path / "participants"
+    with Gateway(label_studio, "dialogue", folder, projects_file) as gateway:
+        key = ledger.open_ledger(folder).setting("join_key")
+        with httpx.Client(base_url=gateway.url, timeout=120, headers=HEADERS) as web:
+            assert web.post("/api/join", json={"key": key, "participant": "COUNT1"}).status_code == 200
+            first = web.get("/api/next/dialogue").json()
+            assert first["progress"] == f"0 {shown}", first
+            assert web.post(f"/api/submit/{first['ref']}", json={"result": complete(project)}).json() == {"ok": True}
+            assert web.get("/api/next/dialogue").json()["progress"] == f"1 {shown}"

@@ -177,7 +177,11 @@ class Gateway(Serving, Admission):
             size, most = part.batch
             hit = min(count // size + 1, most)
             return f"HIT {hit} of {most}, question {count - (hit - 1) * size + 1} of {size}"
-        return f"{count} of {part.quota} done" if part.quota else f"{count} done"
+        # of the quota, or of the part's tasks when it has fewer (nobody answers a task twice): issue 53's "0 of 30
+        # done" for a study of 4 tasks
+        catalogue = self._catalogues.get(part.name)
+        total = min(part.quota, len(catalogue.contexts)) if part.quota and catalogue else part.quota
+        return f"{count} of {total} done" if total else f"{count} done"
 
     async def api(self, request: Request) -> Response:
         """Every JSON route of a signed-in participant, with one error handling."""
