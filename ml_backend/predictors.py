@@ -265,21 +265,19 @@ class LLMPredictor:
 
     def _answer(self, messages: list[dict], usage):
         import asyncio
-        import hashlib
 
-        from evalstudio.base.chat import Cache, ChatClient, Judge
+        from evalstudio.base.chat import Cache, ChatClient, Judge, digest
 
         if not self.base_url or not self.model:
             raise NoPrediction("the llm predictor needs EVALSTUDIO_LLM_BASE_URL and EVALSTUDIO_LLM_MODEL")
         if self._cache is None:
             self._cache = Cache(self.cache_path) if self.cache_path is not None else _NoCache()
         judge = Judge(self.model_version, self.model, self.base_url, api_key=self.api_key or None)
-        digest = hashlib.sha256(json.dumps(messages, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
         async def ask():
             client = ChatClient(self._cache, concurrency=1, retries=self.retries, timeout=self.timeout)
             try:
-                answer, _ = await client.ask(judge, tuple(messages), digest, 0)
+                answer, _ = await client.ask(judge, tuple(messages), digest(messages), 0)
             finally:
                 await client.close()
             if usage is not None:

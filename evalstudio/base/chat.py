@@ -114,6 +114,13 @@ class Cache:
             self._db.close()
 
 
+def digest(messages) -> str:
+    """sha256 of a prompt's messages: what the cache and every answer cite."""
+    import json
+
+    return hashlib.sha256(json.dumps(list(messages), sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
 def cache_key(judge: Judge, digest: str, sample: int, attempt: int = 0) -> str:
     """The cache's key: endpoint, model, sampling, the prompt's digest (`attempt`: a malformed answer's retry)."""
     parts = [judge.base_url.rstrip("/"), judge.model, f"{judge.temperature:g}", str(judge.max_tokens), str(sample),

@@ -115,9 +115,9 @@ def judge(
         client = ChatClient(store, concurrency, per_minute, retries, timeout)
         try:
             for part, tasks in work:
-                run = Run()
-                runs.append((part, tasks, run, client))
-                await judge_tasks(client, Instrument(part), judges, tasks, samples, not one_order,
+                run, instrument = Run(), Instrument(part)
+                runs.append((part, instrument, tasks, run, client))
+                await judge_tasks(client, instrument, judges, tasks, samples, not one_order,
                                   lambda n: progress.advance(bar, n), run)
         finally:
             await client.close()
@@ -130,8 +130,7 @@ def judge(
         except KeyboardInterrupt:
             stopped = True
     try:
-        for number, (part, tasks, run, client) in enumerate(runs):
-            instrument = Instrument(part)
+        for number, (part, instrument, tasks, run, client) in enumerate(runs):
             in_order(run, judges, tasks)
             table = outputs.summary(instrument, run, judges, client, prices)
             outputs.write(output, instrument, run, tasks, run.prompts, table, append=number > 0)
@@ -144,7 +143,7 @@ def judge(
         raise _fail(e)
     finally:
         store.close()
-    done = sum(len(run.combined) for _, _, run, _ in runs)
+    done = sum(len(run.combined) for _, _, _, run, _ in runs)
     if stopped:
         err.print(f"stopped: {done} of {total} task judgements done and written to {output}; every answer so far "
                   "is cached: the same command again asks only the rest", highlight=False, soft_wrap=True)

@@ -14,7 +14,6 @@ back to the order the task stores (`Instrument.unpermute`)."""
 
 from __future__ import annotations
 
-import hashlib
 import html
 import json
 import re
@@ -22,6 +21,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from functools import cached_property
 
+from evalstudio.base.chat import digest
 from evalstudio.base.errors import EvalstudioError
 from evalstudio.gateway.checks import Control, Refused, check_result, controls_of
 from evalstudio.protocols.mapping import POSITIONS
@@ -107,6 +107,10 @@ class Instrument:
         candidates = project.input.candidates if project.input is not None else None
         self.positions = candidates.per_task if candidates is not None and project.compare is not None else 1
         self.candidate_fields = candidates.shown_fields if self.positions > 1 else []
+        compare = project.compare
+        # the question whose labels name positions, on a pairwise protocol (None otherwise)
+        self.comparison_control = (project.slots(compare.criterion)[0].control
+                                   if compare is not None and compare.kind == "pairwise" else None)
         self.schema = {"type": "object", "additionalProperties": False,
                        "properties": {name: _schema(c) for name, c in self.controls.items()},
                        "required": [name for name, c in self.controls.items() if c.required]}
@@ -185,8 +189,7 @@ class Instrument:
         user = ("## Instructions\n" + self.instructions + "\n\n" if self.instructions else "") + \
             "## The task\n" + self.page(self.shown(data, order))
         messages = ({"role": "system", "content": system}, {"role": "user", "content": user})
-        digest = hashlib.sha256(json.dumps(messages, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
-        return Prompt(messages, digest, order)
+        return Prompt(messages, digest(messages), order)
 
     # ---- the answer -------------------------------------------------------------------------------------------
     def check(self, content: str) -> dict:
@@ -234,7 +237,7 @@ class Instrument:
         if compare.kind == "pairwise":
             by_label = {label: side for side, label in compare.outcomes.items()}
             swap = {"left": "right", "right": "left"}
-            control = self.project.slots(compare.criterion)[0].control
+            control = self.comparison_control
             if control in out:
                 values = out[control] if isinstance(out[control], list) else [out[control]]
                 mapped = [compare.outcomes[swap[by_label[v]]] if by_label.get(v) in swap else v for v in values]

@@ -112,7 +112,7 @@ def combine(instrument: Instrument, asked: list[Asked]) -> Combined:
             counts = Counter(keys).most_common()
             best, n = counts[0]
             if len(counts) > 1 and counts[1][1] == n:  # no majority
-                if tie is not None and name == instrument.project.slots(instrument.project.compare.criterion)[0].control:
+                if tie is not None and name == instrument.comparison_control:
                     best = (tie,)
                 else:
                     confidence[name] = n / len(answers)
@@ -183,7 +183,7 @@ def position_bias(instrument: Instrument, asked: list[Asked]) -> dict[str, float
     compare = instrument.project.compare
     if compare is None or compare.kind != "pairwise":
         return {"first_shown": None, "verdicts": 0}
-    control = instrument.project.slots(compare.criterion)[0].control
+    control = instrument.comparison_control
     left, right = compare.outcomes["left"], compare.outcomes["right"]
     picks = [a.shown[control] for a in asked if a.shown is not None and a.shown.get(control) in (left, right)]
     return {"first_shown": (sum(p == left for p in picks) / len(picks)) if picks else None, "verdicts": len(picks)}
@@ -226,7 +226,7 @@ def comparison_rows(instrument: Instrument, run: Run, tasks: list[dict]) -> list
     a judge's verdicts on comparisons. Tasks without their hidden positions and verdicts without an outcome are left
     out."""
     compare = instrument.project.compare
-    control = instrument.project.slots(compare.criterion)[0].control
+    control = instrument.comparison_control
     meaning = {label: outcome for outcome, label in compare.outcomes.items()}
     by_id = {t["id"]: t for t in tasks}
     rows = []
