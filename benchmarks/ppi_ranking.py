@@ -80,12 +80,12 @@ def main(argv=None) -> None:
     print(f"HANNA Coherence comparisons (4,320 units of 10 systems), {args.scored} judge-only units and "
           f"{args.studies} studies per row; {date.today()}, {platform.machine()}, Python {platform.python_version()}, "
           f"{time.perf_counter() - start:.0f} s\n")
-    print("| judge (agrees with humans) | human-judged units | coverage, human only | coverage, PPI++ | rank-sets "
+    print("| judge (agrees with humans) | human-judged units | studies with finite strengths | coverage, human only | coverage, PPI++ | rank-sets "
           "hold, human only | rank-sets hold, PPI++ | PPI++ width / human-only | units the judge is said to be "
           "worth | units it is worth |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows.itertuples():
-        print(f"| {r.judge} ({r.agrees:.0%}) | {r.n} | {r.covered_classical:.3f} | {r.covered_ppi:.3f} | "
+        print(f"| {r.judge} ({r.agrees:.0%}) | {r.n} | {r.finite:.3f} | {r.covered_classical:.3f} | {r.covered_ppi:.3f} | "
               f"{r.rank_sets_hold_classical:.3f} | {r.rank_sets_hold_ppi:.3f} | {r.width_ratio:.2f} | "
               f"{r.claimed_n:.0f} | {r.realised_n:.0f} |")
 

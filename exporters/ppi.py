@@ -1,6 +1,6 @@
 """Prediction-powered estimates for `analyze --ppi METRIC`: when a metric or an LLM judge has scored every segment
 and humans rated only some, each system's mean human score and each difference between two systems, with the
-PPI++ interval (its coverage held from 10 rated segments, whatever the predictor) beside the classical human-only one, and the number of human
+PPI++ interval (its coverage held from 30 rated segments, whatever the predictor) beside the classical human-only one, and the number of human
 labels the predictor is worth (evalstudio.stats.ppi).
 
 A segment's human score is the mean of its annotators' ratings. Per system, the labelled segments are those with
@@ -23,14 +23,15 @@ from .tidy import segment_means
 COLUMNS = ["criterion", "metric", "n_labelled", "n_unlabelled", "left_out", "classical", "classical_lo",
            "classical_hi", "ppi", "ppi_lo", "ppi_hi", "lambda", "effective_n", "width_ratio"]
 
-# The sizes below which a number is not printed, from its calibration on HANNA's published ratings (useless, weak
-# and good predictors, 10 systems x 6 criteria, benchmarks/ppi_calibration.py, docs/analyze.md): from 10 rated
-# segments the 95% t intervals, human-only and PPI++ (with lambda's degree of freedom), covered the truth 0.94-0.95 of
-# the time on average over each criterion's systems; at 5 single systems' coverage fell to 0.89. The labels a
-# predictor is said to be worth were what the studies realised (within 10%) only from 60 (at 10 a good predictor was
-# said to be worth 44 labels and was worth 32).
-MIN_RATED = 10
-MIN_RATED_PPI = 10
+# The sizes below which a number is not printed, from its calibration on published ratings: HANNA (useless, weak and
+# good predictors, 10 systems x 6 criteria, benchmarks/ppi_calibration.py) and USR's and SQuALITY's ratings per system
+# (benchmarks/active.py, the per-system table; docs/analyze.md). From 30 rated segments the 95% t intervals,
+# human-only and PPI++ (with lambda's degree of freedom), covered the truth at least 0.93 of the time on average over
+# each data set's systems, for every predictor; at 10 and 20 USR's and SQuALITY's fell to 0.918-0.925 (their ratings
+# are skewed: one system's mean is 4.8 on 1-5). The labels a predictor is said to be worth were what the studies
+# realised (within 10%) only from 60 (at 10 a good predictor was said to be worth 44 labels and was worth 32).
+MIN_RATED = 30
+MIN_RATED_PPI = 30
 MIN_RATED_EFFECTIVE_N = 60
 
 
@@ -106,8 +107,8 @@ def ppi_tables(ratings: pd.DataFrame, metrics: pd.DataFrame, spec: Spec, metric:
                     dh[both], dp[both], dp[rest], int((~np.isnan(dh) & ~scored).sum()), alpha))
         if why is not None and not any(r["criterion"] == criterion for r in systems_rows):
             why.add("ppi_systems", criterion, f"no system has {MIN_RATED} or more rated segments that {metric} "
-                                              "scored (below, single systems' 95% intervals covered the truth as "
-                                              "little as 0.89 of the time on real data: docs/analyze.md) and a "
+                                              "scored (below, 95% intervals covered the truth as little as 0.92 of "
+                                              "the time on published ratings: docs/analyze.md) and a "
                                               "segment it scored that no human rated (PPI adds the unrated ones)")
     systems = pd.DataFrame(systems_rows, columns=["criterion", "metric", "system"] + COLUMNS[2:])
     pairs = pd.DataFrame(pair_rows, columns=["criterion", "metric", "system_a", "system_b"] + COLUMNS[2:])

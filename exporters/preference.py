@@ -116,6 +116,13 @@ def _shares(units: pd.DataFrame) -> pd.DataFrame:
                                                           share=("share", "mean"))
 
 
+# From its calibration on HANNA's Coherence comparisons (10 systems, benchmarks/ppi_ranking.py, docs/preferences.md):
+# among studies with finite strengths, the 95% intervals (human-only and PPI++) covered the true strengths 0.85-0.88
+# of the time with 5 human-judged units per system, 0.92-0.94 with 7.5, 0.93-0.94 with 10 and 0.94-0.955 from 15;
+# the units the judge is said to be worth matched what it was worth from 15 (at 10: said 161, worth 350).
+MIN_UNITS_PER_SYSTEM = 15
+
+
 def ppi_bradley_terry(humans: pd.DataFrame, judges: pd.DataFrame, judge: str, alpha: float = 0.05) -> pd.DataFrame:
     """Prediction-powered Bradley-Terry strengths (`stats.ppi_ranking`) from the humans' comparisons and one judge's
     verdicts: per system, on the Elo scale, the human-only and the PPI++ estimate with their (1 - alpha) intervals
@@ -146,6 +153,11 @@ def ppi_bradley_terry(humans: pd.DataFrame, judges: pd.DataFrame, judge: str, al
     if not pref._strongly_connected(wins):
         raise ValueError("in the human-judged units some group of systems never beat (or never lost to) the rest: "
                          "their strengths are not finite (Hunter 2004)")
+    if len(lab) < MIN_UNITS_PER_SYSTEM * len(systems):
+        raise ValueError(f"{len(lab)} units judged by humans and {judge}: prediction-powered strengths are given from "
+                         f"{MIN_UNITS_PER_SYSTEM} per system ({MIN_UNITS_PER_SYSTEM * len(systems)} for "
+                         f"{len(systems)} systems); below, on HANNA's published comparisons, their 95% intervals "
+                         "covered the true strengths as little as 0.85 of the time (docs/preferences.md)")
     fit = ppi_strengths(first, second, lab["share"], verdict.loc[labelled, "share"], unl["first"].map(code),
                         unl["second"].map(code), unl["share"], systems)
     columns = {"system": systems}

@@ -172,6 +172,14 @@ def _entry(tmp_path, **settings):
     ({"stop_when": {"width": 0.5}}, "stop_when.width: 'interpretation' is categorical"),
     ({"stop_when": {"money": 10}}, "money needs pay_per_label"),
     ({"assignment": {"strategy": "sideways"}}, "assignment.strategy"),
+    ({"assignment": {"strategy": "active", "budget": 10}}, "strategy active needs judge"),
+    ({"assignment": {"strategy": "uncertainty", "judge": "j"}}, "judge and budget are for strategy active"),
+    ({"assignment": {"strategy": "active", "judge": "j", "budget": 10}},
+     "assignment.criterion: 'interpretation' is not numeric; an active design estimates a numeric criterion's mean"),
+    ({"assignment": {"strategy": "active", "judge": "j", "budget": 1}}, "assignment.budget"),
+    ({"assignment": {"strategy": "active", "judge": "j", "budget": 10}, "stop_when": {"labels": 5}},
+     "stop_when: an active design stops at its budget (assignment.budget); leave stop_when out"),
+    ({"assignment": {"strategy": "active", "judge": "j", "budget": 10, "mix": 0}}, "assignment.mix"),
 ])
 def test_projects_yaml_refuses_what_cannot_route(tmp_path, settings, message):
     path = _entry(tmp_path, **settings)

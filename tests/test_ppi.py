@@ -83,7 +83,7 @@ def test_calibrated_on_hanna_what_analyze_prints_holds_at_the_sizes_it_prints_it
     """Every criterion and system of HANNA (the stories of a system are the population, their published mean the
     truth), with a useless predictor (the best metric's scores shuffled), the metric that correlates best with the
     criterion, and a good one (r about 0.9), 400 studies per system and size. What analyze prints holds where it
-    prints it: both intervals from 10 rated segments (exporters.ppi.MIN_RATED), the labels the predictor is worth
+    prints it: both intervals from 30 rated segments (exporters.ppi.MIN_RATED), the labels the predictor is worth
     from 60 (within 10% of what the studies realise)."""
     from evalstudio.exporters.ppi import MIN_RATED, MIN_RATED_EFFECTIVE_N, MIN_RATED_PPI
 
@@ -110,11 +110,11 @@ def test_below_that_size_the_labels_a_predictor_is_worth_are_overstated(hanna):
 
 
 def test_analyze_gives_prediction_powered_means_beside_the_human_only_ones(hanna, tmp_path):
-    """`analyze --ppi`: a quarter of HANNA's stories rated, every story scored: per system and per pair of systems
+    """`analyze --ppi`: a third of HANNA's stories rated, every story scored: per system and per pair of systems
     both intervals, the PPI++ one agreeing with ppi-python on the same segments."""
     out, ratings, _ = hanna
-    ratings[ratings["item"] % 4 == 0].to_csv(tmp_path / "quarter.csv", index=False)
-    result = CliRunner().invoke(app, ["analyze", str(tmp_path / "quarter.csv"), "--metrics", str(out / "metrics.csv"),
+    ratings[ratings["item"] % 3 == 0].to_csv(tmp_path / "third.csv", index=False)
+    result = CliRunner().invoke(app, ["analyze", str(tmp_path / "third.csv"), "--metrics", str(out / "metrics.csv"),
                                       "--spec", str(HANNA / "hanna.yaml"), "--ppi", "BARTScore-SH", "--bootstrap",
                                       "20", "--resamples", "20", "-o", str(tmp_path / "a")])
     assert result.exit_code == 0, result.output
@@ -122,7 +122,7 @@ def test_analyze_gives_prediction_powered_means_beside_the_human_only_ones(hanna
     systems = pd.read_csv(tmp_path / "a" / "ppi_systems.csv")
     pairs = pd.read_csv(tmp_path / "a" / "ppi_pairs.csv")
     assert len(systems) == 6 * 10 and len(pairs) == 6 * 45  # 10 systems
-    assert (systems["n_labelled"] == 24).all() and (systems["n_unlabelled"] == 72).all()
+    assert (systems["n_labelled"] == 32).all() and (systems["n_unlabelled"] == 64).all()
     from scipy import stats
 
     tuned = systems[systems["lambda"] > 0].iloc[0]
@@ -131,8 +131,8 @@ def test_analyze_gives_prediction_powered_means_beside_the_human_only_ones(hanna
         scores = pd.read_csv(out / "metrics.csv").query("metric == 'BARTScore-SH' and system == @row.system")
         scores = scores.set_index("item")
         human = ratings[ratings["system"] == row["system"]].groupby("item")[row["criterion"]].mean()
-        rated = sorted(i for i in human.index if i % 4 == 0)
-        unrated = sorted(i for i in scores.index if i % 4 != 0)
+        rated = sorted(i for i in human.index if i % 3 == 0)
+        unrated = sorted(i for i in scores.index if i % 3 != 0)
         y, f, f_u = (human[rated].to_numpy(), scores.loc[rated, "value"].to_numpy(),
                      scores.loc[unrated, "value"].to_numpy())
         # the same estimate as ppi-python, and its lambda (ppi-python's interval has the same parts over n)
@@ -146,7 +146,7 @@ def test_analyze_gives_prediction_powered_means_beside_the_human_only_ones(hanna
         se = np.sqrt(np.var(lam * f_u, ddof=1) / big_n + np.var(y - lam * f, ddof=1 + fitted) / n)
         half = stats.t.ppf(0.975, n - 1 - fitted) * se
         assert (row["ppi_lo"], row["ppi_hi"]) == pytest.approx((row["ppi"] - half, row["ppi"] + half), abs=1e-9)
-    # 24 rated stories a system: the PPI++ interval is given (from 10), the labels it is worth are not (from 60)
+    # 32 rated stories a system: the PPI++ interval is given (from 30), the labels it is worth are not (from 60)
     assert systems["ppi_lo"].notna().all() and systems["effective_n"].isna().all()
     assert "effective_n (the human labels the predictor is worth) is given from 60" in result.output
     assert "Prediction-powered estimates" in (tmp_path / "a" / "index.html").read_text()

@@ -211,3 +211,20 @@ def test_ppi_options_on_comparisons_that_do_not_fit_are_refused(hanna, tmp_path,
                                       *[o for o in options if o != "--no-metrics"], "-o", str(tmp_path / "a")])
     assert result.exit_code == 2 and message in " ".join(result.output.split()), result.output
     assert not (tmp_path / "a").exists()
+
+
+def test_below_the_calibrated_size_no_strengths_but_the_reason(hanna, tmp_path):
+    """Three prompts' comparisons (about 130 units of 10 systems, under 15 a system): the human-only strengths are
+    still analysed, the prediction-powered ones are not printed, and the notes say from how many they are."""
+    from evalstudio.exporters.preference import MIN_UNITS_PER_SYSTEM
+
+    humans, _, systems = _files(hanna, tmp_path)
+    few = humans[humans["item"].isin(sorted(set(humans["item"]))[:3])]
+    assert len(few) < MIN_UNITS_PER_SYSTEM * len(systems)
+    few.to_csv(tmp_path / "few.csv", index=False)
+    result = CliRunner().invoke(app, ["analyze", str(tmp_path / "few.csv"), "--metrics", str(tmp_path / "judge.csv"),
+                                      "--ppi", "engagement-judge", "--bootstrap", "20", "-o", str(tmp_path / "a")])
+    assert result.exit_code == 0, result.output
+    assert not (tmp_path / "a" / "ppi_bradley_terry.csv").exists()
+    said = " ".join(result.output.split()) + (tmp_path / "a" / "index.html").read_text()
+    assert f"given from {MIN_UNITS_PER_SYSTEM} per system ({MIN_UNITS_PER_SYSTEM * len(systems)} for 10 systems)" in said

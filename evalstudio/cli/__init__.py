@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import typer
 
-from . import analyze, data, gateway, judge, model, new, plan, servers, study  # noqa: F401 - the command groups register on app
+from . import active, analyze, data, gateway, judge, model, new, plan, servers, study  # noqa: F401 - the command groups register on app
 from .base import REPO_EXAMPLES, ProjectsOption, _fail, _load, app, console, err  # noqa: F401 - the package's API
 
 

@@ -48,7 +48,7 @@ def analyze(
         "--ppi", metavar="METRIC", help="Prediction-powered estimates (PPI++): when METRIC (a metric or judge of "
                                         "--metrics) scored segments no human rated, each system's mean human score "
                                         "and each difference between systems get an interval that uses its scores and "
-                                        "held its coverage on published data from 10 rated segments per system, "
+                                        "held its coverage on published data from 30 rated segments per system, "
                                         "whatever the predictor, beside the human-only one, with the number "
                                         "of human labels it is worth (ppi_systems.csv, ppi_pairs.csv). On "
                                         "comparisons METRIC names a judge of --metrics (or a model version whose "

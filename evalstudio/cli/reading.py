@@ -304,3 +304,46 @@ def label_studio_ratings(protocol: str, projects, export: Path | None):
     if len(answered):  # the time an annotator spent on a task (Label Studio's lead time; the gateway's own through it)
         tidy.attrs["median_task_seconds"] = float(answered.median())
     return tidy, spec, scores
+
+
+def active_design(protocol: str, projects, folder: Path | None = None):
+    """The draws of a protocol's active parts (projects.yaml `assignment: {strategy: active}`) as `evalstudio active
+    draw` writes them, from the study's ledger (where the gateway kept each task's probability and draw) and the
+    tasks' item and system in Label Studio."""
+    import pandas as pd
+
+    from evalstudio.crowd import ledger as ledgers
+    from evalstudio.values.results import task_fields
+
+    from ..exporters.active import DRAW_COLUMNS
+
+    reg = _load(projects)
+    parts = [p for p in reg.parts(protocol) if p.assignment is not None and p.assignment.strategy == "active"]
+    if not parts:
+        raise BadInput(f"{protocol} has no part with `assignment: {{strategy: active}}` in projects.yaml: give the "
+                       "ratings file and the draws file `active draw` wrote")
+    book = ledgers.open_ledger(study_ledger(protocol, folder))
+    client = Client(settings_from_env())
+    rows = []
+    for part in parts:
+        design = book.design(part.name)
+        if not design:
+            raise BadInput(f"{part.name}: the ledger has no design yet (the gateway draws it when it first serves "
+                           "the part)")
+        for task in client.export_tasks(client.require_project(part)):
+            if int(task["id"]) not in design:
+                continue  # imported after the draw: never served
+            probability, drawn, score, confidence = design[int(task["id"])]
+            known = task_fields(task)
+            rows.append({"system": str(known.get("system", "")), "item": str(known.get("item_id") or task["id"]),
+                         "judge": part.assignment.judge, "score": score,
+                         "uncertainty": 1.0 if confidence is None else 1 - confidence, "probability": probability,
+                         "drawn": drawn, "design": f"active (mix {part.assignment.mix:g}), gateway", "seed": ""})
+    draws = pd.DataFrame(rows, columns=DRAW_COLUMNS)
+    unscored = draws["score"].isna()
+    if unscored.any():
+        first = draws[unscored].iloc[0]
+        raise BadInput(f"{int(unscored.sum())} tasks have no score of the judge (e.g. system '{first['system']}', item "
+                       f"'{first['item']}'): the estimate needs the judge's score of every task; run `evalstudio judge "
+                       "--to-label-studio` on them")
+    return draws

@@ -325,6 +325,24 @@ class Ledger(Synced, Store):
         with self._read() as tx:
             return {p: (float(a), r) for p, a, r in tx.all("SELECT part, at, record FROM stopped")}
 
+    def design(self, part: str) -> dict[int, tuple[float, bool, float | None, float | None]]:
+        """An active part's design: task id -> (probability, drawn, the judge's score, its confidence)."""
+        with self._read() as tx:
+            rows = tx.all("SELECT task_id, probability, drawn, score, confidence FROM design WHERE part = ?", (part,))
+        return {int(t): (float(p), bool(d), s, c) for t, p, d, s, c in rows}
+
+    def keep_design(self, part: str, judge: str, rows) -> dict[int, tuple[float, bool, float | None, float | None]]:
+        """Record an active part's draw, (task id, score, confidence, probability, drawn) per task, unless one is
+        recorded already (the first draw stays: another process may have drawn it first); returns the kept one."""
+        with self._write() as tx:
+            if not tx.one("SELECT COUNT(*) FROM design WHERE part = ?", (part,))[0]:
+                now = time.time()
+                for task_id, score, confidence, probability, drawn in rows:
+                    tx.run("INSERT INTO design (part, task_id, judge, score, confidence, probability, drawn, at) "
+                           "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (part, task_id) DO NOTHING",
+                           (part, int(task_id), judge, score, confidence, float(probability), int(bool(drawn)), now))
+        return self.design(part)
+
     def answered_count(self, participant: str, part: str) -> int:
         with self._read() as tx:
             return int(tx.one("SELECT COUNT(*) FROM refs WHERE participant = ? AND part = ? AND answered IS NOT NULL",

@@ -109,6 +109,21 @@ MIGRATIONS: dict[int, list[str]] = {
              PRIMARY KEY (part, task_id)
            )""",
     ],
+    4: [
+        # active collection (projects.yaml assignment: {strategy: active}): each task's probability of a human label,
+        # from the judge's uncertainty, and whether it was drawn; drawn once, the first time a gateway serves the part
+        """CREATE TABLE design (
+             part TEXT NOT NULL,
+             task_id BIGINT NOT NULL,
+             judge TEXT NOT NULL,
+             score DOUBLE PRECISION,            -- the judge's value of the criterion (NULL: it has none)
+             confidence DOUBLE PRECISION,       -- the judge's confidence (NULL: none; the task counted as unsure)
+             probability DOUBLE PRECISION NOT NULL,
+             drawn INTEGER NOT NULL,            -- 1: humans label this task
+             at DOUBLE PRECISION NOT NULL,      -- when it was drawn (server time)
+             PRIMARY KEY (part, task_id)
+           )""",
+    ],
 }
 
 def take_over(folder: Path, tx) -> None:

@@ -51,9 +51,10 @@ class Routing:
 
 
 def routing_of(project) -> Routing | None:
-    """The part's routing from its projects.yaml entry (None: a fixed overlap and no stopping rule)."""
+    """The part's routing from its projects.yaml entry (None: a fixed overlap and no stopping rule, or an active
+    design: `active_of`)."""
     assignment, stop = project.assignment, project.stop_when
-    if assignment is None and stop is None:
+    if (assignment is None and stop is None) or (assignment is not None and assignment.strategy == "active"):
         return None
     name = (assignment.criterion if assignment else None) or next(iter(project.criteria))
     criterion = project.criteria[name]
@@ -63,6 +64,67 @@ def routing_of(project) -> Routing | None:
                    assignment.min_overlap if assignment else 1,
                    stop.posterior if stop else None, stop.width if stop else None, stop.budget if stop else None,
                    stop.pay_per_label if stop else None)
+
+
+@dataclass(frozen=True)
+class Active:
+    """A part's active design (projects.yaml `assignment: {strategy: active}`), as the gateway draws it."""
+    judge: str
+    budget: int
+    mix: float
+    control: str  # the estimated criterion's control: the judge's value of it is the task's score
+
+
+def active_of(project) -> Active | None:
+    assignment = project.assignment
+    if assignment is None or assignment.strategy != "active":
+        return None
+    name = assignment.criterion or next(iter(project.criteria))
+    (_, control), = project.controls(name)
+    return Active(assignment.judge, assignment.budget, assignment.mix, control)
+
+
+def judge_reading(predictions: list[dict], active: Active) -> tuple[float | None, float | None]:
+    """(score, confidence) of the design's judge on a task, from the task's predictions: the judge's value of the
+    criterion (a rating or a number) and the prediction's score (the judge's mean confidence); None where missing
+    or not a finite number."""
+    for prediction in predictions:
+        if prediction.get("model_version") not in (f"judge:{active.judge}", active.judge):
+            continue
+        score = None
+        for region in prediction.get("result") or []:
+            if isinstance(region, dict) and region.get("from_name") == active.control:
+                value = region.get("value") or {}
+                for key in ("rating", "number"):
+                    number = value.get(key)
+                    if isinstance(number, (int, float)) and not isinstance(number, bool) and math.isfinite(number):
+                        score = float(number)
+        confidence = prediction.get("score")
+        if not (isinstance(confidence, (int, float)) and not isinstance(confidence, bool) and 0 <= confidence <= 1):
+            confidence = None
+        return score, None if confidence is None else float(confidence)
+    return None, None
+
+
+def draw_design(active: Active, task_ids: list[int], predictions: dict[int, list[dict]], rng=None) -> list[tuple]:
+    """The draw of an active part: (task id, the judge's score, its confidence, probability, drawn) per task. The
+    probabilities come from the judge's uncertainty, 1 - its confidence (a task it did not score, or scored without
+    a confidence, counts as unsure: 1), mixed with uniform (`sampling_probabilities`), the budget capped at the
+    number of tasks; the draw is from the operating system's randomness unless `rng` is given."""
+    import secrets
+
+    import numpy as np
+
+    from evalstudio.stats.active import sampling_probabilities
+
+    if not task_ids:
+        return []
+    readings = [judge_reading(predictions.get(t, []), active) for t in task_ids]
+    uncertainty = np.array([1.0 if c is None else 1.0 - c for _, c in readings])
+    probability = sampling_probabilities(uncertainty, min(active.budget, len(task_ids)), active.mix)
+    rng = rng or np.random.default_rng(secrets.randbits(128))
+    drawn = rng.random(len(task_ids)) < probability
+    return [(t, s, c, float(p), bool(d)) for t, (s, c), p, d in zip(task_ids, readings, probability, drawn)]
 
 
 def value_of(result: list[dict], routing: Routing) -> str | None:

@@ -55,6 +55,7 @@ class Gateway(Serving, Admission):
         # (participant, part) -> their order, with the part's tasks (contexts) it was drawn from
         self._orders: dict[tuple[str, str], tuple[dict[int, str], list[int]]] = {}
         self._states: dict[str, tuple] = {}  # part -> (what it was computed from, routing.State): adaptive parts
+        self._designs: dict[str, dict] = {}  # part -> its active design as the ledger keeps it (drawn once)
         self.upstream = httpx.AsyncClient(base_url=config.label_studio_url, timeout=60,
                                           limits=httpx.Limits(max_connections=200, max_keepalive_connections=100))
         # Label Studio receives the ledger's accounts and answers behind it (started with the app)
@@ -180,7 +181,10 @@ class Gateway(Serving, Admission):
         # of the quota, or of the part's tasks when it has fewer (nobody answers a task twice): issue 53's "0 of 30
         # done" for a study of 4 tasks
         catalogue = self._catalogues.get(part.name)
-        total = min(part.quota, len(catalogue.contexts)) if part.quota and catalogue else part.quota
+        tasks = len(catalogue.contexts) if catalogue else None
+        if part.active is not None and part.name in self._designs:  # an active part: its drawn tasks
+            tasks = sum(drawn for _, drawn, _, _ in self._designs[part.name].values())
+        total = min(part.quota, tasks) if part.quota and tasks is not None else part.quota
         return f"{count} of {total} done" if total else f"{count} done"
 
     async def api(self, request: Request) -> Response:

@@ -135,6 +135,9 @@ class Serving:
             return await self._show(session, part, held, previous, count)
         catalogue = await self._catalogue(part)
         order = self._order_of(session, part, catalogue)
+        if part.active is not None:  # an active design: humans label the drawn tasks only
+            design = await self._design(part, catalogue)
+            order = [t for t in order if t in design and design[t][1]]
         theirs = set(catalogue.annotated_by(session.user_id))  # in Label Studio
         elsewhere = await self._items_seen_elsewhere(session, part)  # one item never twice in a study
         theirs |= {t for t, item in catalogue.contexts.items() if item in elsewhere}
@@ -159,6 +162,26 @@ class Serving:
         await self._w(self.ledger.finish, session.participant, part.name)
         return JSONResponse({"finished": "There are no more tasks for you in this part. Thank you!",
                              "previous": previous})
+
+    async def _design(self, part: Part, catalogue: Catalogue) -> dict:
+        """An active part's design: drawn the first time any gateway process serves the part (from the judge's
+        predictions, as Label Studio has them then) and kept in the ledger; read from there ever after. Tasks
+        imported after the draw are not in it (and not served)."""
+        kept = self._designs.get(part.name) or self.ledger.design(part.name)
+        if not kept:
+            answer = await self._call("GET", "/api/predictions/", params={"project": part.project_id})
+            answer.raise_for_status()
+            listed = answer.json()
+            if not isinstance(listed, list):
+                raise RuntimeError("Label Studio listed the predictions in pages; the active design needs them all")
+            by_task: dict[int, list[dict]] = {}
+            for prediction in listed:
+                if isinstance(prediction, dict) and isinstance(prediction.get("task"), int):
+                    by_task.setdefault(prediction["task"], []).append(prediction)
+            rows = routing.draw_design(part.active, sorted(catalogue.contexts), by_task)
+            kept = await self._w(self.ledger.keep_design, part.name, part.active.judge, rows)
+        self._designs[part.name] = kept
+        return kept
 
     async def _state(self, part: Part, catalogue: Catalogue) -> routing.State:
         """The part's answers and the certainty of each task's label (computed again when an answer is added or

@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 
 from evalstudio.base.errors import ServerError
-from evalstudio.crowd.routing import Routing, routing_of
+from evalstudio.crowd.routing import Active, Routing, active_of, routing_of
 from evalstudio.protocols.registry import Project
 
 from .checks import Control, controls_of
@@ -38,6 +38,7 @@ class Part:
     order: str = "random"  # random: each participant's own order; sequential: the import's order, for everyone
     routing: Routing | None = None  # adaptive collection (assignment:, stop_when:); None: a fixed overlap
     overlap: int = 1  # answers per task (Label Studio's maximum_annotations when the gateway started)
+    active: Active | None = None  # an active design (assignment: {strategy: active}): only drawn tasks are served
 
 
 @dataclass
@@ -74,7 +75,8 @@ def load_parts(client, projects: list[Project]) -> list[Part]:
                           frozenset(project.data_fields()), controls_of(project), quota,
                           crowd.after if crowd else None, project.prefill, project.entry, project.list_number,
                           (crowd.batch_size, crowd.max_batches) if crowd and crowd.batch_size and crowd.max_batches
-                          else None, project.order, routing_of(project), client.overlap(project_id)))
+                          else None, project.order, routing_of(project), client.overlap(project_id),
+                          active_of(project)))
     return parts
 
 

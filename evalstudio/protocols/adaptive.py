@@ -14,6 +14,21 @@ applies them (evalstudio/crowd/routing.py) from the ledger's record of the answe
       pay_per_label: 0.25
 
 The maximum overlap is the entry's `annotators_per_task` (Label Studio's maximum annotations per task).
+
+Active collection (human labels where the judge is unsure, evalstudio/stats/active.py):
+
+    assignment:
+      strategy: active
+      judge: gpt-judge        # the judge whose predictions on the tasks (`evalstudio judge --to-label-studio`,
+                              # model version judge:NAME, or an ML backend's NAME) give each task's uncertainty
+      budget: 40              # tasks humans label, in expectation
+      criterion: overall      # the numeric criterion the estimate is of (default: the entry's first)
+      mix: 0.5                # the uniform share of the probabilities (every task keeps a chance)
+
+When the gateway first serves the part it draws which tasks humans label, each with a probability from the judge's
+uncertainty (1 - its confidence; a task without one counts as unsure), and keeps every task's probability and draw
+in the ledger; only drawn tasks are served (each to `annotators_per_task` participants). `evalstudio active
+estimate --protocol` then gives each system's mean with the judge's scores and those probabilities.
 """
 
 from __future__ import annotations
@@ -25,9 +40,21 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 class Assignment(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    strategy: Literal["uniform", "uncertainty", "ability"] = "uniform"
+    strategy: Literal["uniform", "uncertainty", "ability", "active"] = "uniform"
     criterion: str | None = None
     min_overlap: int = Field(default=2, ge=1)
+    judge: str | None = Field(default=None, min_length=1, max_length=100)  # active: whose predictions
+    budget: int | None = Field(default=None, ge=2)  # active: tasks labelled by humans, in expectation
+    mix: float = Field(default=0.5, gt=0, le=1)  # active: the uniform share of the probabilities
+
+    @model_validator(mode="after")
+    def _active(self):
+        if self.strategy == "active" and (self.judge is None or self.budget is None):
+            raise ValueError("strategy active needs judge (whose predictions give the uncertainty) and budget (the "
+                             "tasks humans label)")
+        if self.strategy != "active" and (self.judge is not None or self.budget is not None):
+            raise ValueError("judge and budget are for strategy active")
+        return self
 
 
 class StopWhen(BaseModel):
@@ -69,9 +96,15 @@ def adaptive_problems(project) -> list[str]:
         return [f"assignment.criterion: '{name}' is not a criterion of the entry; valid names: "
                 f"{', '.join(project.criteria)}"]
     criterion = project.criteria[name]
+    if assignment.strategy == "active":
+        if stop is not None:
+            problems.append("stop_when: an active design stops at its budget (assignment.budget); leave stop_when out")
+        if criterion.labels is not None or criterion.scale != "interval":
+            problems.append(f"assignment.criterion: '{name}' is not numeric; an active design estimates a numeric "
+                            "criterion's mean (for labels, see `evalstudio active pac`)")
     if len(project.controls(name)) != 1:
         problems.append(f"assignment.criterion: '{name}' has one control per agent; route by a criterion with one")
-    if assignment.min_overlap > project.annotators_per_task:
+    if assignment.strategy != "active" and assignment.min_overlap > project.annotators_per_task:
         problems.append(f"assignment.min_overlap: {assignment.min_overlap} is more than annotators_per_task "
                         f"({project.annotators_per_task}), the most answers a task can get")
     if stop is not None and stop.posterior is not None and criterion.labels is None:

@@ -196,7 +196,8 @@ def resampled_strengths(first, second, human, judge, systems, n: int, big_n: int
     the truth (PPI++ and human-only), the share of studies whose rank-sets all hold the true ranks, the mean ratio
     of the interval widths, and the human-judged units the judge is said to be worth (mean `effective_n`) against
     what it is worth across the studies (n times the total variance of the human-only strengths over that of the
-    PPI++ ones)."""
+    PPI++ ones); the studies without finite strengths (which analyze refuses) are counted (`finite`: the share
+    with) and left out of the rest."""
     first, second = np.asarray(first, dtype=int), np.asarray(second, dtype=int)
     human, judge = np.asarray(human, dtype=float), np.asarray(judge, dtype=float)
     k = len(systems)
@@ -206,11 +207,16 @@ def resampled_strengths(first, second, human, judge, systems, n: int, big_n: int
     true_rank = np.argsort(np.argsort(-truth)) + 1
     covered, covered_classical, ranks_hold, ranks_hold_classical, width, claimed = [], [], [], [], [], []
     estimates, classical_estimates = [], []
+    infinite = 0
     for _ in range(draws):
         picked = rng.integers(0, len(human), size=n + big_n)
         lab, unl = picked[:n], picked[n:]
-        fit = ppi_strengths(first[lab], second[lab], human[lab], judge[lab], first[unl], second[unl], judge[unl],
-                            systems)
+        try:
+            fit = ppi_strengths(first[lab], second[lab], human[lab], judge[lab], first[unl], second[unl],
+                                judge[unl], systems)
+        except ValueError:  # no finite strengths in this study: analyze refuses it, so it is counted, not scored
+            infinite += 1
+            continue
         lo, hi = fit.intervals(alpha)
         c_lo, c_hi = fit.intervals(alpha, classical=True)
         covered.append((lo <= truth) & (truth <= hi))
@@ -223,8 +229,10 @@ def resampled_strengths(first, second, human, judge, systems, n: int, big_n: int
         claimed.append(fit.effective_n)
         estimates.append(fit.strength)
         classical_estimates.append(fit.classical)
+    if not estimates:
+        raise ValueError(f"no study of {n} human-judged units of {k} systems had finite strengths")
     realised = n * np.var(classical_estimates, axis=0).sum() / np.var(estimates, axis=0).sum()
-    return {"n": n, "N": big_n, "draws": draws, "covered_ppi": float(np.mean(covered)),
+    return {"n": n, "N": big_n, "draws": draws, "finite": 1 - infinite / draws, "covered_ppi": float(np.mean(covered)),
             "covered_classical": float(np.mean(covered_classical)), "rank_sets_hold_ppi": float(np.mean(ranks_hold)),
             "rank_sets_hold_classical": float(np.mean(ranks_hold_classical)), "width_ratio": float(np.mean(width)),
             "claimed_n": float(np.mean(claimed)), "realised_n": float(realised)}

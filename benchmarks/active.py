@@ -1,0 +1,225 @@
+"""Human labels where the judge is unsure, replayed on published labels: how many human labels uniform human-only
+sampling, uniform PPI++ and active sampling need for the same interval width, whether their 95% intervals cover the
+published mean, and PAC labels' realised error (evalstudio.stats.active_replay).
+
+    python benchmarks/active.py                     # every data set, 1000 runs per budget, 500 PAC runs
+    python benchmarks/active.py --runs 200 --data usr
+
+The data sets (all shipped in this repository, their SOURCE.md files say where from):
+
+- HANNA (Chhun et al., COLING 2022): 960 generated stories, the mean of 3 MTurk ratings per criterion; the judge is
+  the published metric that correlates best with the criterion over stories (Relevance: SUPERT-PS, Complexity:
+  BERTScore Recall).
+- USR PersonaChat (Mehri & Eskenazi, ACL 2020): 300 responses, Overall Quality (1-5, mean of 3 ratings). Two judges:
+  the unigram F1 of the response with the context's reference response (the ConvAI2 metric, computed here from the
+  published text), and a proxy judge made from the same file, the mean of the raters' Natural, Maintains Context and
+  Engaging ratings put on 1-5 (2m - 1): not a model, but a real predictor as good as a strong LLM judge.
+- SQuALITY (Wang et al., EMNLP 2022): 300 responses (3 systems x 100 questions), overall (0-100, mean of 3
+  reviewers); the judge is the reviewers' correctness rating (a proxy judge from the same file, as above).
+
+Every judge is also replayed "useless": its scores shuffled among the items (real values that carry nothing). Each
+judge's scores are put on the human scale by one linear fit over the data set, as a judge asked on the humans' own
+scale answers (a fixed map: it does not touch the intervals' validity).
+
+PAC labels: USR's Uses Knowledge (0/1, the majority of 3 ratings); the judge says 1 when the response shares a
+content word with the persona facts, and its uncertainty is how close the share of shared words is to that line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import re
+import sys
+import time
+from datetime import date
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from evalstudio.stats.active_replay import STRATEGIES, labels_for_width, replay_means, replay_pac
+from evalstudio.stats.ppi import resampled_studies
+
+PRINTED = (*STRATEGIES, "analyze --ppi: human only", "analyze --ppi: PPI++")
+
+ROOT = Path(__file__).resolve().parents[1]
+USR = ROOT / "tests" / "data" / "usr" / "pc_usr_data.json"
+SQUALITY = ROOT / "examples" / "analyze" / "squality" / "ratings.csv"
+BUDGETS = {"hanna": (30, 60, 120, 240, 480), "usr": (20, 40, 80, 160), "squality": (20, 40, 80, 160)}
+PER_SYSTEM_BUDGETS = (10, 20, 30, 60)
+PER_SYSTEM_POPULATION = 200
+REFERENCE_BUDGET = {"hanna": 120, "usr": 80, "squality": 80}  # the uniform PPI++ width to reach
+STOPWORDS = set("the a an and or but to of in on at for with is are was were be been am i you he she it we they my "
+                "your his her its our their me him them this that these those what which who do does did have has "
+                "had not no yes so too very just can will would could should there here from about as by if than "
+                "then also like really well".split())
+
+
+def on_human_scale(y: np.ndarray, f: np.ndarray) -> np.ndarray:
+    slope, intercept = np.polyfit(f, y, 1)
+    return intercept + slope * f
+
+
+def usr_table() -> pd.DataFrame:
+    rows = []
+    for context in json.loads(USR.read_text(encoding="utf-8")):
+        reference = next(r["response"] for r in context["responses"] if r["model"] == "Original Ground Truth")
+        for r in context["responses"]:
+            rows.append({"system": r["model"], "response": r["response"], "reference": reference,
+                         "fact": context["fact"]} | {k: float(np.mean(v)) for k, v in r.items()
+                                                     if isinstance(v, list)})
+    return pd.DataFrame(rows)
+
+
+def words(text: str) -> list[str]:
+    return re.findall(r"[a-z']+", text.lower())
+
+
+def unigram_f1(response: str, reference: str) -> float:
+    a, b = words(response), words(reference)
+    common = sum(min(a.count(w), b.count(w)) for w in set(a))
+    return 0.0 if common == 0 else 2 * common / (len(a) + len(b))
+
+
+def datasets(only=None) -> list[dict]:
+    """[{data, criterion, judge, y, f, r}] for every replayed data set and judge."""
+    out = []
+    if only in (None, "hanna"):
+        sys.path.insert(0, str(Path(__file__).parent))
+        from ppi_calibration import hanna_tables
+
+        ratings, metrics = hanna_tables()
+        table = metrics.pivot_table(index=["system", "item"], columns="metric", values="value", observed=True)
+        for criterion, metric in (("Relevance", "SUPERT-PS"), ("Complexity", "BERTScore Recall")):
+            joined = table[[metric]].join(ratings.groupby(["system", "item"])[criterion].mean())
+            out.append({"data": "hanna", "criterion": criterion, "judge": metric,
+                        "y": joined[criterion].to_numpy(float), "f": joined[metric].to_numpy(float),
+                        "system": joined.index.get_level_values("system").astype(str).to_numpy()})
+    if only in (None, "usr"):
+        usr = usr_table()
+        f1 = np.array([unigram_f1(r, g) for r, g in zip(usr.response, usr.reference)])
+        proxy = 2 * usr[["Natural", "Maintains Context", "Engaging"]].mean(axis=1).to_numpy() - 1
+        for name, f in (("unigram F1 with the reference", f1), ("proxy: Natural, Context, Engaging", proxy)):
+            out.append({"data": "usr", "criterion": "Overall", "judge": name, "y": usr["Overall"].to_numpy(float),
+                        "f": f, "system": usr["system"].to_numpy()})
+    if only in (None, "squality"):
+        ratings = pd.read_csv(SQUALITY)
+        wide = ratings.pivot_table(index=["item", "system"], columns="criterion", values="value", aggfunc="mean")
+        out.append({"data": "squality", "criterion": "overall", "judge": "proxy: correctness",
+                    "y": wide["overall"].to_numpy(float), "f": wide["correctness"].to_numpy(float),
+                    "system": wide.index.get_level_values("system").to_numpy()})
+    rng = np.random.default_rng(0)
+    for d in list(out):
+        d["f"] = on_human_scale(d["y"], d["f"])
+        d["r"] = float(np.corrcoef(d["y"], d["f"])[0, 1])
+        shuffled = on_human_scale(d["y"], rng.permutation(d["f"]))
+        out.append(d | {"judge": f"useless ({d['judge']} shuffled)", "f": shuffled,
+                        "r": float(np.corrcoef(d["y"], shuffled)[0, 1])})
+    return out
+
+
+def per_system(d: dict, budget: int, runs: int, rng, population: int = PER_SYSTEM_POPULATION) -> pd.DataFrame:
+    """Coverage per system: studies of `population` segments drawn from one system's published ones (the judge
+    scoring all of them) with `budget` human labels, as `active estimate` prints per system."""
+    rows = []
+    for system in sorted(set(d["system"])):
+        mine = d["system"] == system
+        result = replay_means(d["y"][mine], d["f"][mine], budget, runs, rng, population=population)
+        # `analyze --ppi`'s estimates (evalstudio.stats.ppi): `budget` rated and the rest scored only
+        ppi = resampled_studies(d["y"][mine], d["f"][mine], budget, population - budget, runs, rng)
+        rows.append({"system": system} | {s: result[s]["coverage"] for s in STRATEGIES}
+                    | {"analyze --ppi: human only": ppi["covered_classical"], "analyze --ppi: PPI++": ppi["covered_ppi"]})
+    return pd.DataFrame(rows)
+
+
+def uses_knowledge_judge() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(judge label, uncertainty, human label) per USR response, for PAC labels."""
+    usr = usr_table()
+    share = []
+    for response, fact in zip(usr.response, usr.fact):
+        content = [w for w in words(response) if w not in STOPWORDS and len(w) > 2]
+        known = set(words(fact.replace("your persona:", " ")))
+        share.append(sum(w in known for w in content) / len(content) if content else 0.0)
+    share = np.asarray(share)
+    judge = (share > 0).astype(int)
+    line = np.min(share[share > 0]) / 2  # halfway between sharing nothing and sharing the fewest words
+    uncertainty = -np.abs(share - line)
+    human = (usr["Uses Knowledge"].to_numpy() >= 0.5).astype(int)
+    return judge, uncertainty, human
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=1000)
+    parser.add_argument("--pac-runs", type=int, default=500)
+    parser.add_argument("--per-system-runs", type=int, default=2000, help="0: skip the per-system table")
+    parser.add_argument("--data", choices=sorted(BUDGETS))
+    parser.add_argument("--seed", type=int, default=2024)
+    args = parser.parse_args(argv)
+    rng = np.random.default_rng(args.seed)
+    start = time.perf_counter()
+    print(f"{date.today()}, {platform.machine()}, Python {platform.python_version()}; {args.runs} runs per budget\n")
+    print("| data, criterion | judge (r with humans) | labels (budget) | coverage: human only / uniform PPI++ / active "
+          "| width: human only / uniform PPI++ / active |")
+    print("|---|---|---:|---|---|")
+    summary = []
+    for d in datasets(args.data):
+        widths = {s: [] for s in STRATEGIES}
+        labels = {s: [] for s in STRATEGIES}
+        budgets = BUDGETS[d["data"]]
+        for budget in budgets:
+            result = replay_means(d["y"], d["f"], budget, args.runs, rng)
+            for s in STRATEGIES:
+                widths[s].append(result[s]["width"])
+                labels[s].append(result[s]["labels"])
+            print(f"| {d['data']}, {d['criterion']} | {d['judge']} ({d['r']:.2f}) | {budget} | "
+                  + " / ".join(f"{result[s]['coverage']:.3f}" for s in STRATEGIES) + " | "
+                  + " / ".join(f"{result[s]['width']:.3g}" for s in STRATEGIES) + " |")
+        reference = REFERENCE_BUDGET[d["data"]]
+        target = widths["uniform PPI++"][budgets.index(reference)]
+        needed = {s: labels_for_width(np.asarray(labels[s]), widths[s], target) for s in STRATEGIES}
+        summary.append((d, target, needed, budgets))
+    print("\nHuman labels needed for the width uniform PPI++ reaches with the reference budget (interpolated):\n")
+    print("| data, criterion | judge (r) | width | human only | uniform PPI++ | active | active vs uniform PPI++ | "
+          "active vs human only |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    for d, target, needed, budgets in summary:
+        print(f"| {d['data']}, {d['criterion']} | {d['judge']} ({d['r']:.2f}) | {target:.3g} | "
+              + " | ".join(f"{needed[s]:.0f}" if needed[s] == needed[s] else f"> {max(budgets)}"
+                         for s in STRATEGIES)
+              + f" | {needed['active'] / needed['uniform PPI++'] - 1:+.0%} | "
+                + (f"{needed['active'] / needed['human only'] - 1:+.0%}" if needed["human only"] == needed["human only"]
+                   else "fewer") + " |")
+    if args.per_system_runs:
+        print(f"\nPer system, as `active estimate` prints: studies of {PER_SYSTEM_POPULATION} segments drawn from one "
+              f"system's published ones, {args.per_system_runs} runs per system and size; coverage of the 95% "
+              "intervals, the mean over systems [the lowest system]\n")
+        print("| data, criterion | judge (r) | labels per system | " + " | ".join(PRINTED) + " |")
+        print("|---|---|---:|" + "---|" * len(PRINTED))
+        lowest = {}
+        for d in datasets(args.data):
+            for budget in PER_SYSTEM_BUDGETS:
+                table = per_system(d, budget, args.per_system_runs, rng)
+                lowest[budget] = min(lowest.get(budget, 1.0), float(table[list(PRINTED)].mean().min()))
+                print(f"| {d['data']}, {d['criterion']} | {d['judge']} ({d['r']:.2f}) | {budget} | "
+                      + " | ".join(f"{table[s].mean():.3f} [{table[s].min():.3f}]" for s in PRINTED) + " |")
+        print("\nLowest mean coverage over systems, per size: "
+              + ", ".join(f"{b} labels: {c:.3f}" for b, c in lowest.items()))
+    if args.data in (None, "usr"):
+        judge, uncertainty, human = uses_knowledge_judge()
+        print(f"\nPAC labels, USR Uses Knowledge: {len(judge)} responses, the judge wrong on "
+              f"{np.mean(judge != human):.1%}; {args.pac_runs} runs each\n")
+        print("| epsilon | alpha | calibration sample | runs with error > epsilon | mean error | largest error | "
+              "share humans labelled |")
+        print("|---:|---:|---:|---:|---:|---:|---:|")
+        for epsilon, alpha, sample in ((0.05, 0.1, 60), (0.1, 0.1, 60), (0.1, 0.05, 100), (0.15, 0.1, 40)):
+            r = replay_pac(judge, uncertainty, human, sample, epsilon, alpha, args.pac_runs, rng)
+            print(f"| {epsilon} | {alpha} | {sample} | {r['over_epsilon']:.3f} | {r['mean_error']:.3f} | "
+                  f"{r['max_error']:.3f} | {r['human_share']:.2f} |")
+    print(f"\n({time.perf_counter() - start:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,213 @@
+"""Human labels where the judge is unsure, from files: which segments humans should label (`evalstudio active
+draw`), the system means those labels and the judge give together (`evalstudio active estimate`), and PAC labels
+(`evalstudio active pac`). The statistics are evalstudio.stats.active and evalstudio.stats.pac; this module reads
+the judge's scores (`evalstudio judge`'s metrics.csv, or any metrics file), the draws file it writes, and the ratings.
+
+The draws file is the design: one row per segment (system, item) with the judge's score, the probability the segment
+had of being drawn and whether it was. The estimates use those probabilities, so the file must be the one the
+labels were collected from: a segment drawn but not rated is an error (the estimate needs every drawn label), a
+rating of a segment not drawn is left out (and counted)."""
+
+from __future__ import annotations
+
+from itertools import combinations
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from evalstudio.base.errors import BadInput
+from evalstudio.readers.spec import Spec
+
+from ..stats.active import active_means, label_weights, sampling_probabilities
+from ..stats.pac import pac_labels, pac_threshold
+from .tidy import segment_means
+
+DRAW_COLUMNS = ["system", "item", "judge", "score", "uncertainty", "probability", "drawn", "design", "seed"]
+# Calibration (benchmarks/active.py, the per-system table; docs/active.md): from 30 human labels per system the 95%
+# intervals covered the published mean at least 0.93 of the time on average over the systems of HANNA, USR and
+# SQuALITY (500 replays per system and size, useless to good judges, human-only, uniform PPI++ and active); at 10
+# and 20 as little as 0.919 and 0.925. Below MIN_LABELS an interval is not printed.
+MIN_LABELS = 30
+
+
+def _judge_scores(scores: pd.DataFrame, metric: str, criterion: str | None) -> pd.DataFrame:
+    known = sorted(set(scores["metric"].astype(str)))
+    if metric not in known:
+        raise BadInput(f"--metric {metric}: no such metric or judge in the scores file (it has: "
+                       f"{', '.join(known[:20])})")
+    s = scores[scores["metric"].astype(str) == metric]
+    if criterion is not None:
+        s = s[s["criterion"].astype(str).isin([criterion, ""])]
+        if s.empty:
+            raise BadInput(f"--criterion {criterion}: {metric} has no score of it")
+    columns = ["value"] + (["confidence"] if "confidence" in s else [])
+    out = s.groupby(["system", "item"], observed=True)[columns].mean().reset_index()
+    out["system"], out["item"] = out["system"].astype(str), out["item"].astype(str)
+    return out
+
+
+def draw(scores: pd.DataFrame, metric: str, criterion: str | None, budget: int, design: str, mix: float,
+         seed: int) -> pd.DataFrame:
+    """The draws file. design "active": probabilities from the judge's uncertainty (1 - its confidence, which
+    `evalstudio judge --samples K` gives), mixed with uniform (`mix`); "uniform": every segment budget / N; "pac":
+    a uniform sample of exactly `budget` segments without replacement (the calibration sample of PAC labels)."""
+    s = _judge_scores(scores, metric, criterion)
+    n_items = len(s)
+    if not 2 <= budget <= n_items:
+        raise BadInput(f"--budget {budget}: must be between 2 and the {n_items} segments {metric} scored")
+    rng = np.random.default_rng(seed)
+    has_confidence = "confidence" in s and not s["confidence"].isna().all()
+    uncertainty = 1 - s["confidence"].to_numpy(dtype=float) if has_confidence else np.full(n_items, np.nan)
+    if design == "active":
+        if not has_confidence:
+            raise BadInput(f"{metric} has no confidence column: the active design draws from the judge's "
+                           "uncertainty. Run `evalstudio judge --samples 5` (its confidence is the spread of five "
+                           "answers), or use --design uniform")
+        if s["confidence"].isna().any():
+            raise BadInput(f"{int(s['confidence'].isna().sum())} of {metric}'s segments have no confidence: every "
+                           "segment needs one (run the judge with --samples on all of them)")
+        probability = sampling_probabilities(uncertainty, budget, mix)
+        drawn = rng.random(n_items) < probability
+        label = f"active (mix {mix:g})"
+    elif design == "uniform":
+        probability = np.full(n_items, budget / n_items)
+        drawn = rng.random(n_items) < probability
+        label = "uniform"
+    elif design == "pac":
+        probability = np.full(n_items, budget / n_items)
+        drawn = np.zeros(n_items, dtype=bool)
+        drawn[rng.choice(n_items, size=budget, replace=False)] = True
+        label = f"pac sample of {budget}"
+    else:
+        raise BadInput(f"--design {design}: one of active, uniform, pac")
+    return pd.DataFrame({"system": s["system"], "item": s["item"], "judge": metric, "score": s["value"],
+                         "uncertainty": uncertainty, "probability": probability, "drawn": drawn, "design": label,
+                         "seed": seed})[DRAW_COLUMNS]
+
+
+def check_draws(draws: pd.DataFrame, source: str) -> pd.DataFrame:
+    missing = [c for c in DRAW_COLUMNS if c not in draws]
+    if missing:
+        raise BadInput(f"{source}: not a draws file (`evalstudio active draw` writes one): no column "
+                       f"{', '.join(missing)}")
+    d = draws.assign(system=draws["system"].astype(str), item=draws["item"].astype(str))
+    p = pd.to_numeric(d["probability"], errors="coerce")
+    bad = np.flatnonzero(~((p > 0) & (p <= 1)))
+    if len(bad):
+        raise BadInput(f"{source}:{bad[0] + 2}: probability: '{draws['probability'].iloc[bad[0]]}' is not in (0, 1]")
+    flags = d["drawn"].astype(str).str.lower().map({"true": True, "false": False, "1": True, "0": False})
+    if flags.isna().any():
+        row = int(np.flatnonzero(flags.isna())[0])
+        raise BadInput(f"{source}:{row + 2}: drawn: '{draws['drawn'].iloc[row]}' is not true or false")
+    if d.duplicated(["system", "item"]).any():
+        row = int(np.flatnonzero(d.duplicated(["system", "item"]))[0])
+        raise BadInput(f"{source}:{row + 2}: item: a second row for this system and item")
+    return d.assign(probability=p, drawn=flags.astype(bool))
+
+
+def _human_matrix(ratings: pd.DataFrame, criterion: str, draws: pd.DataFrame) -> tuple[np.ndarray, int]:
+    human = segment_means(ratings, criterion)
+    y = np.array([human.at[s, i] if s in human.index and i in human.columns else np.nan
+                  for s, i in zip(draws["system"], draws["item"])], dtype=float)
+    undrawn = int((~draws["drawn"] & ~np.isnan(y)).sum())
+    unrated = draws[draws["drawn"] & np.isnan(y)]
+    if len(unrated):
+        first = unrated.iloc[0]
+        raise BadInput(f"{len(unrated)} drawn segments have no human rating of {criterion} (e.g. system "
+                       f"'{first['system']}', item '{first['item']}'): the estimate needs every drawn label; "
+                       "collect them, or estimate without the design (`analyze --ppi`)")
+    return y, undrawn
+
+
+def estimates(ratings: pd.DataFrame, spec: Spec, draws: pd.DataFrame, alpha: float = 0.05):
+    """(per system, per pair of systems, notes): the active estimate of every numeric criterion's mean human score
+    with its interval, from the drawn segments' ratings and the judge's scores on every segment."""
+    rows, pair_rows, notes = [], [], []
+    for criterion, crit in spec.criteria.items():
+        if not crit.numeric or not (ratings["criterion"] == criterion).any():
+            continue
+        y, undrawn = _human_matrix(ratings, criterion, draws)
+        if undrawn:
+            notes.append(f"{criterion}: {undrawn} ratings of segments the design did not draw are left out (their "
+                         "probability of being rated is not known)")
+        terms = {}
+        for system, g in draws.groupby("system", sort=True):
+            index = g.index.to_numpy()
+            n = int(g["drawn"].sum())
+            row = {"criterion": criterion, "system": system, "segments": len(g), "labels": n}
+            if n >= max(MIN_LABELS, 2) and len(g) >= 2:
+                r = active_means(y[index][None], g["score"].to_numpy(float)[None],
+                                 label_weights(g["probability"].to_numpy(float), g["drawn"].to_numpy())[None],
+                                 alpha, return_terms=True)
+                row |= {"estimate": r["estimate"][0], "lo": r["lo"][0], "hi": r["hi"][0], "lambda": r["lam"][0]}
+                terms[system] = (pd.Series(r["terms"][0], index=g["item"].to_numpy()), n)
+            else:
+                row |= {"estimate": np.nan, "lo": np.nan, "hi": np.nan, "lambda": np.nan}
+            rows.append(row)
+        for a, b in combinations(sorted(terms), 2):
+            (ta, na), (tb, nb) = terms[a], terms[b]
+            common = ta.index.intersection(tb.index)
+            if len(common) < 2:
+                continue
+            d = ta[common].to_numpy() - tb[common].to_numpy()
+            half = stats.t.ppf(1 - alpha / 2, max(min(na, nb) - 2, 1)) * d.std(ddof=1) / np.sqrt(len(d))
+            pair_rows.append({"criterion": criterion, "system_a": a, "system_b": b, "items": len(common),
+                              "difference": d.mean(), "lo": d.mean() - half, "hi": d.mean() + half})
+    if any(r["labels"] < MIN_LABELS for r in rows):
+        notes.append(f"intervals are given from {MIN_LABELS} human labels per system: below, replayed on published "
+                     "labels, 95% intervals covered the truth as little as 0.92 of the time (docs/active.md)")
+    return pd.DataFrame(rows), pd.DataFrame(pair_rows), notes
+
+
+def _label(value, crit) -> str:
+    """A judge's or a human's label as text: a label's position (1 = the first, as judge scores store ordinal
+    labels) becomes the label."""
+    if crit.labels and isinstance(value, (int, float, np.number)) and float(value).is_integer() \
+            and 1 <= int(value) <= len(crit.labels):
+        return crit.labels[int(value) - 1]
+    text = str(value)
+    return text[:-2] if text.endswith(".0") and text[:-2].lstrip("-").isdigit() else text
+
+
+def pac(ratings: pd.DataFrame, spec: Spec, draws: pd.DataFrame, criterion: str, epsilon: float, alpha: float):
+    """(labels table, result): PAC labels of a categorical criterion from a "pac" draws file (its drawn segments
+    rated by humans): the threshold, the segments humans must label, and, where they have been, the final labels
+    with their source."""
+    crit = spec.criteria.get(criterion)
+    if crit is None:
+        raise BadInput(f"--criterion {criterion}: the ratings have {', '.join(spec.criteria)}")
+    if crit.scale == "interval":
+        raise BadInput(f"--criterion {criterion}: PAC labels are for a categorical criterion (nominal or ordinal); "
+                       f"{criterion} is on an interval scale (estimate its mean with `active estimate`)")
+    if not draws["design"].astype(str).str.startswith("pac sample").all():
+        raise BadInput("PAC labels need a uniform calibration sample: `evalstudio active draw --design pac`")
+    r = ratings[ratings["criterion"] == criterion]
+    votes = r.groupby(["system", "item"], observed=True)["value"].agg(lambda v: v.mode().tolist())
+    majority = {(str(s), str(i)): _label(m[0], crit) for (s, i), m in votes.items() if len(m) == 1}
+    tied = {(str(s), str(i)) for (s, i), m in votes.items() if len(m) > 1}
+    keys = list(zip(draws["system"], draws["item"]))
+    sampled = np.flatnonzero(draws["drawn"].to_numpy())
+    unrated = [keys[i] for i in sampled if keys[i] not in majority]
+    if unrated:
+        raise BadInput(f"{len(unrated)} segments of the calibration sample have no human label of {criterion}"
+                       + (f" ({sum(k in tied for k in unrated)} with tied votes)" if any(k in tied for k in unrated)
+                          else "") + f" (e.g. system '{unrated[0][0]}', item '{unrated[0][1]}'): label them first")
+    judge = np.array([_label(v, crit) for v in draws["score"]], dtype=object)
+    uncertainty = pd.to_numeric(draws["uncertainty"], errors="coerce").to_numpy(float)
+    if np.isnan(uncertainty).any():
+        raise BadInput(f"{int(np.isnan(uncertainty).sum())} segments have no uncertainty in the draws file: PAC labels "
+                       "keep the judge's label where it is sure, so every segment needs its confidence (run "
+                       "`evalstudio judge --samples 5`, then `active draw --design pac` again)")
+    result = pac_threshold(judge, uncertainty, sampled,
+                           [majority[keys[i]] for i in sampled], epsilon, alpha)
+    humans = {i: majority[k] for i, k in enumerate(keys) if k in majority and result.human[i]}
+    table = draws[["system", "item"]].assign(judge_label=judge, uncertainty=uncertainty,
+                                             needs_human=result.human, human_label=[humans.get(i, "") for i in
+                                                                                    range(len(keys))])
+    if len(humans) == int(result.human.sum()):
+        labels, source = pac_labels(judge, result, humans)
+        table = table.assign(label=labels, source=source)
+    else:
+        table = table.assign(label="", source=np.where(result.human, "human (to collect)", "judge"))
+    return table, result
