@@ -116,10 +116,11 @@ def _shares(units: pd.DataFrame) -> pd.DataFrame:
                                                           share=("share", "mean"))
 
 
-# From its calibration on HANNA's Coherence comparisons (10 systems, benchmarks/ppi_ranking.py, docs/preferences.md):
-# among studies with finite strengths, the 95% intervals (human-only and PPI++) covered the true strengths 0.85-0.88
-# of the time with 5 human-judged units per system, 0.92-0.94 with 7.5, 0.93-0.94 with 10 and 0.94-0.955 from 15;
-# the units the judge is said to be worth matched what it was worth from 15 (at 10: said 161, worth 350).
+# From its calibration on HANNA's Coherence comparisons (10 systems, benchmarks/ppi_ranking.py, docs/preferences.md,
+# 500 studies per size): among studies with finite strengths, the 95% intervals (human-only and PPI++) covered the
+# true strengths 0.84-0.92 of the time with 5 human-judged units per system, 0.92-0.93 with 7.5, 0.94-0.95 with 10
+# and 15; the units the judge is said to be worth matched what it was worth (within 3%) from 15 (at 10: said 160,
+# worth 273).
 MIN_UNITS_PER_SYSTEM = 15
 
 

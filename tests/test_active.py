@@ -292,3 +292,28 @@ def test_the_gateways_draw_reads_the_named_judge_and_treats_a_missing_confidence
     # a sure judge's task is the least likely; no confidence (task 3) or no prediction (4-6): as unsure as can be
     assert probability[1] < probability[2] < probability[3] == probability[4] == probability[6]
     assert min(probability.values()) >= 0.5 * 3 / 6
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.fixed_dictionaries({
+    "system": st.text(max_size=5), "item": st.text(max_size=5), "judge": st.just("j"),
+    "score": st.one_of(st.floats(allow_nan=True), st.text(max_size=4)),
+    "uncertainty": st.one_of(st.floats(allow_nan=True), st.text(max_size=4)),
+    "probability": st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=4)),
+    "drawn": st.one_of(st.booleans(), st.sampled_from(["true", "FALSE", "1", "0", "yes", "", "=1+1"])),
+    "design": st.sampled_from(["active (mix 0.5)", "pac sample of 3", "=cmd"]), "seed": st.integers()}),
+    min_size=1, max_size=8))
+def test_a_hostile_draws_file_is_read_or_refused_with_its_line(rows):
+    """The draws file is input like any other: whatever its cells, it is read or refused naming the line and the
+    column, never a crash."""
+    from evalstudio.base.errors import BadInput
+    from evalstudio.exporters.active import check_draws
+
+    frame = pd.DataFrame(rows).astype(str)
+    try:
+        checked = check_draws(frame, "draws.csv")
+    except BadInput as e:
+        assert str(e).startswith("draws.csv")
+    else:
+        assert ((checked["probability"] > 0) & (checked["probability"] <= 1)).all()
+        assert checked["drawn"].dtype == bool

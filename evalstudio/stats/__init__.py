@@ -12,6 +12,9 @@ know nothing of Label Studio.
 - alignment: human-vs-model correlations with CIs, categorical agreement, LLM-judge kappa and calibration (ECE)
 - ppi: prediction-powered means (PPI++) of human scores from a metric or judge scoring every item, and their
   calibration by resampling real data
+- active: active statistical inference (which items humans label, from the judge's uncertainty, and the means
+  those labels give), with robust mixing; active_replay: replaying published labels in a strategy's order
+- pac: probably approximately correct labels (the judge where it is sure, humans elsewhere, a bounded error)
 - preference: pairwise win rates (Wilson intervals), Bradley-Terry strengths with bootstrap intervals and on the
   Elo scale, Chatbot Arena's online Elo, position bias; best-worst tuples, counting scores and split-half
   reliability
