@@ -209,3 +209,26 @@ def test_every_config_with_choices_hides_the_shortcut_hints(reg, channel):
         shown = config_for(config, channel)
         assert shown.count(HINTS_HIDDEN) == 1
         LabelInterface(shown).validate()
+
+
+def test_an_error_span_protocol_is_led_to_metadata_controls(tmp_path):
+    """Issue 53: MT Direct Assessment 0-100 plus error-span labels, defined as docs/own-protocol.md says. The span
+    control is not a criterion: the error names the key that takes it (metadata_controls), and with it the entry
+    loads."""
+    (tmp_path / "mt_da.xml").write_text(
+        '<View><Text name="source" value="$src"/><Text name="translation" value="$mt"/>'
+        '<Labels name="errors" toName="translation"><Label value="minor"/><Label value="major"/></Labels>'
+        '<Number name="score" toName="translation" min="0" max="100" required="true"/></View>', encoding="utf-8")
+    entry = {"title": "MT direct assessment", "config": str(tmp_path / "mt_da.xml"), "instructions": "<p>Rate.</p>",
+             "annotators_per_task": 3,
+             "input": {"formats": ["jsonl"], "item_id": "id", "data": {"src": "src", "mt": "mt"}},
+             "criteria": {"score": {"scale": "interval", "min": 0, "max": 100}}}
+    path = tmp_path / "projects.yaml"
+    path.write_text(yaml.safe_dump({"projects": {"mt_da": entry}}), encoding="utf-8")
+    with pytest.raises(RegistryError) as e:
+        registry.load(path)
+    assert "control 'errors' is not described in projects.yaml" in str(e.value)
+    assert "metadata_controls" in str(e.value)
+    path.write_text(yaml.safe_dump({"projects": {"mt_da": entry | {"metadata_controls": ["errors"]}}}),
+                    encoding="utf-8")
+    assert registry.load(path).get("mt_da").metadata_controls == ["errors"]

@@ -45,12 +45,56 @@ def settings_from_env(dotenv_files: tuple[Path, ...] = DOTENV_FILES) -> Settings
     url = os.environ.get("LABEL_STUDIO_URL") or file_values.get("LABEL_STUDIO_URL")
     key = os.environ.get("LABEL_STUDIO_API_KEY") or file_values.get("LABEL_STUDIO_API_KEY")
     missing = [n for n, v in (("LABEL_STUDIO_URL", url), ("LABEL_STUDIO_API_KEY", key)) if not v]
+    if missing and dotenv_files == DOTENV_FILES and _wait_for_starting_server(DEFAULT_DATA_DIR):
+        return settings_from_env(dotenv_files)
     if missing:
         raise ServerError(
             f"{' and '.join(missing)} not set. Export them or put them in ./.env "
             "(a local server started with `evalstudio server` writes .evalstudio/evalstudio.env for you)."
         )
     return Settings(url.strip().rstrip("/"), check_api_key(key))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: not this user's server
+        return False
+    return True
+
+
+def _wait_for_starting_server(data_dir: Path, timeout: float = 900) -> bool:
+    """When `evalstudio server` is starting Label Studio for this folder (its marker names a live process), wait
+    until it has written the settings (True), saying so once; False when none is starting. A server that stops
+    before answering is an error naming its log."""
+    import json
+    import sys
+    import time
+
+    marker = data_dir / "starting"
+    try:
+        known = json.loads(marker.read_text(encoding="utf-8"))
+        pid, url = int(known["pid"]), str(known["url"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    if not _alive(pid):
+        return False
+    sys.stderr.write(f"waiting for the Label Studio that `evalstudio server` (process {pid}) is starting on "
+                     f"{shown_url(url)}...\n")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if read_dotenv(data_dir / "evalstudio.env").get("LABEL_STUDIO_API_KEY"):
+            return True
+        if not marker.exists() or not _alive(pid):
+            if read_dotenv(data_dir / "evalstudio.env").get("LABEL_STUDIO_API_KEY"):
+                return True
+            raise ServerError(f"the `evalstudio server` that was starting (process {pid}) stopped before Label "
+                              f"Studio answered; its log is {data_dir / 'label-studio.log'}")
+        time.sleep(0.5)  # polling a file for a state (the settings written), not waiting a duration
+    raise ServerError(f"Label Studio was still starting after {timeout:.0f} s (process {pid}); see "
+                      f"{data_dir / 'label-studio.log'}")
 
 
 def check_url(url: str, name: str = "LABEL_STUDIO_URL") -> str:

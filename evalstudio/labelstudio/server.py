@@ -24,6 +24,7 @@ from .connection import Settings, shown_url
 
 CREDENTIALS = "credentials.json"
 DOTENV = "evalstudio.env"
+STARTING = "starting"  # in the data folder while `evalstudio server` starts Label Studio: {"pid", "url"}
 # Let a Label Studio on this machine call an ML backend on loopback. For local demos and tests only:
 # these turn off Label Studio's protection against requests to private addresses.
 LOOPBACK_ML_ENV = {"ML_BLOCK_LOCAL_IP": "false", "SSRF_PROTECTION_ENABLED": "false"}
@@ -187,6 +188,10 @@ class LocalServer:
         self.process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
                                         stdin=subprocess.DEVNULL, start_new_session=True, umask=0o077)
         log.close()
+        # other commands started meanwhile (`evalstudio server &` then `evalstudio import`) wait for this one
+        # (connection.settings_from_env) instead of failing on the settings it has not written yet
+        marker = self.data_dir / STARTING
+        write_private(marker, json.dumps({"pid": os.getpid(), "url": self.url}))
         try:
             wait_healthy(self.url, timeout, self.process, "Label Studio")
             if self.workers > 1:
@@ -195,7 +200,10 @@ class LocalServer:
         except ServerError as e:
             self.stop()
             raise ServerError(f"{e}:\n{self.log_tail()}") from None
-        self.write_dotenv()
+        finally:
+            if self.healthy():
+                self.write_dotenv()
+            marker.unlink(missing_ok=True)
         return self
 
     def _serve_with_workers(self, env: dict[str, str]) -> None:

@@ -39,7 +39,10 @@ def check_against_config(project) -> list[str]:
                         "otherwise (e.g. $document)")
     for control in li.controls:
         if control.name not in known:
-            problems.append(f"{project.config_path.name}: control '{control.name}' is not described in projects.yaml")
+            problems.append(f"{project.config_path.name}: control '{control.name}' is not described in projects.yaml: "
+                            f"add a criterion whose control it is (criteria: {{NAME: {{control: {control.name}, "
+                            "scale: ...}}), or list it in metadata_controls: when its answers are notes about the "
+                            "task, not a rating (error spans, a free-text note, a bad-instance flag)")
     return problems
 
 
@@ -91,7 +94,9 @@ def _check_control(key: str, spec, control) -> list[str]:
             return [f"{key}: range {spec.min:g}..{spec.max:g} but control '{control.name}' allows {lo:g}..{hi:g}"]
         return []
     if tag not in LABEL_TAGS:
-        return [f"{key}: categorical criterion but control '{control.name}' is a {tag}"]
+        return [f"{key}: categorical criterion but control '{control.name}' is a {tag}: a criterion's control is "
+                f"one of {', '.join(sorted(LABEL_TAGS))} (labels) or {', '.join(sorted(NUMERIC_TAGS))} (numbers); "
+                "list other controls (Labels spans, TextArea) in metadata_controls:"]
     choices = list(control.labels)
     if choices != spec.labels:
         return [f"{key}.labels: {spec.labels} but control '{control.name}' offers {choices}"]
