@@ -85,6 +85,16 @@ def test_fed_turn_and_dialog_records_are_analysed_in_one_run(tmp_path):
         "criteria": {k: {"min": 0, "max": v} for k, v in turn.items()}}))
     refused = invoke(DATA / "fed" / "fed_slice.json", "--spec", plain, "-o", tmp_path / "plain")
     assert refused.exit_code == 2 and "no ratings of 'Interesting'" in refused.output
+    assert "where: FIELD" in " ".join(refused.output.split())  # and names the key that reads one kind
+    # Overall alone, without where:, would read both kinds as one criterion (alpha 0.338 on the whole file, no
+    # word said): refused, naming the field that tells the kinds apart
+    pooled = write(tmp_path, "pooled.yaml", yaml.safe_dump({
+        "layout": "nested", "missing": ["re:N/A( \\(.*\\))?"], "nested": {"system": "system", "ratings": "annotations"},
+        "criteria": {"Overall": {"min": 0, "max": 4}}}))
+    refused = invoke(DATA / "fed" / "fed_slice.json", "--spec", pooled, "-o", tmp_path / "pooled")
+    said = " ".join(refused.output.split())
+    assert refused.exit_code == 2 and "'Overall' is rated in two kinds of record" in said, refused.output
+    assert "where: response or where: '!response'" in said
 
 
 def _usr_protocol(tmp_path: Path):

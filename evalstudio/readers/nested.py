@@ -125,6 +125,10 @@ def read_nested(path: Path, nested: Nested, criteria: dict, problems: Problems) 
     problems go to `problems`, which the caller raises with those of the values."""
     rows: dict[str, list] = {k: [] for k in ("item", "system", "agent", "annotator", "criterion", "value", "line")}
     problem = problems.add
+    # criterion (without where:) -> the kinds of record it was read from (its ratings' criteria) -> (first line,
+    # fields every such record has, fields any has): one name rated in two kinds of record (FED's Overall, of a turn
+    # and of a whole dialog) is two criteria, never silently one
+    kinds: dict[str, dict[frozenset, list]] = {}
 
     def at(source, path: str, line: int, name: str, shown: str | None = None):
         """The value at `path`, or ABSENT after reporting where the path stops."""
@@ -189,8 +193,14 @@ def read_nested(path: Path, nested: Nested, criteria: dict, problems: Problems) 
                     continue  # a record of the other kind (FED: dialog-level, for a turn-level criterion)
                 key = spec.column or criterion
                 if key not in ratings:
-                    problem(line, key, f"no ratings of '{criterion}' (item '{keys['item'][:40]}')")
+                    problem(line, key, f"no ratings of '{criterion}' (item '{keys['item'][:40]}'); if the file holds "
+                                       "two kinds of record (turns and whole dialogs), give the criterion where: "
+                                       "FIELD (the records that have FIELD) or where: '!FIELD' (those that lack it)")
                     continue
+                if spec.where is None:
+                    kind = kinds.setdefault(criterion, {}).setdefault(frozenset(ratings), [line, set(record), set()])
+                    kind[1] &= set(record)
+                    kind[2] |= set(record)
                 given = ratings[key] if isinstance(ratings[key], list) else [ratings[key]]
                 if ids is not None and len(ids) != len(given):
                     problem(line, key, f"{len(given)} ratings for {len(ids)} annotators ('{nested.annotators}')")
@@ -206,4 +216,23 @@ def read_nested(path: Path, nested: Nested, criteria: dict, problems: Problems) 
                     rows["criterion"].append(criterion)
                     rows["value"].append(text)
                     rows["line"].append(line)
+    for criterion, seen in kinds.items():
+        _two_kinds(criterion, seen, problem)
     return pd.DataFrame(rows)
+
+
+def _two_kinds(criterion: str, seen: dict[frozenset, list], problem) -> None:
+    """Report a criterion read from two kinds of record that a field tells apart (every record of one kind has it,
+    none of the other): the spec should name which with where:."""
+    found = list(seen.values())
+    for a in range(len(found)):
+        for b in range(len(found)):
+            telling = sorted(found[a][1] - found[b][2])  # in every record of kind a, in no record of kind b
+            if a != b and telling:
+                field = telling[0]
+                problem(max(found[a][0], found[b][0]), None,
+                        f"'{criterion}' is rated in two kinds of record: those with the field '{field}' (from line "
+                        f"{found[a][0]}) and those without it (from line {found[b][0]}), which rate other criteria; "
+                        f"read one kind with where: {field} or where: '!{field}', and the other as a criterion of its "
+                        "own (docs/reference/analysis-spec.md)")
+                return
