@@ -105,6 +105,13 @@ def ppi_tables(ratings: pd.DataFrame, metrics: pd.DataFrame, spec: Spec, metric:
                 dh, dp = h[a] - h[b], p[a] - p[b]
                 pair_rows.append(base | {"system_a": human.index[a], "system_b": human.index[b]} | _row(
                     dh[both], dp[both], dp[rest], int((~np.isnan(dh) & ~scored).sum()), alpha))
+        if why is not None and len(human.index) > 1 and not any(r["criterion"] == criterion for r in pair_rows):
+            shared = max((int((labelled[a] & labelled[b]).sum()) for a, b in combinations(range(len(human.index)), 2)),
+                         default=0)
+            why.add("ppi_pairs", criterion, f"no two systems have {MIN_RATED} or more segments rated by humans for "
+                                            f"both and scored by {metric} (the most any pair shares: {shared}): a "
+                                            "difference is estimated on the items both systems were rated on; "
+                                            "each system's own mean is in ppi_systems.csv")
         if why is not None and not any(r["criterion"] == criterion for r in systems_rows):
             why.add("ppi_systems", criterion, f"no system has {MIN_RATED} or more rated segments that {metric} "
                                               "scored (below, 95% intervals covered the truth as little as 0.92 of "

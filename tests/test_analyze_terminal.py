@@ -39,3 +39,27 @@ def test_a_million_problems_are_counted_not_capped(tmp_path):
     result = invoke(path, "-o", tmp_path / "out")
     assert result.exit_code == 2 and f"{rows} problem(s) found, nothing was analysed" in result.stderr
     assert f"... and {rows - 50} more problem(s)" in result.stderr
+
+
+def test_the_ppi_table_on_an_80_column_terminal_tells_its_rows_apart():
+    """Issue 53: at 80 columns the PPI table dropped its criterion and system columns. Every row now starts with
+    its criterion and system, and every number is there."""
+    from rich.console import Console
+
+    from evalstudio.cli.analyze import _ppi_results
+
+    rows = pd.DataFrame([{"metric": "BARTScore-SH", "criterion": criterion, "system": system, "n_labelled": 132,
+                          "n_unlabelled": 64, "classical": 93.123, "classical_lo": 92.9, "classical_hi": 93.3,
+                          "ppi": 93.1, "ppi_lo": 92.95, "ppi_hi": 93.25, "effective_n": 1234.0}
+                         for criterion in ("Relevance", "Semantically appropriate")
+                         for system in ("GPT-2 (tag)", "Original Ground Truth")])
+    console = Console(width=80, record=True)
+    console.print(_ppi_results(rows))
+    text = console.export_text()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert "…" not in text  # nothing cut off
+    words = text.split()
+    for word in ("Relevance", "Semantically", "appropriate", "GPT-2", "(tag)", "Original", "Ground", "Truth"):
+        assert words.count(word) == 2, word  # each row's criterion and system, in full (a long one folded)
+    flat = " ".join(words)
+    assert flat.count("[92.950, 93.250]") == 4 and flat.count("1234") == 4

@@ -163,3 +163,30 @@ def test_ppi_options_that_do_not_fit_are_refused(hanna, tmp_path, options, messa
                                       str(HANNA / "hanna.yaml"), *[o for o in options if o != "--no-metrics"],
                                       "-o", str(tmp_path / "a")])
     assert result.exit_code == 2 and message in result.output, result.output
+
+
+def test_systems_rated_on_different_items_get_means_and_the_reason_there_is_no_difference(tmp_path):
+    """Issue 53: `ppi_pairs.csv` for systems that share no rated items said "nothing to compute from these ratings"
+    under an empty criterion. It now names the criterion, how many items the closest pair shares, and where each
+    system's mean is."""
+    from .test_analyze_input import invoke, write
+
+    rng = np.random.default_rng(3)
+    ratings, scores = [], []
+    for s, system in enumerate(("a", "b")):
+        for i in range(80):
+            truth = rng.normal(3 + s, 0.7)
+            scores.append({"item": f"i{i}", "system": system, "metric": "m", "value": truth + rng.normal(0, 0.3)})
+            if (i < 40) == (s == 0):  # a rated on items 0-39, b on 40-79
+                ratings += [{"item": f"i{i}", "system": system, "annotator": k, "criterion": "q",
+                             "value": float(np.clip(np.round(truth + rng.normal(0, 0.5)), 1, 5))} for k in "xy"]
+    pd.DataFrame(ratings).to_csv(tmp_path / "r.csv", index=False)
+    pd.DataFrame(scores).to_csv(tmp_path / "m.csv", index=False)
+    spec = write(tmp_path, "spec.yaml", "criteria:\n  q: {scale: interval, min: 1, max: 5}\n")
+    result = invoke(tmp_path / "r.csv", "--metrics", tmp_path / "m.csv", "--spec", spec, "--ppi", "m",
+                    "--bootstrap", "10", "--resamples", "10", "-o", tmp_path / "out")
+    assert result.exit_code == 0, result.output
+    assert len(pd.read_csv(tmp_path / "out" / "ppi_systems.csv")) == 2
+    pairs = pd.read_csv(tmp_path / "out" / "ppi_pairs.csv", keep_default_na=False)
+    assert list(pairs["criterion"]) == ["q"]
+    assert "the most any pair shares: 0" in pairs["reason"].iat[0] and "ppi_systems.csv" in pairs["reason"].iat[0]

@@ -86,8 +86,8 @@ def test_fed_turn_and_dialog_records_are_analysed_in_one_run(tmp_path):
     refused = invoke(DATA / "fed" / "fed_slice.json", "--spec", plain, "-o", tmp_path / "plain")
     assert refused.exit_code == 2 and "no ratings of 'Interesting'" in refused.output
     assert "where: FIELD" in " ".join(refused.output.split())  # and names the key that reads one kind
-    # Overall alone, without where:, would read both kinds as one criterion (alpha 0.338 on the whole file, no
-    # word said): refused, naming the field that tells the kinds apart
+    # Overall alone, without where:, would read both kinds as one criterion, no word said (issue 53): refused,
+    # naming the field that tells the kinds apart
     pooled = write(tmp_path, "pooled.yaml", yaml.safe_dump({
         "layout": "nested", "missing": ["re:N/A( \\(.*\\))?"], "nested": {"system": "system", "ratings": "annotations"},
         "criteria": {"Overall": {"min": 0, "max": 4}}}))

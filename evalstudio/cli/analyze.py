@@ -203,16 +203,19 @@ def _ppi_results(rows):
     from rich import box
     from rich.table import Table
 
-    table = Table(title=f"Prediction-powered means (PPI++ with {rows['metric'].iloc[0]}; 95% t intervals; effective "
-                        "n: the human labels it is worth; '-': too few rated segments for the number to hold, see "
-                        "not_computed.csv)", title_justify="left", box=box.SIMPLE_HEAD)
-    for column in ("criterion", "system", "rated", "unrated", "human only", "prediction-powered", "effective n"):
-        table.add_column(column, justify="left" if column in ("criterion", "system") else "right",
-                         no_wrap=column not in ("criterion", "system"))
+    table = Table(title=f"Prediction-powered means (PPI++ with {rows['metric'].iloc[0]}; 95% t intervals; eff.n: "
+                        "the human labels it is worth; '-': too few rated segments for the number to hold, see "
+                        "not_computed.csv; the scored-only segments: ppi_systems.csv)", title_justify="left",
+                  box=box.SIMPLE_HEAD)
+    # fits 80 columns with its rows told apart (issue 53): criterion and system in one column that folds a long name,
+    # each interval on a line below its estimate
+    table.add_column("criterion / system", min_width=14, overflow="fold")
+    for column in ("rated", "human only", "PPI++", "eff.n"):
+        table.add_column(column, justify="right", no_wrap=True)
     for r in rows.itertuples():
-        table.add_row(str(r.criterion), str(r.system), str(r.n_labelled), str(r.n_unlabelled),
-                      f"{r.classical:.3f} [{r.classical_lo:.3f}, {r.classical_hi:.3f}]",
-                      f"{r.ppi:.3f} [{r.ppi_lo:.3f}, {r.ppi_hi:.3f}]" if r.ppi == r.ppi else "-",
+        table.add_row(f"{r.criterion} / {r.system}", str(r.n_labelled),
+                      f"{r.classical:.3f}\n[{r.classical_lo:.3f}, {r.classical_hi:.3f}]",
+                      f"{r.ppi:.3f}\n[{r.ppi_lo:.3f}, {r.ppi_hi:.3f}]" if r.ppi == r.ppi else "-",
                       f"{r.effective_n:.0f}" if r.effective_n == r.effective_n else "-")
     return table
 
