@@ -57,8 +57,12 @@ def alt_test_tables(ratings: pd.DataFrame, metrics: pd.DataFrame, spec: Spec, ju
             codes = {label: k for k, label in enumerate(sorted(set(map(_key, r["value"])), key=str))}
             unknown = sorted({_key(v) for v in answers.dropna()} - set(codes), key=str)
             if unknown:
-                raise BadInput(f"--alt-test {judge}: '{str(unknown[0])[:40]}' is not an answer the annotators gave for "
-                               f"{criterion} ({', '.join(map(str, list(codes)[:10]))})")
+                # the labels as the spec declares them (or as the file has them), never as their float codes
+                shown = {_key(label): label for label in crit.labels or []}
+                shown.update({_key(v): str(v) for v in r["value"] if _key(v) not in shown})
+                named = lambda key: shown.get(key, f"{key:g}" if isinstance(key, float) else str(key))
+                raise BadInput(f"--alt-test {judge}: '{named(unknown[0])[:40]}' is not an answer the annotators gave "
+                               f"for {criterion} ({', '.join(named(k) for k in list(codes)[:10])})")
             code = lambda v: codes.get(_key(v), np.nan) if pd.notna(v) else np.nan
             matrix = wide.apply(lambda col: col.map(code)).to_numpy(dtype=float)
             judged = answers.map(code).to_numpy(dtype=float)

@@ -186,7 +186,9 @@ def test_a_nominal_judge_is_scored_by_accuracy_and_a_judge_off_the_scale_is_refu
     pd.DataFrame({"item": range(60), "metric": "llm", "value": 4}).to_csv(tmp_path / "bad.csv", index=False)
     refused = CliRunner().invoke(app, common + ["--metrics", str(tmp_path / "bad.csv"), "--alt-test", "llm", "-o",
                                                 str(tmp_path / "bad")])
-    assert refused.exit_code == 2 and "'4.0' is not an answer the annotators gave" in refused.output
+    # the labels as the annotators' file has them, not as float codes (issue 53: '(0.0, 1.0, 2.0)')
+    assert refused.exit_code == 2 and "'4' is not an answer the annotators gave for answer (1, 2, 3)" in " ".join(
+        refused.output.split())
     assert not (tmp_path / "bad").exists()
 
 
