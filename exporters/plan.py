@@ -34,7 +34,7 @@ def pilot_components(ratings: pd.DataFrame, criterion: str, systems: tuple[str, 
     centred = r["value"] - r.groupby("system")["value"].transform("mean")
     groups = r["system"].astype(str) + "\x00" + r["item"].astype(str)
     if groups.nunique() >= 2 and len(r) > groups.nunique():
-        out["unpaired"] = one_way_components(centred.to_numpy(), groups.to_numpy())
+        out["unpaired"] = one_way_components(centred.to_numpy(), groups.to_numpy(), r["system"].astype(str).to_numpy())
     return out
 
 

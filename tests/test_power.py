@@ -124,3 +124,32 @@ def test_plan_options_that_do_not_fit_are_refused(tmp_path, options, message):
     result = CliRunner().invoke(app, ["plan", str(SQUALITY), *options, "-o", str(tmp_path / "p")])
     assert result.exit_code == 2 and message in result.output, result.output
     assert not (tmp_path / "p").exists()
+
+
+def test_two_systems_centred_on_their_own_means_spend_two_degrees_of_freedom():
+    """Issue 53: the unpaired design centres each system on its own mean, so the between-item mean square has
+    G - 2 degrees of freedom, not G - 1 (a FED pilot gave 0.216 where 0.227 was right). With equal items and
+    annotators per system, the nested estimate is the two systems' one-way estimates pooled over their degrees of
+    freedom."""
+    from evalstudio.stats.power import one_way_components
+
+    rng = np.random.default_rng(12)
+    items, raters = 15, 3
+    values, groups, strata, per_system = [], [], [], []
+    for system, shift in (("a", 0.0), ("b", 1.5)):
+        item_effect = rng.normal(0, 0.6, items)
+        v = (shift + item_effect[:, None] + rng.normal(0, 0.8, (items, raters))).ravel()
+        g = np.repeat([f"{system}{i}" for i in range(items)], raters)
+        values.append(v)
+        groups.append(g)
+        strata.append(np.full(len(v), system))
+        per_system.append(one_way_components(v, g))
+    values, groups, strata = map(np.concatenate, (values, groups, strata))
+    nested = one_way_components(values - pd.Series(values).groupby(strata).transform("mean").to_numpy(), groups,
+                                strata)
+    ms_between = np.mean([c.between * raters + c.within for c in per_system])  # equal df: the plain mean
+    ms_within = np.mean([c.within for c in per_system])
+    assert nested.within == pytest.approx(ms_within, rel=1e-12)
+    assert nested.between == pytest.approx((ms_between - ms_within) / raters, rel=1e-12)
+    flat = one_way_components(values - pd.Series(values).groupby(strata).transform("mean").to_numpy(), groups)
+    assert flat.between < nested.between  # G - 1 understated it

@@ -29,6 +29,7 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 from scipy import stats
 
 
@@ -42,13 +43,20 @@ class Components:
     observations: int
 
 
-def one_way_components(values, groups) -> Components:
+def one_way_components(values, groups, strata=None) -> Components:
     """The one-way random-effects ANOVA estimates (method of moments): within = MS_within; between =
-    (MS_between - MS_within) / n0 with n0 = (N - sum n_g^2 / N) / (G - 1), clipped at 0."""
+    (MS_between - MS_within) / n0 with n0 = (N - sum n_g^2 / N) / (G - 1), clipped at 0.
+
+    `strata` (one per value, each group inside one stratum): groups nested in strata with a mean of their own (the
+    two systems of an unpaired design), so MS_between is around each stratum's mean on G - S degrees of freedom and
+    n0 = (N - sum_s sum_g n_g^2 / N_s) / (G - S) (Searle, Casella & McCulloch 1992, the nested design): centring each
+    system on its own mean spends one more degree of freedom than the grand mean does."""
     values = np.asarray(values, dtype=float)
     groups = np.asarray(groups)
     if values.ndim != 1 or len(values) != len(groups):
         raise ValueError("values and groups: one group per value")
+    if strata is not None:
+        return _nested_components(values, groups, np.asarray(strata))
     if not np.isfinite(values).all():
         raise ValueError("values: a missing or infinite value")
     codes = np.unique(groups, return_inverse=True)[1]
@@ -63,6 +71,27 @@ def one_way_components(values, groups) -> Components:
     ss_within = float(np.sum((values - means[codes]) ** 2))
     ms_between, ms_within = ss_between / (big_g - 1), ss_within / (big_n - big_g)
     n0 = (big_n - np.sum(sizes**2) / big_n) / (big_g - 1)
+    return Components(max((ms_between - ms_within) / n0, 0.0), ms_within, big_g, big_n)
+
+
+def _nested_components(values: np.ndarray, groups: np.ndarray, strata: np.ndarray) -> Components:
+    if len(strata) != len(values) or not np.isfinite(values).all():
+        raise ValueError("values, groups and strata: one of each per value, values finite")
+    pairs = pd.DataFrame({"v": values, "g": groups, "s": strata})
+    if pairs.groupby("g")["s"].nunique().max() > 1:
+        raise ValueError("strata: a group lies in two strata")
+    sizes = pairs.groupby("g")["v"].agg(["size", "mean"]).join(pairs.groupby("g")["s"].first())
+    stratum_mean = pairs.groupby("s")["v"].mean()
+    stratum_size = pairs.groupby("s")["v"].size()
+    big_g, big_s, big_n = len(sizes), len(stratum_size), len(values)
+    if big_g - big_s < 1 or big_n - big_g < 1:
+        raise ValueError(f"variance components need more items than strata and a repeated observation within one "
+                         f"(got {big_g} items in {big_s} strata, {big_n} observations)")
+    ss_between = float(np.sum(sizes["size"] * (sizes["mean"] - sizes["s"].map(stratum_mean)) ** 2))
+    ss_within = float(np.sum((values - pairs["g"].map(sizes["mean"]).to_numpy()) ** 2))
+    ms_between, ms_within = ss_between / (big_g - big_s), ss_within / (big_n - big_g)
+    squares = (sizes["size"] ** 2).groupby(sizes["s"]).sum()
+    n0 = (big_n - float((squares / stratum_size).sum())) / (big_g - big_s)
     return Components(max((ms_between - ms_within) / n0, 0.0), ms_within, big_g, big_n)
 
 
