@@ -268,6 +268,9 @@ def test_a_gateway_killed_mid_task_loses_and_doubles_nothing(label_studio, clien
     gateway = Gateway(label_studio, "circa", folder, projects_file).start()
     try:
         web = signed_in(gateway.url, account)
+        # before Part I is done, Part II (two lists, none chosen yet) offers no Start (issue 53), and says why
+        home = web.get("/").text
+        assert 'href="/label/circa_part2"' not in home and "Starts once you have finished" in home
         _answer_part(web, reg, "circa_part1")
         held = web.get("/api/next/circa_part2").json()
         assert "ref" in held, held

@@ -71,17 +71,16 @@ class Gateway(Serving, Admission):
         states = []
         for entry, choices in self.entries.items():
             part = choices[0] if len(choices) == 1 else self._assigned(session, entry)
-            if part is None:  # a list not chosen yet: open to the participant
-                states.append({"name": entry, "title": choices[0].title, "state": "open"})
-                continue
-            if self._known_finished(session, part, finished):
+            # a list not chosen yet (Circa's Part II) has its lists' gate: no Start before the part it follows
+            first = part or choices[0]
+            if part is not None and self._known_finished(session, part, finished):
                 state = "finished"
-            elif part.after and part.after in self.parts and not self._known_finished(
-                    session, self.parts[part.after], finished):
-                state = f"after {self.parts[part.after].title}"
+            elif first.after and first.after in self.parts and not self._known_finished(
+                    session, self.parts[first.after], finished):
+                state = f"Starts once you have finished “{self.parts[first.after].title}”."
             else:
                 state = "open"
-            states.append({"name": entry, "title": part.title, "state": state})
+            states.append({"name": entry, "title": first.title, "state": state})
         return self._html(pages.start, self.config.study, session.participant, states, self.config.completion_code)
 
     async def label(self, request: Request) -> Response:
