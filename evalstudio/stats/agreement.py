@@ -71,7 +71,18 @@ def krippendorff_alpha(units, values, level: str = "interval", missing=()) -> fl
     """Krippendorff's alpha from parallel arrays of unit ids and values (NaN, or a code in `missing`, = missing).
 
     Returns NaN when all pairable values are equal (agreement is undefined: no variation to agree on).
-    Raises ValueError when no unit has two or more values, or for an unknown level."""
+    Raises ValueError when no unit has two or more values, or for an unknown level.
+
+    Krippendorff (2011, "Computing Krippendorff's Alpha-Reliability", the example of four coders and twelve units
+    with missing values) publishes 0.743 (nominal), 0.815 (ordinal) and 0.849 (interval):
+
+    >>> coders = [[1, 2, 3, 3, 2, 1, 4, 1, 2, None, None, None], [1, 2, 3, 3, 2, 2, 4, 1, 2, 5, None, 3],
+    ...           [None, 3, 3, 3, 2, 3, 4, 2, 2, 5, 1, None], [1, 2, 3, 3, 2, 4, 4, 1, 2, 5, 1, None]]
+    >>> units = [u for coder in coders for u, v in enumerate(coder) if v is not None]
+    >>> values = [v for coder in coders for v in coder if v is not None]
+    >>> [round(krippendorff_alpha(units, values, level), 3) for level in ("nominal", "ordinal", "interval")]
+    [0.743, 0.815, 0.849]
+    """
     if level not in LEVELS:
         raise ValueError(f"level must be one of {', '.join(LEVELS)}, got {level!r}")
     units = np.asarray(units)
@@ -167,7 +178,16 @@ def cohen_kappa_pairs(frame: pd.DataFrame, weights: str | None = None, labels=No
 def fleiss_kappa(frame: pd.DataFrame, missing=()) -> float:
     """Fleiss' kappa; every item must have the same number of (non-missing) ratings.
 
-    Missing values are dropped first: statsmodels' aggregate_raters would count NaN as a category."""
+    Missing values are dropped first: statsmodels' aggregate_raters would count NaN as a category. The worked
+    example of Fleiss' kappa (10 subjects, 14 raters, 5 categories; the one statsmodels tests with) is 0.210:
+
+    >>> counts = [[0, 0, 0, 0, 14], [0, 2, 6, 4, 2], [0, 0, 3, 5, 6], [0, 3, 9, 2, 0], [2, 2, 8, 1, 1],
+    ...           [7, 7, 0, 0, 0], [3, 2, 6, 3, 0], [2, 5, 3, 2, 2], [6, 5, 2, 1, 0], [0, 2, 2, 3, 7]]
+    >>> rows = [(i, category) for i, row in enumerate(counts) for category, n in enumerate(row) for _ in range(n)]
+    >>> frame = pd.DataFrame([{"item": i, "annotator": k % 14, "value": v} for k, (i, v) in enumerate(rows)])
+    >>> round(fleiss_kappa(frame), 3)
+    0.21
+    """
     from statsmodels.stats.inter_rater import fleiss_kappa as _fleiss
 
     frame = drop_missing(frame, missing)
