@@ -94,6 +94,8 @@ def test_the_gateway_serves_the_drawn_tasks_and_the_estimate_uses_the_ledgers_pr
                     finished.add(pid)
                     continue
                 task_id = book.ref(pid, shown["ref"]).task_id
+                # the first task of the part has the guide open, every later one folded (issue 53)
+                assert shown["guide"] == ("folded" if any(p == pid for p, _ in served) else "open"), shown
                 served.append((pid, task_id))
                 review = reviews.loc[key[task_id]].iloc[n % len(reviews.loc[key[task_id]])]
                 result = [region(project.interface, c, int(review[c])) for c in ("correctness", "selection",

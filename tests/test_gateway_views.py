@@ -98,7 +98,6 @@ def test_every_annotator_view_through_the_gateway(reg, client, study_gateways, p
         empty_controls,
         fill,
         flat,
-        open_panels,
         rendered_rows,
     )
     from .test_documents import missing_on_screen
@@ -137,7 +136,8 @@ def test_every_annotator_view_through_the_gateway(reg, client, study_gateways, p
             note = page.get_by_text("NOTE: THERE ARE A MAXIMUM OF 5 HITs", exact=False).first
             assert note.is_visible() and int(note.evaluate("e => getComputedStyle(e).fontWeight")) >= 700
             assert page.inner_text("#progress") == "HIT 1 of 5, question 1 of 11"
-        open_panels(page)
+        # nothing opened by the test: the participant's first task has the guide open (issue 53), so every line of
+        # the document must be on screen as the page comes
         SHOTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(SHOTS / f"gateway-{protocol}.png"), full_page=True)
         body = flat(page.inner_text("body"))
@@ -185,3 +185,28 @@ def test_no_comment_of_the_config_reaches_the_page(reg, study_gateways, protocol
     for comment in comments:
         words = " ".join(comment.split())
         assert words[:60] not in page.text, words[:60]
+
+
+@pytest.mark.parametrize("name", ["sotopia", "cmv_tom", "dialogue", "health", "circa_part1", "cmv_threads"])
+def test_the_first_task_has_the_guide_open_with_the_same_controls(reg, name):
+    """Issue 53: Sotopia's guide and definitions, cmv_tom's and dialogue's instructions sat in closed panels, so a
+    participant could rate without reading them. A part's first task gets the config with every panel open (a
+    section with the panel's title): a valid config, the same controls and the same text, nothing folded."""
+    from label_studio_sdk.label_interface import LabelInterface
+
+    from evalstudio.gateway.setup import panels_open, without_comments
+
+    project = reg.get(name)
+    config = without_comments(project.config_for("gateway"))
+    opened = panels_open(config)
+    assert "<Collapse" in config and "<Collapse" not in opened and "<Panel" not in opened
+    before, after = LabelInterface(config), LabelInterface(opened)
+    after.validate()
+    assert {(c.name, c.tag) for c in before.controls} == {(c.name, c.tag) for c in after.controls}
+    texts = lambda li: sorted(o.value for o in li.objects if o.tag == "Text" and not o.value.startswith("$"))
+    assert texts(before) == texts(after)
+    import xml.etree.ElementTree as ET
+
+    titles = [p.get("value") for p in ET.fromstring(config).iter("Panel")]
+    headers = [h.get("value") for h in ET.fromstring(opened).iter("Header")]
+    assert all(title in headers for title in titles)

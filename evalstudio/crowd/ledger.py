@@ -343,6 +343,12 @@ class Ledger(Synced, Store):
                            (part, int(task_id), judge, score, confidence, float(probability), int(bool(drawn)), now))
         return self.design(part)
 
+    def first_number(self, participant: str, part: str) -> int | None:
+        """The number of the participant's first task in `part` (None: none served yet)."""
+        with self._read() as tx:
+            row = tx.one("SELECT MIN(number) FROM refs WHERE participant = ? AND part = ?", (_key(participant), part))
+        return None if row is None or row[0] is None else int(row[0])
+
     def answered_count(self, participant: str, part: str) -> int:
         with self._read() as tx:
             return int(tx.one("SELECT COUNT(*) FROM refs WHERE participant = ? AND part = ? AND answered IS NOT NULL",

@@ -92,7 +92,7 @@ class Gateway(Serving, Admission):
         if session is None:
             return RedirectResponse("/", status_code=303)
         return self._html(pages.labeling, self.config.study, part.title, entry, part.config, part.instructions,
-                          self.config.chunks, self.config.module, self.config.front_end)
+                          self.config.chunks, self.config.module, self.config.front_end, part.first_config)
 
     # ---- counterbalanced lists --------------------------------------------------------------------------------
     def _assigned(self, session: Session, entry: str) -> Part | None:
@@ -229,7 +229,9 @@ class Gateway(Serving, Admission):
     def _shown(self, part: Part, ref: Ref, data: dict, previous: str | None, count: int,
                predictions: list | None = None) -> Response:
         shown = {"ref": ref.ref, "number": ref.number, "data": shown_data(data, part.fields),
-                 "previous": previous, "progress": self._progress(count, part), "update": False}
+                 "previous": previous, "progress": self._progress(count, part), "update": False,
+                 # the participant's first task of the part: its guide open (setup.panels_open)
+                 "guide": "open" if self.ledger.first_number(ref.participant, part.name) == ref.number else "folded"}
         if part.prefill:
             shown["predictions"] = [{"id": i + 1, "result": p.get("result") or []}
                                     for i, p in enumerate(predictions or [])][:1]

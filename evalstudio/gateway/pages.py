@@ -179,7 +179,7 @@ function render(task) {
   document.getElementById('previous').disabled = !task.previous;
   document.getElementById('progress').textContent = task.progress || '';
   editor = new window.LabelStudio('label-studio', {
-    config: SETUP.config, interfaces: interfaces(task.update),
+    config: task.guide === 'open' ? SETUP.first_config : SETUP.config, interfaces: interfaces(task.update),
     user: {id: 1, pk: 1, firstName: '', lastName: ''},
     task: {id: task.number, data: task.data,
            annotations: [],
@@ -287,8 +287,10 @@ queue.push([['evalstudio-gateway'], {}, (require) => {
 
 
 def labeling(nonce: str, study: str, title: str, part: str, config: str, instructions: str, chunks: list[int],
-             module: int, front_end: dict) -> str:
-    setup = _json({"part": part, "config": config, "chunks": chunks, "module": module})
+             module: int, front_end: dict, first_config: str | None = None) -> str:
+    # first_config: the participant's first task of the part has the config's guide open (setup.panels_open)
+    setup = _json({"part": part, "config": config, "first_config": first_config or config, "chunks": chunks,
+                   "module": module})
     # Label Studio's editor reads its feature flags when main.js loads: the same as Label Studio's own app gives it
     # (without them it would, for one, show "->" in a Text tag as "-&gt;")
     app_settings = _json({key: front_end[key] for key in ("feature_flags", "feature_flags_default_value",

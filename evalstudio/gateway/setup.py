@@ -39,6 +39,7 @@ class Part:
     routing: Routing | None = None  # adaptive collection (assignment:, stop_when:); None: a fixed overlap
     overlap: int = 1  # answers per task (Label Studio's maximum_annotations when the gateway started)
     active: Active | None = None  # an active design (assignment: {strategy: active}): only drawn tasks are served
+    first_config: str = ""  # the config for the participant's first task of the part: its guide open (panels_open)
 
 
 @dataclass
@@ -70,13 +71,14 @@ def load_parts(client, projects: list[Project]) -> list[Part]:
         project_id = client.require_project(project)
         crowd = project.crowd
         quota = crowd.per_participant if crowd and isinstance(crowd.per_participant, int) else None
-        parts.append(Part(project.name, project.entry_title, project_id, without_comments(project.config_for("gateway")),
+        config = without_comments(project.config_for("gateway"))
+        parts.append(Part(project.name, project.entry_title, project_id, config,
                           without_comments(project.instructions_for("gateway")),
                           frozenset(project.data_fields()), controls_of(project), quota,
                           crowd.after if crowd else None, project.prefill, project.entry, project.list_number,
                           (crowd.batch_size, crowd.max_batches) if crowd and crowd.batch_size and crowd.max_batches
                           else None, project.order, routing_of(project), client.overlap(project_id),
-                          active_of(project)))
+                          active_of(project), panels_open(config)))
     return parts
 
 
@@ -122,6 +124,32 @@ def without_comments(markup: str) -> str:
     except ET.ParseError:
         return re.sub(r"<!--.*?-->", "", markup, flags=re.S)
     return ET.canonicalize(markup, with_comments=False, strip_text=False)
+
+
+def panels_open(config: str) -> str:
+    """The labeling config with every Collapse's panels as open sections (a View holding the panel's title as a
+    Header, then its content): the same controls and the same text, nothing to click. Label Studio's Collapse has
+    no attribute that opens a panel, so the gateway shows a part's first task with this config (issue 53: Sotopia's
+    guide and its seven definitions, which the document gives on one open page before any task, sat in nine closed
+    panels) and the later ones with the config as written, the guide folded for reference."""
+    import xml.etree.ElementTree as ET
+
+    if "<Collapse" not in config:
+        return config
+    root = ET.fromstring(config)
+    for collapse in root.iter("Collapse"):
+        collapse.tag = "View"
+        collapse.attrib.clear()
+        for panel in list(collapse):
+            if panel.tag != "Panel":
+                continue
+            title = panel.attrib.get("value", "")
+            panel.tag = "View"
+            panel.attrib.clear()
+            panel.set("className", "es-guide")
+            if title:
+                panel.insert(0, ET.Element("Header", {"value": title, "size": "5"}))
+    return ET.tostring(root, encoding="unicode")
 
 
 def find_frontend(url: str) -> tuple[list[int], int]:
