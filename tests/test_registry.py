@@ -232,3 +232,16 @@ def test_an_error_span_protocol_is_led_to_metadata_controls(tmp_path):
     path.write_text(yaml.safe_dump({"projects": {"mt_da": entry | {"metadata_controls": ["errors"]}}}),
                     encoding="utf-8")
     assert registry.load(path).get("mt_da").metadata_controls == ["errors"]
+
+
+def test_a_copied_projects_yaml_says_where_its_config_paths_are_read_from(tmp_path):
+    """Issue 53: with --projects pointing at a copy of projects.yaml, the configs were looked for beside the copy and
+    the error named the first entry, whatever the command was for. It now gives the line and says how config paths
+    resolve and what to do."""
+    shutil.copy(ROOT / "projects.yaml", tmp_path / "projects.yaml")
+    with pytest.raises(RegistryError) as e:
+        registry.load(tmp_path / "projects.yaml")
+    message = str(e.value)
+    assert message.startswith(f"{tmp_path / 'projects.yaml'}:") and ": projects." in message
+    assert "paths are relative to the folder of the projects.yaml that names them" in message
+    assert "copy the labeling_configs/ folder beside a copied projects.yaml" in message

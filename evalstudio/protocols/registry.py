@@ -232,7 +232,12 @@ class Project(BaseModel):
         try:
             return read_text_file(self.config_path).strip()  # as Label Studio stores it
         except OSError as e:
-            raise RegistryError(f"projects.{self.name}.config: cannot read {self.config_path}: {e.strerror}") from e
+            relative = "" if Path(self.config).is_absolute() else (
+                f" (config: paths are relative to the folder of the projects.yaml that names them, {self.base_dir}: "
+                "copy the labeling_configs/ folder beside a copied projects.yaml, give absolute paths, or keep only "
+                "the entries you use; every entry is checked when the file is read)")
+            raise RegistryError(f"projects.{self.name}.config: cannot read {self.config_path}: {e.strerror}"
+                                f"{relative}") from e
         except UnicodeDecodeError:
             raise RegistryError(f"projects.{self.name}.config: {self.config_path} is not UTF-8 text") from None
 
@@ -438,7 +443,13 @@ def load(path: Path | str | None = None) -> Registry:
                 if template and "{agent}" in template and not project.agents:
                     raise RegistryError(f"{where.at(f'criteria.{criterion}.{key}')}: uses {{agent}} but the project "
                                         "lists no agents")
-        problems = check_against_config(project)
+        try:
+            problems = check_against_config(project)
+        except RegistryError as e:  # the config cannot be read: at the line of its config: key
+            prefix = f"projects.{project.name}.config: "
+            if str(e).startswith(prefix):
+                raise RegistryError(f"{where.at('config')}: {str(e)[len(prefix):]}") from None
+            raise
         if project.input is not None:
             problems += input_problems(project)
         problems += compare_problems(project)
