@@ -8,7 +8,7 @@ import html
 import numpy as np
 import pandas as pd
 
-from .report import _img, _page, _table, plt
+from .report import html_image, html_page, html_table, plt
 
 _EXPLAIN = {
     "ceiling": "How well people agree: Krippendorff's alpha (95% bootstrap CI over items), Gwet's AC and Fleiss' "
@@ -108,52 +108,52 @@ def page(tables: dict[str, pd.DataFrame], title: str, notes=()) -> str:
             body.append("<p><b>One rating per item:</b> agreement needs two or more ratings of the same item, so there "
                         "is no human ceiling here (give one row per annotator, not their mean).</p>")
         else:
-            body.append(_table(agreement))
+            body.append(html_table(agreement))
         loo = _sel(tables["leave_one_out"], criterion)
         if not loo.empty:
-            body += ["<p>Each annotator against the rest:</p>", _table(loo)]
+            body += ["<p>Each annotator against the rest:</p>", html_table(loo)]
         icc = _sel(tables["icc"], criterion)
         if not icc.empty:
-            body += [f"<p>ICC ({esc(str(icc['design'].iloc[0]))}):</p>", _table(icc.drop(columns="design"))]
+            body += [f"<p>ICC ({esc(str(icc['design'].iloc[0]))}):</p>", html_table(icc.drop(columns="design"))]
         corrs = _sel(tables.get("correlations"), criterion)
         if not corrs.empty:
             body += ["<h3>Metrics</h3>", f"<p>{_EXPLAIN['correlations']}</p>",
-                     _table(_wide_correlations(corrs, _sel(tables.get("accuracy"), criterion)))]
+                     html_table(_wide_correlations(corrs, _sel(tables.get("accuracy"), criterion)))]
             clusters = _sel(tables.get("clusters"), criterion)
             fig = _correlation_plot(corrs, clusters)
             if fig is not None:
-                body.append(_img(fig))
+                body.append(html_image(fig))
             if not clusters.empty:
-                body += ["<h3>Significance clusters</h3>", f"<p>{_EXPLAIN['clusters']}</p>", _table(clusters),
-                         _table(_sel(tables.get("metric_pairs"), criterion))]
+                body += ["<h3>Significance clusters</h3>", f"<p>{_EXPLAIN['clusters']}</p>", html_table(clusters),
+                         html_table(_sel(tables.get("metric_pairs"), criterion))]
         judges = _sel(tables.get("judges"), criterion)
         if not judges.empty:
-            body += ["<h3>Judges</h3>", f"<p>{_EXPLAIN['judges']}</p>", _table(judges)]
+            body += ["<h3>Judges</h3>", f"<p>{_EXPLAIN['judges']}</p>", html_table(judges)]
             confusion = _sel(tables.get("judge_confusion"), criterion)
             for metric, g in confusion.groupby("metric", sort=True) if not confusion.empty else []:
                 body += [f"<p>{esc(str(metric))}: confusion (rows human, columns judge)</p>",
-                         _table(g.pivot(index="human", columns="judge", values="count").reset_index())]
+                         html_table(g.pivot(index="human", columns="judge", values="count").reset_index())]
             calibration = _sel(tables.get("judge_calibration"), criterion)
             if not calibration.empty:
-                body += ["<p>Reliability (confidence vs accuracy per bin):</p>", _table(calibration)]
+                body += ["<p>Reliability (confidence vs accuracy per bin):</p>", html_table(calibration)]
         systems = _sel(tables["systems"], criterion)
         if not systems.empty:
-            body += ["<h3>System ranking</h3>", f"<p>{_EXPLAIN['systems']}</p>", _table(systems)]
+            body += ["<h3>System ranking</h3>", f"<p>{_EXPLAIN['systems']}</p>", html_table(systems)]
             fig = _system_plot(systems)
             if fig is not None:
-                body.append(_img(fig))
+                body.append(html_image(fig))
             pairs = _sel(tables["system_pairs"], criterion)
             if not pairs.empty:
-                body.append(_table(pairs.pivot(index="system_a", columns="system_b", values="p_not_better")
+                body.append(html_table(pairs.pivot(index="system_a", columns="system_b", values="p_not_better")
                                    .reset_index()))
         ppi = _sel(tables.get("ppi_systems"), criterion)
         if not ppi.empty:
-            body += ["<h3>Prediction-powered estimates</h3>", f"<p>{_EXPLAIN['ppi']}</p>", _table(ppi),
-                     _table(_sel(tables.get("ppi_pairs"), criterion))]
+            body += ["<h3>Prediction-powered estimates</h3>", f"<p>{_EXPLAIN['ppi']}</p>", html_table(ppi),
+                     html_table(_sel(tables.get("ppi_pairs"), criterion))]
         alt = _sel(tables.get("alt_test"), criterion)
         if not alt.empty:
-            body += ["<h3>Can the judge replace the annotators?</h3>", f"<p>{_EXPLAIN['alt_test']}</p>", _table(alt),
-                     _table(_sel(tables.get("alt_test_annotators"), criterion))]
+            body += ["<h3>Can the judge replace the annotators?</h3>", f"<p>{_EXPLAIN['alt_test']}</p>", html_table(alt),
+                     html_table(_sel(tables.get("alt_test_annotators"), criterion))]
         not_computed = _sel(tables.get("not_computed"), criterion)
         if not not_computed.empty:
             body += ["<h3>Not computed</h3>", "<ul>" + "".join(
@@ -179,5 +179,5 @@ def page(tables: dict[str, pd.DataFrame], title: str, notes=()) -> str:
                  "<p>One-coin Dawid-Skene: the probability that each annotator's label is right, with a 95% bootstrap "
                  "interval over items (annotator_accuracy.csv). An accuracy near chance with an interval that "
                  "excludes the others' is worth a look.</p>",
-                 _table(shown[["criterion", "annotator", "accuracy", "labels"]])]
-    return _page(title, "\n".join(body))
+                 html_table(shown[["criterion", "annotator", "accuracy", "labels"]])]
+    return html_page(title, "\n".join(body))

@@ -100,7 +100,7 @@ def write_plan(tables: dict[str, pd.DataFrame], title: str, out_dir: Path, notes
     from evalstudio.base.files import write_output
 
     from .files import write_csv
-    from .report import _img, _page, _table, plt
+    from .report import html_image, html_page, html_table, plt
 
     out_dir.mkdir(parents=True, exist_ok=True)
     for name, table in tables.items():
@@ -121,9 +121,9 @@ def write_plan(tables: dict[str, pd.DataFrame], title: str, out_dir: Path, notes
             ax.set_title(design)
             ax.legend(fontsize=7)
         fig.tight_layout()
-        body += ["<h2>Cheapest design per number of annotators</h2>", _table(tables["cheapest"]),
-                 "<h2>Power against items</h2>", _img(fig), "<h2>Variance components of the pilot</h2>",
-                 _table(tables["components"])]
+        body += ["<h2>Cheapest design per number of annotators</h2>", html_table(tables["cheapest"]),
+                 "<h2>Power against items</h2>", html_image(fig), "<h2>Variance components of the pilot</h2>",
+                 html_table(tables["components"])]
         plt.close(fig)
     shown = [kind for kind in ("agreement", "correlation") if kind in tables]
     if shown:
@@ -140,11 +140,11 @@ def write_plan(tables: dict[str, pd.DataFrame], title: str, out_dir: Path, notes
             ax.legend(fontsize=7)
         fig.tight_layout()
         body += ["<h2>Cheapest design per interval target and number of annotators</h2>",
-                 _table(tables["precision_cheapest"]), "<h2>Interval width against outputs</h2>", _img(fig),
-                 "<h2>The pilot's agreement and correlation</h2>", _table(tables["precision"])]
+                 html_table(tables["precision_cheapest"]), "<h2>Interval width against outputs</h2>", html_image(fig),
+                 "<h2>The pilot's agreement and correlation</h2>", html_table(tables["precision"])]
         plt.close(fig)
     index = out_dir / "index.html"
-    write_output(index, _page(title, "\n".join(body)))
+    write_output(index, html_page(title, "\n".join(body)))
     return index
 
 

@@ -219,14 +219,14 @@ def _write_folder(tables: dict[str, pd.DataFrame], title: str, out_dir: Path, no
     from evalstudio.base.files import write_output
 
     from .files import write_csv
-    from .report import _page
+    from .report import html_page
 
     out_dir.mkdir(parents=True, exist_ok=True)
     for name, table in tables.items():
         write_csv(table, out_dir / f"{name}.csv")
     body = [f"<h1>{html.escape(title)}</h1>"] + [f"<p>{html.escape(n)}</p>" for n in notes] + sections
     index = out_dir / "index.html"
-    write_output(index, _page(title, "\n".join(body)))
+    write_output(index, html_page(title, "\n".join(body)))
     return index
 
 
@@ -249,22 +249,22 @@ def _strength_plot(table: pd.DataFrame):
 
 def write_comparison_analysis(tables: dict[str, pd.DataFrame], title: str, out_dir: Path, notes=()) -> Path:
     """CSVs (spreadsheet-safe, private) and index.html with the strengths plot."""
-    from .report import _img, _table
+    from .report import html_image, html_table
 
     body = []
     if "bradley_terry" in tables:
-        body += ["<h2>Strengths</h2>", f"<p>{_EXPLAIN['strengths']}</p>", _img(_strength_plot(tables["bradley_terry"])),
-                 _table(tables["bradley_terry"])]
-    body += ["<h2>Win rates</h2>", f"<p>{_EXPLAIN['win_rates']}</p>", _table(tables["win_rates"]),
-             "<h2>Online Elo</h2>", f"<p>{_EXPLAIN['elo']}</p>", _table(tables["elo"])]
+        body += ["<h2>Strengths</h2>", f"<p>{_EXPLAIN['strengths']}</p>", html_image(_strength_plot(tables["bradley_terry"])),
+                 html_table(tables["bradley_terry"])]
+    body += ["<h2>Win rates</h2>", f"<p>{_EXPLAIN['win_rates']}</p>", html_table(tables["win_rates"]),
+             "<h2>Online Elo</h2>", f"<p>{_EXPLAIN['elo']}</p>", html_table(tables["elo"])]
     if "position_bias" in tables:  # not when the file's left and right are not the sides shown
-        body += ["<h2>Position bias</h2>", f"<p>{_EXPLAIN['position']}</p>", _table(tables["position_bias"])]
-    body += ["<h2>Agreement between annotators</h2>", f"<p>{_EXPLAIN['agreement']}</p>", _table(tables["agreement"])]
+        body += ["<h2>Position bias</h2>", f"<p>{_EXPLAIN['position']}</p>", html_table(tables["position_bias"])]
+    body += ["<h2>Agreement between annotators</h2>", f"<p>{_EXPLAIN['agreement']}</p>", html_table(tables["agreement"])]
     if "judge_agreement" in tables:
-        body += ["<h2>Judges against the humans</h2>", f"<p>{_EXPLAIN['judges']}</p>", _table(tables["judge_agreement"])]
+        body += ["<h2>Judges against the humans</h2>", f"<p>{_EXPLAIN['judges']}</p>", html_table(tables["judge_agreement"])]
     if "ppi_bradley_terry" in tables:
         body += ["<h2>Prediction-powered strengths</h2>", f"<p>{_EXPLAIN['ppi']}</p>",
-                 _table(tables["ppi_bradley_terry"])]
+                 html_table(tables["ppi_bradley_terry"])]
     return _write_folder(tables, title, out_dir, notes, body)
 
 
@@ -284,7 +284,7 @@ def analyze_best_worst(annotations: pd.DataFrame, splits: int = 100) -> tuple[di
 
 def write_best_worst_analysis(tables: dict[str, pd.DataFrame], title: str, out_dir: Path, notes=()) -> Path:
     """CSVs (spreadsheet-safe, private) and index.html with the scores plotted."""
-    from .report import _img, _table, plt
+    from .report import html_image, html_table, plt
 
     scores = tables["bws_scores"].sort_values("score")
     shown = scores if len(scores) <= 60 else pd.concat([scores.head(30), scores.tail(30)])
@@ -296,10 +296,10 @@ def write_best_worst_analysis(tables: dict[str, pd.DataFrame], title: str, out_d
     fig.tight_layout()
     body = [
         "<h2>Scores</h2>", "<p>Counting scores (Kiritchenko and Mohammad 2016): the share of an item's appearances in "
-        "which it was chosen best minus the share in which it was chosen worst.</p>", _img(fig),
-        _table(tables["bws_scores"]), "<h2>Split-half reliability</h2>",
+        "which it was chosen best minus the share in which it was chosen worst.</p>", html_image(fig),
+        html_table(tables["bws_scores"]), "<h2>Split-half reliability</h2>",
         "<p>The annotations of each tuple split at random into two halves, scores computed from each, their Spearman "
-        "correlation averaged over the splits.</p>", _table(tables["reliability"])]
+        "correlation averaged over the splits.</p>", html_table(tables["reliability"])]
     return _write_folder(tables, title, out_dir, notes, body)
 
 

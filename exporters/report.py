@@ -90,17 +90,17 @@ def build_report(project: Project, tasks: list[dict], out_dir: Path, users: dict
         *sections,
         "<h2>Agreement</h2>",
         "<p>Krippendorff's alpha at each criterion's scale level, with a 95% bootstrap CI over items.</p>",
-        _table(tables["agreement"]),
+        html_table(tables["agreement"]),
     ]
     if not rated.empty:
-        body += ["<h2>Rating distributions</h2>", _img(_distributions(rated, model, project))]
+        body += ["<h2>Rating distributions</h2>", html_image(_distributions(rated, model, project))]
     if not tables["alignment"].empty:
         body += ["<h2>Human vs model</h2>",
                  "<p>Segment level: mean over annotators per item vs the model's value; system level: means per system. "
-                 "95% CIs by Fisher z and by paired bootstrap.</p>", _table(tables["alignment"])]
+                 "95% CIs by Fisher z and by paired bootstrap.</p>", html_table(tables["alignment"])]
         scatter = _scatter(rated, model, project)
         if scatter is not None:
-            body.append(_img(scatter))
+            body.append(html_image(scatter))
     if verdicts:
         body += ["<h2>LLM judges</h2>",
                  "<p>The answers of <code>evalstudio judge --to-label-studio</code> (predictions judge:NAME, never "
@@ -108,47 +108,47 @@ def build_report(project: Project, tasks: list[dict], out_dir: Path, users: dict
                  "plurality label (kappa) or mean (Spearman), and the alternative annotator test (Calderon et al., "
                  "ACL 2025) at epsilon 0.2.</p>",
                  "<ul>" + "".join(f"<li>{html.escape(line)}</li>" for line in verdicts) + "</ul>",
-                 _table(tables["judges"])]
+                 html_table(tables["judges"])]
     if "explanation_roles" in tables:
         body += ["<h2>Faithfulness vs plausibility</h2>",
                  "<p>Explanation ratings when the interpretation shown is the model's prediction (faithfulness) "
-                 "or the gold label (plausibility).</p>", _table(tables["explanation_roles"])]
+                 "or the gold label (plausibility).</p>", html_table(tables["explanation_roles"])]
     if "value_shift" in tables:
         body += ["<h2>Value alignment and value shift (post vs persuasive comment)</h2>",
                  "<p>Per ToM category: the extracted values of the post and of the persuasive comment, their overlap "
                  "(Jaccard), the values the comment adds and drops, next to the human judgement of the comment's values "
-                 "(share of Yes).</p>", _table(tables["value_shift"].drop(columns=["added", "dropped"], errors="ignore"))]
+                 "(share of Yes).</p>", html_table(tables["value_shift"].drop(columns=["added", "dropped"], errors="ignore"))]
     if "lists" in tables:
         crossing = int(tables["lists"]["participants_in_other_lists"].sum())
         body += ["<h2>Counterbalanced lists</h2>",
                  "<p>Each list holds one version of every item; each participant should rate in one list only.</p>",
-                 _table(tables["lists"])]
+                 html_table(tables["lists"])]
         if crossing:
             body.append(f"<p class='warning'><b>{crossing} participant(s) rated in more than one list</b> and may have "
                         "seen two versions of an item (only possible outside the gateway); `evalstudio status` names "
                         "them.</p>")
     if "control_accuracy" in tables:
-        body += ["<h2>Control questions</h2>", _table(tables["control_accuracy"])]
-    body += ["<h2>Annotators</h2>", _table(tables["annotator_qc"])]
+        body += ["<h2>Control questions</h2>", html_table(tables["control_accuracy"])]
+    body += ["<h2>Annotators</h2>", html_table(tables["annotator_qc"])]
     if not tables["labels"].empty:
         uncertain = int((tables["labels"]["posterior"] < 0.8).sum())
         body += ["<h2>Labels with error bars</h2>",
                  f"<p>One-coin Dawid-Skene's label of each task (labels.csv), with the probability that it is right "
                  f"and a 95% bootstrap interval: {uncertain} of {len(tables['labels'])} labels are less than 80% "
                  "probable. Each annotator's estimated accuracy, with its interval:</p>",
-                 _table(tables["annotator_accuracy"])]
+                 html_table(tables["annotator_accuracy"])]
     page = out_dir / "index.html"
-    write_output(page, _page(project.title, "\n".join(body)))
+    write_output(page, html_page(project.title, "\n".join(body)))
     return page
 
 
-def _table(frame: pd.DataFrame) -> str:
+def html_table(frame: pd.DataFrame) -> str:
     if frame.empty:
         return "<p><em>no data</em></p>"
     return frame.to_html(index=False, float_format=lambda v: f"{v:.3f}", na_rep="", border=0, classes="t")
 
 
-def _img(fig) -> str:
+def html_image(fig) -> str:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
     plt.close(fig)
@@ -216,7 +216,7 @@ def _scatter(rated: pd.DataFrame, model: pd.DataFrame, project: Project):
     return fig
 
 
-def _page(title: str, body: str) -> str:
+def html_page(title: str, body: str) -> str:
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)} - evalstudio report</title>
 <style>

@@ -244,7 +244,7 @@ def _generate():
     from flask import jsonify, request
 
     from .generators import GenerationError, Generator, check_items
-    from .model import _registry, llm_cache
+    from .model import project_registry, llm_cache
     from .predictors import LLMPredictor, NoPrediction
 
     if (request.content_length or 0) > MAX_GENERATE_BODY:
@@ -252,7 +252,7 @@ def _generate():
     body = request.get_json(silent=True)
     if not isinstance(body, dict) or not isinstance(body.get("project"), str):
         return jsonify(error='expected a JSON object {"project": NAME, "items": [...]}'), 400
-    reg = _registry()
+    reg = project_registry()
     if body["project"] not in reg.projects:
         return jsonify(error=f"unknown project {body['project'][:100]!r}"), 400
     project = reg.projects[body["project"]]

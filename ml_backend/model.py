@@ -30,7 +30,7 @@ def model_dir() -> Path:
 
 
 @lru_cache(maxsize=1)
-def _registry() -> registry.Registry:
+def project_registry() -> registry.Registry:
     return registry.load()
 
 
@@ -50,7 +50,7 @@ def llm_cache() -> Path:
 
 def warm_up() -> None:
     """Parse projects.yaml and every labeling config now rather than on the first request."""
-    for project in _registry():
+    for project in project_registry():
         project.interface
 
 
@@ -59,7 +59,7 @@ def identify(label_config: str | None) -> registry.Project:
     """The protocol whose labeling config this is (same controls), else EvalstudioError."""
     if not label_config:
         raise EvalstudioError("the request carries no label_config")
-    reg = _registry()
+    reg = project_registry()
     for project in reg:
         if project.label_config == label_config.strip():
             return project
@@ -99,7 +99,7 @@ def fetch_annotated_tasks(project: registry.Project, settings: Settings, project
     for a project of counterbalanced lists, of every list's project (the lists share one learner)."""
     client = Client(settings)
     if project.list_of and project_id is None:
-        found = [client.find_project(p.title) for p in _registry().parts(project.entry)]
+        found = [client.find_project(p.title) for p in project_registry().parts(project.entry)]
         ids = [pid for pid in found if pid is not None] or [client.require_project(project)]
     else:
         ids = [project_id or client.require_project(project)]

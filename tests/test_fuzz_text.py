@@ -17,7 +17,7 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from evalstudio.base.errors import InvalidInput, Problem
-from evalstudio.cli.base import _Console, _fail, printable
+from evalstudio.cli.base import _Console, fail_with, printable
 from evalstudio.exporters.approvals import PLATFORM_ID, not_platform_ids, write_approvals
 from evalstudio.values.results import NUMBER  # a number is not a formula: '+0', '-1.5'
 
@@ -54,14 +54,14 @@ def test_text_printed_on_the_terminal_is_text(text):
 
 @given(hostile_text, hostile_text)
 def test_an_error_naming_hostile_text_is_printed_as_text(name, cell):
-    """The error path (`_fail`) with a file name and a cell value of any text: one clean message, exit code 2."""
+    """The error path (`fail_with`) with a file name and a cell value of any text: one clean message, exit code 2."""
     from evalstudio.cli.base import err
 
     out = io.StringIO()
     previous = err._file  # None: the console follows sys.stderr
     err.file = out
     try:
-        code = _fail(InvalidInput([Problem(name, 3, "value", f"'{cell}' is not a number")], "nothing was analysed"))
+        code = fail_with(InvalidInput([Problem(name, 3, "value", f"'{cell}' is not a number")], "nothing was analysed"))
     finally:
         err._file = previous
     assert code.exit_code == 2

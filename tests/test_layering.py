@@ -149,3 +149,22 @@ def test_the_statistics_import_nothing_else_of_evalstudio_and_nothing_of_label_s
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
                 [node.module or ""] if isinstance(node, ast.ImportFrom) else []
             assert not [n for n in names if n.startswith(("label_studio", "httpx"))], name
+
+
+def test_no_module_imports_another_modules_private_names():
+    """Issue 53: 26 imports of another module's private names (`_fail`, `_read_study`, `_table`, ...). What one
+    module uses of another is public; a private name stays where it is defined (third-party ones excepted)."""
+    found = modules()
+    offending = []
+    for name, path in found.items():
+        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ImportFrom) or node.module == "__future__":
+                continue
+            base = ".".join(package[:len(package) - node.level + 1] + ([node.module] if node.module else [])) \
+                if node.level else node.module
+            if not (base or "").startswith("evalstudio"):
+                continue  # a third-party package's private name (label_studio_ml's _manager) is its business
+            offending += [f"{name}: from {base} import {a.name}" for a in node.names
+                          if a.name.startswith("_") and not a.name.startswith("__")]
+    assert offending == []

@@ -6,7 +6,7 @@ from __future__ import annotations
 import typer
 
 from . import active, analyze, data, gateway, judge, model, new, plan, servers, study  # noqa: F401 - the command groups register on app
-from .base import REPO_EXAMPLES, ProjectsOption, _fail, _load, app, console, err  # noqa: F401 - the package's API
+from .base import REPO_EXAMPLES, ProjectsOption, fail_with, load_registry, app, console, err  # noqa: F401 - the package's API
 
 
 def _one_line_summaries(typer_app: typer.Typer) -> None:

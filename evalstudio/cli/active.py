@@ -12,7 +12,7 @@ import typer
 
 from evalstudio.base.errors import BadInput, EvalstudioError
 
-from .base import ProjectsOption, _fail, _load, app, console
+from .base import ProjectsOption, fail_with, load_registry, app, console
 
 active_app = typer.Typer(
     help="Human labels where the judge is unsure: which segments to label (draw), the estimates they give "
@@ -44,7 +44,7 @@ def _ratings(ratings: Path, spec: Path | None, protocol: str | None, projects):
 
     if spec is not None and protocol is not None:
         raise BadInput("give --spec or --protocol, not both")
-    chosen = read_spec(spec) if spec else (spec_from_protocol(_load(projects).get(protocol)) if protocol else None)
+    chosen = read_spec(spec) if spec else (spec_from_protocol(load_registry(projects).get(protocol)) if protocol else None)
     return read_ratings(ratings, chosen)
 
 
@@ -89,7 +89,7 @@ def draw(
         table = make_draws(_scores(metrics), metric, criterion, budget, design, mix, seed)
         write_table(table, output, "csv")
     except EvalstudioError as e:
-        raise _fail(e)
+        raise fail_with(e)
     console.print(f"{int(table['drawn'].sum())} of {len(table)} segments drawn ({table['design'].iat[0]}); "
                   f"written to {output}")
 
@@ -143,7 +143,7 @@ def estimate(
             with open_output(stage / "notes.txt") as f:
                 f.write("".join(n + "\n" for n in notes))
     except EvalstudioError as e:
-        raise _fail(e)
+        raise fail_with(e)
     for r in systems.itertuples():
         shown = f"{r.estimate:.3f} [{r.lo:.3f}, {r.hi:.3f}]" if r.estimate == r.estimate else "- (too few labels)"
         console.print(f"{r.criterion}  {r.system}: {shown}  ({r.labels} labels of {r.segments} segments)")
@@ -180,7 +180,7 @@ def pac(
         table, result = pac_table(tidy, full_spec, _draws(draws), criterion, epsilon, alpha)
         write_table(table, output, "csv")
     except EvalstudioError as e:
-        raise _fail(e)
+        raise fail_with(e)
     needed = int(result.human.sum())
     collected = int((table["human_label"] != "").sum())
     console.print(f"humans label {needed} of {len(table)} segments ({result.human_share:.0%}): the calibration "

@@ -9,7 +9,7 @@ import typer
 
 from evalstudio.base.errors import BadInput, EvalstudioError
 
-from .base import ProjectsOption, _fail, _load, app, console
+from .base import ProjectsOption, fail_with, load_registry, app, console
 from .reading import label_studio_ratings as _label_studio
 
 
@@ -117,7 +117,7 @@ def analyze(
                     console.print(f"analysis written to {output / page.name}")
                     return
             if protocol is not None and (ratings is None or ratings.suffix.lower() == ".json") and \
-                    _load(projects).study(protocol).compare is not None:
+                    load_registry(projects).study(protocol).compare is not None:
                 if lower_is_better or alt_test is not None:
                     raise BadInput("comparisons and best-worst annotations are analysed without --lower-is-better "
                                    "and --alt-test")
@@ -128,7 +128,7 @@ def analyze(
                 tidy, full_spec, model = _label_studio(protocol, projects, ratings)
                 scores = read_metrics(metrics, full_spec, list(full_spec.criteria)) if metrics else model
             else:
-                chosen = chosen_spec or (spec_from_protocol(_load(projects).get(protocol)) if protocol else None)
+                chosen = chosen_spec or (spec_from_protocol(load_registry(projects).get(protocol)) if protocol else None)
                 tidy, full_spec = read_ratings(ratings, chosen)
                 scores = read_metrics(metrics, full_spec, list(full_spec.criteria)) if metrics else None
             if tidy.empty:
@@ -155,7 +155,7 @@ def analyze(
                                       + ([f"Lower is better, scores negated: {', '.join(flipped)}"] if flipped else [])
                                       + notes)
     except EvalstudioError as e:
-        raise _fail(e)
+        raise fail_with(e)
     console.print(_results(tables))
     if ppi is not None and not tables["ppi_systems"].empty:
         console.print(_ppi_results(tables["ppi_systems"]))
@@ -405,9 +405,9 @@ def _preference_project(protocol: str, projects, export: Path | None, output: Pa
         judge_comparisons_from_tasks,
         positions_of,
     )
-    from .reading import _read_study, quotas
+    from .reading import read_study, quotas
 
-    reg, parts, per_part, frames, _ = _read_study(protocol, projects, export, None)
+    reg, parts, per_part, frames, _ = read_study(protocol, projects, export, None)
     project = reg.study(protocol)
     if (judges_file is not None or ppi is not None) and project.compare.kind != "pairwise":
         raise BadInput("--metrics and --ppi take an LLM judge's verdicts on comparisons; a best-worst protocol has "

@@ -66,10 +66,10 @@ def _main():
         signal.signal(signal.SIGTERM, terminated)
 
 
-def _fail(error: Exception) -> typer.Exit:
+def fail_with(error: Exception) -> typer.Exit:
     err.print(Text.assemble(("error:", "bold red"), f" {printable(str(error))}"), soft_wrap=True)
     return typer.Exit(2 if isinstance(error, BadInput) else 1)  # 2: the input given is wrong
 
 
-def _load(projects: Path | None) -> registry.Registry:
+def load_registry(projects: Path | None) -> registry.Registry:
     return registry.load(projects)

@@ -18,8 +18,8 @@ from evalstudio.tasks.importing import check_in_flight
 from evalstudio.tasks.placement import placement_problems
 from evalstudio.tasks.scanning import scan
 
-from .base import ProjectsOption, _fail, _load, app, console, err
-from .reading import (_import, _project_tasks, _read_study, _single, _users, quotas, study_ledger, study_tables,
+from .base import ProjectsOption, fail_with, load_registry, app, console, err
+from .reading import (import_with_progress, project_tasks, read_study, one_project_for, user_names, quotas, study_ledger, study_tables,
                       sync_lag, write_status)
 
 
@@ -28,9 +28,9 @@ def list_projects(projects: ProjectsOption = None):
     """List the protocols in projects.yaml with their Label Studio projects (Circa has two: Part I and Part II),
     criteria and whether model predictions prefill the answers (checks every labeling config)."""
     try:
-        reg = _load(projects)
+        reg = load_registry(projects)
     except EvalstudioError as e:
-        raise _fail(e)
+        raise fail_with(e)
     table = Table("protocol", "project", "title", "criteria", "annotators/task", "prefill", title=str(reg.path))
     for p in reg:
         table.add_row(p.study_name, p.name if p.study else "", p.title, ", ".join(p.criteria), str(p.annotators_per_task),
@@ -45,7 +45,7 @@ def setup(
 ):
     """Create the Label Studio projects from projects.yaml, or update them (idempotent)."""
     try:
-        reg = _load(projects)
+        reg = load_registry(projects)
         client = Client(settings_from_env())
         chosen = [p for n in names for p in reg.parts(n)] if names else list(reg)
         table = Table("protocol", "project id", "status", "tasks")
@@ -53,7 +53,7 @@ def setup(
             pid, status = client.ensure_project(p)
             table.add_row(p.name, str(pid), status, str(client.project(pid).task_number or 0))
     except EvalstudioError as e:
-        raise _fail(e)
+        raise fail_with(e)
     console.print(table)
 
 
@@ -65,7 +65,7 @@ def validate(
 ):
     """Dry run: check every record of FILES and report all problems as file:line: field: message."""
     try:
-        reg = _load(projects)
+        reg = load_registry(projects)
         results = {p.name: scan(p, importer_for(p), files) for p in reg.parts(protocol)}
         merged = next(iter(results.values()))
         for result in list(results.values())[1:]:  # a study's parts read the same files: one warning per file
@@ -73,10 +73,10 @@ def validate(
                 merged.unknown.setdefault(path, set()).update(names)
         merged.warn_unknown(reg.study(protocol))
     except EvalstudioError as e:
-        raise _fail(e)
+        raise fail_with(e)
     problems = list(dict.fromkeys(problem for r in results.values() for problem in r.problems))
     if problems:  # (a dry run: nothing is ever imported by validate, so the message says what to do instead)
-        raise _fail(InvalidInput(problems, "fix them before importing"))
+        raise fail_with(InvalidInput(problems, "fix them before importing"))
     files_text = f"{len(files)} file(s)"
     if len(results) > 1:  # a study's projects: one line each ("cmv_tom: 0 valid task(s)")
         console.print(f"Valid task(s) for '{protocol}' in {files_text}:")
@@ -110,7 +110,7 @@ def import_(
     round trip); an entry with counterbalanced lists is imported into each list's project."""
     scans = []
     try:
-        reg = _load(projects)
+        reg = load_registry(projects)
         parts = reg.parts(protocol)
         for part in parts:
             check_in_flight(part, in_flight)
@@ -138,10 +138,10 @@ def import_(
             for project_id, keys in moves.items():  # deleting them, as the message asks, is then no tampering
                 mark_moving(record_path(client.url, project_id), keys)
             raise InvalidInput(misplaced)
-        reports = [(project, _import(project, files, client, batch_size, skip_invalid, checked, in_flight))
+        reports = [(project, import_with_progress(project, files, client, batch_size, skip_invalid, checked, in_flight))
                    for project, checked in zip(parts, scans)]
     except EvalstudioError as e:
-        raise _fail(e)
+        raise fail_with(e)
     finally:
         for checked in scans:
             checked.discard()  # the spooled tasks (private temporary files), imported or not
@@ -217,11 +217,11 @@ def export(
             raise BadInput(f"--format must be one of {', '.join(FORMATS)}, got {format!r}")
         output = output or Path(f"annotations.{format}")
         check_output_file(output)
-        parts = _load(projects).parts(protocol)
-        _single(parts, "--from-export", from_export)
-        _single(parts, "--project-id", project_id)
+        parts = load_registry(projects).parts(protocol)
+        one_project_for(parts, "--from-export", from_export)
+        one_project_for(parts, "--project-id", project_id)
         if from_export:
-            tasks, users = _project_tasks(parts[0], from_export)
+            tasks, users = project_tasks(parts[0], from_export)
             frame = annotation_frame(tasks, parts[0], users)
             write_table(frame, output, format)
             rows, annotations = len(frame), frame["annotation_id"].nunique()
@@ -229,7 +229,7 @@ def export(
             for line in sync_lag(study_ledger(protocol)):
                 err.print(f"warning: {line}", highlight=False, soft_wrap=True)
             client = Client(settings_from_env())
-            users = _users(client)
+            users = user_names(client)
             rows = annotations = 0
             columns = list(dict.fromkeys(c for part in parts for c in annotation_frame([], part, users).columns))
             for number, project in enumerate(parts):  # a study's parts go to one CSV (column `project`)
@@ -242,7 +242,7 @@ def export(
                                              columns=columns)
                 rows, annotations = rows + r, annotations + a
     except EvalstudioError as e:
-        raise _fail(e)
+        raise fail_with(e)
     console.print(f"{rows} rows ({annotations} annotations) written to {output}")
 
 
@@ -278,7 +278,7 @@ def report(
 
     try:
         with staged_folder(output) as stage:  # written whole or not at all
-            reg, parts, per_part, frames, users = _read_study(protocol, projects, from_export, project_id)
+            reg, parts, per_part, frames, users = read_study(protocol, projects, from_export, project_id)
             tasks = [task for part_tasks in per_part for task in part_tasks]
             annotations = pd.concat(frames, ignore_index=True)
             crowd_study = any(part.crowd for part in parts)
@@ -301,7 +301,7 @@ def report(
                                                          "participants, attention checks.</p>", 1))
             page = output / page.name
     except EvalstudioError as e:
-        raise _fail(e)
+        raise fail_with(e)
     console.print(f"report written to {page}")
 
 

@@ -10,7 +10,7 @@ import typer
 
 from evalstudio.base.errors import BadInput, EvalstudioError
 
-from .base import ProjectsOption, _fail, _load, app, console
+from .base import ProjectsOption, fail_with, load_registry, app, console
 
 JOIN_FILE = "gateway.json"  # where earlier versions kept the study link's key (taken over into the ledger)
 
@@ -111,7 +111,7 @@ def gateway(
     from evalstudio.crowd.ledger import open_ledger
 
     try:
-        registry = _load(projects)
+        registry = load_registry(projects)
         parts = registry.parts(protocol)
         settings = settings_from_env()
         client = Client(settings)
@@ -141,7 +141,7 @@ def gateway(
                                accept_changed_tasks=accept_changed_tasks)
         proxies = [check_address(a, "--trusted-proxy") for a in trusted_proxy or []]
     except (EvalstudioError, ValueError) as e:
-        raise _fail(e)
+        raise fail_with(e)
     console.print(f"Gateway for '{protocol}' on http://{host}:{port} (participants open {shown_public}); its "
                   f"participants and answers: {target}" + (" (a pool shared by every study served from it)"
                                                            if shared_pool else "") + ".",

@@ -10,7 +10,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from evalstudio.base.errors import BadInput, EvalstudioError
 
-from .base import ProjectsOption, _fail, _load, app, console, err
+from .base import ProjectsOption, fail_with, load_registry, app, console, err
 
 DEFAULT_CACHE = Path(".evalstudio") / "judge-cache.sqlite3"
 
@@ -84,7 +84,7 @@ def judge(
     try:
         if samples > 1 and temperature == 0:
             raise BadInput("--samples above 1 needs --temperature above 0 (at 0 every sample is the same answer)")
-        registry = _load(projects)
+        registry = load_registry(projects)
         if model:
             judges = _judges_given(model, base_url or [], name, key_env, temperature, max_tokens)
             prices = {j.name: (price_in, price_out) for j in judges}
@@ -106,7 +106,7 @@ def judge(
         private_dir(output)
         store = Cache(cache)
     except (EvalstudioError, ValueError) as e:
-        raise _fail(e)
+        raise fail_with(e)
     total = sum(len(tasks) for _, tasks in work) * len(judges)
     runs: list[tuple] = []
     stopped = False
@@ -140,7 +140,7 @@ def judge(
                 console.print(f"{part.name}: {stored} prediction(s) stored or replaced in Label Studio",
                               highlight=False)
     except EvalstudioError as e:
-        raise _fail(e)
+        raise fail_with(e)
     finally:
         store.close()
     done = sum(len(run.combined) for _, _, _, run, _ in runs)

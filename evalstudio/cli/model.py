@@ -13,7 +13,7 @@ from evalstudio.base.errors import BadInput, EvalstudioError
 from evalstudio.labelstudio.client import Client
 from evalstudio.labelstudio.connection import DEFAULT_DATA_DIR, settings_from_env
 
-from .base import ProjectsOption, _fail, _load, app, console, err
+from .base import ProjectsOption, fail_with, load_registry, app, console, err
 
 
 @app.command("ml-backend")
@@ -52,11 +52,11 @@ def ml_backend(
     auth_file = basic_auth_file or model_dir.resolve().parent / ML_AUTH_FILE
     from_env = bool(os.environ.get(ML_AUTH_ENV, "").strip())
     try:
-        _load(projects)
+        load_registry(projects)
         os.environ[ML_AUTH_ENV] = ml_auth(auth_file, create=True)  # gunicorn's workers inherit it; argv stays clean
         flask_app = create_app()
     except (EvalstudioError, ValueError) as e:
-        raise _fail(e)
+        raise fail_with(e)
     where = "$" + ML_AUTH_ENV if from_env else str(auth_file)
     console.print(f"ML backend on http://{host}:{port} (models in {model_dir}; basic auth required, credentials in {where})",
                   soft_wrap=True, highlight=False)
@@ -103,7 +103,7 @@ def connect(
             url = check_url(url, "--url")
         except EvalstudioError as e:  # a wrong option: a usage error
             raise BadInput(str(e)) from None
-        parts = _load(projects).parts(protocol)
+        parts = load_registry(projects).parts(protocol)
         for project in parts:
             Client.require_prefill(project)
         basic_auth = ml_auth(basic_auth_file or DEFAULT_DATA_DIR / ML_AUTH_FILE)
@@ -112,7 +112,7 @@ def connect(
         for project in parts:
             connected.append((project, *client.connect_ml_backend(client.require_project(project), url, basic_auth)))
     except EvalstudioError as e:
-        raise _fail(e)
+        raise fail_with(e)
     for project, backend_id, created in connected:
         console.print(f"{project.name}: ML backend {url} {'connected' if created else 'already connected'} (id {backend_id})")
 
@@ -127,7 +127,7 @@ def prefill(
     backend for predictions on every task that has none yet, in batches; annotators then see the model's values in
     their answer controls and can change them. The export flags values accepted unchanged."""
     try:
-        parts = _load(projects).parts(protocol)
+        parts = load_registry(projects).parts(protocol)
         for project in parts:  # every part of a study (circa) must opt in before any is prefilled
             Client.require_prefill(project)
         client = Client(settings_from_env())
@@ -140,7 +140,7 @@ def prefill(
                 counts.append((project, *client.prefill(
                     project_id, batch_size, lambda done, todo: progress.update(bar, completed=done, total=todo))))
     except EvalstudioError as e:
-        raise _fail(e)
+        raise fail_with(e)
     for project, with_prediction, total in counts:
         console.print(f"{project.name}: {with_prediction} of {total} task(s) have predictions "
                       "(tasks without model outputs get none; the backend log says why).")
@@ -158,10 +158,10 @@ def train(
     from ..ml_backend.predictors import LearnerPredictor, NoPrediction
 
     try:
-        project = _load(projects).entry(protocol)  # an entry with lists: one learner, trained on every list
+        project = load_registry(projects).entry(protocol)  # an entry with lists: one learner, trained on every list
         summary = LearnerPredictor(model_dir).train(project, fetch_annotated_tasks(project, settings_from_env()))
     except (EvalstudioError, NoPrediction) as e:
-        raise _fail(e)
+        raise fail_with(e)
     console.print(f"{protocol}: trained {summary['version']} on {summary['tasks']} annotated task(s); "
                   f"controls: {', '.join(f'{c} ({n})' for c, n in summary['controls'].items())}")
 
@@ -197,10 +197,10 @@ def generate(
     from evalstudio.tasks.generation import BackendClient, generate_files
 
     try:
-        parts = [p for p in _load(projects).parts(protocol) if p.generate]
+        parts = [p for p in load_registry(projects).parts(protocol) if p.generate]
         if not parts:
             raise BadInput(f"{protocol} has nothing for a model to generate; protocols with generated outputs: "
-                                  f"{', '.join(sorted({p.study_name for p in _load(projects) if p.generate}))}")
+                                  f"{', '.join(sorted({p.study_name for p in load_registry(projects) if p.generate}))}")
         project = parts[0]
         backend = BackendClient(ml_url, ml_auth(basic_auth_file or DEFAULT_DATA_DIR / ML_AUTH_FILE))
         with Progress(TextColumn(f"generating {project.generate} for {project.name}"), BarColumn(), MofNCompleteColumn(),
@@ -209,7 +209,7 @@ def generate(
             done = generate_files(project, importer_for(project), files, output, backend, batch_size,
                                   lambda n, total: progress.update(bar, completed=n, total=total))
     except EvalstudioError as e:
-        raise _fail(e)
+        raise fail_with(e)
     spent = backend.usage
     if spent["requests"] or spent["cached"]:
         cost = (spent["tokens_in"] / 1e6 * (price_in or 0) + spent["tokens_out"] / 1e6 * (price_out or 0)

@@ -10,7 +10,7 @@ import typer
 
 from evalstudio.base.errors import BadInput, EvalstudioError
 
-from .base import _fail, app, console
+from .base import fail_with, app, console
 
 TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
 TEMPLATE_NAMES = ("likert", "slider", "pairwise", "best-worst")
@@ -34,7 +34,7 @@ def new(
     try:
         written = create(name, template, folder)
     except EvalstudioError as e:
-        raise _fail(e)
+        raise fail_with(e)
     for path in written:
         console.print(f"wrote {path}")
     example = next(p for p in written if p.parent.name == name)

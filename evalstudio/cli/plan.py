@@ -9,7 +9,7 @@ import typer
 
 from evalstudio.base.errors import BadInput, EvalstudioError
 
-from .base import ProjectsOption, _fail, _load, app, console
+from .base import ProjectsOption, fail_with, load_registry, app, console
 
 
 @app.command()
@@ -84,7 +84,7 @@ def plan(
                 tidy, full_spec, _ = label_studio_ratings(protocol, projects, ratings)
                 lead = tidy.attrs.get("median_task_seconds")
             else:
-                chosen = read_spec(spec) if spec else (spec_from_protocol(_load(projects).get(protocol))
+                chosen = read_spec(spec) if spec else (spec_from_protocol(load_registry(projects).get(protocol))
                                                        if protocol else None)
                 tidy, full_spec = read_ratings(ratings, chosen)
             name = _criterion(full_spec, criterion)
@@ -115,7 +115,7 @@ def plan(
             page = write_plan(tables, f"{full_spec.name}: plan", stage, notes, power,
                               {"agreement": agreement_width, "correlation": correlation_width})
     except EvalstudioError as e:
-        raise _fail(e)
+        raise fail_with(e)
     for note in notes:
         console.print(note)
     if "precision_cheapest" in tables:

@@ -15,10 +15,10 @@ from evalstudio.labelstudio.connection import settings_from_env
 from evalstudio.protocols.mapping import importer_for
 from evalstudio.tasks.importing import import_files
 
-from .base import _load, console, err
+from .base import load_registry, console, err
 
 
-def _import(project, files, client, batch_size=500, skip_invalid=False, checked=None, in_flight=1):
+def import_with_progress(project, files, client, batch_size=500, skip_invalid=False, checked=None, in_flight=1):
     with Progress(TextColumn(f"importing {project.name}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                   console=err, transient=True) as progress:
         bar = progress.add_task(project.name, total=None)
@@ -27,7 +27,7 @@ def _import(project, files, client, batch_size=500, skip_invalid=False, checked=
                             skip_invalid=skip_invalid, checked=checked, in_flight=in_flight)
 
 
-def _users(client, folder: Path | None = None) -> dict[int, str]:
+def user_names(client, folder: Path | None = None) -> dict[int, str]:
     """Label Studio's users, with the e-mails of participants closed out of the organisation put back."""
     from evalstudio.crowd import participants
 
@@ -72,7 +72,7 @@ def sync_lag(folder: Path | None, wait: float = SYNC_WAIT_SECONDS) -> list[str]:
     return lines
 
 
-def _project_tasks(project, from_export: Path | None, project_id: int | None = None, folder: Path | None = None):
+def project_tasks(project, from_export: Path | None, project_id: int | None = None, folder: Path | None = None):
     """(tasks, users) from a Label Studio JSON export file, or live from the server."""
     from ..exporters.tidy import read_export
 
@@ -87,7 +87,7 @@ def _project_tasks(project, from_export: Path | None, project_id: int | None = N
     client = Client(settings_from_env())
     project_id = client.require_protocol(project, project_id) if project_id else client.require_project(project)
     with console.status(f"exporting {project.name} from {client.url}..."):
-        return client.export_tasks(project_id), _users(client, folder)
+        return client.export_tasks(project_id), user_names(client, folder)
 
 
 def study_ledger(protocol: str, folder: Path | None = None) -> Path:
@@ -98,29 +98,29 @@ def study_ledger(protocol: str, folder: Path | None = None) -> Path:
     return participants.study_folder(folder or participants.DEFAULT_FOLDER, protocol)
 
 
-def _read_study(protocol, projects, from_export, project_id, folder: Path | None = None):
+def read_study(protocol, projects, from_export, project_id, folder: Path | None = None):
     """(registry, parts, tasks of each part, annotation frame of each part, users) of a protocol, read live or from
     a Label Studio export (which holds one project). `folder`: the participants folder."""
     from ..exporters.tidy import annotation_frame
 
-    reg = _load(projects)
+    reg = load_registry(projects)
     parts = reg.parts(protocol)
-    _single(parts, "--from-export", from_export)
-    _single(parts, "--project-id", project_id)
+    one_project_for(parts, "--from-export", from_export)
+    one_project_for(parts, "--project-id", project_id)
     folder = study_ledger(protocol, folder)
     if from_export is None:  # the live study: once Label Studio holds what the gateway acknowledged, or said
         for line in sync_lag(folder):
             err.print(f"warning: {line}", highlight=False, soft_wrap=True)
     per_part, frames, users = [], [], {}
     for part in parts:
-        tasks, part_users = _project_tasks(part, from_export, project_id, folder)
+        tasks, part_users = project_tasks(part, from_export, project_id, folder)
         per_part.append(tasks)
         users.update(part_users)
         frames.append(annotation_frame(tasks, part, part_users))
     return reg, parts, per_part, frames, users
 
 
-def _single(parts, option: str, value) -> None:
+def one_project_for(parts, option: str, value) -> None:
     if value is not None and len(parts) > 1:
         raise BadInput(f"{option} reads one Label Studio project; name one part: "
                               f"{', '.join(p.name for p in parts)}")
@@ -236,7 +236,7 @@ def write_status(folder: Path, protocol: str, crowd, table, coverage, remaining,
     from evalstudio.base.files import write_output
 
     from ..exporters.files import write_csv
-    from ..exporters.report import _page, _table
+    from ..exporters.report import html_page, html_table
 
     folder.mkdir(parents=True, exist_ok=True)
     write_csv(table, folder / "participants.csv")
@@ -250,10 +250,10 @@ def write_status(folder: Path, protocol: str, crowd, table, coverage, remaining,
         body[1:1] = ["<div class='warning'><h2>Changed since setup: the study's data may have been tampered with</h2>"
                      "<ul>" + "".join(f"<li>{html.escape(t)}</li>" for t in tampered) + "</ul></div>"]
     for name, c in coverage.items():
-        body += [f"<h3>{html.escape(name)}</h3>", _table(c)]
-    body += [f"<h2>Participants ({len(table)})</h2>", _table(participant_rows(table)),
+        body += [f"<h3>{html.escape(name)}</h3>", html_table(c)]
+    body += [f"<h2>Participants ({len(table)})</h2>", html_table(participant_rows(table)),
              "<p>Every column per participant, unrounded: participants.csv.</p>"]
-    write_output(folder / "status.html", _page(f"{protocol} study status", "\n".join(body)))
+    write_output(folder / "status.html", html_page(f"{protocol} study status", "\n".join(body)))
 
 
 def _rule(value) -> str:
@@ -286,7 +286,7 @@ def label_studio_ratings(protocol: str, projects, export: Path | None):
     from ..exporters.analysis import exclusions
     from ..exporters.tidy import model_frame, prediction_frame
 
-    reg, parts, per_part, frames, _ = _read_study(protocol, projects, export, None)
+    reg, parts, per_part, frames, _ = read_study(protocol, projects, export, None)
     criteria = {}
     for part in parts:
         criteria.update(spec_from_protocol(part).criteria)
@@ -317,7 +317,7 @@ def active_design(protocol: str, projects, folder: Path | None = None):
 
     from ..exporters.active import DRAW_COLUMNS
 
-    reg = _load(projects)
+    reg = load_registry(projects)
     parts = [p for p in reg.parts(protocol) if p.assignment is not None and p.assignment.strategy == "active"]
     if not parts:
         raise BadInput(f"{protocol} has no part with `assignment: {{strategy: active}}` in projects.yaml: give the "

@@ -16,8 +16,8 @@ from evalstudio.labelstudio.client import Client
 from evalstudio.labelstudio.connection import DEFAULT_DATA_DIR
 from evalstudio.labelstudio.server import LocalServer
 
-from .base import REPO_EXAMPLES, ProjectsOption, _fail, _load, app, console
-from .reading import _import
+from .base import REPO_EXAMPLES, ProjectsOption, fail_with, load_registry, app, console
+from .reading import import_with_progress
 
 DATABASE_URL_ENV = "EVALSTUDIO_DATABASE_URL"
 
@@ -48,7 +48,7 @@ def server(
         with console.status("starting Label Studio (first start takes about a minute)..."):
             local.start()
     except (EvalstudioError, ValueError) as e:
-        raise _fail(e)
+        raise fail_with(e)
     _serve(local)
 
 
@@ -67,7 +67,7 @@ def demo(
     local = LocalServer(data_dir, port)
     backend = None
     try:
-        reg = _load(projects)
+        reg = load_registry(projects)
         with console.status("starting Label Studio (first start takes about a minute)..."):
             local.start()
         client = Client(local.settings())
@@ -75,7 +75,7 @@ def demo(
         for project in reg:
             files = sorted(f for f in (examples / project.study_name).glob("*")
                            if f.suffix in {".jsonl", ".csv", ".tsv", ".xml"})
-            report = _import(project, files, client)
+            report = import_with_progress(project, files, client)
             prefilled = "answers start empty"
             if project.prefill:  # model-assisted labelling, only where projects.yaml opts in
                 client.connect_ml_backend(report.project_id, backend.url, backend.auth)
@@ -84,7 +84,7 @@ def demo(
                           f"{prefilled} -> {local.url}/projects/{report.project_id}")
     except EvalstudioError as e:
         _stop(backend, local)
-        raise _fail(e)
+        raise fail_with(e)
     if wait:
         _serve(local, backend)
     else:

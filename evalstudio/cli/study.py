@@ -12,8 +12,8 @@ from evalstudio.base.errors import BadInput, EvalstudioError, printable
 from evalstudio.labelstudio.client import Client
 from evalstudio.labelstudio.connection import settings_from_env
 
-from .base import ProjectsOption, _fail, _load, app, console, err
-from .reading import _read_study, participant_rows, study_ledger, study_tables, time_left_text, write_status
+from .base import ProjectsOption, fail_with, load_registry, app, console, err
+from .reading import read_study, participant_rows, study_ledger, study_tables, time_left_text, write_status
 
 participants_app = typer.Typer(
     help="Crowd participants as Label Studio accounts (Label Studio Community has no crowd integration).",
@@ -70,7 +70,7 @@ def participants_add(
         ids = participants.read_ids(sources)
         client = Client(settings_from_env())
         if study is not None:
-            _load(projects).parts(study)  # a study of projects.yaml (a miss lists them)
+            load_registry(projects).parts(study)  # a study of projects.yaml (a miss lists them)
         target = _study_ledger(folder, study, shared_pool, claim=True)
         with Progress(TextColumn("creating accounts"), BarColumn(), MofNCompleteColumn(), console=err,
                       transient=True) as bar:
@@ -80,7 +80,7 @@ def participants_add(
         if public_url:
             participants.write_sheet(target, None, public_url, gateway_url)
     except EvalstudioError as e:
-        raise _fail(e)
+        raise fail_with(e)
     console.print(f"{len(added.created)} account(s) created, {len(added.present)} already present; passwords in "
                   f"the study's ledger ({target / participants.ACCOUNTS_FILE}), sign-in messages in "
                   f"{target / participants.SHEET_FILE}",
@@ -98,7 +98,7 @@ def participants_link():
         client = Client(settings_from_env())
         token = client.invite_token()
     except EvalstudioError as e:
-        raise _fail(e)
+        raise fail_with(e)
     console.print(f"{client.url}/user/signup/?token={token}", highlight=False, soft_wrap=True)
 
 
@@ -117,7 +117,7 @@ def participants_close(
     try:
         now, before = participants.close(Client(settings_from_env()), ids, _study_ledger(folder, study))
     except EvalstudioError as e:
-        raise _fail(e)
+        raise fail_with(e)
     console.print(f"{len(now)} participant(s) closed" + (f", {len(before)} closed before" if before else ""),
                   highlight=False)
 
@@ -140,7 +140,7 @@ def participants_backup(
             raise BadInput(f"{target}: no study ledger here (run `participants add` or the gateway first)")
         ledger.open_ledger(target).backup(destination)
     except EvalstudioError as e:
-        raise _fail(e)
+        raise fail_with(e)
     console.print(f"ledger copied to {destination}", highlight=False)
 
 
@@ -150,7 +150,7 @@ def participants_backup(
 def _study_state(protocol, projects, from_export, project_id, folder):
     """(parts, tasks of each part, crowd, participant table, per-part coverage, remaining annotations, annotations),
     read live or from an export."""
-    _, parts, per_part, frames, _ = _read_study(protocol, projects, from_export, project_id, folder)
+    _, parts, per_part, frames, _ = read_study(protocol, projects, from_export, project_id, folder)
     return (parts, per_part, *study_tables(parts, per_part, frames, folder))
 
 
@@ -184,7 +184,7 @@ def status(
     import time
 
     if (close_finished or watch) and from_export is not None:
-        raise _fail(BadInput("--close-finished and --watch need the live server, not --from-export"))
+        raise fail_with(BadInput("--close-finished and --watch need the live server, not --from-export"))
     while True:
         _status_once(protocol, from_export, project_id, participants_folder, output, close_finished, projects)
         if not watch:
@@ -229,7 +229,7 @@ def _status_once(protocol, from_export, project_id, participants_folder, output,
                              _adaptive_lines(parts, per_part, participants_folder))
         closed = _close_finished(table, crowd, participants_folder) if close_finished else []
     except EvalstudioError as e:
-        raise _fail(e)
+        raise fail_with(e)
     for name, cov in coverage.items():
         grid = Table("annotations", "tasks", title=f"{name}: tasks by number of annotations")
         for k, n in zip(cov["annotations"], cov["tasks"]):
@@ -363,7 +363,7 @@ def approvals(
         with staged_folder(output) as stage:  # written whole or not at all
             written = [output / p.name for p in write_approvals(decided, chosen, stage, mturk_results)]
     except EvalstudioError as e:
-        raise _fail(e)
+        raise fail_with(e)
     counts = decided["decision"].value_counts()
     console.print(f"{counts.get('approve', 0)} approved, {counts.get('reject', 0)} rejected, "
                   f"{int((decided['bonus'] > 0).sum())} bonus(es); files: {', '.join(str(p) for p in written)}",

@@ -26,7 +26,7 @@ SESSION_HOURS = 24
 MAX_BODY = 1_000_000  # bytes in one request body (an annotation is a few kB)
 
 
-def _error(message: str, status: int = 400) -> JSONResponse:
+def error_response(message: str, status: int = 400) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status)
 
 
@@ -129,7 +129,7 @@ class Admission:
     async def join_page(self, request: Request) -> Response:
         key = request.path_params["key"]
         if not self.config.join_key or not hmac.compare_digest(key, self.config.join_key):
-            return _error("not found", 404)
+            return error_response("not found", 404)
         given = next((request.query_params.get(k) for k in ("PROLIFIC_PID", "workerId", "participant")
                       if request.query_params.get(k)), "")
         # what the platform passes about the study and this sitting (Prolific's STUDY_ID and SESSION_ID, MTurk's
@@ -162,19 +162,19 @@ class Admission:
         try:
             body = await self._body(request)
         except Refused as e:
-            return _error(str(e))
+            return error_response(str(e))
         participant, code = str(body.get("participant", ""))[:100], str(body.get("code", ""))[:100]
         key, message, status = await self._admit(request, participant, code,
                                                  ("Unknown participant id or wrong sign-in code.", 403))
         if key is None:
-            return _error(message, status)
+            return error_response(message, status)
         return self._with_cookie(JSONResponse({"ok": True}), key)
 
     async def sign_out(self, request: Request) -> Response:
         try:
             self._check_header(request)
         except Refused as e:
-            return _error(str(e))
+            return error_response(str(e))
         await self._w(self.ledger.end_session, request.cookies.get(COOKIE, ""))
         response = JSONResponse({"ok": True})
         response.delete_cookie(COOKIE, path="/")
@@ -184,28 +184,28 @@ class Admission:
         try:
             body = await self._body(request)
         except Refused as e:
-            return _error(str(e))
+            return error_response(str(e))
         key, participant = str(body.get("key", ""))[:100], str(body.get("participant", ""))[:100]
         if not self.config.join_key or not hmac.compare_digest(key, self.config.join_key):
-            return _error("not found", 404)
+            return error_response("not found", 404)
         if not await self._allowed(f"address:{self._client_key(request)}", limit=self.config.rate_per_minute) or \
                 not await self._allowed("joins", limit=self.config.joins_per_minute):
-            return _error("Too many sign-ups right now; please wait a minute.", 429)
+            return error_response("Too many sign-ups right now; please wait a minute.", 429)
         if not PARTICIPANT_ID.fullmatch(participant):
-            return _error("That is not a participant id (letters, digits, _ and -).")
+            return error_response("That is not a participant id (letters, digits, _ and -).")
         platform = tuple(str(body.get(k) or "")[:100] or None for k in ("study", "session"))
         if any(v is not None and not PLATFORM_ID.fullmatch(v) for v in platform):
-            return _error("The study link carries an id that is not one.")
+            return error_response("The study link carries an id that is not one.")
         try:
             account = await run_in_threadpool(self._sign_up, participant, platform)
         except Taken:
-            return _error("This participant id has signed up already: please use your personal link.", 409)
+            return error_response("This participant id has signed up already: please use your personal link.", 409)
         except StudyFull:
-            return _error("Thank you for your interest: this study has all the participants it needs.", 409)
+            return error_response("Thank you for your interest: this study has all the participants it needs.", 409)
         self.sync.wake.set()  # its Label Studio account is made behind the sign-up
         key, message, status = await self._start(account)
         if key is None:
-            return _error(message, status)
+            return error_response(message, status)
         link = participants.gateway_link(self.config.public_url, account)
         return self._with_cookie(JSONResponse({"ok": True, "link": link}), key)
 

@@ -27,7 +27,7 @@ from evalstudio.crowd import routing
 from evalstudio.crowd.ledger import Ledger, Ref
 
 from . import pages, sync
-from .admission import Admission, Session, _error
+from .admission import Admission, Session, error_response
 from .checks import ASSET_PATH, REF, Refused, check_result, shown_data
 from .serving import Catalogue, Serving
 from .setup import GatewayConfig, Part
@@ -86,7 +86,7 @@ class Gateway(Serving, Admission):
     async def label(self, request: Request) -> Response:
         entry = request.path_params["part"]
         if entry not in self.entries:
-            return _error("not found", 404)
+            return error_response("not found", 404)
         part = self.entries[entry][0]  # the lists of an entry share config, instructions and title
         session = await self.session(request)
         if session is None:
@@ -202,29 +202,29 @@ class Gateway(Serving, Admission):
                                                  f"total;dur={1000 * (time.perf_counter() - started):.2f}")
             return response
         except PermissionError as e:
-            return _error(str(e), 401)
+            return error_response(str(e), 401)
         except Refused as e:
-            return _error(str(e), 400)
+            return error_response(str(e), 400)
         except (httpx.HTTPError, EvalstudioError):
-            return _error("The study server is not reachable; please try again in a minute.", 502)
+            return error_response("The study server is not reachable; please try again in a minute.", 502)
 
     async def _route(self, request: Request, session: Session) -> Response:
         action, arg = request.path_params["action"], request.path_params["arg"]
         if request.method == "GET" and action == "next":
             part = await self._part_for(session, arg)
             if part is None:
-                return _error("not found", 404)
+                return error_response("not found", 404)
             return await self._next(session, part)
         ref = self.ledger.ref(session.participant, arg) if REF.fullmatch(arg) else None
         if ref is None or ref.part not in self.parts:
-            return _error("not found", 404)
+            return error_response("not found", 404)
         part = self.parts[ref.part]
         if request.method == "GET" and action == "task":
             return await self._task(session, part, ref)
         if request.method == "POST" and action in ("submit", "update"):
             body = await self._body(request)
             return await self._save(session, part, ref, body)
-        return _error("not found", 404)
+        return error_response("not found", 404)
 
     def _shown(self, part: Part, ref: Ref, data: dict, previous: str | None, count: int,
                predictions: list | None = None) -> Response:
@@ -240,7 +240,7 @@ class Gateway(Serving, Admission):
     async def _task(self, session: Session, part: Part, ref: Ref) -> Response:
         """A task the participant answered, with their answer as the ledger holds it (to change it)."""
         if ref.answered is None or ref.result is None:
-            return _error("This task has no saved answer yet.", 404)
+            return error_response("This task has no saved answer yet.", 404)
         catalogue = await self._catalogue(part)
         return JSONResponse({"ref": ref.ref, "number": ref.number, "update": True,
                              "data": shown_data(catalogue.data.get(ref.task_id) or {}, part.fields),
@@ -256,7 +256,7 @@ class Gateway(Serving, Admission):
         Acknowledged once the ledger has it; Label Studio receives it behind (the sync writer)."""
         result = check_result(body.get("result"), part.controls, complete=True)
         if ref.answered is None and part.quota is not None and await self._count(session, part) >= part.quota:
-            return _error("You have done every task of this part.", 409)
+            return error_response("You have done every task of this part.", 409)
         value = routing.value_of(result, part.routing) if part.routing else None  # adaptive: what routing reads
         stored = json.dumps(await self._with_origin(part, ref, result), ensure_ascii=False, allow_nan=False)
         state = await self._w(self.ledger.record, ref.ref, stored, value, await self._overlap_of(part), part.quota)
@@ -265,7 +265,7 @@ class Gateway(Serving, Admission):
                                           "yours is not needed; here is your next task.", "next": True},
                                 status_code=409)
         if state == "quota":
-            return _error("You have done every task of this part.", 409)
+            return error_response("You have done every task of this part.", 409)
         self.sync.wake.set()
         return JSONResponse({"ok": True})
 
@@ -296,16 +296,16 @@ class Gateway(Serving, Admission):
     async def asset(self, request: Request) -> Response:
         path = request.path_params["path"]
         if not ASSET_PATH.fullmatch(path) or ".." in path:
-            return _error("not found", 404)
+            return error_response("not found", 404)
         prefix = request.url.path.split("/")[1]  # react-app or static
         try:
             upstream = await self.upstream.send(self.upstream.build_request(request.method, f"/{prefix}/{path}"),
                                                 stream=True)
         except httpx.HTTPError:
-            return _error("The study server is not reachable; please try again in a minute.", 502)
+            return error_response("The study server is not reachable; please try again in a minute.", 502)
         if upstream.status_code != 200:
             await upstream.aclose()
-            return _error("not found", 404)
+            return error_response("not found", 404)
         headers = {k: upstream.headers[k] for k in ASSET_HEADERS if k in upstream.headers}
         headers["x-evalstudio-upstream"] = "label-studio"  # the only answers that come from Label Studio
         return StreamingResponse(upstream.aiter_raw(), status_code=200, headers=headers,

@@ -17,7 +17,7 @@ from evalstudio.protocols.registry import Project
 from evalstudio.values.results import ID_FIELD
 
 from . import integrity
-from .placement import _where
+from .placement import parse_where
 from .scanning import Scan, fingerprints, iter_tasks, scan, split_task
 
 log = logging.getLogger(__name__)
@@ -238,7 +238,7 @@ def _import_files(project, importer, paths, client, batch_size, on_progress, ski
             for line in _in_send_order(checked.spool, checked.items):
                 key_text, where_text, digest_text, task_text = line.rstrip("\n").split("\t", 3)
                 key = json.loads(key_text)
-                if skip and _where(json.loads(where_text)) in skip:
+                if skip and parse_where(json.loads(where_text)) in skip:
                     continue  # a task of a record that also had a problem (e.g. a duplicate id)
                 digests[str(key)] = digest_text
                 if key in seen:
@@ -256,7 +256,7 @@ def _import_files(project, importer, paths, client, batch_size, on_progress, ski
         for item in items:
             if isinstance(item, Problem) and (item.path, item.line) in skip:
                 continue
-            if skip and not isinstance(item, Problem) and _where(item[0]) in skip:
+            if skip and not isinstance(item, Problem) and parse_where(item[0]) in skip:
                 continue  # a task of a record that also had a problem (e.g. a duplicate id)
             if isinstance(item, Problem) or sent() >= checked.tasks:
                 flush(final=True)

@@ -10,7 +10,7 @@ from evalstudio.base.errors import Problem
 from evalstudio.protocols.registry import Project
 
 
-def _where(where: str) -> tuple[str, int]:
+def parse_where(where: str) -> tuple[str, int]:
     path, _, line = where.rpartition(":")
     return path, int(line)
 
@@ -72,7 +72,7 @@ def placement_problems(client, parts: Sequence[Project], scans: Sequence,
                 if moves is not None:  # (the tasks the message tells the researcher to delete: a move, not tampering)
                     moves.setdefault(ids_of[other], {}).update(
                         {key: part.name for key, held in tasks.items() if held == item})
-                path, line = _where(incoming[item][1])
+                path, line = parse_where(incoming[item][1])
                 problems.append(Problem(path, line, "item_id", f"item {item!r} is already in {other}, another "
                                         f"project of the study '{part.study_name}': an item belongs to one project "
                                         f"of a study. To move it, delete its task(s) from {other} in Label Studio "
@@ -83,7 +83,7 @@ def placement_problems(client, parts: Sequence[Project], scans: Sequence,
                 held.setdefault(item, set()).add(key)
             for key, (item, where) in checked.items.items():
                 if item in held and key not in held[item]:
-                    path, line = _where(where)
+                    path, line = parse_where(where)
                     problems.append(Problem(path, line, "item_id", f"{part.name} already holds another version of "
                                             f"item {item!r} ({', '.join(sorted(held[item]))}); importing this one "
                                             "would show both to the participants of that list (did the item's "
