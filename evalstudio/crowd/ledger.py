@@ -26,7 +26,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from .ledger_schema import LedgerError
-from .ledger_store import FILE, POINTER, URL_ENV, Store, _Tx
+from .ledger_store import FILE, POINTER, URL_ENV, Store, Transaction
 from .ledger_sync import Lag, Synced
 
 __all__ = ["FILE", "POINTER", "URL_ENV", "Ledger", "Account", "Ref", "Load", "task_load", "LedgerError", "StudyFull",
@@ -424,13 +424,13 @@ class Ledger(Synced, Store):
             return True
 
 
-def _taken(tx: "_Tx", where: str, params: tuple, ref: str) -> int:
+def _taken(tx: "Transaction", where: str, params: tuple, ref: str) -> int:
     """How many references other than `ref` that match `where` have an answer."""
     return int(tx.one(f"SELECT COUNT(*) FROM refs WHERE {where} AND ref <> ? AND answered IS NOT NULL",
                       (*params, ref))[0])
 
 
-def _new_ref(tx: _Tx, who: str, part: str, task_id: int, served: float) -> Ref:
+def _new_ref(tx: Transaction, who: str, part: str, task_id: int, served: float) -> Ref:
     """A new reference of participant `who` (key) to a task, served now: their next number, inside `tx`."""
     number = int(tx.one("SELECT COUNT(*) FROM refs WHERE participant = ?", (who,))[0]) + 1
     ref = Ref(secrets.token_urlsafe(18), who, part, int(task_id), number, served)

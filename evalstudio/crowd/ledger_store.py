@@ -127,7 +127,7 @@ class Store:
         return sql.replace("?", "%s") if self.kind == "postgresql" else sql
 
     @contextlib.contextmanager
-    def _write(self) -> Iterator["_Tx"]:
+    def _write(self) -> Iterator["Transaction"]:
         """One exclusive transaction (writers queue; readers go on)."""
         with self._lock:
             if self.kind == "sqlite":
@@ -136,17 +136,17 @@ class Store:
                 self._db.execute("BEGIN")
                 self._db.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_id,))
             try:
-                yield _Tx(self, self._db)
+                yield Transaction(self, self._db)
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
             self._db.execute("COMMIT")
 
     @contextlib.contextmanager
-    def _read(self) -> Iterator["_Tx"]:
+    def _read(self) -> Iterator["Transaction"]:
         """A read on the read connection (SQLite: a snapshot of the last commit; it never waits for a writer)."""
         with self._read_lock:
-            yield _Tx(self, self._reader)
+            yield Transaction(self, self._reader)
 
     def _migrate(self) -> None:
         with self._write() as tx:
@@ -165,7 +165,7 @@ class Store:
             take_over(self.folder, tx)
 
 
-class _Tx:
+class Transaction:
     """Statements of one transaction ("?" placeholders, as SQLite writes them, on either database)."""
 
     def __init__(self, ledger: Store, connection):
