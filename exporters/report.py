@@ -37,13 +37,15 @@ def build_report(project: Project, tasks: list[dict], out_dir: Path, users: dict
                  n_boot: int = 1000, min_control_accuracy: float | None = None,
                  annotations: pd.DataFrame | None = None, model: pd.DataFrame | None = None,
                  exclude_prefilled: bool = False, keep_bad_instances: bool = False,
-                 quotas: dict[str, int] | None = None, judges=None) -> Path:
+                 quotas: dict[str, int] | None = None, judges=None, active=None) -> Path:
     """Write the CSVs and index.html for one project (or a study of several: pass its frames); returns the HTML path.
 
     Values accepted unchanged from a model prediction (prefill opt-in) would make agreement and alignment measure
     the model: the report refuses them unless `exclude_prefilled`, which leaves them out and says how many. Items
     an annotator marked as a bad instance (CMV) are left out of agreement and alignment unless `keep_bad_instances`.
-    `judges(annotations)`: (the LLM judges' table, one verdict line per judge) on the annotations the report keeps."""
+    `judges(annotations)`: (the LLM judges' table, one verdict line per judge) on the annotations the report keeps.
+    `active`: (per system, per pair, notes) of a study whose parts have an active design (exporters.active.estimates
+    from the ledger's design)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     ann = annotations if annotations is not None else annotation_frame(tasks, project, users)
     model = model if model is not None else model_frame(tasks, project)
@@ -73,6 +75,8 @@ def build_report(project: Project, tasks: list[dict], out_dir: Path, users: dict
     verdicts = []
     if judges is not None:  # (exporters.judges.judge_verdicts, computed by the caller on the same annotations)
         tables["judges"], verdicts = judges(ann)
+    if active is not None:
+        tables["active_systems"], tables["active_pairs"], active_notes = active
     if "list" in ann and ann["list"].notna().any():
         tables["lists"] = analysis.lists_table(ann)
     if project.importer == "circa" and "shown_label_is" in tinfo:
@@ -109,6 +113,14 @@ def build_report(project: Project, tasks: list[dict], out_dir: Path, users: dict
                  "ACL 2025) at epsilon 0.2.</p>",
                  "<ul>" + "".join(f"<li>{html.escape(line)}</li>" for line in verdicts) + "</ul>",
                  html_table(tables["judges"])]
+    if "active_systems" in tables:
+        body += ["<h2>Active design: the systems' means</h2>",
+                 "<p>The gateway drew which tasks humans label from the judge's uncertainty and kept every task's "
+                 "probability in the ledger; each system's mean human score from those labels and the judge's scores "
+                 "of every task, weighted by the probabilities (active statistical inference, Zrnic &amp; Candès "
+                 "2024), with 95% intervals from 30 labels per system (docs/active.md).</p>",
+                 *(f"<p>{html.escape(note)}</p>" for note in active_notes),
+                 html_table(tables["active_systems"]), html_table(tables["active_pairs"])]
     if "explanation_roles" in tables:
         body += ["<h2>Faithfulness vs plausibility</h2>",
                  "<p>Explanation ratings when the interpretation shown is the model's prediction (faithfulness) "

@@ -141,3 +141,10 @@ def test_the_gateway_serves_the_drawn_tasks_and_the_estimate_uses_the_ledgers_pr
             (expected["estimate"][0], expected["lo"][0], expected["hi"][0]), abs=1e-9)
         checked += 1
     assert checked >= 2, systems
+    # `report` reads the same design from the ledger: its page and active_systems.csv give the same estimates
+    report = CliRunner().invoke(app, ["report", "squality", "--projects", str(projects_file), "--bootstrap", "20",
+                                      "--participants", str(folder), "-o", str(tmp_path / "report")])
+    assert report.exit_code == 0, report.output
+    again = pd.read_csv(tmp_path / "report" / "active_systems.csv").query("criterion == 'overall'")
+    assert again["estimate"].equals(systems["estimate"]) and again["lo"].equals(systems["lo"])
+    assert "Active design: the systems' means" in (tmp_path / "report" / "index.html").read_text(encoding="utf-8")

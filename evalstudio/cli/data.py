@@ -263,6 +263,9 @@ def report(
     exclude_rejected: Annotated[bool, typer.Option(
         "--exclude-rejected", help="Leave out participants `evalstudio approvals` rejects (failed attention checks: "
         "crowd.min_gold_accuracy in projects.yaml).")] = False,
+    participants: Annotated[Optional[Path], typer.Option(
+        "--participants", help="The participants folder of the study's gateway (default: .evalstudio/participants): "
+                               "its ledger gives the study's status and an active design.")] = None,
     project_id: ProjectIdOption = None,
     projects: ProjectsOption = None,
 ):
@@ -278,14 +281,22 @@ def report(
 
     try:
         with staged_folder(output) as stage:  # written whole or not at all
-            reg, parts, per_part, frames, users = read_study(protocol, projects, from_export, project_id)
+            reg, parts, per_part, frames, users = read_study(protocol, projects, from_export, project_id, participants)
             tasks = [task for part_tasks in per_part for task in part_tasks]
             annotations = pd.concat(frames, ignore_index=True)
             crowd_study = any(part.crowd for part in parts)
             if exclude_rejected or crowd_study:
-                state = study_tables(parts, per_part, frames, study_ledger(protocol))
+                state = study_tables(parts, per_part, frames, study_ledger(protocol, participants))
             if exclude_rejected:
                 annotations = _without_rejected(annotations, parts, *state[:2])
+            active = None
+            if from_export is None and any(p.assignment is not None and p.assignment.strategy == "active"
+                                           for p in parts):  # (the design is in the live study's ledger)
+                from ..exporters.active import estimates
+                from .reading import active_design, label_studio_ratings
+
+                tidy, spec, _ = label_studio_ratings(protocol, projects, None)
+                active = estimates(tidy, spec, active_design(protocol, projects, participants))
             with console.status("computing statistics..."):
                 page = build_report(reg.study(protocol), tasks, stage, users, n_boot=bootstrap,
                                     min_control_accuracy=min_control_accuracy, annotations=annotations,
@@ -293,7 +304,8 @@ def report(
                                                     ignore_index=True),
                                     exclude_prefilled=exclude_prefilled, keep_bad_instances=keep_bad_instances,
                                     quotas=quotas(parts, per_part),
-                                    judges=lambda kept: judge_verdicts(tasks, kept, reg.study(protocol)))
+                                    judges=lambda kept: judge_verdicts(tasks, kept, reg.study(protocol)),
+                                    active=active)
             if crowd_study:  # its status page goes with the report
                 write_status(stage, protocol, *state)
                 index = page.read_text(encoding="utf-8")
