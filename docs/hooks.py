@@ -1,6 +1,8 @@
 """MkDocs hooks: parts of the reference pages are read from the repository when the site is built, so they cannot
 drift from it. `<!-- projects.yaml: header -->` becomes the comment block at the top of projects.yaml (what every
-key means) and `<!-- projects.yaml: entry NAME -->` the shipped entry NAME as it is in the file."""
+key means), `<!-- projects.yaml: keys -->` the table of every key from the model that checks an entry
+(evalstudio/protocols/reference.py) and `<!-- projects.yaml: entry NAME -->` the shipped entry NAME as it is in the
+file."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-MARK = re.compile(r"<!-- projects\.yaml: (header|entry ([a-z_0-9]+)) -->")
+MARK = re.compile(r"<!-- projects\.yaml: (header|keys|entry ([a-z_0-9]+)) -->")
 
 
 def _header(lines: list[str]) -> str:
@@ -33,4 +35,7 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
     if "<!-- projects.yaml:" not in markdown:
         return markdown
     lines = (ROOT / "projects.yaml").read_text(encoding="utf-8").splitlines()
-    return MARK.sub(lambda m: _header(lines) if m.group(1) == "header" else _entry(lines, m.group(2)), markdown)
+    from evalstudio.protocols.reference import markdown_table
+
+    return MARK.sub(lambda m: _header(lines) if m.group(1) == "header" else markdown_table() if m.group(1) == "keys"
+                    else _entry(lines, m.group(2)), markdown)

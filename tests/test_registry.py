@@ -245,3 +245,24 @@ def test_a_copied_projects_yaml_says_where_its_config_paths_are_read_from(tmp_pa
     assert message.startswith(f"{tmp_path / 'projects.yaml'}:") and ": projects." in message
     assert "paths are relative to the folder of the projects.yaml that names them" in message
     assert "copy the labeling_configs/ folder beside a copied projects.yaml" in message
+
+
+def test_every_key_of_an_entry_is_documented():
+    """Issue 53: the reference is generated from the model (evalstudio/protocols/reference.py), and every top-level
+    key the model accepts is named in the comment block of the shipped projects.yaml (what docs/reference shows)."""
+    import re
+
+    from evalstudio.protocols.reference import key_rows
+
+    header = []
+    for line in (ROOT / "projects.yaml").read_text(encoding="utf-8").splitlines():
+        if not line.startswith("#"):
+            break
+        header.append(line)
+    text = "\n".join(header)
+    top = [r["key"] for r in key_rows() if "." not in r["key"]]
+    assert {"title", "config", "metadata_controls", "assignment", "criteria"} <= set(top)
+    assert [k for k in top if not re.search(rf"\b{k}\b", text)] == []
+    nested = {r["key"] for r in key_rows()}
+    assert {"assignment.judge", "assignment.budget", "criteria.NAME.scale", "input.candidates.per_task",
+            "crowd.bonus.currency"} <= nested
