@@ -75,9 +75,6 @@ def analyze(
     is analysed."""
     from evalstudio.base.files import staged_folder
     from evalstudio.base.memory import use_returning_allocator
-    from evalstudio.readers.comparisons import header, looks_best_worst, looks_pairwise
-    from evalstudio.readers.ratings import orient_metrics, read_metrics, read_ratings
-    from evalstudio.readers.spec import read_spec, spec_from_protocol
 
     from ..exporters.metaeval import analyze as run
     from ..exporters.metaeval import write_analysis
@@ -85,63 +82,14 @@ def analyze(
     use_returning_allocator()
     try:
         with staged_folder(output) as stage:  # written whole or not at all
-            if spec is not None and protocol is not None:
-                raise BadInput("give --spec or --protocol, not both")
-            from ..stats.aggregation import crowdkit_available
-
-            if mace and not crowdkit_available():
-                raise BadInput("--mace needs crowd-kit: pip install 'evalstudio[crowd]'")
-            if not crowdkit_available():
-                console.print("Dawid-Skene is left out: crowd-kit is not installed (pip install 'evalstudio[crowd]').")
-            if ratings is None and protocol is None:
-                raise BadInput("give a ratings file, or --protocol to read that protocol's projects from Label Studio")
-            chosen_spec = read_spec(spec) if spec else None
-            # without a spec, the columns say whether a file holds comparisons or best-worst annotations
-            columns = header(ratings) if ratings is not None and protocol is None and chosen_spec is None else []
-            for layout, looks, run_layout, what in (
-                    ("best_worst", looks_best_worst, _best_worst, "best-worst annotations"),
-                    ("pairwise", looks_pairwise, _comparisons, "comparisons")):  # analysed on their own terms
-                if ratings is not None and protocol is None and (
-                        (chosen_spec is not None and chosen_spec.layout == layout)
-                        or (chosen_spec is None and looks(columns))):
-                    if alt_test is not None or (ppi is not None and layout != "pairwise"):
-                        raise BadInput(f"--alt-test{'' if layout == 'pairwise' else ' and --ppi'} work on ratings; "
-                                       f"{what} are analysed without {'it' if layout == 'pairwise' else 'them'}")
-                    if ppi is not None and metrics is None:
-                        raise BadInput("--ppi names a judge whose verdicts it uses: give --metrics")
-                    if lower_is_better or (metrics is not None and layout != "pairwise"):
-                        raise BadInput(f"{what} are analysed without --metrics and --lower-is-better"
-                                       + (" (--metrics takes an LLM judge's verdicts on comparisons)"
-                                          if layout != "pairwise" else ""))
-                    page = run_layout(ratings, chosen_spec, stage, bootstrap, metrics, ppi)
-                    console.print(f"analysis written to {output / page.name}")
-                    return
-            if protocol is not None and (ratings is None or ratings.suffix.lower() == ".json") and \
-                    load_registry(projects).study(protocol).compare is not None:
-                if lower_is_better or alt_test is not None:
-                    raise BadInput("comparisons and best-worst annotations are analysed without --lower-is-better "
-                                   "and --alt-test")
-                page = _preference_project(protocol, projects, ratings, stage, bootstrap, metrics, ppi)
+            _check_options(ratings, spec, protocol, mace)
+            page = _other_kinds(ratings, spec, protocol, stage, bootstrap, metrics, ppi, alt_test, lower_is_better,
+                                projects)
+            if page is not None:  # comparisons or best-worst annotations, analysed on their own terms
                 console.print(f"analysis written to {output / page.name}")
                 return
-            if protocol is not None and (ratings is None or ratings.suffix.lower() == ".json"):
-                tidy, full_spec, model = _label_studio(protocol, projects, ratings)
-                scores = read_metrics(metrics, full_spec, list(full_spec.criteria)) if metrics else model
-            else:
-                chosen = chosen_spec or (spec_from_protocol(load_registry(projects).get(protocol)) if protocol else None)
-                tidy, full_spec = read_ratings(ratings, chosen)
-                scores = read_metrics(metrics, full_spec, list(full_spec.criteria)) if metrics else None
-            if tidy.empty:
-                raise BadInput("no ratings to analyse")
-            if ppi is not None and scores is None:
-                raise BadInput("--ppi names a metric whose scores it uses: give --metrics")
-            if alt_test is not None and scores is None:
-                raise BadInput("--alt-test names a judge whose answers it uses: give --metrics")
-            flipped = list(dict.fromkeys([*(full_spec.lower_is_better), *(lower_is_better or [])]))
-            if flipped:
-                if scores is None:
-                    raise BadInput("--lower-is-better / lower_is_better names metrics, but there are none: give --metrics")
-                scores = orient_metrics(scores, flipped, str(metrics or "the model outputs"))
+            tidy, full_spec, scores, flipped = _ratings_and_scores(ratings, spec, protocol, metrics, ppi, alt_test,
+                                                                   lower_is_better, projects)
             notes = tidy.attrs.get("notes", [])  # e.g. rejected MTurk assignments left out
             for note in notes:
                 console.print(note)
@@ -156,6 +104,86 @@ def analyze(
                                       + notes)
     except EvalstudioError as e:
         raise fail_with(e)
+    _print_outcome(tables, ppi)
+    console.print(f"analysis written to {output / page.name}")
+
+
+def _check_options(ratings, spec, protocol, mace) -> None:
+    from ..stats.aggregation import crowdkit_available
+
+    if spec is not None and protocol is not None:
+        raise BadInput("give --spec or --protocol, not both")
+    if mace and not crowdkit_available():
+        raise BadInput("--mace needs crowd-kit: pip install 'evalstudio[crowd]'")
+    if not crowdkit_available():
+        console.print("Dawid-Skene is left out: crowd-kit is not installed (pip install 'evalstudio[crowd]').")
+    if ratings is None and protocol is None:
+        raise BadInput("give a ratings file, or --protocol to read that protocol's projects from Label Studio")
+
+
+def _other_kinds(ratings, spec, protocol, stage, bootstrap, metrics, ppi, alt_test, lower_is_better, projects):
+    """The page of a file (or a protocol's projects) of comparisons or best-worst annotations; None for ratings."""
+    from evalstudio.readers.comparisons import header, looks_best_worst, looks_pairwise
+    from evalstudio.readers.spec import read_spec
+
+    chosen_spec = read_spec(spec) if spec else None
+    # without a spec, the columns say whether a file holds comparisons or best-worst annotations
+    columns = header(ratings) if ratings is not None and protocol is None and chosen_spec is None else []
+    for layout, looks, run_layout, what in (
+            ("best_worst", looks_best_worst, _best_worst, "best-worst annotations"),
+            ("pairwise", looks_pairwise, _comparisons, "comparisons")):  # analysed on their own terms
+        if ratings is not None and protocol is None and (
+                (chosen_spec is not None and chosen_spec.layout == layout)
+                or (chosen_spec is None and looks(columns))):
+            if alt_test is not None or (ppi is not None and layout != "pairwise"):
+                raise BadInput(f"--alt-test{'' if layout == 'pairwise' else ' and --ppi'} work on ratings; "
+                               f"{what} are analysed without {'it' if layout == 'pairwise' else 'them'}")
+            if ppi is not None and metrics is None:
+                raise BadInput("--ppi names a judge whose verdicts it uses: give --metrics")
+            if lower_is_better or (metrics is not None and layout != "pairwise"):
+                raise BadInput(f"{what} are analysed without --metrics and --lower-is-better"
+                               + (" (--metrics takes an LLM judge's verdicts on comparisons)"
+                                  if layout != "pairwise" else ""))
+            return run_layout(ratings, chosen_spec, stage, bootstrap, metrics, ppi)
+    if protocol is not None and (ratings is None or ratings.suffix.lower() == ".json") and \
+            load_registry(projects).study(protocol).compare is not None:
+        if lower_is_better or alt_test is not None:
+            raise BadInput("comparisons and best-worst annotations are analysed without --lower-is-better "
+                           "and --alt-test")
+        return _preference_project(protocol, projects, ratings, stage, bootstrap, metrics, ppi)
+    return None
+
+
+def _ratings_and_scores(ratings, spec, protocol, metrics, ppi, alt_test, lower_is_better, projects):
+    """(tidy ratings, their spec, metric scores oriented higher-is-better or None, the metrics negated)."""
+    from evalstudio.readers.ratings import orient_metrics, read_metrics, read_ratings
+    from evalstudio.readers.spec import read_spec, spec_from_protocol
+
+    if protocol is not None and (ratings is None or ratings.suffix.lower() == ".json"):
+        tidy, full_spec, model = _label_studio(protocol, projects, ratings)
+        scores = read_metrics(metrics, full_spec, list(full_spec.criteria)) if metrics else model
+    else:
+        chosen = read_spec(spec) if spec else (spec_from_protocol(load_registry(projects).get(protocol))
+                                               if protocol else None)
+        tidy, full_spec = read_ratings(ratings, chosen)
+        scores = read_metrics(metrics, full_spec, list(full_spec.criteria)) if metrics else None
+    if tidy.empty:
+        raise BadInput("no ratings to analyse")
+    if ppi is not None and scores is None:
+        raise BadInput("--ppi names a metric whose scores it uses: give --metrics")
+    if alt_test is not None and scores is None:
+        raise BadInput("--alt-test names a judge whose answers it uses: give --metrics")
+    flipped = list(dict.fromkeys([*(full_spec.lower_is_better), *(lower_is_better or [])]))
+    if flipped:
+        if scores is None:
+            raise BadInput("--lower-is-better / lower_is_better names metrics, but there are none: give --metrics")
+        scores = orient_metrics(scores, flipped, str(metrics or "the model outputs"))
+    return tidy, full_spec, scores, flipped
+
+
+def _print_outcome(tables, ppi) -> None:
+    """What the terminal says after an analysis of ratings: the summary, the PPI table, the alt-test's verdicts and
+    what was not computed."""
     console.print(_results(tables))
     if ppi is not None and not tables["ppi_systems"].empty:
         console.print(_ppi_results(tables["ppi_systems"]))
@@ -171,7 +199,6 @@ def analyze(
     if not_computed is not None and not not_computed.empty:
         console.print(f"Not computed ({len(not_computed)}; why, in not_computed.csv and the page): "
                       + "; ".join(dict.fromkeys(f"{r.table} for {r.criterion}" for r in not_computed.itertuples())))
-    console.print(f"analysis written to {output / page.name}")
 
 
 def _results(tables):
