@@ -1,0 +1,65 @@
+"""`evalstudio compare`: a reproduction of a human evaluation against the original."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from evalstudio.base.errors import BadInput, EvalstudioError
+
+from .base import ProjectsOption, app, console, fail_with, load_registry
+
+
+@app.command()
+def compare(
+    original: Annotated[Path, typer.Argument(help="The original study's ratings (any file `analyze` reads).")],
+    reproduction: Annotated[Path, typer.Argument(help="The reproduction's ratings, read with the same spec.")],
+    spec: Annotated[Optional[Path], typer.Option(help="The analysis spec of both files (as for `analyze`).")] = None,
+    protocol: Annotated[Optional[str], typer.Option(help="A built-in protocol: its criteria as the spec.")] = None,
+    output: Annotated[Path, typer.Option("--output", "-o", help="Folder for the CSVs.")] = Path("compare"),
+    projects: ProjectsOption = None,
+):
+    """How far a reproduction agrees with the original study.
+
+    Per criterion and system, the two studies' scores and their small-sample coefficient of variation CV* (Belz,
+    Popović & Mille 2022, on the scale shifted to start at 0); and the correlation of the two studies' system scores
+    and of their item-level means (Pearson with its 95% interval, Spearman, Kendall). Writes compare_systems.csv,
+    compare_correlations.csv and notes.txt."""
+    from evalstudio.base.files import open_output, staged_folder
+    from evalstudio.readers.ratings import read_ratings
+    from evalstudio.readers.spec import read_spec, spec_from_protocol
+
+    from ..exporters.compare import compare_studies
+    from ..exporters.files import write_table
+
+    try:
+        if spec is not None and protocol is not None:
+            raise BadInput("give --spec or --protocol, not both")
+        chosen = read_spec(spec) if spec else (spec_from_protocol(load_registry(projects).get(protocol))
+                                               if protocol else None)
+        first, full_spec = read_ratings(original, chosen)
+        second, _ = read_ratings(reproduction, full_spec)
+        systems, correlations, notes = compare_studies(first, second, full_spec)
+        if systems.empty and correlations.empty:
+            raise BadInput("the two files share no numeric criterion: nothing to compare")
+        with staged_folder(output) as stage:
+            write_table(systems, stage / "compare_systems.csv", "csv")
+            write_table(correlations, stage / "compare_correlations.csv", "csv")
+            with open_output(stage / "notes.txt") as f:
+                f.write("".join(n + "\n" for n in notes))
+    except EvalstudioError as e:
+        raise fail_with(e)
+    for criterion, g in systems.groupby("criterion", sort=False):
+        console.print(f"{criterion}: CV* per system " + ", ".join(
+            f"{r.system} {r.cv_star:.2f}" for r in g.itertuples() if r.cv_star == r.cv_star) + f" (mean "
+            f"{g['cv_star'].mean():.2f})")
+    for r in correlations.itertuples():
+        shown = (f"r {r.pearson:.3f}" + (f" [{r.pearson_lo:.3f}, {r.pearson_hi:.3f}]" if r.pearson_lo == r.pearson_lo
+                                         else "") + f", Spearman {r.spearman:.3f}, Kendall {r.kendall:.3f}"
+                 if r.pearson == r.pearson else "too few to correlate")
+        console.print(f"{r.criterion}, {r.level} level ({r.n}): {shown}")
+    for note in notes:
+        console.print(note)
+    console.print(f"written to {output}")
