@@ -160,7 +160,8 @@ def test_a_participant_reads_only_what_the_view_shows(study, client, reg):
     model version), of its predictions or of other people's annotations."""
     web = signed_in(study, "GW2")
     task = web.get("/api/next/dialogue").json()
-    assert set(task) == {"ref", "number", "data", "previous", "progress", "update"}
+    assert set(task) == {"ref", "number", "data", "previous", "progress", "update", "guide"}
+    assert task["guide"] == "open"  # the first task of the part: its guide open (issue 53), nothing else said
     assert set(task["data"]) <= reg.entry("dialogue").data_fields()
     # every task showing the same data (the example repeats some responses across systems)
     originals = [t for page in client.full_task_pages(study["project_id"]) for t in page
