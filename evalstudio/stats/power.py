@@ -29,7 +29,6 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 from scipy import stats
 
 
@@ -55,43 +54,32 @@ def one_way_components(values, groups, strata=None) -> Components:
     groups = np.asarray(groups)
     if values.ndim != 1 or len(values) != len(groups):
         raise ValueError("values and groups: one group per value")
-    if strata is not None:
-        return _nested_components(values, groups, np.asarray(strata))
     if not np.isfinite(values).all():
         raise ValueError("values: a missing or infinite value")
+    if strata is not None and len(strata) != len(values):
+        raise ValueError("values and strata: one stratum per value")
     codes = np.unique(groups, return_inverse=True)[1]
+    # one stratum (the grand mean) is the one-way design
+    layers = np.zeros(len(values), dtype=int) if strata is None else np.unique(np.asarray(strata),
+                                                                              return_inverse=True)[1]
     sizes = np.bincount(codes)
-    big_g, big_n = len(sizes), len(values)
-    if big_g < 2 or big_n - big_g < 1:
-        raise ValueError(f"variance components need 2 or more items and a repeated observation within one (got "
-                         f"{big_g} items and {big_n} observations)")
-    means = np.bincount(codes, weights=values) / sizes
-    grand = values.mean()
-    ss_between = float(np.sum(sizes * (means - grand) ** 2))
-    ss_within = float(np.sum((values - means[codes]) ** 2))
-    ms_between, ms_within = ss_between / (big_g - 1), ss_within / (big_n - big_g)
-    n0 = (big_n - np.sum(sizes**2) / big_n) / (big_g - 1)
-    return Components(max((ms_between - ms_within) / n0, 0.0), ms_within, big_g, big_n)
-
-
-def _nested_components(values: np.ndarray, groups: np.ndarray, strata: np.ndarray) -> Components:
-    if len(strata) != len(values) or not np.isfinite(values).all():
-        raise ValueError("values, groups and strata: one of each per value, values finite")
-    pairs = pd.DataFrame({"v": values, "g": groups, "s": strata})
-    if pairs.groupby("g")["s"].nunique().max() > 1:
+    big_g, big_s, big_n = len(sizes), layers.max() + 1, len(values)
+    layer_of = np.zeros(big_g, dtype=int)
+    layer_of[codes] = layers
+    if (layer_of[codes] != layers).any():
         raise ValueError("strata: a group lies in two strata")
-    sizes = pairs.groupby("g")["v"].agg(["size", "mean"]).join(pairs.groupby("g")["s"].first())
-    stratum_mean = pairs.groupby("s")["v"].mean()
-    stratum_size = pairs.groupby("s")["v"].size()
-    big_g, big_s, big_n = len(sizes), len(stratum_size), len(values)
     if big_g - big_s < 1 or big_n - big_g < 1:
-        raise ValueError(f"variance components need more items than strata and a repeated observation within one "
+        raise ValueError(f"variance components need 2 or more items and a repeated observation within one (got "
+                         f"{big_g} items and {big_n} observations)" if strata is None else
+                         f"variance components need more items than strata and a repeated observation within one "
                          f"(got {big_g} items in {big_s} strata, {big_n} observations)")
-    ss_between = float(np.sum(sizes["size"] * (sizes["mean"] - sizes["s"].map(stratum_mean)) ** 2))
-    ss_within = float(np.sum((values - pairs["g"].map(sizes["mean"]).to_numpy()) ** 2))
+    means = np.bincount(codes, weights=values) / sizes
+    layer_means = np.bincount(layers, weights=values) / np.bincount(layers)
+    ss_between = float(np.sum(sizes * (means - layer_means[layer_of]) ** 2))
+    ss_within = float(np.sum((values - means[codes]) ** 2))
     ms_between, ms_within = ss_between / (big_g - big_s), ss_within / (big_n - big_g)
-    squares = (sizes["size"] ** 2).groupby(sizes["s"]).sum()
-    n0 = (big_n - float((squares / stratum_size).sum())) / (big_g - big_s)
+    squares = np.bincount(layer_of, weights=sizes.astype(float) ** 2) / np.bincount(layers)
+    n0 = (big_n - float(squares.sum())) / (big_g - big_s)
     return Components(max((ms_between - ms_within) / n0, 0.0), ms_within, big_g, big_n)
 
 
