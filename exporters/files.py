@@ -83,3 +83,15 @@ def write_table(frame: pd.DataFrame, path: Path, fmt: str) -> None:
             write_jsonl(frame, f)
     else:
         write_csv(frame, path)
+
+
+def write_results(output: Path, tables: dict[str, pd.DataFrame], notes: list[str]) -> None:
+    """A command's result folder, written whole or not at all: each table as NAME.csv (spreadsheet-safe) and the
+    notes, one a line, in notes.txt."""
+    from evalstudio.base.files import staged_folder
+
+    with staged_folder(output) as stage:
+        for name, frame in tables.items():
+            write_csv(frame, stage / f"{name}.csv")
+        with open_output(stage / "notes.txt") as f:
+            f.write("".join(note + "\n" for note in notes))

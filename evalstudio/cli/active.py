@@ -12,7 +12,7 @@ import typer
 
 from evalstudio.base.errors import BadInput, EvalstudioError
 
-from .base import ProjectsOption, fail_with, load_registry, app, console
+from .base import ProjectsOption, app, chosen_spec, console, fail_with
 
 active_app = typer.Typer(
     help="Human labels where the judge is unsure: which segments to label (draw), the estimates they give "
@@ -40,12 +40,8 @@ def _scores(metrics: Path, spec=None):
 
 def _ratings(ratings: Path, spec: Path | None, protocol: str | None, projects):
     from evalstudio.readers.ratings import read_ratings
-    from evalstudio.readers.spec import read_spec, spec_from_protocol
 
-    if spec is not None and protocol is not None:
-        raise BadInput("give --spec or --protocol, not both")
-    chosen = read_spec(spec) if spec else (spec_from_protocol(load_registry(projects).get(protocol)) if protocol else None)
-    return read_ratings(ratings, chosen)
+    return read_ratings(ratings, chosen_spec(spec, protocol, projects))
 
 
 def _draws(path: Path):
@@ -117,31 +113,27 @@ def estimate(
     drawn with (active statistical inference, Zrnic & Candès 2024): unbiased whatever the judge, with intervals
     from 30 labels per system. The design is the draws file, or, for a study run through the gateway with
     `assignment: {strategy: active}`, the ledger. Writes active_systems.csv, active_pairs.csv and notes.txt."""
-    from evalstudio.base.files import open_output, staged_folder
 
     from ..exporters.active import estimates
-    from ..exporters.files import write_table
+    from ..exporters.files import write_results
 
     try:
         if ratings is None:
             if protocol is None or draws is not None:
                 raise BadInput("give the ratings file and --draws, or --protocol alone for a study the gateway ran "
                                "with an active design")
-            from .reading import active_design, label_studio_ratings
+            from .reading import active_design, read_study, study_ratings
 
-            tidy, full_spec, _ = label_studio_ratings(protocol, projects, None)
-            design = active_design(protocol, projects, participants)
+            _, parts, per_part, frames, _ = read_study(protocol, projects, None, None, participants)
+            tidy, full_spec, _ = study_ratings(protocol, parts, per_part, frames)
+            design = active_design(protocol, projects, participants, {p.name: t for p, t in zip(parts, per_part)})
         else:
             if draws is None:
                 raise BadInput("--draws: the draws file the labels were collected from (`active draw`)")
             tidy, full_spec = _ratings(ratings, spec, protocol, projects)
             design = _draws(draws)
         systems, pairs, notes = estimates(tidy, full_spec, design, alpha)
-        with staged_folder(output) as stage:
-            write_table(systems, stage / "active_systems.csv", "csv")
-            write_table(pairs, stage / "active_pairs.csv", "csv")
-            with open_output(stage / "notes.txt") as f:
-                f.write("".join(n + "\n" for n in notes))
+        write_results(output, {"active_systems": systems, "active_pairs": pairs}, notes)
     except EvalstudioError as e:
         raise fail_with(e)
     for r in systems.itertuples():

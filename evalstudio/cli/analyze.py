@@ -9,7 +9,7 @@ import typer
 
 from evalstudio.base.errors import BadInput, EvalstudioError
 
-from .base import ProjectsOption, fail_with, load_registry, app, console
+from .base import ProjectsOption, app, chosen_spec, console, fail_with, load_registry
 from .reading import label_studio_ratings as _label_studio
 
 
@@ -126,15 +126,15 @@ def _other_kinds(ratings, spec, protocol, stage, bootstrap, metrics, ppi, alt_te
     from evalstudio.readers.comparisons import header, looks_best_worst, looks_pairwise
     from evalstudio.readers.spec import read_spec
 
-    chosen_spec = read_spec(spec) if spec else None
+    given = read_spec(spec) if spec else None
     # without a spec, the columns say whether a file holds comparisons or best-worst annotations
-    columns = header(ratings) if ratings is not None and protocol is None and chosen_spec is None else []
+    columns = header(ratings) if ratings is not None and protocol is None and given is None else []
     for layout, looks, run_layout, what in (
             ("best_worst", looks_best_worst, _best_worst, "best-worst annotations"),
             ("pairwise", looks_pairwise, _comparisons, "comparisons")):  # analysed on their own terms
         if ratings is not None and protocol is None and (
-                (chosen_spec is not None and chosen_spec.layout == layout)
-                or (chosen_spec is None and looks(columns))):
+                (given is not None and given.layout == layout)
+                or (given is None and looks(columns))):
             if alt_test is not None or (ppi is not None and layout != "pairwise"):
                 raise BadInput(f"--alt-test{'' if layout == 'pairwise' else ' and --ppi'} work on ratings; "
                                f"{what} are analysed without {'it' if layout == 'pairwise' else 'them'}")
@@ -144,7 +144,7 @@ def _other_kinds(ratings, spec, protocol, stage, bootstrap, metrics, ppi, alt_te
                 raise BadInput(f"{what} are analysed without --metrics and --lower-is-better"
                                + (" (--metrics takes an LLM judge's verdicts on comparisons)"
                                   if layout != "pairwise" else ""))
-            return run_layout(ratings, chosen_spec, stage, bootstrap, metrics, ppi)
+            return run_layout(ratings, given, stage, bootstrap, metrics, ppi)
     if protocol is not None and (ratings is None or ratings.suffix.lower() == ".json") and \
             load_registry(projects).study(protocol).compare is not None:
         if lower_is_better or alt_test is not None:
@@ -157,15 +157,12 @@ def _other_kinds(ratings, spec, protocol, stage, bootstrap, metrics, ppi, alt_te
 def _ratings_and_scores(ratings, spec, protocol, metrics, ppi, alt_test, lower_is_better, projects):
     """(tidy ratings, their spec, metric scores oriented higher-is-better or None, the metrics negated)."""
     from evalstudio.readers.ratings import orient_metrics, read_metrics, read_ratings
-    from evalstudio.readers.spec import read_spec, spec_from_protocol
 
     if protocol is not None and (ratings is None or ratings.suffix.lower() == ".json"):
         tidy, full_spec, model = _label_studio(protocol, projects, ratings)
         scores = read_metrics(metrics, full_spec, list(full_spec.criteria)) if metrics else model
     else:
-        chosen = read_spec(spec) if spec else (spec_from_protocol(load_registry(projects).get(protocol))
-                                               if protocol else None)
-        tidy, full_spec = read_ratings(ratings, chosen)
+        tidy, full_spec = read_ratings(ratings, chosen_spec(spec, protocol, projects))
         scores = read_metrics(metrics, full_spec, list(full_spec.criteria)) if metrics else None
     if tidy.empty:
         raise BadInput("no ratings to analyse")

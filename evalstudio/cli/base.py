@@ -73,3 +73,15 @@ def fail_with(error: Exception) -> typer.Exit:
 
 def load_registry(projects: Path | None) -> registry.Registry:
     return registry.load(projects)
+
+
+def chosen_spec(spec: Path | None, protocol: str | None, projects: Path | None):
+    """The spec a ratings file is read with: the --spec file, a --protocol's criteria, or None (the file's usual
+    columns, each criterion's scale guessed); both given is refused."""
+    from evalstudio.readers.spec import read_spec, spec_from_protocol
+
+    if spec is not None and protocol is not None:
+        raise BadInput("give --spec or --protocol, not both")
+    if spec is not None:
+        return read_spec(spec)
+    return spec_from_protocol(load_registry(projects).get(protocol)) if protocol else None

@@ -9,7 +9,7 @@ import typer
 
 from evalstudio.base.errors import BadInput, EvalstudioError
 
-from .base import ProjectsOption, app, console, fail_with, load_registry
+from .base import ProjectsOption, app, chosen_spec, console, fail_with
 
 
 @app.command()
@@ -27,28 +27,18 @@ def compare(
     Popović & Mille 2022, on the scale shifted to start at 0); and the correlation of the two studies' system scores
     and of their item-level means (Pearson with its 95% interval, Spearman, Kendall). Writes compare_systems.csv,
     compare_correlations.csv and notes.txt."""
-    from evalstudio.base.files import open_output, staged_folder
     from evalstudio.readers.ratings import read_ratings
-    from evalstudio.readers.spec import read_spec, spec_from_protocol
 
     from ..exporters.compare import compare_studies
-    from ..exporters.files import write_table
+    from ..exporters.files import write_results
 
     try:
-        if spec is not None and protocol is not None:
-            raise BadInput("give --spec or --protocol, not both")
-        chosen = read_spec(spec) if spec else (spec_from_protocol(load_registry(projects).get(protocol))
-                                               if protocol else None)
-        first, full_spec = read_ratings(original, chosen)
+        first, full_spec = read_ratings(original, chosen_spec(spec, protocol, projects))
         second, _ = read_ratings(reproduction, full_spec)
         systems, correlations, notes = compare_studies(first, second, full_spec)
         if systems.empty and correlations.empty:
             raise BadInput("the two files share no numeric criterion: nothing to compare")
-        with staged_folder(output) as stage:
-            write_table(systems, stage / "compare_systems.csv", "csv")
-            write_table(correlations, stage / "compare_correlations.csv", "csv")
-            with open_output(stage / "notes.txt") as f:
-                f.write("".join(n + "\n" for n in notes))
+        write_results(output, {"compare_systems": systems, "compare_correlations": correlations}, notes)
     except EvalstudioError as e:
         raise fail_with(e)
     for criterion, g in systems.groupby("criterion", sort=False):

@@ -293,10 +293,11 @@ def report(
             if from_export is None and any(p.assignment is not None and p.assignment.strategy == "active"
                                            for p in parts):  # (the design is in the live study's ledger)
                 from ..exporters.active import estimates
-                from .reading import active_design, label_studio_ratings
+                from .reading import active_design, study_ratings
 
-                tidy, spec, _ = label_studio_ratings(protocol, projects, None)
-                active = estimates(tidy, spec, active_design(protocol, projects, participants))
+                tidy, spec, _ = study_ratings(protocol, parts, per_part, frames)  # the study read above
+                active = estimates(tidy, spec, active_design(protocol, projects, participants,
+                                                             {p.name: t for p, t in zip(parts, per_part)}))
             with console.status("computing statistics..."):
                 page = build_report(reg.study(protocol), tasks, stage, users, n_boot=bootstrap,
                                     min_control_accuracy=min_control_accuracy, annotations=annotations,

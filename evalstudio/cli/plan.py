@@ -9,7 +9,7 @@ import typer
 
 from evalstudio.base.errors import BadInput, EvalstudioError
 
-from .base import ProjectsOption, fail_with, load_registry, app, console
+from .base import ProjectsOption, app, chosen_spec, console, fail_with
 
 
 @app.command()
@@ -61,7 +61,6 @@ def plan(
     with the curves to -o."""
     from evalstudio.base.files import staged_folder
     from evalstudio.readers.ratings import read_ratings
-    from evalstudio.readers.spec import read_spec, spec_from_protocol
 
     from ..exporters.plan import best_design, plan_tables, write_plan
     from ..exporters.precision import precision_tables
@@ -84,9 +83,7 @@ def plan(
                 tidy, full_spec, _ = label_studio_ratings(protocol, projects, ratings)
                 lead = tidy.attrs.get("median_task_seconds")
             else:
-                chosen = read_spec(spec) if spec else (spec_from_protocol(load_registry(projects).get(protocol))
-                                                       if protocol else None)
-                tidy, full_spec = read_ratings(ratings, chosen)
+                tidy, full_spec = read_ratings(ratings, chosen_spec(spec, protocol, projects))
             name = _criterion(full_spec, criterion)
             minutes = minutes_per_task if minutes_per_task is not None else (lead / 60 if lead else None)
             tables, notes = {}, []

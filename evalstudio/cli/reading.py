@@ -278,6 +278,12 @@ def _duration(hours: float) -> str:
 def label_studio_ratings(protocol: str, projects, export: Path | None):
     """(tidy ratings, spec, model outputs as the metric `model`) of a protocol's projects, live or from an export;
     what `report` leaves out (surplus annotations, bad instances) is left out here too."""
+    _, parts, per_part, frames, _ = read_study(protocol, projects, export, None)
+    return study_ratings(protocol, parts, per_part, frames)
+
+
+def study_ratings(protocol: str, parts, per_part, frames):
+    """`label_studio_ratings` of a study read already (`read_study`'s parts, tasks and annotation frames)."""
     import pandas as pd
 
     from evalstudio.readers.ratings import from_label_studio
@@ -286,7 +292,6 @@ def label_studio_ratings(protocol: str, projects, export: Path | None):
     from ..exporters.analysis import exclusions
     from ..exporters.tidy import model_frame, prediction_frame
 
-    reg, parts, per_part, frames, _ = read_study(protocol, projects, export, None)
     criteria = {}
     for part in parts:
         criteria.update(spec_from_protocol(part).criteria)
@@ -306,10 +311,11 @@ def label_studio_ratings(protocol: str, projects, export: Path | None):
     return tidy, spec, scores
 
 
-def active_design(protocol: str, projects, folder: Path | None = None):
+def active_design(protocol: str, projects, folder: Path | None = None, tasks: dict[str, list] | None = None):
     """The draws of a protocol's active parts (projects.yaml `assignment: {strategy: active}`) as `evalstudio active
     draw` writes them, from the study's ledger (where the gateway kept each task's probability and draw) and the
-    tasks' item and system in Label Studio."""
+    tasks' item and system: `tasks` (part name -> its tasks, as `read_study` read them), else read from Label
+    Studio."""
     import pandas as pd
 
     from evalstudio.crowd import ledger as ledgers
@@ -323,14 +329,14 @@ def active_design(protocol: str, projects, folder: Path | None = None):
         raise BadInput(f"{protocol} has no part with `assignment: {{strategy: active}}` in projects.yaml: give the "
                        "ratings file and the draws file `active draw` wrote")
     book = ledgers.open_ledger(study_ledger(protocol, folder))
-    client = Client(settings_from_env())
+    client = Client(settings_from_env()) if tasks is None else None
     rows = []
     for part in parts:
         design = book.design(part.name)
         if not design:
             raise BadInput(f"{part.name}: the ledger has no design yet (the gateway draws it when it first serves "
                            "the part)")
-        for task in client.export_tasks(client.require_project(part)):
+        for task in (tasks[part.name] if tasks is not None else client.export_tasks(client.require_project(part))):
             if int(task["id"]) not in design:
                 continue  # imported after the draw: never served
             probability, drawn, score, confidence = design[int(task["id"])]

@@ -15,6 +15,8 @@ import math
 import numpy as np
 from scipy import stats
 
+from .alignment import fisher_ci
+
 
 def c4(n: int) -> float:
     """The bias of the sample standard deviation of n normal values: E[s] = c4(n) sigma."""
@@ -57,8 +59,7 @@ def correlation_interval(x, y, alpha: float = 0.05) -> dict[str, float]:
     if n < 3 or np.std(x) == 0 or np.std(y) == 0:
         return out
     r = float(np.corrcoef(x, y)[0, 1])
-    out.update(pearson=r, spearman=float(stats.spearmanr(x, y)[0]), kendall=float(stats.kendalltau(x, y)[0]))
-    if n > 3 and abs(r) < 1:
-        half = stats.norm.ppf(1 - alpha / 2) / math.sqrt(n - 3)
-        out.update(pearson_lo=math.tanh(math.atanh(r) - half), pearson_hi=math.tanh(math.atanh(r) + half))
+    lo, hi = fisher_ci(r, n, "pearson", 1 - alpha)  # NaN below 4 pairs or at |r| = 1
+    out.update(pearson=r, pearson_lo=lo, pearson_hi=hi, spearman=float(stats.spearmanr(x, y)[0]),
+               kendall=float(stats.kendalltau(x, y)[0]))
     return out
