@@ -188,6 +188,7 @@ def read_nested(path: Path, nested: Nested, criteria: dict, problems: Problems) 
                 if not isinstance(ids, list) or any(_text(i) in (None, "") for i in ids):
                     problem(line, nested.annotators, "not a list of annotator ids")
                     continue
+            fields, kind_key = set(record), frozenset(ratings)  # the record's kind (see `kinds`), once per element
             for criterion, spec in criteria.items():
                 if spec.where is not None and not _selects(spec.where, record, element):
                     continue  # a record of the other kind (FED: dialog-level, for a turn-level criterion)
@@ -198,9 +199,9 @@ def read_nested(path: Path, nested: Nested, criteria: dict, problems: Problems) 
                                        "FIELD (the records that have FIELD) or where: '!FIELD' (those that lack it)")
                     continue
                 if spec.where is None:
-                    kind = kinds.setdefault(criterion, {}).setdefault(frozenset(ratings), [line, set(record), set()])
-                    kind[1] &= set(record)
-                    kind[2] |= set(record)
+                    kind = kinds.setdefault(criterion, {}).setdefault(kind_key, [line, set(fields), set()])
+                    kind[1] &= fields
+                    kind[2] |= fields
                 given = ratings[key] if isinstance(ratings[key], list) else [ratings[key]]
                 if ids is not None and len(ids) != len(given):
                     problem(line, key, f"{len(given)} ratings for {len(ids)} annotators ('{nested.annotators}')")
