@@ -248,8 +248,21 @@ def test_no_secret_of_the_running_servers_is_on_a_command_line(label_studio):
 @pytest.mark.server
 def test_no_secret_of_the_running_servers_is_in_its_log(label_studio):
     """Label Studio logs every request line: the token (sent as a header) and the password never appear there."""
+    import time
+
+    import httpx
+
     creds = label_studio.credentials()
-    log = (label_studio.data_dir / "label-studio.log").read_text(encoding="utf-8", errors="replace")
+    # a request with the token (a header) of its own, so that the test does not depend on which tests ran before
+    # it; then wait until the server has logged it (a state, polled, not a duration)
+    httpx.get(f"{label_studio.url}/api/projects", headers={"Authorization": f"Token {creds.api_key}"}, timeout=60)
+    path = label_studio.data_dir / "label-studio.log"
+    log = ""
+    for _ in range(600):
+        log = path.read_text(encoding="utf-8", errors="replace")
+        if "/api/projects" in log:
+            break
+        time.sleep(0.1)
     assert "/api/" in log  # the log is the server's request log, not an empty file
     assert creds.password not in log and creds.api_key not in log
 
