@@ -105,6 +105,11 @@ BAD_PROJECTS = [
     ("no such importer", lambda raw: _set(raw, "health", importer="nosuch"), "unknown importer 'nosuch'; valid names: circa"),
     ("crowd after", lambda raw: raw["projects"]["circa_part2"]["crowd"].__setitem__("after", "dialogue"),
      "circa_part2.crowd.after: 'dialogue' is not another project of the study 'circa'"),
+    ("parts in a circle", lambda raw: raw["projects"]["cmv_threads"]["crowd"].__setitem__("after", "cmv_tom"),
+     "crowd.after: cmv_threads -> cmv_tom -> cmv_threads come after each other in a circle; one of them must come "
+     "first (remove its crowd.after)"),
+    ("a part after itself", lambda raw: raw["projects"]["cmv_tom"]["crowd"].__setitem__("after", "cmv_tom"),
+     "crowd.after: cmv_tom -> cmv_tom come after each other in a circle"),
     ("bonus without batches", lambda raw: raw["projects"]["dialogue"]["crowd"].pop("batch_size"),
      "the all_batches bonus needs batch_size and max_batches"),
 ]

@@ -220,7 +220,9 @@ def test_cmv_measures_persuasiveness_blind_and_nothing_moves_after_generate(labe
     `generate` gives the delta threads their ToM values and the same files are imported again. The delta threads go
     to cmv_tom and stay, unchanged, in cmv_threads: cmv_threads, the instrument that measures persuasiveness, holds
     delta and non-delta threads mixed; nothing is deleted or moved, and `status` finds nothing changed. Through the
-    gateway a participant who answered a delta thread in cmv_tom never gets it in cmv_threads. Without
+    gateway a participant rates their blind sample first, drawn from every thread, then cmv_tom, where the delta
+    threads come again; with the order removed, one who answered a delta thread in cmv_tom never gets it in
+    cmv_threads. Without
     `shares_items` an item still belongs to one project of a study: the import refuses it with file:line, and once
     the researcher has deleted the task(s) it names (the move it asks for), imports it and `status` is clean."""
     from .conftest import only_on_the_last_database
@@ -230,8 +232,8 @@ def test_cmv_measures_persuasiveness_blind_and_nothing_moves_after_generate(labe
     only_on_the_last_database(label_studio)  # (what it checks is the import's and the gateway's, not the database's)
 
     def own(raw):
-        raw["projects"]["cmv_tom"].update(title="Blind test: tom", annotators_per_task=1)
-        raw["projects"]["cmv_threads"].update(title="Blind test: threads", annotators_per_task=1)
+        raw["projects"]["cmv_tom"].update(title="Blind test: tom", annotators_per_task=2)  # (two participants)
+        raw["projects"]["cmv_threads"].update(title="Blind test: threads", annotators_per_task=2)
     projects_file = _projects_file(tmp_path, own)
     env = {"LABEL_STUDIO_URL": label_studio.url, "LABEL_STUDIO_API_KEY": label_studio.credentials().api_key,
            "EVALSTUDIO_PROJECTS": str(projects_file), "EVALSTUDIO_RECORDS": str(tmp_path / "records")}
@@ -264,8 +266,12 @@ def test_cmv_measures_persuasiveness_blind_and_nothing_moves_after_generate(labe
     with gateway_process(label_studio, "cmv", folder, projects_file) as url:
         web = signed_in({"url": url, "accounts": participants.load_accounts(folder)}, "BLIND1")
         book = ledger.open_ledger(folder)
+        # the blind part first (issue 53): cmv_tom shows that a comment got a delta, so it opens only after
+        # cmv_threads, and the blind sample is drawn from every thread, delta and non-delta alike
+        assert "Please finish “Blind test: threads” first" in web.get("/api/next/cmv_tom").json()["finished"]
+        assert "Starts once you have finished “Blind test: threads”" in web.get("/").text
         seen = {}
-        for entry in ("cmv_tom", "cmv_threads"):
+        for entry in ("cmv_threads", "cmv_tom"):
             seen[entry] = []
             while "ref" in (task := web.get(f"/api/next/{entry}").json()):
                 seen[entry].append(task["data"]["post"])
@@ -273,9 +279,29 @@ def test_cmv_measures_persuasiveness_blind_and_nothing_moves_after_generate(labe
                 result = [{"from_name": c.name, "to_name": c.to_name[0], "type": "choices",
                            "value": {"choices": ["Yes"]}} for c in controls if c.name.startswith("q")]
                 assert web.post(f"/api/submit/{task['ref']}", json={"result": result}).json() == {"ok": True}
-        assert len(seen["cmv_tom"]) == len(delta)
-        assert len(seen["cmv_threads"]) == len(records) - len(delta)  # the delta threads: met once, in cmv_tom
-        assert book.answered_count("BLIND1", "cmv_threads") == len(records) - len(delta)
+        assert len(seen["cmv_threads"]) == len(records)  # every thread, blind: nothing taken out of the pool
+        assert len(seen["cmv_tom"]) == len(delta)  # and every delta sample after it, met again with its delta
+        assert book.answered_count("BLIND1", "cmv_threads") == len(records)
+    # met twice, in order: not a warning (status flags only an item met in two unordered parts)
+    status = run("status", "cmv", "--participants", str(folder), env={**env, "COLUMNS": "250"})
+    assert status.returncode == 0 and "two projects" not in " ".join(status.stdout.split()), status.stdout
+
+    def unordered(raw):  # a researcher's study without the order: one item, once per participant
+        own(raw)
+        raw["projects"]["cmv_tom"]["crowd"].pop("after")
+    (tmp_path / "unordered").mkdir()
+    participants.add(client, ["BLIND2"], folder)
+    with gateway_process(label_studio, "cmv", folder, _projects_file(tmp_path / "unordered", unordered)) as url:
+        web = signed_in({"url": url, "accounts": participants.load_accounts(folder)}, "BLIND2")
+        for entry, expected in (("cmv_tom", len(delta)), ("cmv_threads", len(records) - len(delta))):
+            served = 0
+            while "ref" in (task := web.get(f"/api/next/{entry}").json()):
+                controls = registry.load(projects_file).get(entry).interface.controls
+                result = [{"from_name": c.name, "to_name": c.to_name[0], "type": "choices",
+                           "value": {"choices": ["No"]}} for c in controls if c.name.startswith("q")]
+                assert web.post(f"/api/submit/{task['ref']}", json={"result": result}).json() == {"ok": True}
+                served += 1
+            assert served == expected, entry  # the delta threads: met once, in cmv_tom
 
     def one_project_per_item(raw):
         own(raw)

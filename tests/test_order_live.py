@@ -68,10 +68,9 @@ def walked(label_studio, client, reg, tmp_path_factory):
         ledger.open_ledger(folder).set_setting("order-salt", "a seeded study")
         accounts = participants.load_accounts(folder)
         book = ledger.open_ledger(folder)
-        # in projects.yaml's order (cmv: cmv_tom first; a participant then meets the delta threads there, and in
-        # cmv_threads the others: never one item twice)
-        entries = list(dict.fromkeys(reg.get(name).entry for name in reg.projects
-                                     if reg.get(name).entry in {p.entry for p in own.parts(study_name)}))
+        # in the study's order (cmv: the blind cmv_threads first, every thread; then cmv_tom, whose delta threads
+        # come again: crowd.after)
+        entries = list(dict.fromkeys(p.entry for p in own.parts(study_name)))
         with gateway_process(label_studio, study_name, folder, projects_file) as url:
             study = {"url": url, "accounts": accounts}
             for walker, pid in ids.items():

@@ -336,3 +336,33 @@ def test_participants_add_reports_a_cell_over_the_csv_limit(tmp_path):
     with pytest.raises(InvalidInput) as error:
         participants.read_ids([str(export)])
     assert f"{export}:3: a cell is longer than 131,072 characters" in str(error.value)  # where the cell starts
+
+
+def _unordered(parts):
+    """The CMV parts without their order (cmv_tom's crowd.after removed)."""
+    return [p.model_copy(update={"crowd": p.crowd.model_copy(update={"after": None})}) if p.crowd else p for p in parts]
+
+
+@pytest.mark.parametrize("order, projects, warned", [
+    # issue 53: the blind cmv_threads comes first; a delta thread met again in cmv_tom is the design
+    ("ordered", ["cmv_threads", "cmv_tom"], False),
+    ("ordered", ["cmv_tom", "cmv_threads"], False),  # (which came first is order_warnings' concern)
+    ("unordered", ["cmv_threads", "cmv_tom"], True),
+    ("ordered", ["cmv_threads"], False),
+])
+def test_an_item_met_in_two_parts_is_flagged_only_where_no_order_puts_one_first(reg, order, projects, warned):
+    from evalstudio.protocols import part_order
+
+    parts = reg.parts("cmv")
+    assert [p.entry for p in parts] == ["cmv_threads", "cmv_tom"]  # the study's order: the blind part first
+    assert part_order.earlier_entries(parts, "cmv_tom") == {"cmv_threads"}
+    if order == "unordered":
+        parts = _unordered(parts)
+    ids = {"cmv_threads": 1, "cmv_tom": 2}
+    per_part = [[{"id": ids[p.name], "data": {"item_id": "thread-7"}}] for p in parts]
+    annotations = pd.DataFrame({"annotator": ["a"] * len(projects), "project": projects,
+                                "task_id": [ids[p] for p in projects], "cancelled": [False] * len(projects)})
+    warnings = study.shared_item_warnings(annotations, parts, per_part)
+    assert bool(warnings) == warned, warnings
+    if warned:
+        assert warnings["a"].startswith("answered 1 item(s) in two projects of the study")

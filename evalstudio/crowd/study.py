@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
+from evalstudio.protocols import part_order
 from evalstudio.protocols.registry import Crowd, Project
 from evalstudio.values.results import task_fields
 
@@ -176,9 +177,10 @@ def list_warnings(annotations: pd.DataFrame, parts: list[Project]) -> dict[str, 
 
 def shared_item_warnings(annotations: pd.DataFrame, parts: list[Project],
                          per_part: list[list[dict]]) -> dict[str, str]:
-    """annotator -> warning for participants who answered one item (item_id) in two projects of the study (cmv: a
-    delta thread in cmv_tom and in cmv_threads): they met it twice, which the gateway never does (possible only in
-    Label Studio itself)."""
+    """annotator -> warning for participants who answered one item (item_id) in two projects of the study that no
+    crowd.after orders (cmv, without its order: a delta thread in cmv_tom and in cmv_threads): they met it twice, which
+    the gateway never does (possible only in Label Studio itself). A later part may show an item again (cmv_tom after
+    the blind cmv_threads): that is the design, not a warning."""
     item_of = {int(t["id"]): str((t.get("data") or {}).get("item_id")) for tasks in per_part for t in tasks
                if (t.get("data") or {}).get("item_id") is not None}
     done = annotations[~annotations["cancelled"].astype(bool)]
@@ -186,12 +188,15 @@ def shared_item_warnings(annotations: pd.DataFrame, parts: list[Project],
         return {}
     done = done.assign(item=done["task_id"].map(lambda t: item_of.get(int(t))),
                        entry=done["project"].map({p.name: p.entry for p in parts})).dropna(subset=["item"])
-    twice = done.groupby(["annotator", "item"])["entry"].nunique()
-    out: dict[str, str] = {}
-    for (annotator, _), n in twice[twice > 1].items():
-        out[annotator] = out.get(annotator, 0) + 1
-    return {a: f"answered {n} item(s) in two projects of the study (met them twice; the gateway gives each participant "
-               "an item once)" for a, n in out.items()}
+    earlier = {p.entry: part_order.earlier_entries(parts, p.entry) for p in parts}
+    met = done.groupby(["annotator", "item"])["entry"].unique()
+    out: dict[str, int] = {}
+    for (annotator, _), entries in met.items():
+        # the entries that no other entry of these comes after: more than one is an item met twice unordered
+        if len([e for e in entries if not earlier[e] & set(entries)]) > 1:
+            out[annotator] = out.get(annotator, 0) + 1
+    return {a: f"answered {n} item(s) in two projects of the study that no crowd.after orders (met them twice; the "
+               "gateway gives each participant an item once)" for a, n in out.items()}
 
 
 def gold_rate_warnings(parts: list[Project], per_part: list[list[dict]]) -> list[str]:

@@ -17,6 +17,7 @@ from starlette.responses import JSONResponse, Response
 
 from evalstudio.crowd import routing
 from evalstudio.crowd.ledger import Ref
+from evalstudio.protocols import part_order
 from evalstudio.tasks.order import choose, participant_order, seed_of, waiting
 
 from .admission import Session
@@ -210,10 +211,12 @@ class Serving:
 
     async def _items_seen_elsewhere(self, session: Session, part: Part) -> set[str]:
         """The items (item ids) the participant was served in the study's other projects: cmv's delta threads are in
-        cmv_tom and in cmv_threads, and one participant meets each in one of them only."""
+        cmv_tom and in cmv_threads, and one participant meets each in one of them only, except in a part that comes
+        after the other (crowd.after): cmv_tom after the blind cmv_threads may show a thread rated blind before."""
         seen: set[str] = set()
+        earlier = part_order.earlier_entries(list(self.parts.values()), part_order.entry_of(part))
         for name, tasks in self.ledger.served_by_part(session.participant).items():
-            if name == part.name or name not in self.parts:
+            if name == part.name or name not in self.parts or part_order.entry_of(self.parts[name]) in earlier:
                 continue
             contexts = (await self._catalogue(self.parts[name])).contexts
             seen |= {contexts[t] for t in tasks if t in contexts}

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from evalstudio.base.errors import RegistryError, UnknownName
 from evalstudio.base.files import read_text_file
 
+from . import part_order
 from .adaptive import Assignment, StopWhen, adaptive_problems
 from .config_checks import check_against_config, compare_problems
 from .judges import read_judges
@@ -187,24 +188,22 @@ class Project(BaseModel):
 
     agents: list[str] = []
     metadata_controls: list[str] = []
-    # Other entries of the study whose items this one may hold too (cmv_threads: every thread, cmv_tom: the delta
-    # threads with ToM values). Without it an item belongs to one project of a study; with it the gateway still never
-    # gives one participant an item twice, and `status` flags an annotator who answered one in two projects.
+    # Other entries of the study that may hold this one's items (cmv_tom: delta threads, also in cmv_threads); without
+    # it an item belongs to one project of a study. The gateway serves a participant an item twice only in parts
+    # ordered by crowd.after (blind first); `status` flags one who answered it in two unordered projects.
     shares_items: list[str] = []
     predictor: Literal["stored", "learner", "llm"] = "stored"
     # Model-assisted labelling: the ML backend's predictions fill the annotator's answer controls. Off by default:
     # in a human evaluation the answers start empty (no anchoring); with it off evalstudio creates no predictions.
     prefill: bool = False
-    # Several Label Studio projects can make one study (Circa: Part I, then Part II); they share `study`.
-    study: str | None = None
+    study: str | None = None  # several Label Studio projects that make one study (Circa: Part I, then Part II)
     # Task order (evalstudio/tasks/order.py): "random" (the default) gives each annotator an order of their own (through
     # the gateway with no two tasks of one context back to back; in Label Studio its uniform sampling), "sequential"
     # everyone the import's order (no two tasks of one context back to back, no system in a fixed place).
     order: Literal["sequential", "random"] = "random"
-    # Participant ids from the annotator's account e-mail (e.g. prolific: <PID>@email.prolific.com).
-    participant_id: Literal["prolific"] | None = None
-    # Study design checked at import: every item has exactly `versions` systems, the same set for all items
-    # (and exactly `items` items, when given).
+    participant_id: Literal["prolific"] | None = None  # ids from the account e-mail (<PID>@email.prolific.com)
+    # Study design checked at import: every item has exactly `versions` systems, the same set for all items (and
+    # exactly `items` items, when given).
     design: dict[str, int] = {}
     # What the ML backend can write where an input lacks it (`evalstudio generate`): model outputs that annotators
     # judge, shown read-only in the item (tom: CMV's ToM values; explanation: Circa Part II's explanations).
@@ -358,7 +357,7 @@ class Registry:
         found = [p for p in self.projects.values() if p.study == name or p.list_of == name]
         if not found:
             raise UnknownName("protocol", name, self.names())
-        return found
+        return part_order.in_order(found)  # each part after the one it comes after (crowd.after)
 
     def study(self, name: str) -> Project:
         """One Project standing for a whole study in the analysis: the parts' criteria and metadata together."""
@@ -474,6 +473,9 @@ def load(path: Path | str | None = None) -> Registry:
         if first and entries[first].lists:
             raise RegistryError(f"{Where(path, text, project.entry)}.crowd.after: '{first}' has counterbalanced "
                                 "lists; a part done first cannot have lists")
+    if looped := part_order.circle(list(entries.values())):
+        raise RegistryError(f"{Where(path, text, looped[0])}.crowd.after: {' -> '.join(looped + looped[:1])} come "
+                            "after each other in a circle; one of them must come first (remove its crowd.after)")
     return Registry(projects, path, read_judges(raw, path, text))
 
 
