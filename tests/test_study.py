@@ -366,3 +366,15 @@ def test_an_item_met_in_two_parts_is_flagged_only_where_no_order_puts_one_first(
     assert bool(warnings) == warned, warnings
     if warned:
         assert warnings["a"].startswith("answered 1 item(s) in two projects of the study")
+
+
+@pytest.mark.parametrize("project, gold_label, counted", [
+    ("circa_part1", "Yes", True),  # a control question: its gold label is an answer of the criterion
+    ("circa_part2_list1", "Yes", False),  # Part II knows the gold label too, but rates an explanation 1-5
+])
+def test_only_answers_of_the_criterion_are_gold(reg, project, gold_label, counted):
+    """Circa Part II's tasks carry is_control and the gold label (for the faithfulness analysis); taken as gold
+    answers of its 1-5 rating, every Part II answer was 'wrong', and participants who did Part II failed the
+    attention checks (found by `publish`'s datasheet, issue 54)."""
+    task = {"id": 1, "data": {}, "meta": {"is_control": True, "gold_label": gold_label}}
+    assert len(study.gold_answers([task], reg.get(project))) == int(counted)

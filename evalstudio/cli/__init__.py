@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import typer
 
-from . import active, analyze, compare, data, gateway, judge, model, new, plan, servers, study  # noqa: F401 - the command groups register on app
+from . import active, analyze, compare, data, gateway, judge, model, new, plan, publish, servers, study  # noqa: F401 - the command groups register on app
 from .base import REPO_EXAMPLES, ProjectsOption, fail_with, load_registry, app, console, err  # noqa: F401 - the package's API
 
 

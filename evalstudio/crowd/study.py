@@ -47,7 +47,9 @@ def gold_answers(tasks: Iterable[dict], project: Project) -> pd.DataFrame:
         gold = fields.get("gold")
         if isinstance(gold, Mapping):
             rows += [{"task_id": task["id"], "criterion": c, "gold": v} for c, v in gold.items() if c in project.criteria]
-        elif fields.get("is_control") and fields.get("gold_label") is not None and first:
+        elif fields.get("is_control") and fields.get("gold_label") is not None and first and \
+                fields["gold_label"] in (project.criteria[first].labels or ()):
+            # (Circa Part II's tasks know the gold label too, but rate an explanation 1-5: no gold answer there)
             rows.append({"task_id": task["id"], "criterion": first, "gold": fields["gold_label"]})
     return pd.DataFrame(rows, columns=["task_id", "criterion", "gold"])
 

@@ -66,6 +66,15 @@ def _in_send_order(spool: Path, items: dict[str, tuple[str, str]]) -> Iterator[s
             yield spooled.readline().decode("utf-8")
 
 
+def _spool_lines(checked: Scan, as_listed: bool) -> Iterator[str]:
+    """The spooled tasks in the order they are sent: the files' own (as_listed) or the import's (send order)."""
+    if not as_listed:
+        yield from _in_send_order(checked.spool, checked.items)
+        return
+    with open(checked.spool, encoding="utf-8") as spooled:
+        yield from spooled
+
+
 def send_batch(client, project_id: int, batch: list[tuple[str, dict | str]], watermark: int,
                retry: RetryPolicy) -> tuple[dict[str, int], bool]:
     """Import one batch of (evalstudio id, task: a dict or its JSON text) without ever duplicating a task. Returns
@@ -106,6 +115,7 @@ def import_files(
     checked: Scan | None = None,
     record: bool = True,
     in_flight: int = 1,
+    as_listed: bool = False,
 ) -> ImportReport:
     """Validate all files, then send only tasks whose id the project does not have yet, in batches.
 
@@ -121,13 +131,16 @@ def import_files(
 
     `in_flight`: batches sent at a time (Label Studio on PostgreSQL takes two at a time about 20% faster). More than
     one only for a project with `order: random`: concurrent batches interleave Label Studio's task ids, which are
-    the order a sequential project shows its tasks in. Every batch keeps its exactly-once recovery."""
+    the order a sequential project shows its tasks in. Every batch keeps its exactly-once recovery.
+
+    `as_listed`: send the tasks in the files' order (`evalstudio reproduce`: a published study's tasks in the order
+    its Label Studio held them), not the import's own order (order.send_order)."""
     try:
         check_in_flight(project, in_flight)
         if checked is None:
             checked = scan(project, importer, paths, spool=True)
         return _import_files(project, importer, paths, client, batch_size, on_progress, skip_invalid, checked, record,
-                             in_flight)
+                             in_flight, as_listed)
     finally:
         if checked is not None:
             checked.discard()
@@ -144,7 +157,7 @@ def check_in_flight(project: Project, in_flight: int) -> None:
 
 
 def _import_files(project, importer, paths, client, batch_size, on_progress, skip_invalid, checked: Scan,
-                  record: bool, in_flight: int = 1) -> ImportReport:
+                  record: bool, in_flight: int = 1, as_listed: bool = False) -> ImportReport:
     checked.warn_unknown(project)
     skip = set()
     if checked.problems and skip_invalid and not checked.design and all(p.line for p in checked.problems):
@@ -235,7 +248,7 @@ def _import_files(project, importer, paths, client, batch_size, on_progress, ski
 
     try:
         if checked.spool is not None:  # what the scan validated, converted and serialised: sent as it is
-            for line in _in_send_order(checked.spool, checked.items):
+            for line in _spool_lines(checked, as_listed):
                 key_text, where_text, digest_text, task_text = line.rstrip("\n").split("\t", 3)
                 key = json.loads(key_text)
                 if skip and parse_where(json.loads(where_text)) in skip:

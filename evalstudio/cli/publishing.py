@@ -1,0 +1,247 @@
+"""What `evalstudio publish` and `evalstudio reproduce` do, below the commands (cli/publish.py): the facts of a
+study gathered from Label Studio, the ledger and projects.yaml, and the package written from them
+(exporters/datasheet.py, exporters/release.py, exporters/instrument.py); a package set up again on a Label Studio
+and checked against its manifest."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from evalstudio.base.errors import BadInput, InvalidInput
+
+from ..exporters import datasheet, instrument, release
+from .reading import read_study, study_ledger, study_tables
+
+AGREEMENT_NAMES = {"alpha": "Krippendorff's alpha", "fleiss_kappa": "Fleiss' kappa",
+                   "percent_agreement": "percent agreement", "cohen_kappa_mean": "mean pairwise Cohen's kappa"}
+
+
+def publish_study(protocol: str, projects, folder: Path | None, stage: Path, key_file: Path, output: Path,
+                  pay: float | None, currency: str | None, licence: str, n_boot: int) -> dict:
+    """Writes the publication of a study into `stage`; returns a summary (counts) for the terminal."""
+    from evalstudio.crowd import participants, study
+
+    from ..exporters.analysis import agreement_table
+
+    key = release.read_key(key_file, output)
+    reg, parts, per_part, frames, _ = read_study(protocol, projects, None, None, folder)
+    folder = study_ledger(protocol, folder)
+    crowd, table, _, _, annotations = study_tables(parts, per_part, frames, folder)
+    counted = study.counted(annotations)
+    if counted.empty:
+        raise BadInput(f"{protocol}: no counted answer yet; publish a study once it has ratings")
+    accounts = participants.load_accounts(folder)
+    secrets = [s for a in accounts.values() for s in (a.participant_id, a.email, a.access, a.password,
+                                                       a.platform_study, a.platform_session) if s]
+    secrets += [str(s) for column in ("participant", "annotator") if column in table for s in table[column]]
+    free_text = [m for p in parts for m in p.metadata_controls if _tag(p, m) == "TextArea"]
+    ratings = release.ratings_table(annotations, key, dict.fromkeys(free_text))
+    ratings, review = release.scrub(ratings, ["rationale", *free_text], secrets)
+    decisions = study.decisions(table, crowd) if not table.empty else pd.DataFrame()
+    agreement = agreement_table(counted, reg.study(protocol), n_boot=n_boot)
+    facts = _facts(protocol, parts, per_part, counted, table, crowd, decisions, agreement, pay, currency, folder)
+    facts["free_text"] = len(review)
+
+    data = stage / "data_release"
+    files = release.write_data(data, ratings, review)
+    (stage / "review_free_text.csv").write_bytes(files["review"].read_bytes())
+    files["review"].unlink()
+    titles = list(dict.fromkeys(p.entry_title for p in parts))
+    title = titles[0] if len(titles) == 1 else f"{protocol}: {'; '.join(titles)}"
+    (data / "README.md").write_text(release.dataset_card(protocol, title, ratings, facts, licence, len(review)),
+                                    encoding="utf-8")
+    release.write_croissant(data / "croissant.json", release.croissant(protocol, title, ratings, files, data, licence))
+    datasheet.write_datasheet(stage, title, datasheet.heds_answers(facts), datasheet.checklist_d(facts))
+    shown = _write_instrument(stage / instrument.INSTRUMENT, reg, parts, per_part, key, folder)
+    instrument.write_manifest(stage, shown, protocol)
+    return {"ratings": len(ratings), "annotators": facts["annotators"], "free_text": len(review),
+            "open": sum(a.status == datasheet.OPEN for a in datasheet.heds_answers(facts))}
+
+
+def _tag(project, control: str) -> str | None:
+    return next((c.tag for c in project.interface.controls if c.name == control), None)
+
+
+def _facts(protocol, parts, per_part, counted, table, crowd, decisions, agreement, pay, currency, folder) -> dict:
+    from importlib.metadata import PackageNotFoundError, version
+
+    from evalstudio.crowd import participants, study
+
+    def installed(name, fallback):
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return fallback
+
+    systems = counted.assign(system=counted["system"].fillna("(one system)").astype(str))
+    per_system = systems.groupby("system")["item_id"].nunique().astype(int).to_dict()
+    gold = sum(len(study.gold_answers(t, p)["task_id"].unique()) for p, t in zip(parts, per_part))
+    currency = currency or (crowd.bonus.currency if crowd.bonus else None)
+    facts = {
+        "protocol": protocol, "annotators": int(counted["annotator"].nunique()),
+        "items": int(counted["item_id"].nunique()), "systems": len(per_system), "items_per_system": per_system,
+        "platform": crowd.platform, "paid": bool(crowd.platform or pay), "max_participants": crowd.max_participants,
+        "quota": crowd.per_participant if crowd.per_participant != "all" else None,
+        "gold_items": gold, "min_gold_accuracy": crowd.min_gold_accuracy,
+        "rejected": int((decisions.get("decision", pd.Series(dtype=str)) == "reject").sum()),
+        "flagged": int((table.get("warnings", pd.Series(dtype=str)).fillna("") != "").sum()),
+        "gateway": bool(participants.load_accounts(folder)),
+        "label_studio": installed("label-studio", "1.23.2"), "evalstudio": installed("evalstudio", "0.1.0"),
+        "order_of_parts": " then ".join(dict.fromkeys(p.entry_title for p in parts))
+        if any(p.crowd and p.crowd.after for p in parts) else None,
+        "comment_box": ", ".join(m for p in parts for m in p.metadata_controls if _tag(p, m) == "TextArea"),
+        "active": "by an automatic random process: an active design drew each task for a human label with a "
+                  "probability from the judge's uncertainty (each probability is in the gateway's ledger)"
+        if any(p.assignment is not None and p.assignment.strategy == "active" for p in parts) else None,
+        "parts": [{"title": p.entry_title, "controls": ", ".join(f"{c.name} ({c.tag})" for c in p.interface.controls)}
+                  for p in dict((p.entry, p) for p in parts).values()],
+    }
+    if crowd.min_gold_accuracy is not None:
+        facts["excluded"] = (f"participants below {crowd.min_gold_accuracy:.0%} correct on the gold items are "
+                             "rejected")
+    seconds = pd.to_numeric(counted["lead_time"], errors="coerce")
+    hours = float(seconds.sum()) / 3600
+    bonus = float(pd.to_numeric(decisions.get("bonus", pd.Series(dtype=float)), errors="coerce").fillna(0).sum())
+    approved = int((decisions.get("decision", pd.Series(dtype=str)) == "approve").sum())
+    median = float(seconds.median()) if seconds.notna().any() else None
+    if pay is not None and hours > 0:
+        total = pay * approved + bonus
+        facts["pay"] = (f"{pay:.2f} {currency or ''} per participant ({approved} approved) and {bonus:.2f} in bonuses: "
+                        f"{total:.2f} for {hours:.2f} hours on tasks as the server measured them, an effective "
+                        f"{total / hours:.2f} {currency or ''} per hour; median {median:.0f} s per task").replace("  ", " ")
+    elif median is not None:
+        facts["pay"] = (f"base pay not given (--pay); bonuses {bonus:.2f} {currency or ''}; {hours:.2f} hours on tasks "
+                        f"as the server measured them; median {median:.0f} s per task").replace("  ", " ")
+    facts["hours"], facts["median_seconds"], facts["bonus_total"], facts["approved"] = hours, median, bonus, approved
+    facts["criteria"] = _criteria(parts, agreement)
+    return facts
+
+
+def _criteria(parts, agreement: pd.DataFrame) -> list[dict]:
+    out, seen = [], set()
+    for part in parts:
+        config = part.config_for("gateway")
+        for name, spec in part.criteria.items():
+            if name in seen:
+                continue
+            seen.add(name)
+            slot = part.slots(name)[0]
+            control = datasheet.control_facts(config, slot.control)
+            size, values = datasheet.scale_size(spec, control)
+            row = agreement[agreement["criterion"] == name] if "criterion" in agreement else agreement.iloc[0:0]
+            out.append({"number": len(out) + 1, "name": name, "control": slot.control, "size": size,
+                        "values": values, "presented": datasheet.presentation(control), "prompt": control["prompt"],
+                        "agreement": _agreement_text(row.iloc[0]) if len(row) else None})
+    return out
+
+
+def _agreement_text(row) -> str | None:
+    if pd.isna(row.get("alpha")):
+        return None
+    text = (f"{AGREEMENT_NAMES['alpha']} ({row['scale']}) {row['alpha']:.3f}, 95% bootstrap interval "
+            f"[{row['alpha_lo']:.3f}, {row['alpha_hi']:.3f}], over {int(row['items'])} items, {int(row['ratings'])} "
+            f"ratings by {int(row['annotators'])} annotators")
+    others = [f"{AGREEMENT_NAMES[k]} {row[k]:.3f}" for k in ("fleiss_kappa", "percent_agreement", "cohen_kappa_mean")
+              if k in row and pd.notna(row[k])]
+    return text + ("; " + ", ".join(others) if others else "") + "; intra-annotator agreement not measured."
+
+
+def _write_instrument(target: Path, reg, parts, per_part, key: bytes, folder: Path) -> dict[str, str]:
+    """instrument/ (see exporters/instrument.py); returns the digests of every text annotators saw."""
+    import yaml
+
+    from evalstudio.crowd import ledger as ledger_module, participants
+    from evalstudio.values.results import ID_FIELD
+
+    (target / "labeling_configs").mkdir(parents=True)
+    (target / "instructions").mkdir()
+    shown: dict[str, str] = {}
+    entries = dict((p.entry, p) for p in parts)
+    configs = {}
+    for entry, project in entries.items():
+        name = f"labeling_configs/{entry}.xml"
+        (target / name).write_text(project.label_config + "\n", encoding="utf-8")
+        configs[entry] = name
+        instructions = project.instructions_for("gateway")
+        (target / "instructions" / f"{entry}.html").write_text(instructions, encoding="utf-8")
+        shown[f"config/{entry}"] = instrument.sha256_text(project.config_for("gateway"))
+        shown[f"instructions/{entry}"] = instrument.sha256_text(instructions)
+    raw = yaml.safe_load(Path(reg.path).read_text(encoding="utf-8"))["projects"]
+    (target / "projects.yaml").write_text(instrument.entries_yaml({e: raw[e] for e in entries}, configs),
+                                          encoding="utf-8")
+    order: dict = {"parts": {}, "served": {}, "lists": {}}
+    ids_of: dict[int, str] = {}
+    with (target / "tasks.jsonl").open("w", encoding="utf-8") as out:
+        for project, tasks in zip(parts, per_part):
+            ordered = sorted(tasks, key=lambda t: t["id"])
+            order["parts"][project.name] = {"order": project.order,
+                                            "tasks": [str(t["data"][ID_FIELD]) for t in ordered]}
+            for task in ordered:
+                record = instrument.package_task(project, task)
+                out.write(json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n")
+                ids_of[int(task["id"])] = str(task["data"][ID_FIELD])
+                shown[f"task/{project.name}/{task['data'][ID_FIELD]}"] = instrument.shown_digest(project, task["data"])
+    if participants.has_ledger(folder):
+        book = ledger_module.open_ledger(folder)
+        for ref in sorted(book.answers(), key=lambda r: (r.participant, r.part, r.number)):
+            if ref.answered is not None and ref.task_id in ids_of:
+                served = order["served"].setdefault(release.pseudonym(key, ref.participant), {})
+                served.setdefault(ref.part, []).append(ids_of[ref.task_id])
+        order["lists"] = {entry: {release.pseudonym(key, p): n for p, n in members.items()}
+                          for entry, members in book.lists().items()}
+    (target / "order.json").write_text(json.dumps(order, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    return shown
+
+
+# --- reproduce ----------------------------------------------------------------------------------------------
+
+def reproduce_package(package: Path, client, on_progress=None) -> list[str]:
+    """Sets the package's study up on `client`'s Label Studio (projects, tasks in the published order) once the
+    files match the manifest; returns what was checked, each line saying equal. InvalidInput when the study set up
+    differs from the manifest (a config, a task's shown fields or the order)."""
+    from evalstudio.base.errors import Problem
+    from evalstudio.protocols import registry
+    from evalstudio.tasks.importing import import_files
+    from evalstudio.tasks.scanning import scan
+
+    manifest = instrument.check_package(package)
+    reg = registry.load(package / instrument.INSTRUMENT / "projects.yaml")
+    parts = reg.parts(manifest["protocol"])
+    tasks_file = package / instrument.INSTRUMENT / "tasks.jsonl"
+    scans = [scan(p, instrument.PackageImporter, [tasks_file], spool=True) for p in parts]
+    try:
+        if problems := list(dict.fromkeys(pr for s in scans for pr in s.problems + s.design)):
+            raise InvalidInput(problems)
+        ids = {}
+        for part, checked in zip(parts, scans):
+            report = import_files(part, instrument.PackageImporter, [tasks_file], client, checked=checked,
+                                  on_progress=on_progress, as_listed=True)  # the published order
+            ids[part.name] = report.project_id
+    finally:
+        for checked in scans:
+            checked.discard()
+    published = json.loads((package / instrument.INSTRUMENT / "order.json").read_text(encoding="utf-8"))["parts"]
+    from evalstudio.values.results import ID_FIELD
+
+    lines, problems = [], []
+    for part in parts:
+        stored = client.project(ids[part.name]).label_config
+        if instrument.sha256_text(part.config_for("gateway")) != manifest["shown"].get(f"config/{part.entry}") or \
+                stored.strip() != part.config_for("label-studio").strip():
+            problems.append(Problem(part.name, None, "config", "differs from the published labeling config"))
+        tasks = sorted(client.export_tasks(ids[part.name]), key=lambda t: t["id"])
+        differ = [t["data"].get(ID_FIELD) for t in tasks if instrument.shown_digest(part, t["data"]) !=
+                  manifest["shown"].get(f"task/{part.name}/{t['data'].get(ID_FIELD)}")]
+        if differ:
+            problems.append(Problem(part.name, None, "tasks", f"{len(differ)} task(s) show other fields than "
+                                                              f"published, e.g. {differ[0]}"))
+        problems += instrument.order_problems({part.name: published[part.name]["tasks"]},
+                                              {part.name: [str(t["data"][ID_FIELD]) for t in tasks]})
+        lines.append(f"{part.name}: project {ids[part.name]}, config, {len(tasks)} task(s) and their order equal "
+                     "the published instrument (SHA-256)")
+    if problems:
+        raise InvalidInput(problems)
+    return lines

@@ -1,0 +1,223 @@
+"""The data of a finished study, ready to share (`evalstudio publish`): the ratings as one tidy table in Parquet and
+CSV, annotators under keyed pseudonyms, a Hugging Face dataset card and Croissant metadata.
+
+What is left out, and why:
+- platform ids, e-mails, sign-in codes, passwords, Prolific/MTurk session ids: never written. Annotators appear as
+  pseudonyms, HMAC-SHA256 of their id under a key that stays with the researcher (not in the folder): the same key
+  gives the same pseudonyms in a later release, and without it nobody can link a pseudonym to a platform id (an
+  unkeyed hash of a Prolific id could be recomputed by anyone who holds the id).
+- when each answer was given (a timestamp can be matched against the platform's own records); the seconds spent on
+  each task, as the server measured them, stay.
+- answers that do not count: skipped tasks, answers beyond a task's overlap (what `analyze` leaves out too).
+Free text (rationales, notes) can hold anything a participant typed, their own name or id included: every such
+cell is listed in review_free_text.csv for the researcher to read before release, and one that holds a participant's
+id, e-mail or code, or anything shaped like an e-mail address, is replaced by "[removed: ...]" and flagged.
+
+Croissant: the MLCommons metadata format for ML datasets, version 1.0 (http://mlcommons.org/croissant/1.0).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+import pandas as pd
+
+from evalstudio.base.errors import BadInput
+
+from .files import write_csv, write_parquet
+
+EMAIL = re.compile(r"[\w.+-]+@[\w-]+(\.[\w-]+)+")
+REMOVED = "[removed: {}]"
+# the release's columns, in order (those the study has)
+COLUMNS = ["part", "task_id", "item_id", "system", "list", "annotator", "criterion", "agent", "value", "rationale",
+           "seconds"]
+
+
+def pseudonym(key: bytes, annotator: str) -> str:
+    """A stable pseudonym: 'A' and 12 hex digits of HMAC-SHA256(key, id)."""
+    return "A" + hmac.new(key, str(annotator).encode("utf-8"), hashlib.sha256).hexdigest()[:12]
+
+
+def read_key(path: Path, output: Path) -> bytes:
+    """The researcher's pseudonym key: read from `path`, made there (readable by the owner only) on first use.
+    Refused inside the output folder: the key must not travel with the data."""
+    import os
+    import secrets
+
+    if path.resolve().is_relative_to(output.resolve()):
+        raise BadInput(f"--key-file: {path} is inside the output folder {output}; the key that makes the pseudonyms "
+                       "must stay with you (the default is .evalstudio/publish.key)")
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w") as out:
+            out.write(secrets.token_hex(32) + "\n")
+    text = path.read_text(encoding="utf-8").strip()
+    if not re.fullmatch(r"[0-9a-f]{32,}", text):
+        raise BadInput(f"--key-file: {path} does not hold a pseudonym key (hex digits, as evalstudio writes it); "
+                       "give the file of an earlier release or a new path")
+    return bytes.fromhex(text)
+
+
+def ratings_table(annotations: pd.DataFrame, key: bytes, free_text: Iterable[str]) -> pd.DataFrame:
+    """The counted answers as the release's tidy table: one row per answer and criterion, annotators pseudonymised.
+    `free_text`: the metadata columns that are free text (a note), kept and reviewed like rationales."""
+    counted = annotations[~annotations["cancelled"].astype(bool)]
+    if "surplus" in counted:
+        counted = counted[~counted["surplus"].astype(bool)]
+    out = pd.DataFrame({"part": counted["project"], "task_id": counted["task_id"], "item_id": counted["item_id"],
+                        "system": counted["system"]})
+    if "list" in counted:
+        out["list"] = counted["list"]
+    out["annotator"] = [pseudonym(key, a) for a in counted["annotator"]]
+    out["criterion"] = counted["criterion"]
+    out["agent"] = counted["agent"]
+    out["value"] = counted["value"]
+    out["rationale"] = counted["rationale"]
+    for column in free_text:
+        if column in counted:
+            out[column] = counted[column]
+    out["seconds"] = pd.to_numeric(counted["lead_time"], errors="coerce")
+    out = out.dropna(axis=1, how="all").reset_index(drop=True)
+    return out
+
+
+def scrub(table: pd.DataFrame, text_columns: list[str], secrets_: Iterable[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(table with any participant id, e-mail or code, and anything shaped like an e-mail, removed from its free-text
+    cells; one review row per free-text cell: where it is, what was removed, the text as released)."""
+    known = sorted({s for s in secrets_ if s and len(s) >= 4}, key=len, reverse=True)
+    out = table.copy()
+    rows = []
+    for column in [c for c in text_columns if c in out]:
+        for index, value in out[column].items():
+            if not isinstance(value, str) or not value.strip():
+                continue
+            text, removed = value, []
+            for secret in known:
+                if secret.lower() in text.lower():
+                    text = re.sub(re.escape(secret), REMOVED.format("a participant's id or code"), text,
+                                  flags=re.IGNORECASE)
+                    removed.append("a participant's id or code")
+            if EMAIL.search(text):
+                text = EMAIL.sub(REMOVED.format("an e-mail address"), text)
+                removed.append("an e-mail address")
+            out.at[index, column] = text
+            rows.append({"row": index, "column": column, "annotator": out.at[index, "annotator"],
+                         "removed": "; ".join(dict.fromkeys(removed)), "text": text})
+    review = pd.DataFrame(rows, columns=["row", "column", "annotator", "removed", "text"])
+    return out, review
+
+
+def write_data(folder: Path, table: pd.DataFrame, review: pd.DataFrame) -> dict[str, Path]:
+    """data/ratings.parquet, data/ratings.csv and review_free_text.csv; returns them by name."""
+    data = folder / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    files = {"parquet": data / "ratings.parquet", "csv": data / "ratings.csv", "review": folder / "review_free_text.csv"}
+    frame = table.copy()
+    frame["value"] = frame["value"].map(lambda v: None if v is None or (isinstance(v, float) and pd.isna(v)) else str(v))
+    write_parquet(frame, files["parquet"])  # values as text: one column holds labels and numbers
+    write_csv(table, files["csv"])
+    write_csv(review, files["review"])
+    return files
+
+
+def sha256_of(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def dataset_card(name: str, title: str, table: pd.DataFrame, facts: dict, licence: str, reviewed: int) -> str:
+    """README.md of the data release: a Hugging Face dataset card (YAML header the Hub reads: licence, size,
+    configs pointing at the Parquet file) and what a reader needs to use the data."""
+    import yaml
+
+    rows = len(table)
+    size = next(label for limit, label in ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"),
+                                           (1_000_000, "100K<n<1M")) if rows < limit) if rows < 1_000_000 else "n>1M"
+    header = {"pretty_name": title, "license": licence, "annotations_creators": ["crowdsourced"],
+              "size_categories": [size], "tags": ["human-evaluation", "evalstudio"],
+              "configs": [{"config_name": "default", "data_files": [{"split": "train",
+                                                                       "path": "data/ratings.parquet"}]}]}
+    columns = "\n".join(f"| `{c}` | {COLUMN_MEANING.get(c, 'a free-text answer (reviewed before release)')} |"
+                        for c in table.columns)
+    return (f"---\n{yaml.safe_dump(header, sort_keys=False, allow_unicode=True)}---\n\n"
+            f"# {title}\n\n"
+            f"Human ratings collected with evalstudio for the protocol `{name}`: {rows} ratings of "
+            f"{facts['items']} items ({facts['systems']} systems) by {facts['annotators']} annotators. "
+            "How the study was run is in `datasheet.md` (the Human Evaluation Datasheet, Shimorina & Belz 2022) "
+            "beside this folder; the instrument the annotators saw is in `instrument/`.\n\n"
+            "## Columns\n\n| column | meaning |\n|---|---|\n" + columns + "\n\n"
+            "## Personal data\n\n"
+            "Annotators are pseudonyms: a keyed hash of their platform id (HMAC-SHA256) whose key stays with the "
+            "researchers, so a pseudonym cannot be linked back to a platform id. No platform id, e-mail address, "
+            "sign-in code, session id or answer timestamp is included. "
+            f"{reviewed} free-text answer(s) were listed for the researchers' review before release "
+            "(`review_free_text.csv`, not part of the data).\n\n"
+            "## Licence\n\n"
+            + ("Not set yet: choose one before release (`evalstudio publish --license`).\n" if licence == "unknown"
+               else f"{licence}\n"))
+
+
+COLUMN_MEANING = {
+    "part": "the study's part (Label Studio project) the answer was given in",
+    "task_id": "the task (one item as shown with one system's output)",
+    "item_id": "the item (context) rated; several tasks share it when several systems are rated on it",
+    "system": "the system whose output was rated",
+    "list": "the counterbalanced list the annotator was in",
+    "annotator": "the annotator's pseudonym (a keyed hash; stable across this release's files)",
+    "criterion": "the quality criterion (its definition and scale: datasheet.md, section 4)",
+    "agent": "the agent rated (two-agent episodes), else empty",
+    "value": "the answer: a label or a number, as the annotator gave it",
+    "rationale": "the annotator's written rationale for this rating (free text, reviewed before release)",
+    "seconds": "seconds on the task, measured by the server from serving it to the answer",
+}
+
+
+def croissant(name: str, title: str, table: pd.DataFrame, files: dict[str, Path], folder: Path, licence: str) -> dict:
+    """Croissant 1.0 metadata (JSON-LD) of the release: its files with their SHA-256, and the ratings' fields."""
+    kinds = {"int64": "sc:Integer", "float64": "sc:Float", "bool": "sc:Boolean"}
+    fields = [{"@type": "cr:Field", "@id": f"ratings/{c}", "name": c,
+               "description": COLUMN_MEANING.get(c, "a free-text answer"),
+               "dataType": kinds.get(str(table[c].dtype), "sc:Text"),
+               "source": {"fileObject": {"@id": "ratings-csv"}, "extract": {"column": c}}} for c in table.columns]
+    return {
+        "@context": CROISSANT_CONTEXT,
+        "@type": "sc:Dataset",
+        "name": re.sub(r"[^A-Za-z0-9_-]", "_", name) + "_ratings",
+        "description": f"{title}: human ratings collected with evalstudio (protocol {name}).",
+        "conformsTo": "http://mlcommons.org/croissant/1.0",
+        "license": licence,
+        "url": "https://example.invalid/set-the-release-address",
+        "distribution": [
+            {"@type": "cr:FileObject", "@id": "ratings-csv", "name": "ratings-csv",
+             "contentUrl": files["csv"].relative_to(folder).as_posix(), "encodingFormat": "text/csv",
+             "sha256": sha256_of(files["csv"])},
+            {"@type": "cr:FileObject", "@id": "ratings-parquet", "name": "ratings-parquet",
+             "contentUrl": files["parquet"].relative_to(folder).as_posix(), "encodingFormat": "application/x-parquet",
+             "sha256": sha256_of(files["parquet"])}],
+        "recordSet": [{"@type": "cr:RecordSet", "@id": "ratings", "name": "ratings",
+                       "description": "one row per answer and criterion", "field": fields}],
+    }
+
+
+def write_croissant(path: Path, metadata: dict) -> None:
+    path.write_text(json.dumps(metadata, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+# the JSON-LD context of Croissant 1.0, as its specification gives it
+CROISSANT_CONTEXT = {
+    "@language": "en", "@vocab": "https://schema.org/", "citeAs": "cr:citeAs", "column": "cr:column",
+    "conformsTo": "dct:conformsTo", "cr": "http://mlcommons.org/croissant/", "rai": "http://mlcommons.org/croissant/RAI/",
+    "data": {"@id": "cr:data", "@type": "@json"}, "dataType": {"@id": "cr:dataType", "@type": "@vocab"},
+    "dct": "http://purl.org/dc/terms/", "examples": {"@id": "cr:examples", "@type": "@json"},
+    "extract": "cr:extract", "field": "cr:field", "fileProperty": "cr:fileProperty", "fileObject": "cr:fileObject",
+    "fileSet": "cr:fileSet", "format": "cr:format", "includes": "cr:includes", "isLiveDataset": "cr:isLiveDataset",
+    "jsonPath": "cr:jsonPath", "key": "cr:key", "md5": "cr:md5", "parentField": "cr:parentField", "path": "cr:path",
+    "recordSet": "cr:recordSet", "references": "cr:references", "regex": "cr:regex", "repeated": "cr:repeated",
+    "replace": "cr:replace", "sc": "https://schema.org/", "separator": "cr:separator", "source": "cr:source",
+    "subField": "cr:subField", "transform": "cr:transform",
+}
