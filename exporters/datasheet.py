@@ -71,8 +71,10 @@ def scale_size(spec, control: dict) -> tuple[str, str]:
 
 
 def presentation(control: dict) -> str:
-    """HEDS 4.3.5: how the rating instrument is presented."""
+    """HEDS 4.3.5: how the rating instrument is presented ("" when the interface is unknown)."""
     tag, attributes = control["tag"], control["attributes"]
+    if tag is None:
+        return ""
     if tag == "Choices":
         return "Check-boxes" if attributes.get("choice") == "multiple" else "Multiple-choice options"
     if tag == "Number" and attributes.get("slider") == "true":
@@ -89,11 +91,14 @@ def presentation(control: dict) -> str:
 def heds_answers(facts: dict) -> list[Answer]:
     """Every HEDS question, answered from `facts` where the study holds the answer."""
     f = facts
+    live = f.get("live", True)  # a study evalstudio ran (its instrument known), or a ratings file
     out = [
         _open("1.1", "Link to paper reporting the evaluation experiment", "the paper's link (or 'for preregistration')"),
         Answer("1.2", "Link to website providing resources used in the evaluation experiment", PARTLY,
-               "This package: instrument/ (labeling configs, projects.yaml entry, tasks, order, gold items, with "
-               "their SHA-256 in MANIFEST.json) and data_release/ (the ratings).", "publish folder; add its address"),
+               ("This package: instrument/ (labeling configs, projects.yaml entry, tasks, order, gold items, with "
+                "their SHA-256 in MANIFEST.json) and data_release/ (the ratings)." if live else
+                "This package: data_release/ (the ratings). The interface is not in a ratings file."),
+               "publish folder; add its address"),
         _open("1.3", "Name, affiliation and email address of person completing this sheet", "the researchers"),
         _open("2.1", "What type of input do the evaluated system(s) take?", "the systems' input type"),
         _open("2.2", "What type of output do the evaluated system(s) generate?", "the systems' output type"),
@@ -101,44 +106,60 @@ def heds_answers(facts: dict) -> list[Answer]:
         _open("2.4", "Input Language(s), or 'N/A'", "the languages"),
         _open("2.5", "Output Language(s), or 'N/A'", "the languages"),
         Answer("3.1.1", "How many system outputs (or other evaluation items) are evaluated per system?", ANSWERED,
-               _per_system(f), "Label Studio's tasks with at least one counted answer"),
+               _per_system(f), "Label Studio's tasks with at least one counted answer" if live else "the ratings file"),
         Answer("3.1.2", "How are system outputs (or other evaluation items) selected for inclusion?",
                ANSWERED if f.get("active") else OPEN, f.get("active") or "",
                "the gateway's ledger (active design)" if f.get("active") else "how the researchers chose the items"),
         _open("3.1.3", "What is the statistical power of the sample size?",
               "a power calculation (`evalstudio plan` gives one from a pilot)"),
         Answer("3.2.1", "How many evaluators are there in this experiment?", ANSWERED, str(f["annotators"]),
-               "annotators with at least one counted answer"),
+               "annotators with at least one counted answer" + ("" if live else " in the ratings file")),
         Answer("3.2.2", "What kind of evaluators are in this experiment?", PARTLY if f.get("paid") else OPEN,
                "paid (a crowd platform's participants)" if f.get("paid") else "",
-               "projects.yaml crowd.platform; expert or not, known to the authors or not: the researchers"),
+               ("projects.yaml crowd.platform; " if live else "") + "expert or not, known to the authors or not: "
+               "the researchers"),
         Answer("3.2.3", "How are evaluators recruited?", PARTLY, _recruitment(f),
-               "projects.yaml crowd; add the platform's screening (country, approval rate, language)"),
+               ("projects.yaml crowd" if live else "the batch results file") + "; add the platform's screening "
+               "(country, approval rate, language)"),
         Answer("3.2.4", "What training and/or practice are evaluators given before starting on the evaluation?",
-               PARTLY, _training(f), "instrument/; add any training beyond the instructions"),
+               PARTLY if live else OPEN, _training(f) if live else "",
+               "instrument/; add any training beyond the instructions" if live else "the instructions given"),
         _open("3.2.5", "What other characteristics do the evaluators have?",
               "demographics or qualifications, with the numbers per subgroup"),
         _open("3.3.1", "Has the experimental design been preregistered? If yes, on which registry?", "Yes/No"),
         Answer("3.3.2", "How are responses collected?", ANSWERED, _collection(f), "the study's setup"),
         Answer("3.3.3", "What quality assurance methods are used?", ANSWERED if f.get("gold_items") else PARTLY,
-               _quality(f), "projects.yaml crowd rules, the gold items, `evalstudio approvals`"),
+               _quality(f), "projects.yaml crowd rules, the gold items, `evalstudio approvals`" if live else
+               "the batch results file's AssignmentStatus; add any other checks"),
         Answer("3.3.4", "What do evaluators see when carrying out evaluations?", ANSWERED,
                "The labeling config(s) in instrument/labeling_configs/ (as annotators of the gateway get them), the "
                "instructions in instrument/instructions/, and each task's shown fields in instrument/tasks.jsonl "
                "(their SHA-256 in MANIFEST.json). " + "; ".join(f"{p['title']}: {p['controls']}" for p in f["parts"]),
-               "the labeling configs"),
+               "the labeling configs") if live else
+        _open("3.3.4", "What do evaluators see when carrying out evaluations?", "the interface (a screenshot)"),
         Answer("3.3.5", "How free are evaluators regarding when and how quickly to carry out evaluations?", ANSWERED,
                "Neither of the above: no time limit per assessment, and progress is kept: a participant can stop "
-               "and sign in again later with their personal link." + _quota(f), "the gateway's behaviour"),
+               "and sign in again later with their personal link." + _quota(f), "the gateway's behaviour") if live else
+        (Answer("3.3.5", "How free are evaluators regarding when and how quickly to carry out evaluations?", PARTLY,
+                f"Each assignment (HIT) within {f['time_limit']} (MTurk's AssignmentDurationInSeconds).",
+                "the batch results file; whether the whole evaluation had to be done in one sitting: the researchers")
+         if f.get("time_limit") else
+         _open("3.3.5", "How free are evaluators regarding when and how quickly to carry out evaluations?",
+               "time limits, sessions")),
         Answer("3.3.6", "Are evaluators told they can ask questions about the evaluation and/or provide feedback?",
                PARTLY if f.get("comment_box") else OPEN,
                f"A comment box on every task ({f['comment_box']})." if f.get("comment_box") else "",
                "the labeling config's free-text controls; whether they may ask questions: the researchers"),
-        Answer("3.3.7", "What are the experimental conditions in which evaluators carry out the evaluations?",
-               ANSWERED, "Evaluation carried out by evaluators at a place of their own choosing (online).",
-               "the study's setup"),
-        Answer("3.3.8", "Unless at a place of the evaluators' own choosing, describe the conditions", ANSWERED,
-               "N/A (at a place of their own choosing).", "the study's setup"),
+        *((Answer("3.3.7", "What are the experimental conditions in which evaluators carry out the evaluations?",
+                  ANSWERED, "Evaluation carried out by evaluators at a place of their own choosing (online).",
+                  "the study's setup" if live else "the crowd platform"),
+           Answer("3.3.8", "Unless at a place of the evaluators' own choosing, describe the conditions", ANSWERED,
+                  "N/A (at a place of their own choosing).", "the study's setup" if live else "the crowd platform"))
+          if live or f.get("platform") else
+          (_open("3.3.7", "What are the experimental conditions in which evaluators carry out the evaluations?",
+                 "online, in a lab, ..."),
+           _open("3.3.8", "Unless at a place of the evaluators' own choosing, describe the conditions",
+                 "the conditions"))),
     ]
     for criterion in f["criteria"]:
         out += _criterion_answers(criterion)
@@ -166,21 +187,27 @@ def _criterion_answers(c: dict) -> list[Answer]:
         _open(f"4.1.3 [{name}]", "Is each output assessed in its own right, or with reference to a frame of reference?",
               "own right, relative to the input, or to an external frame"),
         Answer(f"4.2.1 [{name}]", "Does an individual assessment involve an objective or a subjective judgment?",
-               ANSWERED, "Subjective (a rating by a person).", "the labeling config"),
+               ANSWERED, "Subjective (a rating by a person).", "the labeling config" if c["control"] else "the spec"),
         Answer(f"4.2.2 [{name}]", "Are outputs assessed in absolute or relative terms?", ANSWERED,
-               "Relative" if c.get("relative") else "Absolute (one output per assessment).", "the tasks"),
+               "Relative" if c.get("relative") else "Absolute (one output per assessment).",
+               "the tasks" if c["control"] else "the ratings file (one output per rating)"),
         _open(f"4.2.3 [{name}]", "Is the evaluation intrinsic or extrinsic?", "intrinsic or extrinsic"),
         Answer(f"4.3.1 [{name}]", "What do you call the quality criterion in explanations/interfaces to evaluators?",
-               PARTLY, f"{name} (projects.yaml; control `{c['control']}`)", "the name the instructions use"),
-        Answer(f"4.3.2 [{name}]", "What definition do you give for the quality criterion?", PARTLY,
-               "Quoted in instrument/instructions/ and the labeling config.", "copy the definition verbatim"),
-        Answer(f"4.3.3 [{name}]", "Size of scale or other rating instrument", ANSWERED, size, "the labeling config"),
+               PARTLY, f"{name} (" + (f"projects.yaml; control `{c['control']}`)" if c["control"] else "the spec)"),
+               "the name the instructions use"),
+        Answer(f"4.3.2 [{name}]", "What definition do you give for the quality criterion?",
+               PARTLY if c["control"] else OPEN,
+               "Quoted in instrument/instructions/ and the labeling config." if c["control"] else "",
+               "copy the definition verbatim"),
+        Answer(f"4.3.3 [{name}]", "Size of scale or other rating instrument", ANSWERED, size,
+               "the labeling config" if c["control"] else "the spec's scale"),
         Answer(f"4.3.4 [{name}]", "List or range of possible values of the scale", ANSWERED, values,
-               "projects.yaml and the labeling config"),
-        Answer(f"4.3.5 [{name}]", "How is the scale or other rating instrument presented to evaluators?", ANSWERED,
-               c["presented"], "the labeling config"),
+               "projects.yaml and the labeling config" if c["control"] else "the spec's scale"),
+        Answer(f"4.3.5 [{name}]", "How is the scale or other rating instrument presented to evaluators?",
+               ANSWERED if c["presented"] else OPEN, c["presented"],
+               "the labeling config" if c["presented"] else "multiple-choice options, slider, ..."),
         Answer(f"4.3.6 [{name}]", "If there is no rating instrument, describe the task", ANSWERED, "N/A",
-               "the labeling config"),
+               "the labeling config" if c["control"] else "the spec's scale"),
         Answer(f"4.3.7 [{name}]", "What is the verbatim question, prompt or instruction given to evaluators?",
                ANSWERED if c["prompt"] else OPEN, c["prompt"],
                "the text shown just above the control in the labeling config" if c["prompt"] else "the question"),
@@ -196,6 +223,8 @@ def _criterion_answers(c: dict) -> list[Answer]:
 
 def _per_system(f: dict) -> str:
     counts = f["items_per_system"]
+    if len(counts) == 1:
+        return f"{next(iter(counts.values()))} (one system)"
     if len(set(counts.values())) == 1:
         return f"{next(iter(counts.values()))} per system ({len(counts)} systems)"
     return "; ".join(f"{system}: {n}" for system, n in counts.items())
@@ -203,8 +232,10 @@ def _per_system(f: dict) -> str:
 
 def _recruitment(f: dict) -> str:
     text = {"prolific": "Prolific", "mturk": "Amazon Mechanical Turk"}.get(f.get("platform") or "", "")
-    parts = [f"Recruited on {text}, through evalstudio's gateway study link." if text else
-             "Annotators with accounts made by the researchers (no crowd platform)."]
+    link = ", through evalstudio's gateway study link" if f.get("live", True) else ""
+    parts = [f"Recruited on {text}{link}." if text else
+             "Annotators with accounts made by the researchers (no crowd platform)." if f.get("live", True) else
+             "Not in the ratings file."]
     if f.get("max_participants"):
         parts.append(f"At most {f['max_participants']} participants.")
     if f.get("excluded"):
@@ -219,6 +250,10 @@ def _training(f: dict) -> str:
 
 
 def _collection(f: dict) -> str:
+    if not f.get("live", True):
+        where = {"mturk": "on Amazon Mechanical Turk (its batch results file)"}.get(f.get("platform") or "",
+                                                                                    "(a ratings file)")
+        return f"Online, {where}. " + (f"Pay: {f['pay']}." if f.get("pay") else "")
     where = (f"evalstudio's participant gateway in front of Label Studio {f['label_studio']} (Community)"
              if f.get("gateway") else f"Label Studio {f['label_studio']} (Community)")
     return f"Online, with {where}; evalstudio {f['evalstudio']}. " + (
@@ -232,6 +267,8 @@ def _quality(f: dict) -> str:
     if f.get("min_gold_accuracy") is not None:
         parts.append(f"participants below {f['min_gold_accuracy']:.0%} correct on gold items are rejected "
                      f"({f['rejected']} rejected)")
+    if not f.get("live", True):
+        return "; ".join(parts + [f"assignments rejected on the platform are left out ({f['rejected']} here)"]) + "."
     parts.append(f"speed and straight-lining flags per participant ({f['flagged']} flagged)")
     parts.append("one counted answer per task and participant, decided by the server")
     return "; ".join(parts) + "."
@@ -246,11 +283,12 @@ def _quota(f: dict) -> str:
 def checklist_d(facts: dict) -> list[Answer]:
     """Section D (human annotators) of the ACL Responsible NLP Research checklist, from the same facts."""
     f = facts
+    d1 = "Did you report the full text of instructions given to participants, including e.g., screenshots, " \
+         "disclaimers of any risks to participants or annotators, etc.?"
     return [
-        Answer("D1", "Did you report the full text of instructions given to participants, including e.g., "
-                     "screenshots, disclaimers of any risks to participants or annotators, etc.?", PARTLY,
-               "Yes: instrument/ holds the instructions and labeling configs word for word.",
-               "disclaimers of risks: the researchers"),
+        Answer("D1", d1, PARTLY, "Yes: instrument/ holds the instructions and labeling configs word for word.",
+               "disclaimers of risks: the researchers") if f.get("live", True) else
+        _open("D1", d1, "the instructions and a screenshot (not in a ratings file)"),
         Answer("D2", "Did you report information about how you recruited (e.g., crowdsourcing platform, students) "
                      "and paid participants, and discuss if such payment is adequate given the participants' "
                      "demographic (e.g., country of residence)?", PARTLY,

@@ -94,7 +94,11 @@ def check_package(folder: Path) -> dict:
         raise BadInput(f"{path}: not a manifest evalstudio wrote ({e})") from None
     problems = []
     for name, digest in files.items():
-        target = (folder / name).resolve()
+        try:
+            target = (folder / name).resolve()
+        except (ValueError, OSError):  # e.g. a NUL in the name
+            problems.append(f"{path}: {name!r}: not a file name")
+            continue
         if not target.is_relative_to(folder.resolve()) or ".." in Path(name).parts:
             problems.append(f"{path}: {name}: outside the package")
         elif not target.is_file():

@@ -59,3 +59,29 @@ def read_mturk_results(path: Path | str, project: Project, tasks: list[dict],
 
 def _unknown(criterion: str, project: Project):
     raise BadInput(f"unknown criterion '{criterion}' for {project.name}; valid: {', '.join(project.criteria)}")
+
+
+BATCH_COLUMNS = {"WorkerId", "AssignmentId", "AssignmentStatus", "WorkTimeInSeconds", "Reward"}
+
+
+def batch_facts(frame: pd.DataFrame) -> dict | None:
+    """What an MTurk batch results file says of how its study ran (None for any other table): assignments by
+    status, the reward per assignment, the time workers spent (MTurk's WorkTimeInSeconds: from accepting the HIT
+    to submitting it), and each assignment's seconds by its row. Rejected assignments are not counted (`analyze`
+    leaves them out too)."""
+    if not BATCH_COLUMNS <= set(frame.columns):
+        return None
+    status = frame["AssignmentStatus"].astype(str).str.strip().str.lower()
+    kept = frame[status != "rejected"]
+    seconds = pd.to_numeric(kept["WorkTimeInSeconds"], errors="coerce")
+    rewards = kept["Reward"].astype(str).str.strip()
+    amounts = pd.to_numeric(rewards.str.replace(r"^\$", "", regex=True), errors="coerce")
+    if amounts.isna().any() or not rewards.str.startswith("$").all():
+        bad = rewards[amounts.isna() | ~rewards.str.startswith("$")].iloc[0]
+        raise BadInput(f"Reward: {bad!r} is not an amount in dollars as MTurk writes it ($0.50)")
+    limits = pd.to_numeric(frame.get("AssignmentDurationInSeconds", pd.Series(dtype=str)), errors="coerce").dropna()
+    return {"time_limit": ", ".join(f"{v:g} s" for v in sorted(set(limits))) or None, "assignments": len(kept), "rejected": int((status == "rejected").sum()),
+            "approved": int((status.loc[kept.index] == "approved").sum()), "reward": float(amounts.sum()),
+            "rewards": sorted(set(amounts.round(2))), "hours": float(seconds.sum()) / 3600,
+            "median_seconds": float(seconds.median()) if seconds.notna().any() else None,
+            "seconds": seconds, "ids": sorted(set(frame["WorkerId"].astype(str)) | set(frame["AssignmentId"].astype(str)))}

@@ -126,6 +126,28 @@ def write_data(folder: Path, table: pd.DataFrame, review: pd.DataFrame) -> dict[
     return files
 
 
+def analysis_spec(name: str, table: pd.DataFrame, criteria: dict) -> str:
+    """data_release/spec.yaml: the analysis spec that reads the release (`evalstudio analyze`, `compare`): its
+    columns and each criterion's scale. `criteria`: name -> an object with scale, labels, min, max."""
+    import yaml
+
+    columns = {role: role if role != "item" else "item_id" for role in ("item", "annotator", "system", "agent",
+                                                                        "criterion", "value")
+               if (role if role != "item" else "item_id") in table.columns}
+    spec = {"name": name, "columns": columns, "criteria": {}}
+    for criterion, c in criteria.items():
+        if criterion not in set(table["criterion"]):
+            continue
+        entry = {"scale": c.scale}
+        if c.labels:
+            entry["labels"] = list(c.labels)
+        elif c.min is not None:
+            entry.update(min=c.min, max=c.max)
+        spec["criteria"][criterion] = entry
+    return ("# The analysis spec of this release: `evalstudio analyze data/ratings.csv --spec spec.yaml`\n"
+            + yaml.safe_dump(spec, sort_keys=False, allow_unicode=True))
+
+
 def sha256_of(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -171,7 +193,7 @@ COLUMN_MEANING = {
     "annotator": "the annotator's pseudonym (a keyed hash; stable across this release's files)",
     "criterion": "the quality criterion (its definition and scale: datasheet.md, section 4)",
     "agent": "the agent rated (two-agent episodes), else empty",
-    "value": "the answer: a label or a number, as the annotator gave it",
+    "value": "the answer: a label, or a number on the criterion's scale (its labels and range: datasheet.md, 4.3.4)",
     "rationale": "the annotator's written rationale for this rating (free text, reviewed before release)",
     "seconds": "seconds on the task, measured by the server from serving it to the answer",
 }

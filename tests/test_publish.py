@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from evalstudio import importers
 from evalstudio.crowd import ledger, participants
@@ -163,6 +165,11 @@ def test_the_data_loads_as_published_with_its_card_and_croissant(published):
     dataset = mlcroissant.Dataset(jsonld=str(data / "croissant.json"))
     records = list(dataset.records(record_set="ratings"))
     assert len(records) == len(ratings)
+    # and `analyze` reads the release with its own spec, every rating of it
+    analysed = run("analyze", str(data / "data" / "ratings.csv"), "--spec", str(data / "spec.yaml"), "-o",
+                   str(package.parent / "analysis"))
+    assert analysed.returncode == 0, analysed.stderr
+    assert f"{len(ratings)} ratings of" in " ".join(analysed.stdout.split())
 
 
 def test_reproduce_sets_the_same_study_up_from_the_package_and_refuses_a_changed_instruction(published, client):
@@ -206,3 +213,137 @@ def test_free_text_with_an_id_or_an_address_is_scrubbed_and_flagged(text, remove
         assert out.iloc[0]["rationale"] == text
     assert np.isfinite(out.iloc[0]["value"])
     assert re.search("A3PUB", review.to_csv()) is None
+
+
+MTURK = Path(__file__).parent / "data" / "circa_mturk_final_results.csv"
+EXAMPLES_ANALYZE = Path(__file__).parent.parent / "examples" / "analyze"
+
+
+@pytest.mark.parametrize("rejected", [0, 1])
+def test_a_study_run_on_mturk_is_published_from_its_batch_file(tmp_path, rejected):
+    """The shipped Circa MTurk batch (12 workers rating a T5 model's explanations): the datasheet answers what the
+    file holds (evaluators, items, agreement, time limit, time and pay, rejections) and leaves the interface's
+    questions open; no WorkerId or AssignmentId is anywhere in the folder."""
+    raw = pd.read_csv(MTURK, dtype=str, keep_default_na=False)
+    if rejected:
+        raw.loc[0, "AssignmentStatus"] = "Rejected"
+    source = tmp_path / "batch.csv"
+    raw.to_csv(source, index=False)
+    out = tmp_path / "pub"
+    done = run("publish", "--ratings", str(source), "--spec", str(EXAMPLES_ANALYZE / "circa_mturk.yaml"), "-o",
+               str(out), "--key-file", str(tmp_path / "key"), "--bootstrap", "200")
+    assert done.returncode == 0, done.stderr
+    heds = {a["number"]: a for a in json.loads((out / "datasheet.json").read_text())["heds"]}
+    kept = raw[raw["AssignmentStatus"] != "Rejected"]
+    assert heds["3.2.1"]["answer"] == str(kept["WorkerId"].nunique())
+    assert heds["3.1.1"]["answer"] == f"{kept['HITId'].nunique()} (one system)"
+    hours = pd.to_numeric(kept["WorkTimeInSeconds"]).sum() / 3600
+    assert f"for {hours:.2f} hours of work as MTurk measured it" in heds["3.3.2"]["answer"]
+    assert "no pay in the file" in heds["3.3.2"]["answer"]  # the batch's reward is $0.00: never a made-up rate
+    assert f"({rejected} here)" in heds["3.3.3"]["answer"] and "3600 s" in heds["3.3.5"]["answer"]
+    assert heds["3.3.4"]["status"] == "open" and heds["4.3.7 [explanation_quality]"]["status"] == "open"
+    import krippendorff
+
+    values = kept.assign(v=kept["Answer.explanation-quality.label"].str[0].astype(float))
+    wide = values.assign(coder=values.groupby("HITId").cumcount()).pivot(index="coder", columns="HITId", values="v")
+    alpha = krippendorff.alpha(reliability_data=wide.to_numpy(), level_of_measurement="ordinal")
+    assert f"Krippendorff's alpha (ordinal) {alpha:.3f}" in heds["4.3.11 [explanation_quality]"]["answer"]
+    assert not (out / "instrument").exists()
+    secrets = set(raw["WorkerId"]) | set(raw["AssignmentId"])
+    texts = [p.read_bytes() for p in out.rglob("*") if p.is_file()]
+    texts.append(pd.read_parquet(out / "data_release" / "data" / "ratings.parquet").to_csv().encode())
+    assert [s for s in secrets if any(s.encode() in t for t in texts)] == []
+    assert len(pd.read_parquet(out / "data_release" / "data" / "ratings.parquet")) == len(kept)
+
+
+def test_compare_reads_two_publish_folders_as_it_reads_their_files(tmp_path):
+    """`compare ORIGINAL REPRODUCTION` on two publish folders: their data and the original's spec.yaml give what
+    compare gives on the two ratings files (here the Circa batch against its first 200 assignments)."""
+    raw = pd.read_csv(MTURK, dtype=str, keep_default_na=False)
+    spec = str(EXAMPLES_ANALYZE / "circa_mturk.yaml")
+    files = {"original": MTURK, "reproduction": tmp_path / "reproduction.csv"}
+    raw.iloc[:200].to_csv(files["reproduction"], index=False)
+    for name, source in files.items():
+        done = run("publish", "--ratings", str(source), "--spec", spec, "-o", str(tmp_path / name), "--key-file",
+                   str(tmp_path / f"{name}.key"), "--bootstrap", "50")
+        assert done.returncode == 0, done.stderr
+    by_folder = run("compare", str(tmp_path / "original"), str(tmp_path / "reproduction"), "-o", str(tmp_path / "a"))
+    by_file = run("compare", str(files["original"]), str(files["reproduction"]), "--spec", spec, "-o",
+                  str(tmp_path / "b"))
+    assert by_folder.returncode == 0 and by_file.returncode == 0, by_folder.stderr + by_file.stderr
+    for table in ("compare_systems.csv", "compare_correlations.csv"):
+        a, b = pd.read_csv(tmp_path / "a" / table), pd.read_csv(tmp_path / "b" / table)
+        pd.testing.assert_frame_equal(a, b)
+    assert "cv_star" in pd.read_csv(tmp_path / "a" / "compare_systems.csv")
+    published = pd.read_csv(tmp_path / "original" / "data_release" / "data" / "ratings.csv")
+    assert set(published["value"]) == set(raw["Answer.explanation-quality.label"])  # the labels as given
+
+
+def test_the_docs_show_the_datasheet_publish_writes_for_the_circa_mturk_batch(tmp_path):
+    """docs/publish.md's example is what the command writes today (regenerated and compared)."""
+    out = tmp_path / "pub"
+    done = run("publish", "--ratings", str(MTURK), "--spec", str(EXAMPLES_ANALYZE / "circa_mturk.yaml"), "-o",
+               str(out), "--key-file", str(tmp_path / "key"))
+    assert done.returncode == 0, done.stderr
+    sheet = (out / "datasheet.md").read_text()
+    page = (Path(__file__).parent.parent / "docs" / "publish.md").read_text()
+    shown = page.split("<!-- publish: the Circa MTurk datasheet")[1].split("-->", 1)[1].split("<!-- end -->")[0]
+    assert shown.strip() == sheet[sheet.index("| # |"):].strip()
+
+
+def _package(tmp_path) -> Path:
+    """A package's bare frame: instrument/ with one file and the manifest naming it."""
+    folder = tmp_path / "package"
+    (folder / "instrument").mkdir(parents=True, exist_ok=True)
+    (folder / "instrument" / "tasks.jsonl").write_text("")
+    return folder
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(manifest=st.one_of(st.text(max_size=200), st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4),
+    max_leaves=12)))
+def test_a_hostile_manifest_is_refused_with_a_message(tmp_path, manifest):
+    from evalstudio.base.errors import BadInput
+    from evalstudio.exporters.instrument import check_package
+
+    folder = _package(tmp_path)
+    (folder / "MANIFEST.json").write_text(manifest if isinstance(manifest, str) else json.dumps(manifest))
+    try:
+        check_package(folder)
+    except BadInput:
+        pass
+
+
+@pytest.mark.parametrize("name, message", [("../../../etc/passwd", "outside the package"),
+                                           ("/etc/passwd", "outside the package"),
+                                           ("instrument/../../outside.txt", "outside the package"),
+                                           ("instrument/a\x00b", "not a file name")])
+def test_a_manifest_naming_files_outside_the_package_is_refused(tmp_path, name, message):
+    from evalstudio.base.errors import BadInput
+    from evalstudio.exporters.instrument import check_package
+
+    folder = _package(tmp_path)
+    (tmp_path / "outside.txt").write_text("x")
+    (folder / "MANIFEST.json").write_text(json.dumps({"protocol": "circa", "files": {name: "0" * 64}}))
+    with pytest.raises(BadInput, match=message):
+        check_package(folder)
+
+
+def test_reproduce_refuses_a_config_outside_the_package(tmp_path):
+    """A package's projects.yaml may only name configs inside it: the manifest vouches for nothing else."""
+    import yaml
+
+    from evalstudio.base.errors import BadInput
+    from evalstudio.cli.publishing import reproduce_package
+    from evalstudio.exporters.instrument import write_manifest
+
+    root = Path(__file__).parent.parent
+    folder = _package(tmp_path)
+    entry = yaml.safe_load((root / "projects.yaml").read_text())["projects"]["dialogue"]
+    entry["config"] = str(root / entry["config"])  # another folder of this machine
+    (folder / "instrument" / "projects.yaml").write_text(yaml.safe_dump({"projects": {"dialogue": entry}}))
+    write_manifest(folder, {}, "dialogue")
+    with pytest.raises(BadInput, match="projects.dialogue.config: .* is outside the package"):
+        reproduce_package(folder, client=None)

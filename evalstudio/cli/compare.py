@@ -12,10 +12,24 @@ from evalstudio.base.errors import BadInput, EvalstudioError
 from .base import ProjectsOption, app, chosen_spec, console, fail_with
 
 
+def publication_ratings(path: Path) -> tuple[Path, Path | None]:
+    """(the ratings file, its spec or None) of a ratings file, or of a folder `evalstudio publish` wrote (its
+    data_release/data/ratings.csv and data_release/spec.yaml)."""
+    if not path.is_dir():
+        return path, None
+    ratings, spec = path / "data_release" / "data" / "ratings.csv", path / "data_release" / "spec.yaml"
+    if not ratings.is_file():
+        raise BadInput(f"{path}: a folder without data_release/data/ratings.csv; give a ratings file or a folder "
+                       "`evalstudio publish` wrote")
+    return ratings, spec if spec.is_file() else None
+
+
 @app.command()
 def compare(
-    original: Annotated[Path, typer.Argument(help="The original study's ratings (any file `analyze` reads).")],
-    reproduction: Annotated[Path, typer.Argument(help="The reproduction's ratings, read with the same spec.")],
+    original: Annotated[Path, typer.Argument(
+        help="The original study's ratings (any file `analyze` reads, or a folder `evalstudio publish` wrote).")],
+    reproduction: Annotated[Path, typer.Argument(help="The reproduction's ratings (a file or a publish folder), "
+                                                      "read with the same spec.")],
     spec: Annotated[Optional[Path], typer.Option(help="The analysis spec of both files (as for `analyze`).")] = None,
     protocol: Annotated[Optional[str], typer.Option(help="A built-in protocol: its criteria as the spec.")] = None,
     output: Annotated[Path, typer.Option("--output", "-o", help="Folder for the CSVs.")] = Path("compare"),
@@ -26,14 +40,19 @@ def compare(
     Per criterion and system, the two studies' scores and their small-sample coefficient of variation CV* (Belz,
     Popović & Mille 2022, on the scale shifted to start at 0); and the correlation of the two studies' system scores
     and of their item-level means (Pearson with its 95% interval, Spearman, Kendall). Writes compare_systems.csv,
-    compare_correlations.csv and notes.txt."""
+    compare_correlations.csv and notes.txt. Two publish folders are read with the original's data_release/spec.yaml
+    (unless --spec or --protocol is given)."""
     from evalstudio.readers.ratings import read_ratings
+    from evalstudio.readers.spec import read_spec
 
     from ..exporters.compare import compare_studies
     from ..exporters.files import write_results
 
     try:
-        first, full_spec = read_ratings(original, chosen_spec(spec, protocol, projects))
+        original, own_spec = publication_ratings(original)
+        reproduction, _ = publication_ratings(reproduction)
+        given = chosen_spec(spec, protocol, projects)
+        first, full_spec = read_ratings(original, given if given is not None or own_spec is None else read_spec(own_spec))
         second, _ = read_ratings(reproduction, full_spec)
         systems, correlations, notes = compare_studies(first, second, full_spec)
         if systems.empty and correlations.empty:

@@ -10,14 +10,16 @@ import typer
 
 from evalstudio.base.errors import BadInput, EvalstudioError
 
-from .base import ProjectsOption, app, console, fail_with
+from .base import ProjectsOption, app, chosen_spec, console, fail_with
 
 DEFAULT_KEY = Path(".evalstudio/publish.key")
 
 
 @app.command()
 def publish(
-    protocol: Annotated[str, typer.Argument(help="Protocol name, e.g. circa.")],
+    protocol: Annotated[Optional[str], typer.Argument(
+        help="Protocol name, e.g. circa (the study run on Label Studio); with --ratings, its criteria read the "
+             "file.")] = None,
     output: Annotated[Path, typer.Option("--output", "-o", help="A new folder for the package.")] = Path("publication"),
     participants: Annotated[Optional[Path], typer.Option(
         "--participants", help="The study's participants folder (default: .evalstudio/participants): its ledger "
@@ -34,6 +36,11 @@ def publish(
         "--license", help="The data's licence for the dataset card (an SPDX id such as cc-by-4.0); 'unknown' "
                           "until you choose.")] = "unknown",
     bootstrap: Annotated[int, typer.Option(min=0, help="Bootstrap resamples for the agreement intervals.")] = 1000,
+    ratings: Annotated[Optional[Path], typer.Option(
+        help="Publish a study from its ratings file instead (any file `analyze` reads; an MTurk batch results file "
+             "gives recruitment, rejections, time and pay too): the datasheet and the data release, no "
+             "instrument.")] = None,
+    spec: Annotated[Optional[Path], typer.Option(help="With --ratings: the file's analysis spec.")] = None,
     projects: ProjectsOption = None,
 ):
     """A finished (or running) study as a publication package.
@@ -45,17 +52,27 @@ def publish(
     instrument/ and MANIFEST.json (the labeling configs, projects.yaml entries, instructions, tasks as shown, the
     order and lists, with the SHA-256 of every file and of every text annotators saw).
 
-    No platform id, e-mail address, sign-in code, password or session id is written anywhere in the folder."""
+    No platform id, e-mail address, sign-in code, password or session id is written anywhere in the folder. With
+    --ratings (a study run elsewhere), the datasheet answers what the file holds and the data release is written;
+    the interface's questions stay open."""
     from evalstudio.base.files import staged_folder
 
-    from .publishing import publish_study
+    from .publishing import publish_ratings, publish_study
 
     try:
         if output.exists() and (not output.is_dir() or any(output.iterdir())):
             raise BadInput(f"-o {output}: exists and is not an empty folder; give a new folder for the package")
+        if ratings is None and protocol is None:
+            raise BadInput("name the PROTOCOL of a study run on Label Studio, or give --ratings FILE")
+        if ratings is None and spec is not None:
+            raise BadInput("--spec reads a --ratings file; a study on Label Studio is read with its projects.yaml")
         with console.status("reading the study and computing agreement..."), staged_folder(output) as stage:
-            summary = publish_study(protocol, projects, participants, stage, key_file, output, pay, currency,
-                                    license_, bootstrap)
+            if ratings is not None:
+                summary = publish_ratings(ratings, chosen_spec(spec, protocol, projects), stage, key_file, output,
+                                          pay, currency, license_, bootstrap)
+            else:
+                summary = publish_study(protocol, projects, participants, stage, key_file, output, pay, currency,
+                                        license_, bootstrap)
     except EvalstudioError as e:
         raise fail_with(e)
     console.print(f"{summary['ratings']} ratings by {summary['annotators']} annotators written to "

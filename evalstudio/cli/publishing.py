@@ -15,7 +15,7 @@ from evalstudio.base.errors import BadInput, InvalidInput
 from ..exporters import datasheet, instrument, release
 from .reading import read_study, study_ledger, study_tables
 
-AGREEMENT_NAMES = {"alpha": "Krippendorff's alpha", "fleiss_kappa": "Fleiss' kappa",
+AGREEMENT_NAMES = {"alpha": "Krippendorff's alpha", "fleiss_kappa": "Fleiss' kappa", "gwet_ac": "Gwet's AC",
                    "percent_agreement": "percent agreement", "cohen_kappa_mean": "mean pairwise Cohen's kappa"}
 
 
@@ -54,11 +54,92 @@ def publish_study(protocol: str, projects, folder: Path | None, stage: Path, key
     (data / "README.md").write_text(release.dataset_card(protocol, title, ratings, facts, licence, len(review)),
                                     encoding="utf-8")
     release.write_croissant(data / "croissant.json", release.croissant(protocol, title, ratings, files, data, licence))
+    criteria = {k: v for p in parts for k, v in p.criteria.items()}
+    (data / "spec.yaml").write_text(release.analysis_spec(protocol, ratings, criteria), encoding="utf-8")
     datasheet.write_datasheet(stage, title, datasheet.heds_answers(facts), datasheet.checklist_d(facts))
     shown = _write_instrument(stage / instrument.INSTRUMENT, reg, parts, per_part, key, folder)
     instrument.write_manifest(stage, shown, protocol)
     return {"ratings": len(ratings), "annotators": facts["annotators"], "free_text": len(review),
             "open": sum(a.status == datasheet.OPEN for a in datasheet.heds_answers(facts))}
+
+
+def publish_ratings(path: Path, spec, stage: Path, key_file: Path, output: Path, pay: float | None,
+                    currency: str | None, licence: str, n_boot: int) -> dict:
+    """Writes the publication of a study from its ratings file (e.g. an MTurk batch results file) into `stage`: the
+    datasheet (what the file tells: counts, agreement and, from an MTurk batch, recruitment, rejections, time and
+    pay) and the data release. The interface is not in a ratings file: its questions stay open, no instrument/."""
+    from evalstudio.readers.ratings import read_ratings
+    from evalstudio.readers.tables import read_table
+
+    from ..exporters.metaeval import agreement
+    from ..exporters.mturk import batch_facts
+
+    key = release.read_key(key_file, output)
+    tidy, spec = read_ratings(path, spec)
+    frame, lines = read_table(path)
+    batch = batch_facts(frame)
+    seconds = dict(zip(lines, batch["seconds"].reindex(frame.index))) if batch else {}
+    values = tidy["value"].copy()
+    for name, crit in spec.criteria.items():  # ordinal labels are read as their position: released as the label
+        if crit.scale == "ordinal" and crit.labels:
+            mine = tidy["criterion"] == name
+            values[mine] = [crit.labels[int(float(v)) - 1] if pd.notna(v) else None for v in values[mine]]
+    rows = pd.DataFrame({"project": spec.name, "task_id": tidy["item"], "item_id": tidy["item"],
+                         "system": tidy["system"].replace("", None), "annotator": tidy["annotator"],
+                         "criterion": tidy["criterion"], "agent": tidy["agent"].replace("", None),
+                         "value": values, "rationale": None, "cancelled": False,
+                         "lead_time": tidy["line"].map(seconds)})
+    ratings = release.ratings_table(rows, key, ())
+    ratings, review = release.scrub(ratings, [], list(tidy["annotator"].unique()) + (batch["ids"] if batch else []))
+    table = agreement(tidy, spec, n_boot)[0]
+    per_system = rows.assign(system=rows["system"].fillna("(one system)")).groupby("system")["item_id"].nunique()
+    facts = {"live": False, "protocol": spec.name, "annotators": int(tidy["annotator"].nunique()),
+             "items": int(tidy["item"].nunique()), "systems": len(per_system),
+             "items_per_system": per_system.astype(int).to_dict(), "platform": "mturk" if batch else None,
+             "paid": bool(pay or (batch and batch["reward"] > 0)), "rejected": batch["rejected"] if batch else 0,
+             "gold_items": 0, "free_text": 0, "criteria": _spec_criteria(spec, table)}
+    if batch:
+        facts["pay"] = _batch_pay(batch, pay, currency, int(tidy["annotator"].nunique()))
+        facts["time_limit"] = batch["time_limit"]
+    data = stage / "data_release"
+    files = release.write_data(data, ratings, review)
+    files["review"].unlink()  # (nothing free-text in a ratings file's tidy table)
+    title = spec.name
+    (data / "README.md").write_text(release.dataset_card(spec.name, title, ratings, facts, licence, 0), encoding="utf-8")
+    release.write_croissant(data / "croissant.json", release.croissant(spec.name, title, ratings, files, data, licence))
+    (data / "spec.yaml").write_text(release.analysis_spec(spec.name, ratings, spec.criteria), encoding="utf-8")
+    heds = datasheet.heds_answers(facts)
+    datasheet.write_datasheet(stage, title, heds, datasheet.checklist_d(facts))
+    return {"ratings": len(ratings), "annotators": facts["annotators"], "free_text": 0,
+            "open": sum(a.status == datasheet.OPEN for a in heds)}
+
+
+def _batch_pay(batch: dict, pay: float | None, currency: str | None, workers: int) -> str:
+    """The pay an MTurk batch shows: rewards of its counted assignments over MTurk's work time (WorkTimeInSeconds),
+    and --pay per worker when given (e.g. compensation outside MTurk)."""
+    rewards = ", ".join(f"${r:.2f}" for r in batch["rewards"])
+    total = batch["reward"] + (pay or 0) * workers
+    text = (f"{rewards} per assignment ({batch['assignments']} counted assignments: ${batch['reward']:.2f})"
+            + (f" and {pay:.2f} {currency or 'USD'} per worker (--pay)" if pay else "")
+            + f", for {batch['hours']:.2f} hours of work as MTurk measured it (WorkTimeInSeconds)")
+    if total > 0 and batch["hours"] > 0 and (not pay or (currency or "USD") == "USD"):
+        text += f": an effective ${total / batch['hours']:.2f} per hour"
+    elif total == 0:
+        text += ": no pay in the file (compensation outside MTurk, such as a raffle or coupons, is not in it: --pay)"
+    if batch["median_seconds"] is not None:
+        text += f"; median {batch['median_seconds']:.0f} s per assignment"
+    return text
+
+
+def _spec_criteria(spec, table: pd.DataFrame) -> list[dict]:
+    out = []
+    for name, crit in spec.criteria.items():
+        control = {"tag": None, "prompt": "", "attributes": {"step": crit.step} if crit.step else {}, "choices": []}
+        size, values = datasheet.scale_size(crit, control) if crit.labels or crit.min is not None else ("", "")
+        row = table[table["criterion"] == name] if "criterion" in table else table.iloc[0:0]
+        out.append({"number": len(out) + 1, "name": name, "control": None, "size": size, "values": values,
+                    "presented": "", "prompt": "", "agreement": _agreement_text(row.iloc[0]) if len(row) else None})
+    return out
 
 
 def _tag(project, control: str) -> str | None:
@@ -144,8 +225,8 @@ def _agreement_text(row) -> str | None:
     text = (f"{AGREEMENT_NAMES['alpha']} ({row['scale']}) {row['alpha']:.3f}, 95% bootstrap interval "
             f"[{row['alpha_lo']:.3f}, {row['alpha_hi']:.3f}], over {int(row['items'])} items, {int(row['ratings'])} "
             f"ratings by {int(row['annotators'])} annotators")
-    others = [f"{AGREEMENT_NAMES[k]} {row[k]:.3f}" for k in ("fleiss_kappa", "percent_agreement", "cohen_kappa_mean")
-              if k in row and pd.notna(row[k])]
+    others = [f"{AGREEMENT_NAMES[k]} {row[k]:.3f}" for k in ("fleiss_kappa", "gwet_ac", "percent_agreement",
+                                                             "cohen_kappa_mean") if k in row and pd.notna(row[k])]
     return text + ("; " + ", ".join(others) if others else "") + "; intra-annotator agreement not measured."
 
 
@@ -210,6 +291,11 @@ def reproduce_package(package: Path, client, on_progress=None) -> list[str]:
     manifest = instrument.check_package(package)
     reg = registry.load(package / instrument.INSTRUMENT / "projects.yaml")
     parts = reg.parts(manifest["protocol"])
+    inside = (package / instrument.INSTRUMENT).resolve()
+    for part in parts:  # a package names its own files only (its manifest vouches for nothing else)
+        if not part.config_path.is_relative_to(inside):
+            raise BadInput(f"{package / instrument.INSTRUMENT / 'projects.yaml'}: projects.{part.entry}.config: "
+                           f"{part.config} is outside the package; a published instrument holds its configs")
     tasks_file = package / instrument.INSTRUMENT / "tasks.jsonl"
     scans = [scan(p, instrument.PackageImporter, [tasks_file], spool=True) for p in parts]
     try:
