@@ -189,7 +189,8 @@ def _criterion_answers(c: dict) -> list[Answer]:
         Answer(f"4.2.1 [{name}]", "Does an individual assessment involve an objective or a subjective judgment?",
                ANSWERED, "Subjective (a rating by a person).", "the labeling config" if c["control"] else "the spec"),
         Answer(f"4.2.2 [{name}]", "Are outputs assessed in absolute or relative terms?", ANSWERED,
-               "Relative" if c.get("relative") else "Absolute (one output per assessment).",
+               "Relative (outputs of several systems side by side)." if c.get("relative") else
+               "Absolute (one output per assessment).",
                "the tasks" if c["control"] else "the ratings file (one output per rating)"),
         _open(f"4.2.3 [{name}]", "Is the evaluation intrinsic or extrinsic?", "intrinsic or extrinsic"),
         Answer(f"4.3.1 [{name}]", "What do you call the quality criterion in explanations/interfaces to evaluators?",

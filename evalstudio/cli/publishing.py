@@ -184,18 +184,27 @@ def _facts(protocol, parts, per_part, counted, table, crowd, decisions, agreemen
         facts["excluded"] = (f"participants below {crowd.min_gold_accuracy:.0%} correct on the gold items are "
                              "rejected")
     seconds = pd.to_numeric(counted["lead_time"], errors="coerce")
+    # through the gateway each task's time is the ledger's (from serving it to the answer); in Label Studio itself
+    # its lead_time is what the annotator's browser reported
+    measured = "as the server measured them" if facts["gateway"] else "as Label Studio recorded them (browser-measured)"
     hours = float(seconds.sum()) / 3600
-    bonus = float(pd.to_numeric(decisions.get("bonus", pd.Series(dtype=float)), errors="coerce").fillna(0).sum())
+    bonuses = pd.to_numeric(decisions.get("bonus", pd.Series(dtype=float)), errors="coerce")
+    bonus = float(bonuses.fillna(0).sum())
     approved = int((decisions.get("decision", pd.Series(dtype=str)) == "approve").sum())
     median = float(seconds.median()) if seconds.notna().any() else None
-    if pay is not None and hours > 0:
+    per_task = f"; median {median:.0f} s per task" if median is not None else ""
+    if bonuses.isna().any():  # a bonus earned whose amount projects.yaml does not give (dialogue's document)
+        facts["pay"] = (f"{bonuses.isna().sum()} participant(s) earned a bonus whose amount is not set "
+                        f"(crowd.bonus.amounts in projects.yaml), so no pay per hour is given; {hours:.2f} hours on "
+                        f"tasks {measured}{per_task}")
+    elif pay is not None and hours > 0:
         total = pay * approved + bonus
         facts["pay"] = (f"{pay:.2f} {currency or ''} per participant ({approved} approved) and {bonus:.2f} in bonuses: "
-                        f"{total:.2f} for {hours:.2f} hours on tasks as the server measured them, an effective "
-                        f"{total / hours:.2f} {currency or ''} per hour; median {median:.0f} s per task").replace("  ", " ")
+                        f"{total:.2f} for {hours:.2f} hours on tasks {measured}, an effective "
+                        f"{total / hours:.2f} {currency or ''} per hour{per_task}").replace("  ", " ")
     elif median is not None:
         facts["pay"] = (f"base pay not given (--pay); bonuses {bonus:.2f} {currency or ''}; {hours:.2f} hours on tasks "
-                        f"as the server measured them; median {median:.0f} s per task").replace("  ", " ")
+                        f"{measured}{per_task}").replace("  ", " ")
     facts["hours"], facts["median_seconds"], facts["bonus_total"], facts["approved"] = hours, median, bonus, approved
     facts["criteria"] = _criteria(parts, agreement)
     return facts
@@ -214,6 +223,7 @@ def _criteria(parts, agreement: pd.DataFrame) -> list[dict]:
             size, values = datasheet.scale_size(spec, control)
             row = agreement[agreement["criterion"] == name] if "criterion" in agreement else agreement.iloc[0:0]
             out.append({"number": len(out) + 1, "name": name, "control": slot.control, "size": size,
+                        "relative": getattr(part, "compare", None) is not None,  # outputs side by side
                         "values": values, "presented": datasheet.presentation(control), "prompt": control["prompt"],
                         "agreement": _agreement_text(row.iloc[0]) if len(row) else None})
     return out
