@@ -180,6 +180,15 @@ def _entry(tmp_path, **settings):
     ({"assignment": {"strategy": "active", "judge": "j", "budget": 10}, "stop_when": {"labels": 5}},
      "stop_when: an active design stops at its budget (assignment.budget); leave stop_when out"),
     ({"assignment": {"strategy": "active", "judge": "j", "budget": 10, "mix": 0}}, "assignment.mix"),
+    # PAC labels (issue 52): alone, on a categorical criterion, with a judge, epsilon and a calibration sample
+    ({"stop_when": {"pac": {"judge": "j", "epsilon": 0.1, "calibration": 30}, "posterior": 0.9}},
+     "pac stops when the tasks the PAC threshold gives to humans are answered; give it alone"),
+    ({"assignment": {"strategy": "uncertainty"}, "stop_when": {"pac": {"judge": "j", "epsilon": 0.1,
+                                                                       "calibration": 30}}},
+     "stop_when.pac: PAC labels serve the calibration sample"),
+    ({"stop_when": {"pac": {"judge": "j", "calibration": 30}}}, "stop_when.pac.epsilon"),
+    ({"stop_when": {"pac": {"judge": "j", "epsilon": 0.1, "calibration": 5}}}, "stop_when.pac.calibration"),
+    ({"stop_when": {"pac": {"judge": "j", "epsilon": 1.5, "calibration": 30}}}, "stop_when.pac.epsilon"),
 ])
 def test_projects_yaml_refuses_what_cannot_route(tmp_path, settings, message):
     path = _entry(tmp_path, **settings)
@@ -301,3 +310,20 @@ def test_a_ledger_of_the_last_schema_is_migrated_and_keeps_its_answers(tmp_path)
     assert book.stop("part", '{"target": "another"}') == (at, record)  # the first stop stays
     assert sqlite3.connect(folder / ledger.FILE).execute("SELECT value FROM meta WHERE key = 'schema'").fetchone() \
         == (str(max(ledger_schema.MIGRATIONS)),)
+
+
+def test_a_pac_part_reads_the_judge_s_label_and_the_answers(tmp_path):
+    reg = registry.load(_entry(tmp_path, stop_when={"pac": {"judge": "j", "epsilon": 0.1, "calibration": 30}}))
+    project = reg.get("routed")
+    pac = routing.pac_of(project)
+    assert routing.routing_of(project) is None and (pac.judge, pac.epsilon, pac.alpha, pac.calibration) == (
+        "j", 0.1, 0.1, 30)
+    label = pac.labels[1]
+    result = [{"from_name": pac.control, "to_name": "x", "type": "choices", "value": {"choices": [label]}}]
+    assert routing.value_of(result, pac) == json.dumps(label)  # what the ledger keeps of each answer
+    predictions = [{"model_version": "judge:other", "result": result, "score": 0.2},
+                   {"model_version": "judge:j", "result": result, "score": 0.8}]
+    assert routing.judge_label(predictions, pac) == (1.0, 0.8)
+    assert routing.judge_label([{**predictions[1], "score": 1.5}], pac) == (1.0, None)  # not a confidence
+    rows = routing.draw_calibration(pac, list(range(100)), {3: predictions}, rng=np.random.default_rng(0))
+    assert sum(r[4] for r in rows) == 30 and {r[3] for r in rows} == {0.3} and rows[3][1:3] == (1.0, 0.8)

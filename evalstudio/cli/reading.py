@@ -158,8 +158,12 @@ def study_tables(parts, per_part, frames, folder=None):
     for part, tasks, frame in zip(parts, per_part, frames):
         golds.append(study.gold_answers(tasks, part))
         coverage[part.name] = study.coverage(frame, [t["id"] for t in tasks], part.annotators_per_task)
-        have = study.counted(frame).groupby("task_id").size().clip(upper=part.annotators_per_task).sum()
-        remaining += len(tasks) * part.annotators_per_task - int(have)
+        needed = _needed(part, folder)  # an active or PAC part: only the tasks its design gives to humans
+        wanted = [t for t in tasks if needed is None or int(t["id"]) in needed]
+        have = study.counted(frame)
+        have = have[have["task_id"].isin([t["id"] for t in wanted])]
+        remaining += len(wanted) * part.annotators_per_task - int(
+            have.groupby("task_id").size().clip(upper=part.annotators_per_task).sum())
         n_tasks += len(tasks)
     annotations = pd.concat(frames, ignore_index=True)
     crowd = study.study_crowd(parts)
@@ -173,6 +177,26 @@ def study_tables(parts, per_part, frames, folder=None):
         table["warnings"] = ["; ".join(w for w in (row_w, order.get(a, "")) if w)
                              for a, row_w in zip(table["annotator"], table["warnings"])]
     return crowd, _with_platform_ids(table, folder), coverage, remaining, annotations
+
+
+def _needed(part, folder: Path | None) -> set[int] | None:
+    """The tasks an active or PAC part gives to humans, from the ledger (None: every task): an active design's
+    drawn tasks; a PAC part's, once it has stopped, those its threshold gave to humans (until then, every task)."""
+    import json
+
+    from evalstudio.crowd import ledger, participants, routing
+
+    if routing.active_of(part) is None and routing.pac_of(part) is None:
+        return None
+    folder = Path(folder or participants.DEFAULT_FOLDER)
+    if not participants.has_ledger(folder):
+        return None
+    book = ledger.open_ledger(folder)
+    if routing.active_of(part) is not None:
+        design = book.design(part.name)
+        return {t for t, (_, drawn, _, _) in design.items() if drawn} if design else None
+    stopped = book.stopped().get(part.name)
+    return set(json.loads(stopped[1])["human"]) if stopped else None
 
 
 def _with_platform_ids(table, folder: Path | None):

@@ -274,7 +274,7 @@ def _adaptive_lines(parts, per_part, folder) -> list[str]:
     """Adaptive parts (assignment:, stop_when:): the stopping target reached (when, at what cost) or how far."""
     from evalstudio.crowd import ledger, participants, routing
 
-    if not any(routing.routing_of(p) for p in parts):
+    if not any(routing.routing_of(p) or routing.pac_of(p) for p in parts):
         return []
     folder = Path(folder or participants.DEFAULT_FOLDER)
     book = ledger.open_ledger(folder) if (folder / ledger.FILE).exists() or (folder / ledger.POINTER).exists() \

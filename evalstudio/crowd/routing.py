@@ -54,7 +54,8 @@ def routing_of(project) -> Routing | None:
     """The part's routing from its projects.yaml entry (None: a fixed overlap and no stopping rule, or an active
     design: `active_of`)."""
     assignment, stop = project.assignment, project.stop_when
-    if (assignment is None and stop is None) or (assignment is not None and assignment.strategy == "active"):
+    if (assignment is None and stop is None) or (assignment is not None and assignment.strategy == "active") or \
+            (stop is not None and stop.pac is not None):  # (active: active_of; pac: pac_of)
         return None
     name = (assignment.criterion if assignment else None) or next(iter(project.criteria))
     criterion = project.criteria[name]
@@ -229,6 +230,17 @@ def progress_lines(parts, per_part: list[list[dict]], ledger) -> list[str]:
     stopped = ledger.stopped() if ledger is not None else {}
     lines = []
     for part, tasks in zip(parts, per_part):
+        pac = pac_of(part)
+        if pac is not None:  # PAC labels: the threshold and its bound once stopped
+            how = f"{part.name}: PAC labels with judge {pac.judge} (epsilon {pac.epsilon:g}, alpha {pac.alpha:g})"
+            if part.name in stopped:
+                at, kept = stopped[part.name]
+                when = datetime.datetime.fromtimestamp(at, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+                lines.append(f"{how}: stopped at {when}: {json.loads(kept)['target']}")
+            else:
+                answered = len(ledger.part_values(part.name)) if ledger is not None else 0
+                lines.append(f"{how}: collecting; {answered} answers through the gateway")
+            continue
         route = routing_of(part)
         if route is None:
             continue
@@ -254,3 +266,104 @@ def progress_lines(parts, per_part: list[list[dict]], ledger) -> list[str]:
             parts_of_it.append(f"{ready} of {len(state.task_ids)} tasks at the target ({route.target})")
         lines.append(f"{how}: collecting; {', '.join(parts_of_it)}")
     return lines
+
+
+# --- PAC labels through the gateway (projects.yaml stop_when: {pac: ...}) --------------------------------------
+
+@dataclass(frozen=True)
+class Pac:
+    """A part's PAC labelling: a calibration sample first, then the tasks the threshold gives to humans."""
+    judge: str
+    epsilon: float
+    alpha: float
+    calibration: int
+    control: str  # the criterion's control: the judge's label of it, and the participants' answers (value_of)
+    labels: tuple[str, ...]
+    missing: frozenset[str]
+
+    categorical = True  # (value_of reads a Pac as it reads a Routing)
+
+
+def pac_of(project) -> Pac | None:
+    stop = project.stop_when
+    if stop is None or stop.pac is None:
+        return None
+    name = (project.assignment.criterion if project.assignment else None) or next(iter(project.criteria))
+    (_, control), = project.controls(name)
+    criterion = project.criteria[name]
+    return Pac(stop.pac.judge, stop.pac.epsilon, stop.pac.alpha, stop.pac.calibration, control,
+               tuple(criterion.labels or ()), frozenset(criterion.missing))
+
+
+def judge_label(predictions: list[dict], pac: Pac) -> tuple[float | None, float | None]:
+    """(the position of the judge's label among the criterion's labels, its confidence) on a task; None where the
+    judge gave none (or a label not of the criterion) or no confidence in [0, 1]."""
+    for prediction in predictions:
+        if prediction.get("model_version") not in (f"judge:{pac.judge}", pac.judge):
+            continue
+        position = None
+        for region in prediction.get("result") or []:
+            if isinstance(region, dict) and region.get("from_name") == pac.control:
+                chosen = (region.get("value") or {}).get("choices") or []
+                if len(chosen) == 1 and chosen[0] in pac.labels:
+                    position = float(pac.labels.index(chosen[0]))
+        confidence = prediction.get("score")
+        if not (isinstance(confidence, (int, float)) and not isinstance(confidence, bool) and 0 <= confidence <= 1):
+            confidence = None
+        return position, None if confidence is None else float(confidence)
+    return None, None
+
+
+def draw_calibration(pac: Pac, task_ids: list[int], predictions: dict[int, list[dict]], rng=None) -> list[tuple]:
+    """A PAC part's design: (task id, the judge's label position, its confidence, probability, in the calibration
+    sample) per task; the sample is `calibration` tasks drawn uniformly without replacement (all when there are
+    fewer), from the operating system's randomness unless `rng` is given."""
+    import secrets
+
+    import numpy as np
+
+    if not task_ids:
+        return []
+    m = min(pac.calibration, len(task_ids))
+    rng = rng or np.random.default_rng(secrets.randbits(128))
+    sample = set(rng.choice(len(task_ids), size=m, replace=False).tolist())
+    readings = [judge_label(predictions.get(t, []), pac) for t in task_ids]
+    return [(t, label, confidence, m / len(task_ids), i in sample)
+            for i, (t, (label, confidence)) in enumerate(zip(task_ids, readings))]
+
+
+def pac_needed(pac: Pac, design: dict, values: list[tuple[int, str, str | None]], overlap: int):
+    """(tasks humans label now, the stop record or None). Until every calibration task has its `overlap` answers:
+    the calibration sample. Then the PAC threshold from the sample's human labels (the most frequent answer; a tie
+    counts as the judge being wrong) against the judge's: the sample and every task whose uncertainty (1 - the
+    judge's confidence; 1 where it has none) is at or above it; once those have their answers, the record."""
+    import numpy as np
+
+    from evalstudio.stats.pac import pac_threshold
+
+    answers: dict[int, list[str]] = {}
+    for task_id, _, value in values:
+        answers.setdefault(task_id, []).append(value)
+    tasks = sorted(design)
+    sample = [t for t in tasks if design[t][1]]
+    if any(len(answers.get(t, [])) < overlap for t in sample):
+        return set(sample), None
+    judge = [None if design[t][2] is None else pac.labels[int(design[t][2])] for t in tasks]
+    uncertainty = np.array([1.0 if design[t][3] is None else 1.0 - design[t][3] for t in tasks])
+    index = {t: i for i, t in enumerate(tasks)}
+    human = []
+    for t in sample:
+        given = [json.loads(v) for v in answers[t] if v is not None]
+        counts = {label: given.count(label) for label in set(given)}
+        top = [label for label, n in counts.items() if n == max(counts.values(), default=0)]
+        human.append(top[0] if len(top) == 1 else "(no majority)")  # never equal to a judge's label
+    result = pac_threshold(judge, uncertainty, [index[t] for t in sample], human, pac.epsilon, pac.alpha)
+    needed = {t for t in tasks if result.human[index[t]]}
+    if any(len(answers.get(t, [])) < overlap for t in needed):
+        return needed, None
+    target = (f"humans labelled {len(needed)} of {len(tasks)} tasks (the calibration sample of {len(sample)} and "
+              f"every task with the judge's uncertainty at or above {result.threshold:.4g}); the judge's labels of the "
+              f"others are wrong on at most {result.bound:.1%} of all tasks with probability {1 - pac.alpha:.0%} "
+              f"(epsilon {pac.epsilon:g}; Candès, Ilyas & Zrnic 2025)")
+    return needed, json.dumps({"target": target, "answers": len(values), "threshold": result.threshold,
+                               "bound": result.bound, "human": sorted(needed)})

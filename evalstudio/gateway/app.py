@@ -257,7 +257,8 @@ class Gateway(Serving, Admission):
         result = check_result(body.get("result"), part.controls, complete=True)
         if ref.answered is None and part.quota is not None and await self._count(session, part) >= part.quota:
             return error_response("You have done every task of this part.", 409)
-        value = routing.value_of(result, part.routing) if part.routing else None  # adaptive: what routing reads
+        rule = part.routing or part.pac  # adaptive or PAC: what routing reads
+        value = routing.value_of(result, rule) if rule else None
         stored = json.dumps(await self._with_origin(part, ref, result), ensure_ascii=False, allow_nan=False)
         state = await self._w(self.ledger.record, ref.ref, stored, value, await self._overlap_of(part), part.quota)
         if state == "full":

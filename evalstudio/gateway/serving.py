@@ -127,6 +127,9 @@ class Serving:
             if await self._stopped(part, state, overlap):
                 await self._w(self.ledger.finish, session.participant, part.name)
                 return JSONResponse({"finished": routing.STOP_MESSAGE, "previous": previous})
+        if part.pac is not None and part.name in self.ledger.stopped():  # the PAC labels are complete
+            await self._w(self.ledger.finish, session.participant, part.name)
+            return JSONResponse({"finished": routing.STOP_MESSAGE, "previous": previous})
         if await self._finished(session, part):
             return JSONResponse({"finished": "You have done every task of this part. Thank you!", "previous": previous})
         count = await self._count(session, part)
@@ -139,6 +142,12 @@ class Serving:
         if part.active is not None:  # an active design: humans label the drawn tasks only
             design = await self._design(part, catalogue)
             order = [t for t in order if t in design and design[t][1]]
+        if part.pac is not None:  # PAC labels: the calibration sample, then the tasks the threshold gives to humans
+            needed = await self._pac_needed(part, await self._design(part, catalogue), overlap)
+            if needed is None:
+                await self._w(self.ledger.finish, session.participant, part.name)
+                return JSONResponse({"finished": routing.STOP_MESSAGE, "previous": previous})
+            order = [t for t in order if t in needed]
         theirs = set(catalogue.annotated_by(session.user_id))  # in Label Studio
         elsewhere = await self._items_seen_elsewhere(session, part)  # one item never twice in a study
         theirs |= {t for t, item in catalogue.contexts.items() if item in elsewhere}
@@ -165,9 +174,9 @@ class Serving:
                              "previous": previous})
 
     async def _design(self, part: Part, catalogue: Catalogue) -> dict:
-        """An active part's design: drawn the first time any gateway process serves the part (from the judge's
-        predictions, as Label Studio has them then) and kept in the ledger; read from there ever after. Tasks
-        imported after the draw are not in it (and not served)."""
+        """An active or PAC part's design: drawn the first time any gateway process serves the part (from the
+        judge's predictions, as Label Studio has them then) and kept in the ledger; read from there ever after.
+        Tasks imported after the draw are not in it (and not served)."""
         kept = self._designs.get(part.name) or self.ledger.design(part.name)
         if not kept:
             answer = await self._call("GET", "/api/predictions/", params={"project": part.project_id})
@@ -179,10 +188,31 @@ class Serving:
             for prediction in listed:
                 if isinstance(prediction, dict) and isinstance(prediction.get("task"), int):
                     by_task.setdefault(prediction["task"], []).append(prediction)
-            rows = routing.draw_design(part.active, sorted(catalogue.contexts), by_task)
-            kept = await self._w(self.ledger.keep_design, part.name, part.active.judge, rows)
+            if part.active is not None:
+                rows = routing.draw_design(part.active, sorted(catalogue.contexts), by_task)
+            else:  # a PAC part: its calibration sample, with the judge's label and confidence of every task
+                rows = routing.draw_calibration(part.pac, sorted(catalogue.contexts), by_task)
+            judge = part.active.judge if part.active is not None else part.pac.judge
+            kept = await self._w(self.ledger.keep_design, part.name, judge, rows)
         self._designs[part.name] = kept
         return kept
+
+    async def _pac_needed(self, part: Part, design: dict, overlap: int) -> set[int] | None:
+        """The tasks of a PAC part that humans label now; None once the part has stopped (the first time, the
+        ledger records the threshold and its bound). Computed again when an answer is added or changed."""
+        if part.name in self.ledger.stopped():
+            return None
+        values = self.ledger.part_values(part.name)
+        key = (hash(tuple(values)), len(design), overlap)
+        cached = self._states.get(part.name)
+        if cached is None or cached[0] != key:
+            cached = (key, await run_in_threadpool(routing.pac_needed, part.pac, design, values, overlap))
+            self._states[part.name] = cached
+        needed, record = cached[1]
+        if record is not None:
+            await self._w(self.ledger.stop, part.name, record)
+            return None
+        return needed
 
     async def _state(self, part: Part, catalogue: Catalogue) -> routing.State:
         """The part's answers and the certainty of each task's label (computed again when an answer is added or

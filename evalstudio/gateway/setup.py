@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 
 from evalstudio.base.errors import ServerError
-from evalstudio.crowd.routing import Active, Routing, active_of, routing_of
+from evalstudio.crowd.routing import Active, Pac, Routing, active_of, pac_of, routing_of
 from evalstudio.protocols.registry import Project
 
 from .checks import Control, controls_of
@@ -40,6 +40,7 @@ class Part:
     overlap: int = 1  # answers per task (Label Studio's maximum_annotations when the gateway started)
     active: Active | None = None  # an active design (assignment: {strategy: active}): only drawn tasks are served
     first_config: str = ""  # the config for the participant's first task of the part: its guide open (panels_open)
+    pac: Pac | None = None  # PAC labels (stop_when: {pac}): the calibration sample, then the threshold's tasks
 
 
 @dataclass
@@ -78,7 +79,7 @@ def load_parts(client, projects: list[Project]) -> list[Part]:
                           crowd.after if crowd else None, project.prefill, project.entry, project.list_number,
                           (crowd.batch_size, crowd.max_batches) if crowd and crowd.batch_size and crowd.max_batches
                           else None, project.order, routing_of(project), client.overlap(project_id),
-                          active_of(project), panels_open(config)))
+                          active_of(project), panels_open(config), pac_of(project)))
     return parts
 
 

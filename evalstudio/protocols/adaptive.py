@@ -29,6 +29,17 @@ When the gateway first serves the part it draws which tasks humans label, each w
 uncertainty (1 - its confidence; a task without one counts as unsure), and keeps every task's probability and draw
 in the ledger; only drawn tasks are served (each to `annotators_per_task` participants). `evalstudio active
 estimate --protocol` then gives each system's mean with the judge's scores and those probabilities.
+
+PAC labels (evalstudio/stats/pac.py): a judge labels the tasks it is sure of, humans the rest, so that at most a
+share epsilon of the final labels differ from the humans' with probability 1 - alpha:
+
+    stop_when:
+      pac: {judge: gpt-judge, epsilon: 0.05, alpha: 0.1, calibration: 60}
+
+When the gateway first serves the part it draws the calibration sample (`calibration` tasks, uniformly) and keeps
+it with the judge's label and confidence of every task in the ledger; it serves the calibration tasks first, then,
+from their answers, the tasks whose judge uncertainty is at or above the PAC threshold, and stops when those have
+their answers (the ledger records the threshold and its bound). A categorical criterion.
 """
 
 from __future__ import annotations
@@ -57,8 +68,18 @@ class Assignment(BaseModel):
         return self
 
 
+class PACRule(BaseModel):
+    """stop_when: {pac: ...}: PAC labels with a judge (Candès, Ilyas & Zrnic 2025)."""
+    model_config = ConfigDict(extra="forbid")
+    judge: str = Field(min_length=1, max_length=100)  # whose predictions give each task's label and confidence
+    epsilon: float = Field(gt=0, lt=1)  # the largest share of final labels that may differ from the humans'
+    alpha: float = Field(default=0.1, gt=0, lt=1)  # the probability that it does not hold
+    calibration: int = Field(ge=10)  # tasks in the uniform calibration sample
+
+
 class StopWhen(BaseModel):
     model_config = ConfigDict(extra="forbid")
+    pac: PACRule | None = None
     posterior: float | None = Field(default=None, gt=0, lt=1)
     width: float | None = Field(default=None, gt=0)
     labels: int | None = Field(default=None, ge=1)
@@ -71,8 +92,10 @@ class StopWhen(BaseModel):
             raise ValueError("give posterior (categorical criteria) or width (numeric), not both")
         if self.money is not None and self.pay_per_label is None:
             raise ValueError("money needs pay_per_label (what one answer costs)")
-        if all(v is None for v in (self.posterior, self.width, self.labels, self.money)):
-            raise ValueError("give a target (posterior or width) or a budget (labels or money)")
+        if self.pac is not None and any(v is not None for v in (self.posterior, self.width, self.labels, self.money)):
+            raise ValueError("pac stops when the tasks the PAC threshold gives to humans are answered; give it alone")
+        if self.pac is None and all(v is None for v in (self.posterior, self.width, self.labels, self.money)):
+            raise ValueError("give a target (posterior or width), a budget (labels or money), or pac")
         return self
 
     @property
@@ -102,9 +125,16 @@ def adaptive_problems(project) -> list[str]:
         if criterion.labels is not None or criterion.scale != "interval":
             problems.append(f"assignment.criterion: '{name}' is not numeric; an active design estimates a numeric "
                             "criterion's mean (for labels, see `evalstudio active pac`)")
+    if stop is not None and stop.pac is not None:
+        if assignment.strategy != "uniform":
+            problems.append("stop_when.pac: PAC labels serve the calibration sample, then the tasks the threshold "
+                            "gives to humans; leave assignment out (or strategy uniform)")
+        if criterion.labels is None:
+            problems.append(f"stop_when.pac: '{name}' is numeric; PAC labels are for a categorical criterion")
     if len(project.controls(name)) != 1:
         problems.append(f"assignment.criterion: '{name}' has one control per agent; route by a criterion with one")
-    if assignment.strategy != "active" and assignment.min_overlap > project.annotators_per_task:
+    if project.assignment is not None and assignment.strategy != "active" and \
+            assignment.min_overlap > project.annotators_per_task:  # (without assignment: one answer at least)
         problems.append(f"assignment.min_overlap: {assignment.min_overlap} is more than annotators_per_task "
                         f"({project.annotators_per_task}), the most answers a task can get")
     if stop is not None and stop.posterior is not None and criterion.labels is None:
