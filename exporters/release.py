@@ -64,9 +64,10 @@ def read_key(path: Path, output: Path) -> bytes:
     return bytes.fromhex(text)
 
 
-def ratings_table(annotations: pd.DataFrame, key: bytes, free_text: Iterable[str]) -> pd.DataFrame:
+def ratings_table(annotations: pd.DataFrame, key: bytes, metadata: Iterable[str]) -> pd.DataFrame:
     """The counted answers as the release's tidy table: one row per answer and criterion, annotators pseudonymised.
-    `free_text`: the metadata columns that are free text (a note), kept and reviewed like rationales."""
+    `metadata`: the entry's metadata columns kept (a note, which the caller reviews as free text; a bad-instance
+    mark)."""
     counted = annotations[~annotations["cancelled"].astype(bool)]
     if "surplus" in counted:
         counted = counted[~counted["surplus"].astype(bool)]
@@ -79,7 +80,7 @@ def ratings_table(annotations: pd.DataFrame, key: bytes, free_text: Iterable[str
     out["agent"] = counted["agent"]
     out["value"] = counted["value"]
     out["rationale"] = counted["rationale"]
-    for column in free_text:
+    for column in metadata:
         if column in counted:
             out[column] = counted[column]
     out["seconds"] = pd.to_numeric(counted["lead_time"], errors="coerce")
@@ -164,7 +165,7 @@ def dataset_card(name: str, title: str, table: pd.DataFrame, facts: dict, licenc
               "size_categories": [size], "tags": ["human-evaluation", "evalstudio"],
               "configs": [{"config_name": "default", "data_files": [{"split": "train",
                                                                        "path": "data/ratings.parquet"}]}]}
-    columns = "\n".join(f"| `{c}` | {COLUMN_MEANING.get(c, 'a free-text answer (reviewed before release)')} |"
+    columns = "\n".join(f"| `{c}` | {COLUMN_MEANING.get(c, OTHER_COLUMN)} |"
                         for c in table.columns)
     return (f"---\n{yaml.safe_dump(header, sort_keys=False, allow_unicode=True)}---\n\n"
             f"# {title}\n\n"
@@ -184,6 +185,7 @@ def dataset_card(name: str, title: str, table: pd.DataFrame, facts: dict, licenc
                else f"{licence}\n"))
 
 
+OTHER_COLUMN = "the annotator's answer to the control of this name (projects.yaml metadata_controls)"
 COLUMN_MEANING = {
     "part": "the study's part (Label Studio project) the answer was given in",
     "task_id": "the task (one item as shown with one system's output)",
@@ -195,7 +197,12 @@ COLUMN_MEANING = {
     "agent": "the agent rated (two-agent episodes), else empty",
     "value": "the answer: a label, or a number on the criterion's scale (its labels and range: datasheet.md, 4.3.4)",
     "rationale": "the annotator's written rationale for this rating (free text, reviewed before release)",
-    "seconds": "seconds on the task, measured by the server from serving it to the answer",
+    "seconds": "seconds on the task (through evalstudio's gateway: measured by the server from serving it to the "
+               "answer; from an MTurk batch: the assignment's WorkTimeInSeconds)",
+    "rejected": "the annotator failed the study's attention checks and was rejected (their ratings are kept here; "
+                "leave them out as the study's analysis did)",
+    "bad_instance": "the annotator marked the item as unusable",
+    "note": "the annotator's optional note (free text, reviewed before release)",
 }
 
 
@@ -203,7 +210,7 @@ def croissant(name: str, title: str, table: pd.DataFrame, files: dict[str, Path]
     """Croissant 1.0 metadata (JSON-LD) of the release: its files with their SHA-256, and the ratings' fields."""
     kinds = {"int64": "sc:Integer", "float64": "sc:Float", "bool": "sc:Boolean"}
     fields = [{"@type": "cr:Field", "@id": f"ratings/{c}", "name": c,
-               "description": COLUMN_MEANING.get(c, "a free-text answer"),
+               "description": COLUMN_MEANING.get(c, OTHER_COLUMN),
                "dataType": kinds.get(str(table[c].dtype), "sc:Text"),
                "source": {"fileObject": {"@id": "ratings-csv"}, "extract": {"column": c}}} for c in table.columns]
     return {

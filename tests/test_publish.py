@@ -143,6 +143,9 @@ def test_nothing_in_the_package_identifies_a_participant(published):
     ratings = pd.read_csv(package / "data_release" / "data" / "ratings.csv")
     assert ratings["annotator"].nunique() == len(WORKERS) and ratings["annotator"].str.fullmatch(r"A[0-9a-f]{12}").all()
     assert "created_at" not in ratings and "prolific_id" not in ratings
+    # the worker who failed the control questions is marked rejected, by pseudonym only
+    assert ratings.groupby("annotator")["rejected"].agg(set).map(len).eq(1).all()
+    assert ratings.groupby("annotator")["rejected"].first().sum() == 1
 
 
 def test_the_data_loads_as_published_with_its_card_and_croissant(published):
@@ -158,7 +161,9 @@ def test_the_data_loads_as_published_with_its_card_and_croissant(published):
     assert "size_categories" in header and card.text.lstrip().startswith("# ")
     import datasets
 
-    loaded = datasets.load_dataset(str(data), split="train")  # the card's configs say where the data is
+    # the card's configs say where the data is (a cache of this test's own: datasets' cache is keyed by the folder's
+    # name, and another run's data_release there has other columns)
+    loaded = datasets.load_dataset(str(data), split="train", cache_dir=str(package.parent / "hf-cache"))
     assert loaded.num_rows == len(ratings) and set(loaded.column_names) == set(ratings.columns)
     import mlcroissant
 

@@ -37,10 +37,14 @@ def publish_study(protocol: str, projects, folder: Path | None, stage: Path, key
     secrets = [s for a in accounts.values() for s in (a.participant_id, a.email, a.access, a.password,
                                                        a.platform_study, a.platform_session) if s]
     secrets += [str(s) for column in ("participant", "annotator") if column in table for s in table[column]]
-    free_text = [m for p in parts for m in p.metadata_controls if _tag(p, m) == "TextArea"]
-    ratings = release.ratings_table(annotations, key, dict.fromkeys(free_text))
+    metadata = list(dict.fromkeys(m for p in parts for m in p.metadata_controls))  # a note, a bad-instance mark
+    free_text = [m for m in metadata if any(_tag(p, m) == "TextArea" for p in parts)]
+    ratings = release.ratings_table(annotations, key, metadata)
     ratings, review = release.scrub(ratings, ["rationale", *free_text], secrets)
     decisions = study.decisions(table, crowd) if not table.empty else pd.DataFrame()
+    if crowd.min_gold_accuracy is not None and not decisions.empty:  # who `approvals` rejects, by pseudonym
+        rejected = {release.pseudonym(key, a) for a in decisions.loc[decisions["decision"] == "reject", "annotator"]}
+        ratings["rejected"] = ratings["annotator"].isin(rejected)
     agreement = agreement_table(counted, reg.study(protocol), n_boot=n_boot)
     facts = _facts(protocol, parts, per_part, counted, table, crowd, decisions, agreement, pay, currency, folder)
     facts["free_text"] = len(review)
