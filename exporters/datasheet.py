@@ -64,7 +64,13 @@ def scale_size(spec, control: dict) -> tuple[str, str]:
     if tag == "Rating":
         top = int(attributes.get("maxRating", high or 5))
         return str(top), f"1-{top}"
-    step = float(attributes.get("step", 1) or 1)
+    given = str(attributes.get("step", 1) or 1).strip().lower()
+    if given == "any":  # any decimal (health's 1-10 with decimals): HEDS's 'continuous'
+        return "continuous", f"{low:g}-{high:g}, any decimal"
+    try:
+        step = float(given)
+    except ValueError:
+        return "continuous", f"{low:g}-{high:g} (step {given!r})"
     size = round((high - low) / step) + 1
     shown = f"{low:g}-{high:g}" + (f" in steps of {step:g}" if step != 1 else "")
     return str(size), shown

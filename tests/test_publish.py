@@ -352,3 +352,57 @@ def test_reproduce_refuses_a_config_outside_the_package(tmp_path):
     write_manifest(folder, {}, "dialogue")
     with pytest.raises(BadInput, match="projects.dialogue.config: .* is outside the package"):
         reproduce_package(folder, client=None)
+
+
+@pytest.mark.parametrize("protocol", ["sotopia", "cmv", "circa", "dialogue", "health"])
+def test_every_protocol_publishes_what_its_annotators_gave(label_studio, client, tmp_path, protocol):
+    """One row per protocol, annotated in Label Studio itself by three annotators (test_export_e2e's values; every
+    rationale and note names the annotator's e-mail): the release holds every counted answer, `analyze` reads it
+    with its spec.yaml, every free-text cell is in review_free_text.csv with the e-mail removed, and no annotator's
+    e-mail is anywhere in the folder; the datasheet gives each criterion's scale."""
+    from .test_export_e2e import ANNOTATORS, annotate
+
+    only_on_the_last_database(label_studio)
+    known = {email: uid for uid, email in client.users().items()}
+    people = {e: known.get(e) or client.sdk.users.create(username=e.split("@")[0], email=e, password="not-used-1234").id
+              for e in ANNOTATORS}
+
+    def own(raw):
+        for entry in raw["projects"].values():
+            entry["title"] = "PB: " + entry["title"][:34]
+    projects_file = _projects_file(tmp_path, own)
+    reg = registry.load(projects_file)
+    entered, free = 0, 0
+    rng = np.random.default_rng(7)
+    for part in reg.parts(protocol):
+        report = import_files(part, importers.get(part.importer), example_files(part.name), client)
+        tasks, values = annotate(client, part, report.project_id, people, rng)
+        # what counts: each task's first annotators_per_task answers (the others are surplus, left out as
+        # `analyze` leaves them out)
+        counted = len(tasks) * min(len(ANNOTATORS), part.annotators_per_task)
+        entered += len(values) // (len(tasks) * len(ANNOTATORS)) * counted
+        rationales = sum(len(part.controls(c)) for c, spec in part.criteria.items() if spec.rationale)
+        notes = sum(1 for m in part.metadata_controls if part.interface.get_control(m).tag == "TextArea")
+        free += counted * (rationales + notes * sum(len(part.controls(c)) for c in part.criteria))
+    env = {"LABEL_STUDIO_URL": label_studio.url, "LABEL_STUDIO_API_KEY": label_studio.credentials().api_key,
+           "EVALSTUDIO_PROJECTS": str(projects_file), "EVALSTUDIO_RECORDS": str(tmp_path / "records")}
+    out = tmp_path / "pub"
+    done = run("publish", protocol, "-o", str(out), "--participants", str(tmp_path / "no-ledger"), "--key-file",
+               str(tmp_path / "key"), "--bootstrap", "50", env=env)
+    assert done.returncode == 0, done.stderr + done.stdout
+    ratings = pd.read_parquet(out / "data_release" / "data" / "ratings.parquet")
+    assert len(ratings) == entered  # every counted answer (the skipped task's is not one)
+    review = pd.read_csv(out / "review_free_text.csv")
+    assert len(review) == free  # every rationale and note, on each of its rows
+    # "ann-a@example.com on ...": the annotator's own e-mail, removed (as an annotator's id) from every rationale
+    assert (review.loc[review["column"] == "rationale", "removed"].fillna("") != "").all()
+    texts = [p.read_bytes().lower() for p in out.rglob("*") if p.is_file()] + [ratings.to_csv().encode().lower()]
+    assert [e for e in ANNOTATORS if any(e.encode() in t for t in texts)] == []
+    analysed = run("analyze", str(out / "data_release" / "data" / "ratings.csv"), "--spec",
+                   str(out / "data_release" / "spec.yaml"), "-o", str(tmp_path / "analysis"))
+    assert analysed.returncode == 0, analysed.stderr
+    assert f"{entered} ratings of" in " ".join(analysed.stdout.split())
+    heds = {a["number"]: a for a in json.loads((out / "datasheet.json").read_text())["heds"]}
+    for name in {c for p in reg.parts(protocol) for c in p.criteria}:
+        assert heds[f"4.3.3 [{name}]"]["answer"] and heds[f"4.3.4 [{name}]"]["answer"], name
+    assert heds["3.2.1"]["answer"] == str(ratings["annotator"].nunique())  # with a counted answer
