@@ -406,3 +406,10 @@ def test_every_protocol_publishes_what_its_annotators_gave(label_studio, client,
     for name in {c for p in reg.parts(protocol) for c in p.criteria}:
         assert heds[f"4.3.3 [{name}]"]["answer"] and heds[f"4.3.4 [{name}]"]["answer"], name
     assert heds["3.2.1"]["answer"] == str(ratings["annotator"].nunique())  # with a counted answer
+    # and the study set up again from the package alone, each part equal to the published instrument
+    parts = reg.parts(protocol)
+    for part in parts:
+        client.sdk.projects.delete(id=client.find_project(part.title))
+    again = run("reproduce", str(out), env={**env, "EVALSTUDIO_PROJECTS": ""})
+    assert again.returncode == 0, again.stderr + again.stdout
+    assert again.stdout.count("equal the published instrument") == len(parts)
