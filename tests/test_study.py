@@ -378,3 +378,14 @@ def test_only_answers_of_the_criterion_are_gold(reg, project, gold_label, counte
     attention checks (found by `publish`'s datasheet, issue 54)."""
     task = {"id": 1, "data": {}, "meta": {"is_control": True, "gold_label": gold_label}}
     assert len(study.gold_answers([task], reg.get(project))) == int(counted)
+
+
+@pytest.mark.parametrize("quotas, study_quota", [
+    ({"cmv_threads": 30, "cmv_tom": 30}, 60),  # one participant does both parts: 60 tasks is not over quota
+    ({"cmv_threads": 30, "cmv_tom": None}, None),  # a part without a quota: the study has none
+    ({"cmv_threads": "all", "cmv_tom": 30}, "all"),
+])
+def test_a_study_s_quota_is_the_sum_of_its_parts(reg, quotas, study_quota):
+    parts = [p.model_copy(update={"crowd": Crowd(per_participant=quotas[p.name], **(
+        {"after": p.crowd.after} if p.crowd and p.crowd.after else {}))}) for p in reg.parts("cmv")]
+    assert study.study_crowd(parts).per_participant == study_quota

@@ -90,6 +90,12 @@ def study_crowd(parts: list[Project]) -> Crowd:
         for key, value in (part.crowd.model_dump(exclude_none=True) if part.crowd else {}).items():
             merged.setdefault(key, value)
     merged.pop("after", None)
+    # a quota per part (CMV: 30 blind threads, then 30 samples): the study's is their sum (each entry once: a
+    # participant works in one list of it); a part without one leaves the study's open
+    quotas = {p.entry: p.crowd.per_participant if p.crowd else None for p in parts}
+    if len(quotas) > 1:
+        values = list(quotas.values())
+        merged["per_participant"] = None if None in values else "all" if "all" in values else sum(values)
     return Crowd(**merged)
 
 
