@@ -148,7 +148,9 @@ def panels_open(config: str) -> str:
             panel.tag = "View"
             panel.attrib.clear()
             panel.set("className", "es-guide")
-            if title:
+            first = panel[0] if len(panel) else None
+            repeated = first is not None and first.tag == "Header" and first.get("value", "").strip() == title.strip()
+            if title and not repeated:  # (a panel that opens with its own title as a Header keeps just that one)
                 panel.insert(0, ET.Element("Header", {"value": title, "size": "5"}))
     return ET.tostring(root, encoding="unicode")
 
