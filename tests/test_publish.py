@@ -159,6 +159,9 @@ def test_the_data_loads_as_published_with_its_card_and_croissant(published):
     header = card.data.to_dict()
     assert header["license"] == "unknown" and header["configs"][0]["data_files"][0]["path"] == "data/ratings.parquet"
     assert "size_categories" in header and card.text.lstrip().startswith("# ")
+    from datasets.utils.metadata import MetadataConfigs
+
+    assert list(MetadataConfigs.from_dataset_card_data(card.data)) == ["default"]  # the Hub's reading of configs
     import datasets
 
     # the card's configs say where the data is (a cache of this test's own: datasets' cache is keyed by the folder's
@@ -413,3 +416,17 @@ def test_every_protocol_publishes_what_its_annotators_gave(label_studio, client,
     again = run("reproduce", str(out), env={**env, "EVALSTUDIO_PROJECTS": ""})
     assert again.returncode == 0, again.stderr + again.stdout
     assert again.stdout.count("equal the published instrument") == len(parts)
+
+
+@pytest.mark.parametrize("option, value, message", [
+    ("--license", "cc-by 4.0\n---", "--license: 'cc-by 4.0\\n---' is not a licence id"),
+    ("--currency", "EURO", "--currency: 'EURO' is not a currency code"),
+    ("--key-file", "OUT/key", "is inside the output folder"),
+])
+def test_publish_refuses_what_would_end_up_wrong_in_the_package(tmp_path, option, value, message):
+    out = tmp_path / "pub"
+    done = run("publish", "--ratings", str(MTURK), "--spec", str(EXAMPLES_ANALYZE / "circa_mturk.yaml"), "-o",
+               str(out), *(() if option == "--key-file" else ("--key-file", str(tmp_path / "key"))), option,
+               value.replace("OUT", str(out)))
+    assert done.returncode == 2 and message in " ".join(done.stderr.split()), done.stderr
+    assert not out.exists() or not any(out.iterdir())  # nothing written

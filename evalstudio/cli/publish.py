@@ -3,6 +3,7 @@ up again on another Label Studio."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -62,6 +63,10 @@ def publish(
     try:
         if output.exists() and (not output.is_dir() or any(output.iterdir())):
             raise BadInput(f"-o {output}: exists and is not an empty folder; give a new folder for the package")
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9.+-]{0,63}", license_):
+            raise BadInput(f"--license: {license_!r} is not a licence id; give an SPDX id such as cc-by-4.0 (or unknown)")
+        if currency is not None and not re.fullmatch(r"[A-Za-z]{3}", currency):
+            raise BadInput(f"--currency: {currency!r} is not a currency code; give three letters such as EUR")
         if ratings is None and protocol is None:
             raise BadInput("name the PROTOCOL of a study run on Label Studio, or give --ratings FILE")
         if ratings is None and spec is not None:
