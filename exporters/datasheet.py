@@ -115,7 +115,7 @@ def heds_answers(facts: dict) -> list[Answer]:
                _per_system(f), "Label Studio's tasks with at least one counted answer" if live else "the ratings file"),
         Answer("3.1.2", "How are system outputs (or other evaluation items) selected for inclusion?",
                ANSWERED if f.get("active") else OPEN, f.get("active") or "",
-               "the gateway's ledger (active design)" if f.get("active") else "how the researchers chose the items"),
+               "the gateway's ledger (its design)" if f.get("active") else "how the researchers chose the items"),
         _open("3.1.3", "What is the statistical power of the sample size?",
               "a power calculation (`evalstudio plan` gives one from a pilot)"),
         Answer("3.2.1", "How many evaluators are there in this experiment?", ANSWERED, str(f["annotators"]),

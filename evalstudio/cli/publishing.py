@@ -180,7 +180,11 @@ def _facts(protocol, parts, per_part, counted, table, crowd, decisions, agreemen
         "comment_box": ", ".join(m for p in parts for m in p.metadata_controls if _tag(p, m) == "TextArea"),
         "active": "by an automatic random process: an active design drew each task for a human label with a "
                   "probability from the judge's uncertainty (each probability is in the gateway's ledger)"
-        if any(p.assignment is not None and p.assignment.strategy == "active" for p in parts) else None,
+        if any(p.assignment is not None and p.assignment.strategy == "active" for p in parts) else
+        "PAC labels: humans labelled a calibration sample drawn uniformly at random, then every task whose judge "
+        "uncertainty was at or above the PAC threshold; the judge labelled the rest (the threshold and its bound "
+        "are in the gateway's ledger)" if any(p.stop_when is not None and p.stop_when.pac is not None for p in parts)
+        else None,
         "parts": [{"title": p.entry_title, "controls": ", ".join(f"{c.name} ({c.tag})" for c in p.interface.controls)}
                   for p in dict((p.entry, p) for p in parts).values()],
     }
