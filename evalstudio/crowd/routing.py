@@ -85,26 +85,36 @@ def active_of(project) -> Active | None:
     return Active(assignment.judge, assignment.budget, assignment.mix, control)
 
 
+def judge_values(predictions: list[dict], judge: str, control: str) -> tuple[list[dict], float | None] | None:
+    """The values of `judge`'s regions of `control` in a task's predictions (model version judge:NAME or NAME) and
+    the prediction's score as its confidence (None unless a number in [0, 1]); None when the judge has none."""
+    for prediction in predictions:
+        if prediction.get("model_version") not in (f"judge:{judge}", judge):
+            continue
+        values = [region.get("value") or {} for region in prediction.get("result") or []
+                  if isinstance(region, dict) and region.get("from_name") == control]
+        confidence = prediction.get("score")
+        if not (isinstance(confidence, (int, float)) and not isinstance(confidence, bool) and 0 <= confidence <= 1):
+            confidence = None
+        return values, None if confidence is None else float(confidence)
+    return None
+
+
 def judge_reading(predictions: list[dict], active: Active) -> tuple[float | None, float | None]:
     """(score, confidence) of the design's judge on a task, from the task's predictions: the judge's value of the
     criterion (a rating or a number) and the prediction's score (the judge's mean confidence); None where missing
     or not a finite number."""
-    for prediction in predictions:
-        if prediction.get("model_version") not in (f"judge:{active.judge}", active.judge):
-            continue
-        score = None
-        for region in prediction.get("result") or []:
-            if isinstance(region, dict) and region.get("from_name") == active.control:
-                value = region.get("value") or {}
-                for key in ("rating", "number"):
-                    number = value.get(key)
-                    if isinstance(number, (int, float)) and not isinstance(number, bool) and math.isfinite(number):
-                        score = float(number)
-        confidence = prediction.get("score")
-        if not (isinstance(confidence, (int, float)) and not isinstance(confidence, bool) and 0 <= confidence <= 1):
-            confidence = None
-        return score, None if confidence is None else float(confidence)
-    return None, None
+    found = judge_values(predictions, active.judge, active.control)
+    if found is None:
+        return None, None
+    values, confidence = found
+    score = None
+    for value in values:
+        for key in ("rating", "number"):
+            number = value.get(key)
+            if isinstance(number, (int, float)) and not isinstance(number, bool) and math.isfinite(number):
+                score = float(number)
+    return score, confidence
 
 
 def draw_design(active: Active, task_ids: list[int], predictions: dict[int, list[dict]], rng=None) -> list[tuple]:
@@ -298,20 +308,16 @@ def pac_of(project) -> Pac | None:
 def judge_label(predictions: list[dict], pac: Pac) -> tuple[float | None, float | None]:
     """(the position of the judge's label among the criterion's labels, its confidence) on a task; None where the
     judge gave none (or a label not of the criterion) or no confidence in [0, 1]."""
-    for prediction in predictions:
-        if prediction.get("model_version") not in (f"judge:{pac.judge}", pac.judge):
-            continue
-        position = None
-        for region in prediction.get("result") or []:
-            if isinstance(region, dict) and region.get("from_name") == pac.control:
-                chosen = (region.get("value") or {}).get("choices") or []
-                if len(chosen) == 1 and chosen[0] in pac.labels:
-                    position = float(pac.labels.index(chosen[0]))
-        confidence = prediction.get("score")
-        if not (isinstance(confidence, (int, float)) and not isinstance(confidence, bool) and 0 <= confidence <= 1):
-            confidence = None
-        return position, None if confidence is None else float(confidence)
-    return None, None
+    found = judge_values(predictions, pac.judge, pac.control)
+    if found is None:
+        return None, None
+    values, confidence = found
+    position = None
+    for value in values:
+        chosen = value.get("choices") or []
+        if len(chosen) == 1 and chosen[0] in pac.labels:
+            position = float(pac.labels.index(chosen[0]))
+    return position, confidence
 
 
 def draw_calibration(pac: Pac, task_ids: list[int], predictions: dict[int, list[dict]], rng=None) -> list[tuple]:
