@@ -60,11 +60,12 @@ def publish_study(protocol: str, projects, folder: Path | None, stage: Path, key
     release.write_croissant(data / "croissant.json", release.croissant(protocol, title, ratings, files, data, licence))
     criteria = {k: v for p in parts for k, v in p.criteria.items()}
     (data / "spec.yaml").write_text(release.analysis_spec(protocol, ratings, criteria), encoding="utf-8")
-    datasheet.write_datasheet(stage, title, datasheet.heds_answers(facts), datasheet.checklist_d(facts))
+    heds = datasheet.heds_answers(facts)
+    datasheet.write_datasheet(stage, title, heds, datasheet.checklist_d(facts))
     shown = _write_instrument(stage / instrument.INSTRUMENT, reg, parts, per_part, key, folder)
     instrument.write_manifest(stage, shown, protocol)
     return {"ratings": len(ratings), "annotators": facts["annotators"], "free_text": len(review),
-            "open": sum(a.status == datasheet.OPEN for a in datasheet.heds_answers(facts))}
+            "open": sum(a.status == datasheet.OPEN for a in heds)}
 
 
 def publish_ratings(path: Path, spec, stage: Path, key_file: Path, output: Path, pay: float | None,

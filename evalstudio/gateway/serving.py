@@ -125,11 +125,9 @@ class Serving:
         if part.routing is not None:  # adaptive collection: the part may have collected enough (said to everyone)
             state = await self._state(part, await self._catalogue(part))
             if await self._stopped(part, state, overlap):
-                await self._w(self.ledger.finish, session.participant, part.name)
-                return JSONResponse({"finished": routing.STOP_MESSAGE, "previous": previous})
+                return await self._collected(session, part, previous)
         if part.pac is not None and part.name in self.ledger.stopped():  # the PAC labels are complete
-            await self._w(self.ledger.finish, session.participant, part.name)
-            return JSONResponse({"finished": routing.STOP_MESSAGE, "previous": previous})
+            return await self._collected(session, part, previous)
         if await self._finished(session, part):
             return JSONResponse({"finished": "You have done every task of this part. Thank you!", "previous": previous})
         count = await self._count(session, part)
@@ -145,8 +143,7 @@ class Serving:
         if part.pac is not None:  # PAC labels: the calibration sample, then the tasks the threshold gives to humans
             needed = await self._pac_needed(part, await self._design(part, catalogue), overlap)
             if needed is None:
-                await self._w(self.ledger.finish, session.participant, part.name)
-                return JSONResponse({"finished": routing.STOP_MESSAGE, "previous": previous})
+                return await self._collected(session, part, previous)
             order = [t for t in order if t in needed]
         theirs = set(catalogue.annotated_by(session.user_id))  # in Label Studio
         elsewhere = await self._items_seen_elsewhere(session, part)  # one item never twice in a study
@@ -172,6 +169,12 @@ class Serving:
         await self._w(self.ledger.finish, session.participant, part.name)
         return JSONResponse({"finished": "There are no more tasks for you in this part. Thank you!",
                              "previous": previous})
+
+    async def _collected(self, session: Session, part: Part, previous: str | None) -> Response:
+        """The part has collected what it needs (its stopping target, or its PAC labels): said to the participant,
+        whose part is finished."""
+        await self._w(self.ledger.finish, session.participant, part.name)
+        return JSONResponse({"finished": routing.STOP_MESSAGE, "previous": previous})
 
     async def _design(self, part: Part, catalogue: Catalogue) -> dict:
         """An active or PAC part's design: drawn the first time any gateway process serves the part (from the
