@@ -47,7 +47,7 @@ def publish_study(protocol: str, projects, folder: Path | None, stage: Path, key
         ratings["rejected"] = ratings["annotator"].isin(rejected)
     agreement = agreement_table(counted, reg.study(protocol), n_boot=n_boot)
     facts = _facts(protocol, parts, per_part, counted, table, crowd, decisions, agreement, pay, currency, folder)
-    facts["free_text"] = len(review)
+    facts["free_text"], facts["comment_box"] = len(review), ", ".join(free_text)  # (the notes are a comment box)
 
     data = stage / "data_release"
     files = release.write_data(data, ratings, review)
@@ -178,7 +178,6 @@ def _facts(protocol, parts, per_part, counted, table, crowd, decisions, agreemen
         "label_studio": installed("label-studio", "1.23.2"), "evalstudio": installed("evalstudio", "0.1.0"),
         "order_of_parts": " then ".join(dict.fromkeys(p.entry_title for p in parts))
         if any(p.crowd and p.crowd.after for p in parts) else None,
-        "comment_box": ", ".join(m for p in parts for m in p.metadata_controls if _tag(p, m) == "TextArea"),
         "active": "by an automatic random process: an active design drew each task for a human label with a "
                   "probability from the judge's uncertainty (each probability is in the gateway's ledger)"
         if any(p.assignment is not None and p.assignment.strategy == "active" for p in parts) else
