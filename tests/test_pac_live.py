@@ -10,7 +10,6 @@ from __future__ import annotations
 import csv
 import json
 
-import numpy as np
 import pytest
 
 from evalstudio.crowd import ledger, participants, routing
@@ -99,13 +98,14 @@ def test_the_gateway_serves_the_calibration_sample_then_the_threshold_s_tasks_an
     expected = pac_threshold([judge[t][0] for t in order], [1 - judge[t][1] for t in order],
                              [order.index(t) for t in sample], [gold[t] for t in sample], EPSILON, ALPHA)
     assert sorted(served) == [t for t, human in zip(order, expected.human) if human]
-    assert CALIBRATION < len(served) < N  # the threshold sent some tasks to humans and left the rest to the judge
+    # the judge kept some tasks (and, unless the random sample happened to hold no task the judge gets wrong, which
+    # then lets it keep every other one, the threshold sent tasks beyond the sample to humans)
+    assert CALIBRATION <= len(served) < N
     record = json.loads(ledger.open_ledger(folder).stopped()["circa_part1"][1])
     assert record["threshold"] == pytest.approx(expected.threshold) and record["bound"] <= EPSILON
     assert status.returncode == 0, status.stderr
     said = " ".join(status.stdout.split())
     assert "PAC labels with judge proxy (epsilon 0.1, alpha 0.1): stopped at" in said
     assert "0 annotation(s) to go" in said or "to go" not in said  # nothing left: the rest is the judge's
-    # what the judge keeps is right on all but the unsure tenth, which the threshold gave to humans
-    kept = [t for t, human in zip(order, expected.human) if not human]
-    assert np.mean([judge[t][0] != gold[t] for t in kept]) <= EPSILON
+    # (PAC's promise, error over all tasks at most epsilon with probability 1 - alpha, is a statement about the
+    # random sample: tests/test_active.py and benchmarks/active.py check it by replay, not one draw here)
