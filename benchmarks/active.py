@@ -21,8 +21,21 @@ Every judge is also replayed "useless": its scores shuffled among the items (rea
 judge's scores are put on the human scale by one linear fit over the data set, as a judge asked on the humans' own
 scale answers (a fixed map: it does not touch the intervals' validity).
 
+- The PAC labels paper's data (Candès, Ilyas & Zrnic 2025, github.com/tijana-zrnic/pac-labels, MIT): a real LLM
+  judge with its own confidence. GPT-4o labelled 2,299 sentences' stance on global warming (agrees, neutral,
+  disagrees), 1,923 news headlines (misinformation or real) and 5,000 phrases' sentiment (0-1), each with a stated
+  confidence; the human labels are the original data sets'. A class's share is the criterion (y = 1 where the
+  humans gave the class), and the judge's score is GPT-4o's label and confidence read as the class's probability
+  (its confidence where it gave the class, the rest shared evenly among the other classes). Three active designs:
+  what `active draw` and the gateway do (one batch, the probabilities from the stated uncertainty 1 - confidence
+  with half of the budget uniform), two batches with an error model fitted on the first over the judge's score
+  (which holds label and confidence; the design replayed for the other data, which evalstudio does not run), and,
+  as a ceiling no study has, two batches with every score's error size known in advance (its root mean square over
+  the whole data set).
+
 PAC labels: USR's Uses Knowledge (0/1, the majority of 3 ratings); the judge says 1 when the response shares a
-content word with the persona facts, and its uncertainty is how close the share of shared words is to that line.
+content word with the persona facts, and its uncertainty is how close the share of shared words is to that line. And
+GPT-4o's stance and misinformation labels with its stated confidence (uncertainty 1 - confidence).
 """
 
 from __future__ import annotations
@@ -39,6 +52,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from evalstudio.stats.active import DEFAULT_MIX
 from evalstudio.stats.active_replay import STRATEGIES, labels_for_width, replay_means, replay_pac
 from evalstudio.stats.ppi import resampled_studies
 
@@ -47,10 +61,14 @@ PRINTED = (*STRATEGIES, "analyze --ppi: human only", "analyze --ppi: PPI++")
 ROOT = Path(__file__).resolve().parents[1]
 USR = ROOT / "tests" / "data" / "usr" / "pc_usr_data.json"
 SQUALITY = ROOT / "examples" / "analyze" / "squality" / "ratings.csv"
-BUDGETS = {"hanna": (30, 60, 120, 240, 480), "usr": (20, 40, 80, 160), "squality": (20, 40, 80, 160)}
+PAC_LABELS = ROOT / "tests" / "data" / "pac_labels"
+GPT4O = f"GPT-4o, its stated confidence, one batch, mix {DEFAULT_MIX:g} (as `active draw`)"
+BUDGETS = {"hanna": (30, 60, 120, 240, 480), "usr": (20, 40, 80, 160), "squality": (20, 40, 80, 160),
+           "stance": (50, 100, 200, 400), "misinfo": (50, 100, 200, 400), "sentiment": (50, 100, 200, 400)}
 PER_SYSTEM_BUDGETS = (10, 20, 30, 60)
 PER_SYSTEM_POPULATION = 200
-REFERENCE_BUDGET = {"hanna": 120, "usr": 80, "squality": 80}  # the uniform PPI++ width to reach
+REFERENCE_BUDGET = {"hanna": 120, "usr": 80, "squality": 80, "stance": 200, "misinfo": 200,
+                    "sentiment": 200}  # the uniform PPI++ width to reach
 STOPWORDS = set("the a an and or but to of in on at for with is are was were be been am i you he she it we they my "
                 "your his her its our their me him them this that these those what which who do does did have has "
                 "had not no yes so too very just can will would could should there here from about as by if than "
@@ -83,8 +101,58 @@ def unigram_f1(response: str, reference: str) -> float:
     return 0.0 if common == 0 else 2 * common / (len(a) + len(b))
 
 
+def gpt4o(name: str) -> pd.DataFrame:
+    """One of the PAC labels paper's data sets: Y (the human label or score), label (GPT-4o's), confidence."""
+    table = pd.read_csv(PAC_LABELS / f"{name}.csv")
+    return table.rename(columns={"Yhat (GPT4o)": "label"})[["Y", "label", "confidence"]]
+
+
+def class_probability(table: pd.DataFrame, target: str) -> np.ndarray:
+    """GPT-4o's label and confidence as the probability of `target`: its confidence where it said `target`, the
+    rest of the probability shared evenly among the other classes where it did not."""
+    others = table["Y"].nunique() - 1
+    c = table["confidence"].to_numpy(float)
+    return np.where(table["label"].to_numpy() == target, c, (1 - c) / others)
+
+
+def known_error_sizes(y: np.ndarray, f: np.ndarray) -> np.ndarray:
+    """The ceiling: each item's uncertainty is the root mean square of y - f over every item with its judge score
+    (what a study's error model could at best learn)."""
+    codes, group = np.unique(f, return_inverse=True)
+    e2 = (y - f) ** 2
+    return np.sqrt(np.bincount(group, weights=e2) / np.bincount(group))[group]
+
+
+def gpt4o_sets(only=None) -> list[dict]:
+    criteria = [("stance", "share that disagrees", "disagrees"), ("stance", "share that agrees", "agrees"),
+                ("misinfo", "share of misinformation", "misinfo"), ("sentiment", "sentiment (0-1)", None)]
+    out = []
+    for data, criterion, target in criteria:
+        if only not in (None, data):
+            continue
+        table = gpt4o(data)
+        if target is None:
+            y, f = table["Y"].to_numpy(float), table["label"].to_numpy(float)
+        else:
+            y, f = (table["Y"] == target).to_numpy(float), class_probability(table, target)
+        f = on_human_scale(y, f)
+        stated = 1 - table["confidence"].to_numpy(float)
+        base = {"data": data, "criterion": criterion, "y": y, "f": f, "system": None, "stated": stated,
+                "shuffled": "useless (GPT-4o's scores shuffled)"}
+        out += [base | {"judge": GPT4O, "uncertainty": stated, "design": "one batch"},
+                base | {"judge": "GPT-4o, its stated confidence, one batch, mix 0.5", "uncertainty": stated,
+                        "design": "one batch", "mix": 0.5,
+                        "shuffled": "useless (GPT-4o's scores shuffled), one batch, mix 0.5"},
+                base | {"judge": "GPT-4o, two batches, an error model fitted on the first (not in evalstudio)",
+                        "variant": True},
+                base | {"judge": "GPT-4o, two batches, error sizes known in advance (a ceiling)",
+                        "uncertainty": known_error_sizes(y, f), "variant": True}]
+    return out
+
+
 def datasets(only=None) -> list[dict]:
-    """[{data, criterion, judge, y, f, r}] for every replayed data set and judge."""
+    """[{data, criterion, judge, y, f, r, system}] for every replayed data set and judge (system None: the data
+    set has none; `uncertainty`: the judge's own, used as it is)."""
     out = []
     if only in (None, "hanna"):
         sys.path.insert(0, str(Path(__file__).parent))
@@ -113,10 +181,15 @@ def datasets(only=None) -> list[dict]:
     rng = np.random.default_rng(0)
     for d in list(out):
         d["f"] = on_human_scale(d["y"], d["f"])
+    out += gpt4o_sets(only)
+    for d in list(out):
         d["r"] = float(np.corrcoef(d["y"], d["f"])[0, 1])
+        if d.get("variant"):
+            continue
         shuffled = on_human_scale(d["y"], rng.permutation(d["f"]))
-        out.append(d | {"judge": f"useless ({d['judge']} shuffled)", "f": shuffled,
-                        "r": float(np.corrcoef(d["y"], shuffled)[0, 1])})
+        out.append({k: v for k, v in d.items() if k != "stated"}
+                   | {"judge": d.get("shuffled", f"useless ({d['judge']} shuffled)"), "f": shuffled,
+                      "r": float(np.corrcoef(d["y"], shuffled)[0, 1])})
     return out
 
 
@@ -150,6 +223,13 @@ def uses_knowledge_judge() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return judge, uncertainty, human
 
 
+def gpt4o_pac(name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(GPT-4o's label, its uncertainty 1 - stated confidence, the human label) per item, for PAC labels."""
+    table = gpt4o(name)
+    return (table["label"].to_numpy(object), 1 - table["confidence"].to_numpy(float),
+            table["Y"].to_numpy(object))
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=1000)
@@ -170,7 +250,8 @@ def main(argv=None) -> None:
         labels = {s: [] for s in STRATEGIES}
         budgets = BUDGETS[d["data"]]
         for budget in budgets:
-            result = replay_means(d["y"], d["f"], budget, args.runs, rng)
+            result = replay_means(d["y"], d["f"], budget, args.runs, rng, uncertainty=d.get("uncertainty"),
+                                  design=d.get("design", "two batches"), mix=d.get("mix", DEFAULT_MIX))
             for s in STRATEGIES:
                 widths[s].append(result[s]["width"])
                 labels[s].append(result[s]["labels"])
@@ -200,6 +281,8 @@ def main(argv=None) -> None:
         print("|---|---|---:|" + "---|" * len(PRINTED))
         lowest = {}
         for d in datasets(args.data):
+            if d["system"] is None:
+                continue
             for budget in PER_SYSTEM_BUDGETS:
                 table = per_system(d, budget, args.per_system_runs, rng)
                 lowest[budget] = min(lowest.get(budget, 1.0), float(table[list(PRINTED)].mean().min()))
@@ -207,6 +290,29 @@ def main(argv=None) -> None:
                       + " | ".join(f"{table[s].mean():.3f} [{table[s].min():.3f}]" for s in PRINTED) + " |")
         print("\nLowest mean coverage over systems, per size: "
               + ", ".join(f"{b} labels: {c:.3f}" for b, c in lowest.items()))
+    told = [d for d in datasets(args.data) if "stated" in d and d["judge"] == GPT4O]
+    if told:
+        print("\nHow well GPT-4o's uncertainty tells its errors: the correlation with |human - judge| of its stated "
+              "uncertainty (1 - confidence) and of the error sizes known in advance (the ceiling's uncertainty)\n")
+        print("| data, criterion | judge (r with humans) | r(stated uncertainty, error size) | "
+              "r(error sizes known in advance, error size) |")
+        print("|---|---|---:|---:|")
+        for d in told:
+            size = np.abs(d["y"] - d["f"])
+            print(f"| {d['data']}, {d['criterion']} | GPT-4o ({d['r']:.2f}) | "
+                  f"{np.corrcoef(d['stated'], size)[0, 1]:.2f} | "
+                  f"{np.corrcoef(known_error_sizes(d['y'], d['f']), size)[0, 1]:.2f} |")
+    pac_sets = [(name, *gpt4o_pac(name)) for name in ("stance", "misinfo") if args.data in (None, name)]
+    for name, judge, uncertainty, human in pac_sets:
+        print(f"\nPAC labels, {name}: {len(judge)} items, GPT-4o wrong on {np.mean(judge != human):.1%}, its "
+              f"uncertainty 1 - its stated confidence; {args.pac_runs} runs each\n")
+        print("| epsilon | alpha | calibration sample | runs with error > epsilon | mean error | largest error | "
+              "share humans labelled |")
+        print("|---:|---:|---:|---:|---:|---:|---:|")
+        for epsilon, alpha, sample in ((0.05, 0.1, 200), (0.1, 0.1, 200), (0.15, 0.1, 100)):
+            r = replay_pac(judge, uncertainty, human, sample, epsilon, alpha, args.pac_runs, rng)
+            print(f"| {epsilon} | {alpha} | {sample} | {r['over_epsilon']:.3f} | {r['mean_error']:.3f} | "
+                  f"{r['max_error']:.3f} | {r['human_share']:.2f} |")
     if args.data in (None, "usr"):
         judge, uncertainty, human = uses_knowledge_judge()
         print(f"\nPAC labels, USR Uses Knowledge: {len(judge)} responses, the judge wrong on "

@@ -4,10 +4,13 @@ as a protocol's `input:`."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
+import pytest
 import yaml
 
 from evalstudio.protocols import registry
@@ -149,3 +152,27 @@ def test_the_missing_code_suggested_is_one_that_matches(tmp_path):
     accepted = invoke(DATA / "fed" / "fed_slice.json", "--spec", write(tmp_path, "b.yaml", yaml.safe_dump(spec)),
                       "-o", tmp_path / "b")
     assert accepted.exit_code == 0, accepted.output
+
+
+def _source_rows() -> list[tuple[list[str], list[str]]]:
+    """(files, sha256 values) per row of tests/data/SOURCE.md that names the checksum of each of its files."""
+    rows = []
+    for line in (DATA / "SOURCE.md").read_text(encoding="utf-8").splitlines():
+        cells = line.split(" | ")
+        if len(cells) < 2:
+            continue
+        files = [f for f in re.findall(r"`([^`]+\.(?:csv|json|tsv))`", cells[0])]
+        digests = re.findall(r"\b[0-9a-f]{64}\b", cells[1])
+        if files and len(files) == len(digests):
+            rows.append((files, digests))
+    return rows
+
+
+SOURCE_ROWS = _source_rows()
+
+
+@pytest.mark.parametrize("files, digests", SOURCE_ROWS, ids=[files[0] for files, _ in SOURCE_ROWS])
+def test_a_byte_exact_copy_is_the_file_its_source_names(files, digests):
+    """Where SOURCE.md gives a file's SHA-256 (a byte-exact copy of a published file), the shipped file has it."""
+    for name, digest in zip(files, digests):
+        assert hashlib.sha256((DATA / name).read_bytes()).hexdigest() == digest, name

@@ -68,7 +68,9 @@ def draw(
              "confidence), mixed with uniform; uniform: every segment budget / N; pac: exactly --budget segments "
              "drawn uniformly (the calibration sample of `active pac`).")] = "active",
     mix: Annotated[float, typer.Option(min=0.01, max=1.0, help="The uniform share of the active probabilities (it "
-                                                               "keeps every segment reachable).")] = 0.5,
+                                                               "keeps every segment reachable; below 0.8 a judge "
+                                                               "whose confidence does not tell its errors costs "
+                                                               "more labels: docs/active.md).")] = 0.8,
     seed: Annotated[int, typer.Option(help="The draw's seed (written in the file).")] = 0,
     output: Annotated[Path, typer.Option("--output", "-o", help="The draws file (CSV).")] = Path("draws.csv"),
 ):

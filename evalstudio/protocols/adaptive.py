@@ -23,7 +23,9 @@ Active collection (human labels where the judge is unsure, evalstudio/stats/acti
                               # model version judge:NAME, or an ML backend's NAME) give each task's uncertainty
       budget: 40              # tasks humans label, in expectation
       criterion: overall      # the numeric criterion the estimate is of (default: the entry's first)
-      mix: 0.5                # the uniform share of the probabilities (every task keeps a chance)
+      mix: 0.8                # the uniform share of the probabilities (every task keeps a chance; the default,
+                              # evalstudio.stats.active.DEFAULT_MIX: lower only where a pilot shows the judge's
+                              # confidence tells its errors, docs/active.md)
 
 When the gateway first serves the part it draws which tasks humans label, each with a probability from the judge's
 uncertainty (1 - its confidence; a task without one counts as unsure), and keeps every task's probability and draw
@@ -56,7 +58,7 @@ class Assignment(BaseModel):
     min_overlap: int = Field(default=2, ge=1)
     judge: str | None = Field(default=None, min_length=1, max_length=100)  # active: whose predictions
     budget: int | None = Field(default=None, ge=2)  # active: tasks labelled by humans, in expectation
-    mix: float = Field(default=0.5, gt=0, le=1)  # active: the uniform share of the probabilities
+    mix: float = Field(default=0.8, gt=0, le=1)  # active: the uniform share (stats.active.DEFAULT_MIX)
 
     @model_validator(mode="after")
     def _active(self):

@@ -6,9 +6,12 @@ judge's score of each, and a budget of B human labels in expectation:
 
 - human only: every item drawn with probability B / N, the human labels' mean (lambda 0);
 - uniform PPI++: the same draws, the judge's scores on every item (lambda tuned);
-- active: a first third of the budget drawn uniformly, an uncertainty model fitted to its errors
-  (`binned_uncertainty`, or the judge's own uncertainty where it has one), the uniform share chosen by `robust_mix`,
-  the rest of the budget drawn with `sampling_probabilities`, both batches in one estimate.
+- active, `design="two batches"`: a first third of the budget drawn uniformly, an uncertainty model fitted to its
+  errors (`binned_uncertainty`, or the judge's own uncertainty where it has one), the uniform share chosen by
+  `robust_mix`, the rest of the budget drawn with `sampling_probabilities`, both batches in one estimate (a design
+  `active draw` and the gateway do not offer);
+- active, `design="one batch"`: what `active draw` and the gateway do: every item drawn at once with
+  `sampling_probabilities` of the judge's own uncertainty and a fixed uniform share `mix`.
 
 All three are `active_means`, so they differ only in which items humans label."""
 
@@ -16,19 +19,24 @@ from __future__ import annotations
 
 import numpy as np
 
-from .active import (active_means, binned_uncertainty, label_weights, robust_mix, sampling_probabilities,
+from .active import (DEFAULT_MIX, active_means, binned_uncertainty, label_weights, robust_mix, sampling_probabilities,
                      two_batch_weights)
 from .pac import pac_threshold
 
 STRATEGIES = ("human only", "uniform PPI++", "active")
 
 
-def replay_means(y, f, budget: int, runs: int, rng, uncertainty=None, alpha: float = 0.05,
-                 population: int | None = None) -> dict[str, dict]:
+DESIGNS = ("two batches", "one batch")
+
+
+def replay_means(y, f, budget: int, runs: int, rng, uncertainty=None, alpha: float = 0.05, population: int | None = None,
+                 design: str = "two batches", mix: float = DEFAULT_MIX) -> dict[str, dict]:
     """Per strategy: coverage of the (1 - alpha) interval, mean width and mean number of human labels over `runs`
     studies (y: the published human scores, f: the judge's, one per item; `uncertainty`: the judge's own, or None to
     fit one on the first batch; `population`: the items a study has, the judge scoring all of them, default as
-    many as published)."""
+    many as published; `design`: the active strategy's, one of DESIGNS, `mix` its uniform share in one batch)."""
+    if design not in DESIGNS or (design == "one batch" and uncertainty is None):
+        raise ValueError(f"design must be one of {DESIGNS}; one batch needs the judge's own uncertainty")
     y, f = np.asarray(y, dtype=float), np.asarray(f, dtype=float)
     n_items = population or len(y)
     if not 4 <= budget < n_items:
@@ -44,6 +52,13 @@ def replay_means(y, f, budget: int, runs: int, rng, uncertainty=None, alpha: flo
         drawn[few] = rng.random((few.sum(), n_items)) < uniform[few]
     results = {"human only": (active_means(Y, F, label_weights(uniform, drawn), alpha, lam=0), drawn.sum(1)),
                "uniform PPI++": (active_means(Y, F, label_weights(uniform, drawn), alpha), drawn.sum(1))}
+    if design == "one batch":
+        pi = np.stack([sampling_probabilities(U[r], budget, mix) for r in range(runs)])
+        drawn = rng.random((runs, n_items)) < pi
+        while (few := drawn.sum(1) < 4).any():  # at least 4 labels, as for the other strategies
+            drawn[few] = rng.random((few.sum(), n_items)) < pi[few]
+        results["active"] = (active_means(Y, F, label_weights(pi, drawn), alpha), drawn.sum(1))
+        return _summary(results, truth)
     first_budget = budget / 3
     first_pi = np.full((runs, n_items), first_budget / n_items)
     second_pi = np.ones((runs, n_items))
@@ -59,14 +74,18 @@ def replay_means(y, f, budget: int, runs: int, rng, uncertainty=None, alpha: flo
         left = min(budget - first[r].sum(), rest.sum())
         if left <= 0:
             continue
-        mix = robust_mix(u[rest], left, u[labelled], errors)
-        second_pi[r, rest] = sampling_probabilities(u[rest], left, mix)
+        chosen = robust_mix(u[rest], left, u[labelled], errors)
+        second_pi[r, rest] = sampling_probabilities(u[rest], left, chosen)
         while True:  # at least 4 labels in all, as for the other strategies
             second[r, rest] = rng.random(rest.sum()) < second_pi[r, rest]
             if (first[r] | second[r]).sum() >= 4:
                 break
     weights = two_batch_weights((first_pi, first), (second_pi, second))
     results["active"] = (active_means(Y, F, weights, alpha), (first | second).sum(1))
+    return _summary(results, truth)
+
+
+def _summary(results: dict, truth: float) -> dict[str, dict]:
     out = {}
     for name, (r, labels) in results.items():
         out[name] = {"coverage": float(np.mean((r["lo"] <= truth) & (truth <= r["hi"]))),

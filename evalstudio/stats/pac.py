@@ -42,10 +42,16 @@ def hypergeometric_upper(seen: int, population: int, sample: int, alpha: float) 
         raise ValueError(f"expected 0 <= seen <= sample <= population, got {seen}, {sample}, {population}")
     if sample == 0:
         return population
-    k = np.arange(seen, population - (sample - seen) + 1)  # the K that can give `seen` bad and the rest good
-    # decreasing in K; a probability equal to alpha is not above it (scipy's rounding can put it 1e-16 above)
-    plausible = stats.hypergeom.cdf(seen, population, k, sample) > alpha * (1 + 1e-12)
-    return int(k[plausible][-1])
+    def plausible(k: int) -> bool:  # a probability equal to alpha is not above it (scipy's rounding: 1e-16 above)
+        return bool(stats.hypergeom.cdf(seen, population, k, sample) > alpha * (1 + 1e-12))
+
+    # the K that can give `seen` bad and the rest good run from `seen` to `high`; P(X <= seen | K) decreases in K
+    # and is 1 at K = seen, so the answer is found by bisection
+    low, high = seen, population - (sample - seen)
+    while low < high:
+        middle = (low + high + 1) // 2
+        low, high = (middle, high) if plausible(middle) else (low, middle - 1)
+    return low
 
 
 @dataclass(frozen=True)
