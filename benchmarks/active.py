@@ -28,7 +28,7 @@ scale answers (a fixed map: it does not touch the intervals' validity).
   humans gave the class), and the judge's score is GPT-4o's label and confidence read as the class's probability
   (its confidence where it gave the class, the rest shared evenly among the other classes). Three active designs:
   what `active draw` and the gateway do (one batch, the probabilities from the stated uncertainty 1 - confidence
-  with half of the budget uniform), two batches with an error model fitted on the first over the judge's score
+  mixed with uniform, the default mix and 0.5), two batches with an error model fitted on the first over the judge's score
   (which holds label and confidence; the design replayed for the other data, which evalstudio does not run), and,
   as a ceiling no study has, two batches with every score's error size known in advance (its root mean square over
   the whole data set).
@@ -118,7 +118,7 @@ def class_probability(table: pd.DataFrame, target: str) -> np.ndarray:
 def known_error_sizes(y: np.ndarray, f: np.ndarray) -> np.ndarray:
     """The ceiling: each item's uncertainty is the root mean square of y - f over every item with its judge score
     (what a study's error model could at best learn)."""
-    codes, group = np.unique(f, return_inverse=True)
+    _, group = np.unique(f, return_inverse=True)
     e2 = (y - f) ** 2
     return np.sqrt(np.bincount(group, weights=e2) / np.bincount(group))[group]
 

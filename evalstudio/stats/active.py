@@ -31,8 +31,9 @@ from scipy import stats
 
 # The uniform share of a draw made at once from a judge's own uncertainty (`active draw`, the gateway). Replayed on
 # GPT-4o's stance labels with its stated confidence (benchmarks/active.py, docs/active.md), 0.5 saved 11% of the
-# labels uniform PPI++ needs where the confidence told the errors and cost 15% more where it did not (the judge's
-# scores shuffled); 0.8 saved 6% and cost at most 4%, within the 5% a useless judge may cost.
+# labels uniform PPI++ needs where the confidence told the errors and cost up to 16% more than human-only sampling
+# where it did not (the judge's scores shuffled); 0.8 saved 7% and cost at most 4%, within the 5% a useless judge
+# may cost.
 DEFAULT_MIX = 0.8
 MIXES = (0.1, 0.2, 0.3, 0.5, 0.7, 1.0)  # the uniform shares robust_mix chooses from (1.0: uniform sampling)
 ROBUST_GAIN = 0.2
