@@ -230,6 +230,13 @@ def gpt4o_pac(name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             table["Y"].to_numpy(object))
 
 
+def authors_pac(data: str, method: str, epsilon: float, alpha: float, sample: int) -> dict:
+    """The authors' PAC labels on the same setting, run once (tests/data/pac_labels/reference.json says how)."""
+    reference = json.loads((PAC_LABELS / "reference.json").read_text(encoding="utf-8"))
+    return next(r for r in reference["results"] if (r["data"], r["method"], r["epsilon"], r["alpha"], r["sample"])
+                == (data, method, epsilon, alpha, sample))
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=1000)
@@ -305,14 +312,19 @@ def main(argv=None) -> None:
     pac_sets = [(name, *gpt4o_pac(name)) for name in ("stance", "misinfo") if args.data in (None, name)]
     for name, judge, uncertainty, human in pac_sets:
         print(f"\nPAC labels, {name}: {len(judge)} items, GPT-4o wrong on {np.mean(judge != human):.1%}, its "
-              f"uncertainty 1 - its stated confidence; {args.pac_runs} runs each\n")
+              f"uncertainty 1 - its stated confidence; {args.pac_runs} runs each. The last two columns: the authors' "
+              "implementation on the same data (run once, tests/data/pac_labels/reference.json), share humans "
+              "labelled [runs with error > epsilon], with its betting interval (valid at any size) and its normal "
+              "one\n")
         print("| epsilon | alpha | calibration sample | runs with error > epsilon | mean error | largest error | "
-              "share humans labelled |")
-        print("|---:|---:|---:|---:|---:|---:|---:|")
+              "share humans labelled | authors', betting | authors', normal |")
+        print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for epsilon, alpha, sample in ((0.05, 0.1, 200), (0.1, 0.1, 200), (0.15, 0.1, 100)):
             r = replay_pac(judge, uncertainty, human, sample, epsilon, alpha, args.pac_runs, rng)
+            theirs = [authors_pac(name, method, epsilon, alpha, sample) for method in ("wsr", "clt")]
             print(f"| {epsilon} | {alpha} | {sample} | {r['over_epsilon']:.3f} | {r['mean_error']:.3f} | "
-                  f"{r['max_error']:.3f} | {r['human_share']:.2f} |")
+                  f"{r['max_error']:.3f} | {r['human_share']:.2f} | "
+                  + " | ".join(f"{t['human_share']:.2f} [{t['over_epsilon']:.3f}]" for t in theirs) + " |")
     if args.data in (None, "usr"):
         judge, uncertainty, human = uses_knowledge_judge()
         print(f"\nPAC labels, USR Uses Knowledge: {len(judge)} responses, the judge wrong on "
