@@ -150,8 +150,10 @@ def resampled_studies(y: np.ndarray, f: np.ndarray, n: int, big_n: int, draws: i
     picked = rng.integers(0, len(y), size=(draws, n + big_n))
     r = ppi_means(y[picked[:, :n]], f[picked[:, :n]], f[picked[:, n:]])
     truth = y.mean()
-    return {"n": n, "N": big_n, "draws": draws, "covered_ppi": float(np.mean((r["lo"] <= truth) & (truth <= r["hi"]))),
-            "covered_classical": float(np.mean((r["classical_lo"] <= truth) & (truth <= r["classical_hi"]))),
-            "claimed_n": float(np.mean(n * (r["classical_se"] / r["se"]) ** 2)),
-            "realised_n": float(n * np.var(r["classical"]) / np.var(r["estimate"])),
-            "width_ratio": float(np.mean((r["hi"] - r["lo"]) / (r["classical_hi"] - r["classical_lo"])))}
+    with np.errstate(invalid="ignore", divide="ignore"):  # a study whose n labels are all equal: 0 / 0, NaN
+        return {"n": n, "N": big_n, "draws": draws,
+                "covered_ppi": float(np.mean((r["lo"] <= truth) & (truth <= r["hi"]))),
+                "covered_classical": float(np.mean((r["classical_lo"] <= truth) & (truth <= r["classical_hi"]))),
+                "claimed_n": float(np.mean(n * (r["classical_se"] / r["se"]) ** 2)),
+                "realised_n": float(n * np.var(r["classical"]) / np.var(r["estimate"])),
+                "width_ratio": float(np.mean((r["hi"] - r["lo"]) / (r["classical_hi"] - r["classical_lo"])))}
