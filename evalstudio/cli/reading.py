@@ -356,6 +356,9 @@ def active_design(protocol: str, projects, folder: Path | None = None, tasks: di
     client = Client(settings_from_env()) if tasks is None else None
     rows = []
     for part in parts:
+        # the ledger keeps each task's probability, not the mix it came from: the mix is named only where
+        # projects.yaml states it (the default changed from 0.5 to 0.8 on 2026-11-28; an older draw keeps its own)
+        mix = f" (mix {part.assignment.mix:g})" if "mix" in part.assignment.model_fields_set else ""
         design = book.design(part.name)
         if not design:
             raise BadInput(f"{part.name}: the ledger has no design yet (the gateway draws it when it first serves "
@@ -368,7 +371,7 @@ def active_design(protocol: str, projects, folder: Path | None = None, tasks: di
             rows.append({"system": str(known.get("system", "")), "item": str(known.get("item_id") or task["id"]),
                          "judge": part.assignment.judge, "score": score,
                          "uncertainty": 1.0 if confidence is None else 1 - confidence, "probability": probability,
-                         "drawn": drawn, "design": f"active (mix {part.assignment.mix:g}), gateway", "seed": ""})
+                         "drawn": drawn, "design": f"active{mix}, gateway", "seed": ""})
     draws = pd.DataFrame(rows, columns=DRAW_COLUMNS)
     unscored = draws["score"].isna()
     if unscored.any():
