@@ -110,11 +110,15 @@ def judge_reading(predictions: list[dict], active: Active) -> tuple[float | None
     values, confidence = found
     score = None
     for value in values:
-        for key in ("rating", "number"):
-            number = value.get(key)
-            if isinstance(number, (int, float)) and not isinstance(number, bool) and math.isfinite(number):
-                score = float(number)
+        for number in finite_numbers(value):
+            score = number
     return score, confidence
+
+
+def finite_numbers(value: dict) -> list[float]:
+    """The finite numbers a region's value holds as its rating or number, in that order (a bool is not one)."""
+    return [float(number) for number in (value.get("rating"), value.get("number"))
+            if isinstance(number, (int, float)) and not isinstance(number, bool) and math.isfinite(number)]
 
 
 def draw_design(active: Active, task_ids: list[int], predictions: dict[int, list[dict]], rng=None) -> list[tuple]:
@@ -149,10 +153,9 @@ def value_of(result: list[dict], routing: Routing) -> str | None:
             if len(chosen) == 1 and chosen[0] in routing.labels and chosen[0] not in routing.missing:
                 return json.dumps(chosen[0])
             return None
-        for key in ("rating", "number"):
-            number = value.get(key)
-            if isinstance(number, (int, float)) and not isinstance(number, bool) and math.isfinite(number):
-                return json.dumps(float(number))
+        numbers = finite_numbers(value)
+        if numbers:
+            return json.dumps(numbers[0])
     return None
 
 
