@@ -252,7 +252,8 @@ def main(argv=None) -> None:
           "| width: human only / uniform PPI++ / active |")
     print("|---|---|---:|---|---|")
     summary = []
-    for d in datasets(args.data):
+    replayed = datasets(args.data)  # read once: HANNA's tables are rebuilt from its release on every call
+    for d in replayed:
         widths = {s: [] for s in STRATEGIES}
         labels = {s: [] for s in STRATEGIES}
         budgets = BUDGETS[d["data"]]
@@ -287,7 +288,7 @@ def main(argv=None) -> None:
         print("| data, criterion | judge (r) | labels per system | " + " | ".join(PRINTED) + " |")
         print("|---|---|---:|" + "---|" * len(PRINTED))
         lowest = {}
-        for d in datasets(args.data):
+        for d in replayed:
             if d["system"] is None:
                 continue
             for budget in PER_SYSTEM_BUDGETS:
@@ -297,7 +298,7 @@ def main(argv=None) -> None:
                       + " | ".join(f"{table[s].mean():.3f} [{table[s].min():.3f}]" for s in PRINTED) + " |")
         print("\nLowest mean coverage over systems, per size: "
               + ", ".join(f"{b} labels: {c:.3f}" for b, c in lowest.items()))
-    told = [d for d in datasets(args.data) if "stated" in d and d["judge"] == GPT4O]
+    told = [d for d in replayed if "stated" in d and d["judge"] == GPT4O]
     if told:
         print("\nHow well GPT-4o's uncertainty tells its errors: the correlation with |human - judge| of its stated "
               "uncertainty (1 - confidence) and of the error sizes known in advance (the ceiling's uncertainty)\n")
