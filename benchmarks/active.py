@@ -298,6 +298,19 @@ def main(argv=None) -> None:
                       + " | ".join(f"{table[s].mean():.3f} [{table[s].min():.3f}]" for s in PRINTED) + " |")
         print("\nLowest mean coverage over systems, per size: "
               + ", ".join(f"{b} labels: {c:.3f}" for b, c in lowest.items()))
+    shipped = [d for d in replayed if d.get("design") == "one batch" and d.get("mix") is None]
+    if shipped and args.per_system_runs:
+        print(f"\nThe shipped design at the sizes a system has: studies of {PER_SYSTEM_POPULATION} items drawn from "
+              f"the PAC labels data, {args.per_system_runs} runs per size; coverage of the 95% intervals\n")
+        print("| data, criterion | judge (r) | labels | " + " | ".join(STRATEGIES) + " |")
+        print("|---|---|---:|" + "---:|" * len(STRATEGIES))
+        own = np.random.default_rng(args.seed + 1)  # its own draws: the tables after it stay as they were
+        for d in shipped:
+            for budget in PER_SYSTEM_BUDGETS:
+                r = replay_means(d["y"], d["f"], budget, args.per_system_runs, own, uncertainty=d["uncertainty"],
+                                 population=PER_SYSTEM_POPULATION, design="one batch")
+                print(f"| {d['data']}, {d['criterion']} | {d['judge']} ({d['r']:.2f}) | {budget} | "
+                      + " | ".join(f"{r[s]['coverage']:.3f}" for s in STRATEGIES) + " |")
     told = [d for d in replayed if "stated" in d and d["judge"] == GPT4O]
     if told:
         print("\nHow well GPT-4o's uncertainty tells its errors: the correlation with |human - judge| of its stated "
