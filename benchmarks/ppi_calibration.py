@@ -59,8 +59,8 @@ def main(argv=None) -> None:
             tables.append(rows.assign(predictor=predictor, rated=rated))
     rows = pd.concat(tables, ignore_index=True)
     print(f"HANNA, {args.scored} scored stories per study, {args.studies} studies per system and size (10 systems, "
-          f"6 criteria); 95% intervals (Student's t); {date.today()}, {platform.machine()}, Python "
-          f"{platform.python_version()}, {time.perf_counter() - start:.1f} s\n")
+          f"6 criteria); 95% intervals (t, lengthened on the skewed side: Hall 1992); {date.today()}, "
+          f"{platform.machine()}, Python {platform.python_version()}, {time.perf_counter() - start:.1f} s\n")
     print("| predictor (segment r) | rated per system | coverage, human only: mean [lowest criterion, lowest "
           "system] | coverage, PPI++: mean [lowest criterion, lowest system] | PPI++ width / human-only | labels the "
           "predictor is said to be worth | labels it is worth |")

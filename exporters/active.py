@@ -14,13 +14,13 @@ from itertools import combinations
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from evalstudio.base.errors import BadInput
 from evalstudio.readers.spec import Spec
 
 from ..stats.active import active_means, label_weights, sampling_probabilities
 from ..stats.pac import pac_labels, pac_threshold
+from ..stats.small_sample import mean_interval, zero_one
 from .tidy import segment_means
 
 DRAW_COLUMNS = ["system", "item", "judge", "score", "uncertainty", "probability", "drawn", "design", "seed"]
@@ -151,9 +151,9 @@ def estimates(ratings: pd.DataFrame, spec: Spec, draws: pd.DataFrame, alpha: flo
             if len(common) < 2:
                 continue
             d = ta[common].to_numpy() - tb[common].to_numpy()
-            half = stats.t.ppf(1 - alpha / 2, max(min(na, nb) - 2, 1)) * d.std(ddof=1) / np.sqrt(len(d))
+            lo, hi = mean_interval(d, max(min(na, nb) - 2, 1), alpha, share=bool(zero_one(y)))
             pair_rows.append({"criterion": criterion, "system_a": a, "system_b": b, "items": len(common),
-                              "difference": d.mean(), "lo": d.mean() - half, "hi": d.mean() + half})
+                              "difference": d.mean(), "lo": lo, "hi": hi})
     if any(r["labels"] < MIN_LABELS for r in rows):
         notes.append(f"intervals are given from {MIN_LABELS} human labels per system: below, replayed on published "
                      "labels, 95% intervals covered the truth as little as 0.92 of the time (docs/active.md)")

@@ -25,11 +25,13 @@ COLUMNS = ["criterion", "metric", "n_labelled", "n_unlabelled", "left_out", "cla
 
 # The sizes below which a number is not printed, from its calibration on published ratings: HANNA (useless, weak and
 # good predictors, 10 systems x 6 criteria, benchmarks/ppi_calibration.py) and USR's and SQuALITY's ratings per system
-# (benchmarks/active.py, the per-system table; docs/analyze.md). From 30 rated segments the 95% t intervals,
-# human-only and PPI++ (with lambda's degree of freedom), covered the truth at least 0.93 of the time on average over
-# each data set's systems, for every predictor; at 10 and 20 USR's and SQuALITY's fell to 0.918-0.925 (their ratings
-# are skewed: one system's mean is 4.8 on 1-5). The labels a predictor is said to be worth were what the studies
-# realised (within 10%) only from 60 (at 10 a good predictor was said to be worth 44 labels and was worth 32).
+# (benchmarks/active.py, the per-system table; docs/analyze.md). From 30 rated segments the 95% intervals (t, with
+# lambda's degree of freedom, lengthened where the scores are skewed: stats.small_sample), human-only and PPI++,
+# covered the truth at least 0.939 of the time on average over each data set's systems, for every predictor; below
+# 30 a single system's PPI++ interval fell to 0.91 (USR's rated 4.8 on 1-5, with a good predictor; 0.914 at 30). The
+# human-only ones held from 10 (at least 0.943 on every system). The labels a predictor is said to be worth were
+# what the studies realised (within 10%) only from 60 (at 10 a good predictor was said to be worth 44 labels and was
+# worth 32).
 MIN_RATED = 30
 MIN_RATED_PPI = 30
 MIN_RATED_EFFECTIVE_N = 60
@@ -114,7 +116,7 @@ def ppi_tables(ratings: pd.DataFrame, metrics: pd.DataFrame, spec: Spec, metric:
                                             "each system's own mean is in ppi_systems.csv")
         if why is not None and not any(r["criterion"] == criterion for r in systems_rows):
             why.add("ppi_systems", criterion, f"no system has {MIN_RATED} or more rated segments that {metric} "
-                                              "scored (below, 95% intervals covered the truth as little as 0.92 of "
+                                              "scored (below, 95% intervals covered the truth as little as 0.91 of "
                                               "the time on published ratings: docs/analyze.md) and a "
                                               "segment it scored that no human rated (PPI adds the unrated ones)")
     systems = pd.DataFrame(systems_rows, columns=["criterion", "metric", "system"] + COLUMNS[2:])

@@ -1,5 +1,6 @@
 """Human labels where the judge is unsure (evalstudio.stats.active, evalstudio.stats.pac, `evalstudio active`): the
-estimate is the classical one where it should be (scipy's t interval as the oracle), its intervals cover the
+estimate is the classical one where it should be (scipy's t interval as the oracle; on skewed ratings Hall's
+interval, solved by root finding in tests/hall_oracle.py), its intervals cover the
 published mean on real data at the sizes `active estimate` prints them (HANNA, USR and SQuALITY replayed, as
 benchmarks/active.py does with more runs), active sampling costs no more than human-only sampling with a useless
 judge, a real LLM judge's own confidence (GPT-4o's, on the PAC labels paper's stance data) drawn as `active draw`
@@ -28,6 +29,7 @@ from evalstudio.stats.active_replay import STRATEGIES, replay_means, replay_pac
 from evalstudio.stats.pac import hypergeometric_upper, pac_threshold
 
 from .conftest import ROOT
+from .hall_oracle import lengthened, third_moment
 
 
 def _benchmark():
@@ -49,17 +51,56 @@ def published(benchmark):
 
 @pytest.mark.parametrize("seed, n_items, labelled", [(0, 50, 10), (1, 200, 40), (2, 30, 29), (3, 1000, 3)])
 def test_uniform_human_only_is_the_classical_mean_and_t_interval(seed, n_items, labelled):
-    """lambda 0 at uniform sampling: the labels' mean, and scipy's t interval widened by sqrt(N / (N - 1)) (the
-    terms' variance over N items)."""
+    """lambda 0 at uniform sampling: the labels' mean, and, where the labels are symmetric about their mean, scipy's
+    t interval widened by sqrt(N / (N - 1)) (the terms' variance over N items)."""
     rng = np.random.default_rng(seed)
     y, f = rng.normal(3, 1, n_items), rng.normal(0, 1, n_items)
     drawn = np.zeros(n_items, dtype=bool)
     drawn[rng.choice(n_items, labelled, replace=False)] = True
+    half = rng.normal(0, 1, labelled // 2)  # symmetric labels: pairs 3 +- d (and 3 itself if odd)
+    y[drawn] = 3 + np.concatenate([half, -half, [0.0] * (labelled % 2)])
     r = active_means(y, f, label_weights(np.full(n_items, labelled / n_items), drawn), lam=0)
     assert r["estimate"][0] == pytest.approx(y[drawn].mean(), abs=1e-12)
     lo, hi = stats.t.interval(0.95, labelled - 1, loc=y[drawn].mean(), scale=stats.sem(y[drawn]))
     widen = math.sqrt(n_items / (n_items - 1))
     assert r["hi"][0] - r["lo"][0] == pytest.approx((hi - lo) * widen, rel=1e-9)
+
+
+@pytest.mark.parametrize("seed, n_items, labelled", [(0, 200, 30), (1, 60, 12), (2, 500, 100)])
+def test_skewed_labels_get_halls_interval(seed, n_items, labelled):
+    """Ratings near a scale's end (most 5s on 1-5): the human-only interval is Hall's (1992) skewness-corrected
+    one, checked against the transformation solved by root finding (tests/hall_oracle.py), and reaches further
+    down than up."""
+    rng = np.random.default_rng(seed)
+    y, f = rng.choice([1.0, 3.0, 4.0, 5.0], n_items, p=[0.05, 0.05, 0.1, 0.8]), rng.normal(0, 1, n_items)
+    drawn = np.zeros(n_items, dtype=bool)
+    drawn[rng.choice(n_items, labelled, replace=False)] = True
+    r = active_means(y, f, label_weights(np.full(n_items, labelled / n_items), drawn), lam=0, return_terms=True)
+    terms = r["terms"][0]
+    skewness = third_moment(terms) / np.mean((terms - terms.mean()) ** 2) ** 1.5 / math.sqrt(n_items)
+    lo, hi = lengthened(r["estimate"][0], r["se"][0], skewness, stats.t.ppf(0.975, labelled - 1))
+    assert (r["lo"][0], r["hi"][0]) == pytest.approx((lo, hi), abs=1e-9)
+    assert r["estimate"][0] - r["lo"][0] > r["hi"][0] - r["estimate"][0]
+
+
+@pytest.mark.parametrize("labels, symmetric", [((0.0, 1.0), True), ((4.0, 5.0), False)])
+def test_a_shares_labels_keep_the_t_interval(labels, symmetric):
+    """A rare class (a tenth of the items) coded 0/1: however skewed, the t interval (the correction over-covered
+    such labels, small_sample.zero_one). Ratings that happen to be only 4s and 5s are still ratings: corrected."""
+    codes = labels
+    rng = np.random.default_rng(7)
+    y = np.where(rng.random(300) < 0.1, codes[1], codes[0])
+    drawn = np.zeros(300, dtype=bool)
+    drawn[rng.choice(300, 40, replace=False)] = True
+    drawn[np.flatnonzero(y == codes[1])[:2]] = True  # two of the rare class at least
+    r = active_means(y, rng.normal(0, 1, 300), label_weights(np.full(300, drawn.sum() / 300), drawn), lam=0)
+    lo, hi = stats.t.interval(0.95, drawn.sum() - 1, loc=y[drawn].mean(), scale=stats.sem(y[drawn]))
+    below, above = r["estimate"][0] - r["lo"][0], r["hi"][0] - r["estimate"][0]
+    if symmetric:
+        assert r["hi"][0] - r["lo"][0] == pytest.approx((hi - lo) * math.sqrt(300 / 299), rel=1e-9)
+        assert below == pytest.approx(above, rel=1e-9)
+    else:  # skewed towards the rare higher rating: reaches further up, and no less far down than t
+        assert above > below == pytest.approx((hi - lo) / 2 * math.sqrt(300 / 299), rel=1e-9)
 
 
 def test_a_fixed_lambda_is_the_judges_mean_plus_the_weighted_mean_of_its_errors():
@@ -370,3 +411,27 @@ def test_a_hostile_draws_file_is_read_or_refused_with_its_line(rows):
     else:
         assert ((checked["probability"] > 0) & (checked["probability"] <= 1)).all()
         assert checked["drawn"].dtype == bool
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.floats(-1e6, 1e6), st.floats(0, 1e3), st.floats(-5, 5), st.floats(0.5, 5))
+def test_the_skew_correction_only_ever_lengthens_the_t_interval(estimate, se, skewness, quantile):
+    """Whatever the skewness a study estimates, the interval holds the symmetric one and is finite."""
+    from evalstudio.stats.small_sample import skew_corrected_interval
+
+    lo, hi = skew_corrected_interval(estimate, se, skewness, quantile)
+    assert np.isfinite(lo) and np.isfinite(hi)
+    tolerance = 1e-9 * (1 + abs(estimate))
+    assert lo <= estimate - quantile * se + tolerance and hi >= estimate + quantile * se - tolerance
+
+
+def test_the_methods_authors_saved_what_the_docs_say(benchmark):
+    """docs/active.md reads the confidence-driven inference paper's published tables (tests/data/cdi): against its
+    uniform sampling with the judge, under 25% saved on the shares and the odds ratio; the large savings only where
+    that baseline did worse than human-only sampling."""
+    table = benchmark.published_cdi().set_index("setting")
+    means = table[~table.index.str.startswith("politeness")]
+    assert len(means) == 3 and (means["saved vs uniform"].between(0, 0.25)).all()
+    politeness = table[table.index.str.startswith("politeness")]
+    assert len(politeness) == 2 and (politeness["uniform, lambda 1"] < politeness["human only"]).all()
+    assert (politeness["saved vs uniform"] > 0.25).all()

@@ -17,6 +17,7 @@ from evalstudio.exporters.ppi import calibration
 from evalstudio.stats.ppi import ppi_mean, ppi_means
 
 from .conftest import ROOT
+from .hall_oracle import lengthened, third_moment
 from .test_hanna import _prepare
 
 HANNA = ROOT / "examples" / "analyze" / "hanna"
@@ -141,11 +142,16 @@ def test_analyze_gives_prediction_powered_means_beside_the_human_only_ones(hanna
         lo, hi = ppi_mean_ci(y, f, f_u, alpha=0.05)
         z_se = (float(hi[0]) - float(lo[0])) / 2 / stats.norm.ppf(0.975)
         assert z_se == pytest.approx(np.sqrt(np.var(lam * f_u) / big_n + np.var(y - lam * f) / n), rel=1e-6)
-        # the interval: variances over n - 1, and where lambda was tuned one more degree of freedom spent on it
+        # the interval: variances over n - 1, where lambda was tuned one more degree of freedom spent on it, and
+        # Hall's (1992) correction for the estimate's skewness (tests/hall_oracle.py: its transformation solved by
+        # root finding; the skewness from the two means' third cumulants)
         fitted = int(lam > 0)
-        se = np.sqrt(np.var(lam * f_u, ddof=1) / big_n + np.var(y - lam * f, ddof=1 + fitted) / n)
-        half = stats.t.ppf(0.975, n - 1 - fitted) * se
-        assert (row["ppi_lo"], row["ppi_hi"]) == pytest.approx((row["ppi"] - half, row["ppi"] + half), abs=1e-9)
+        parts = (np.var(lam * f_u, ddof=1) / big_n, np.var(y - lam * f, ddof=1 + fitted) / n)
+        se = np.sqrt(sum(parts))
+        k3 = third_moment(lam * f_u) / big_n ** 2 + third_moment(y - lam * f) / n ** 2
+        skewness = k3 / (np.var(lam * f_u) / big_n + parts[1]) ** 1.5
+        lo, hi = lengthened(row["ppi"], se, skewness, stats.t.ppf(0.975, n - 1 - fitted))
+        assert (row["ppi_lo"], row["ppi_hi"]) == pytest.approx((lo, hi), abs=1e-9)
     # 32 rated stories a system: the PPI++ interval is given (from 30), the labels it is worth are not (from 60)
     assert systems["ppi_lo"].notna().all() and systems["effective_n"].isna().all()
     assert "effective_n (the human labels the predictor is worth) is given from 60" in result.output

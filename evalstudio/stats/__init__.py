@@ -15,6 +15,7 @@ know nothing of Label Studio.
 - active: active statistical inference (which items humans label, from the judge's uncertainty, and the means
   those labels give), with robust mixing; active_replay: replaying published labels in a strategy's order
 - pac: probably approximately correct labels (the judge where it is sure, humans elsewhere, a bounded error)
+- small_sample: intervals for a mean that hold at small sizes on skewed ratings (Hall's transformation)
 - preference: pairwise win rates (Wilson intervals), Bradley-Terry strengths with bootstrap intervals and on the
   Elo scale, Chatbot Arena's online Elo, position bias; best-worst tuples, counting scores and split-half
   reliability

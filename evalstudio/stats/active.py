@@ -29,6 +29,8 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
+from .small_sample import skew_corrected_interval, skewness_of_mean, zero_one
+
 # The uniform share of a draw made at once from a judge's own uncertainty (`active draw`, the gateway). Replayed on
 # GPT-4o's stance labels with its stated confidence (benchmarks/active.py, docs/active.md), 0.5 saved 11% of the
 # labels uniform PPI++ needs where the confidence told the errors and cost up to 16% more than human-only sampling
@@ -157,10 +159,12 @@ def active_means(y, f, weights, alpha: float = 0.05, lam=None, return_terms: boo
     The estimate is the paper's in its Hájek (ratio) form: lambda x the mean judge score over all items + the
     weighted mean of y - lambda f over the labelled ones, weights normalised to sum to one. For a fixed lambda it
     differs from the paper's unbiased form by O(1/n) and is never noisier than it; at uniform sampling it is PPI++
-    (lambda 0: the labels' mean and its Student-t interval exactly). The variance is that of the items' influence
-    terms, scaled by n / (n - fitted) for the parameters fitted to the n labels (the weighted mean, and lambda where
-    tuned and above 0), with a t quantile on n - fitted degrees of freedom: without the scaling, 95% intervals from
-    10-20 labels covered USR's published mean 0.90-0.92 of the time.
+    (lambda 0: the labels' mean). The variance is that of the items' influence terms, scaled by n / (n - fitted) for
+    the parameters fitted to the n labels (the weighted mean, and lambda where tuned and above 0), with a t quantile
+    on n - fitted degrees of freedom: without the scaling, 95% intervals from 10-20 labels covered USR's published
+    mean 0.90-0.92 of the time. The interval is lengthened on the side the terms are skewed to (`small_sample`,
+    Hall 1992; not for 0/1 labels): t intervals covered the mean of a system rated near a scale's end 0.90 of the
+    time from 30 labels.
 
     >>> r = active_means([[4.0, 0, 2.0, 0, 3.0]], [[3.5, 1.0, 2.5, 2.0, 2.0]], [[2.0, 0, 2.0, 0, 1.0]], lam=1)
     >>> round(float(r["estimate"][0]), 4)  # mean(f) + (2 x 0.5 + 2 x -0.5 + 1 x 1.0) / 5 = 2.2 + 0.2
@@ -184,8 +188,9 @@ def active_means(y, f, weights, alpha: float = 0.05, lam=None, return_terms: boo
     estimate = terms.mean(1)
     fitted = 1 + (tuned & (lam > 0))
     se = terms.std(1, ddof=1) / np.sqrt(n_items) * np.sqrt(n / (n - fitted))
-    half = stats.t.ppf(1 - alpha / 2, n - fitted) * se
-    out = {"estimate": estimate, "lo": estimate - half, "hi": estimate + half, "se": se, "lam": lam, "n": n}
+    skewness = np.where(zero_one(np.where(drawn, y, np.nan)), 0.0, skewness_of_mean(terms))
+    lo, hi = skew_corrected_interval(estimate, se, skewness, stats.t.ppf(1 - alpha / 2, n - fitted))
+    out = {"estimate": estimate, "lo": lo, "hi": hi, "se": se, "lam": lam, "n": n}
     return out | ({"terms": terms} if return_terms else {})
 
 
