@@ -36,6 +36,10 @@ scale answers (a fixed map: it does not touch the intervals' validity).
 PAC labels: USR's Uses Knowledge (0/1, the majority of 3 ratings); the judge says 1 when the response shares a
 content word with the persona facts, and its uncertainty is how close the share of shared words is to that line. And
 GPT-4o's stance and misinformation labels with its stated confidence (uncertainty 1 - confidence).
+
+A pooled coverage under LOW_COVERAGE is run again on --recheck-runs fresh studies (among hundreds of coverages from
+1,000 runs some fall that low by chance). Last, the confidence-driven inference paper's own published replay
+(tests/data/cdi) is summarised beside evalstudio's: what active sampling from GPT-4o's confidence saved there.
 """
 
 from __future__ import annotations
@@ -66,7 +70,7 @@ GPT4O = f"GPT-4o, its stated confidence, one batch, mix {DEFAULT_MIX:g} (as `act
 BUDGETS = {"hanna": (30, 60, 120, 240, 480), "usr": (20, 40, 80, 160), "squality": (20, 40, 80, 160),
            "stance": (50, 100, 200, 400), "misinfo": (50, 100, 200, 400), "sentiment": (50, 100, 200, 400)}
 PER_SYSTEM_BUDGETS = (10, 20, 30, 60)
-LOW_COVERAGE = 0.93  # the issue's floor: a pooled coverage under it is run again with more runs
+LOW_COVERAGE = 0.93  # the floor every printed interval is held to: a pooled coverage under it is run again
 PER_SYSTEM_POPULATION = 200
 REFERENCE_BUDGET = {"hanna": 120, "usr": 80, "squality": 80, "stance": 200, "misinfo": 200,
                     "sentiment": 200}  # the uniform PPI++ width to reach

@@ -10,7 +10,7 @@ transformation", JRSS B 54(1), 1992, 221-228; compared with the bootstrap and Jo
 "Nonparametric confidence intervals for the one- and two-sample problems", Biostatistics 6(2), 2005, 187-200, who
 recommend it for skewed data). With T = (estimate - mean) / se and g the estimator's skewness,
 
-    h(T) = T + g T^2 / 3 + g^2 T^3 / 27 + g / 6 = ((1 + g T / 3)^3 - 1) / (g / 3) + g / 6
+    h(T) = T + g T^2 / 3 + g^2 T^3 / 27 + g / 6 = ((1 + g T / 3)^3 - 1) / g + g / 6
 
 is nearly symmetric, so the interval is every mean with |h(T)| <= q: estimate - se h^-1(q) to estimate - se h^-1(-q),
 h^-1(x) = ((1 + g (x - g / 6))^(1/3) - 1) / (g / 3). h is increasing, so its inverse is exact; with g = 0 it is the
@@ -19,9 +19,9 @@ estimator's own, which covers a weighted or prediction-powered mean too.)
 
 Two rules, each from a measurement (benchmarks/active.py, docs/active.md): the interval is only lengthened on the
 skewed side, never shortened on the other (the skewness of a judge's rare big errors follows the ones drawn), and
-0/1 labels (a class's share) keep the t interval (the correction over-covered them). On USR's and
-SQuALITY's published ratings, per system at 30 labels, the human-only intervals then covered at least 0.93 of the
-time where t intervals covered 0.90."""
+0/1 labels (a class's share) keep the t interval (the correction over-covered them). On USR's and SQuALITY's
+published ratings, per system at 30 labels, the human-only intervals then covered at least 0.94 of the time where t
+intervals covered 0.90."""
 
 from __future__ import annotations
 
@@ -83,7 +83,7 @@ def skew_corrected_interval(estimate, se, skewness, quantile) -> tuple[np.ndarra
     Why never shorter: the skewness is estimated from the same sample, and where a few large values dominate it
     (a judge's rare big errors, in a prediction-powered mean) it follows the ones that happened to be drawn, which
     also moved the estimate: Hall's interval, shortened on the other side, covered GPT-4o's stance share 0.91 of the
-    time at 50 labels where the symmetric one covered 0.945 (benchmarks/active.py).
+    time at 50 labels where the symmetric one covered 0.94 (benchmarks/active.py).
 
     >>> lo, hi = skew_corrected_interval(10.0, 1.0, 0.0, 2.0)  # no skewness: estimate +- quantile x se
     >>> float(lo), float(hi)
