@@ -20,7 +20,7 @@ from evalstudio.readers.spec import Spec
 
 from ..stats.active import active_means, label_weights, sampling_probabilities
 from ..stats.pac import pac_labels, pac_threshold
-from ..stats.small_sample import mean_interval, zero_one
+from ..stats.small_sample import mean_interval
 from .tidy import segment_means
 
 DRAW_COLUMNS = ["system", "item", "judge", "score", "uncertainty", "probability", "drawn", "design", "seed"]
@@ -151,7 +151,7 @@ def estimates(ratings: pd.DataFrame, spec: Spec, draws: pd.DataFrame, alpha: flo
             if len(common) < 2:
                 continue
             d = ta[common].to_numpy() - tb[common].to_numpy()
-            lo, hi = mean_interval(d, max(min(na, nb) - 2, 1), alpha, share=bool(zero_one(y)))
+            lo, hi = mean_interval(d, max(min(na, nb) - 2, 1), alpha, labels=y)
             pair_rows.append({"criterion": criterion, "system_a": a, "system_b": b, "items": len(common),
                               "difference": d.mean(), "lo": lo, "hi": hi})
     if any(r["labels"] < MIN_LABELS for r in rows):

@@ -83,11 +83,10 @@ def test_skewed_labels_get_halls_interval(seed, n_items, labelled):
     assert r["estimate"][0] - r["lo"][0] > r["hi"][0] - r["estimate"][0]
 
 
-@pytest.mark.parametrize("labels, symmetric", [((0.0, 1.0), True), ((4.0, 5.0), False)])
-def test_a_shares_labels_keep_the_t_interval(labels, symmetric):
+@pytest.mark.parametrize("codes, symmetric", [((0.0, 1.0), True), ((4.0, 5.0), False)])
+def test_a_shares_labels_keep_the_t_interval(codes, symmetric):
     """A rare class (a tenth of the items) coded 0/1: however skewed, the t interval (the correction over-covered
     such labels, small_sample.zero_one). Ratings that happen to be only 4s and 5s are still ratings: corrected."""
-    codes = labels
     rng = np.random.default_rng(7)
     y = np.where(rng.random(300) < 0.1, codes[1], codes[0])
     drawn = np.zeros(300, dtype=bool)

@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
-from .small_sample import skew_corrected_interval, skewness_of_mean, zero_one
+from .small_sample import skew_corrected_interval, skewness_of_mean
 
 # The uniform share of a draw made at once from a judge's own uncertainty (`active draw`, the gateway). Replayed on
 # GPT-4o's stance labels with its stated confidence (benchmarks/active.py, docs/active.md), 0.5 saved 11% of the
@@ -188,8 +188,8 @@ def active_means(y, f, weights, alpha: float = 0.05, lam=None, return_terms: boo
     estimate = terms.mean(1)
     fitted = 1 + (tuned & (lam > 0))
     se = terms.std(1, ddof=1) / np.sqrt(n_items) * np.sqrt(n / (n - fitted))
-    skewness = np.where(zero_one(np.where(drawn, y, np.nan)), 0.0, skewness_of_mean(terms))
-    lo, hi = skew_corrected_interval(estimate, se, skewness, stats.t.ppf(1 - alpha / 2, n - fitted))
+    lo, hi = skew_corrected_interval(estimate, se, skewness_of_mean(terms), stats.t.ppf(1 - alpha / 2, n - fitted),
+                                     labels=np.where(drawn, y, np.nan))
     out = {"estimate": estimate, "lo": lo, "hi": hi, "se": se, "lam": lam, "n": n}
     return out | ({"terms": terms} if return_terms else {})
 

@@ -34,8 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from .small_sample import (skew_corrected_interval, skewness_of_mean, skewness_of_sum, third_cumulant_of_mean,
-                           zero_one)
+from .small_sample import skew_corrected_interval, skewness_of_mean, skewness_of_sum, third_cumulant_of_mean
 
 
 @dataclass(frozen=True)
@@ -114,14 +113,11 @@ def ppi_means(y, f, f_unlabelled, alpha: float = 0.05, lam=None, interval: str =
     if interval == "t":
         # corrected for skewness (Hall 1992, `small_sample`): the estimate is lambda x the unlabelled items' mean
         # plus the labelled items' mean of y - lambda f, two independent means
-        share = zero_one(y)  # a share's labels keep the symmetric interval (`small_sample.zero_one`)
         skew = skewness_of_sum([(np.var(column * f_u, axis=1) / big_n, third_cumulant_of_mean(column * f_u)),
                                 (residual / n, third_cumulant_of_mean(y - column * f))])
-        lo, hi = skew_corrected_interval(estimate, se, np.where(share, 0.0, skew),
-                                         stats.t.ppf(1 - alpha / 2, n - 1 - fitted))
-        classical_lo, classical_hi = skew_corrected_interval(classical, classical_se,
-                                                             np.where(share, 0.0, skewness_of_mean(y)),
-                                                             stats.t.ppf(1 - alpha / 2, n - 1))
+        lo, hi = skew_corrected_interval(estimate, se, skew, stats.t.ppf(1 - alpha / 2, n - 1 - fitted), labels=y)
+        classical_lo, classical_hi = skew_corrected_interval(classical, classical_se, skewness_of_mean(y),
+                                                             stats.t.ppf(1 - alpha / 2, n - 1), labels=y)
     else:
         z = stats.norm.ppf(1 - alpha / 2)
         lo, hi, classical_lo, classical_hi = (estimate - z * se, estimate + z * se, classical - z * classical_se,

@@ -50,12 +50,7 @@ def skewness_of_mean(terms, axis: int = -1) -> np.ndarray:
     0.5774
     """
     z = np.asarray(terms, dtype=float)
-    centred = z - z.mean(axis, keepdims=True)
-    m2, m3 = (centred ** 2).mean(axis), (centred ** 3).mean(axis)
-    n = z.shape[axis]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        g = np.where(m2 > 0, m3 / np.maximum(m2, 1e-300) ** 1.5 / np.sqrt(n), 0.0)
-    return np.nan_to_num(g)
+    return skewness_of_sum([(np.var(z, axis=axis) / z.shape[axis], third_cumulant_of_mean(z, axis))])
 
 
 def skewness_of_sum(parts) -> np.ndarray:
@@ -75,10 +70,12 @@ def third_cumulant_of_mean(values, axis: int = -1) -> np.ndarray:
     return ((z - z.mean(axis, keepdims=True)) ** 3).mean(axis) / n ** 2
 
 
-def skew_corrected_interval(estimate, se, skewness, quantile) -> tuple[np.ndarray, np.ndarray]:
+def skew_corrected_interval(estimate, se, skewness, quantile, labels=None) -> tuple[np.ndarray, np.ndarray]:
     """(lo, hi): Hall's (1992) interval for a mean from its estimate, standard error, the estimator's skewness and
     the symmetric quantile (a t or normal one), lengthened on the skewed side and never shortened on the other (the
-    interval estimate +- quantile x se is kept there). Vectorised over studies.
+    interval estimate +- quantile x se is kept there). Vectorised over studies. `labels`: the human labels behind
+    each estimate (a row per study, NaN where none); where they are all 0 or 1 (`zero_one`) the skewness is not
+    used: a share keeps the t interval.
 
     Why never shorter: the skewness is estimated from the same sample, and where a few large values dominate it
     (a judge's rare big errors, in a prediction-powered mean) it follows the ones that happened to be drawn, which
@@ -92,6 +89,8 @@ def skew_corrected_interval(estimate, se, skewness, quantile) -> tuple[np.ndarra
     >>> round(float(4.8 - lo), 3), round(float(hi - 4.8), 3)  # Hall's upper end would be 0.175 above
     (0.24, 0.2)
     """
+    if labels is not None:
+        skewness = np.where(zero_one(labels), 0.0, skewness)
     estimate, se, g, q = np.broadcast_arrays(*(np.asarray(a, dtype=float) for a in (estimate, se, skewness,
                                                                                   quantile)))
 
@@ -105,13 +104,13 @@ def skew_corrected_interval(estimate, se, skewness, quantile) -> tuple[np.ndarra
                                                                                estimate + q * se)
 
 
-def mean_interval(values, df: float, alpha: float = 0.05, share: bool = False) -> tuple[float, float]:
+def mean_interval(values, df: float, alpha: float = 0.05, labels=None) -> tuple[float, float]:
     """(lo, hi): the (1 - alpha) interval of the mean of `values` (iid: an item's terms, a difference's per-item
     differences), a t quantile on `df` degrees of freedom, lengthened on the side they are skewed to unless the
-    labels behind them are a `share` (`zero_one`)."""
+    `labels` behind them are a share (see `skew_corrected_interval`)."""
     z = np.asarray(values, dtype=float)
     if z.ndim != 1 or len(z) < 2 or not np.isfinite(z).all():
         raise ValueError("mean_interval needs two or more finite values")
-    lo, hi = skew_corrected_interval(z.mean(), z.std(ddof=1) / np.sqrt(len(z)),
-                                     0.0 if share else skewness_of_mean(z), stats.t.ppf(1 - alpha / 2, df))
+    lo, hi = skew_corrected_interval(z.mean(), z.std(ddof=1) / np.sqrt(len(z)), skewness_of_mean(z),
+                                     stats.t.ppf(1 - alpha / 2, df), labels)
     return float(lo), float(hi)
