@@ -70,6 +70,7 @@ GPT4O = f"GPT-4o, its stated confidence, one batch, mix {DEFAULT_MIX:g} (as `act
 BUDGETS = {"hanna": (30, 60, 120, 240, 480), "usr": (20, 40, 80, 160), "squality": (20, 40, 80, 160),
            "stance": (50, 100, 200, 400), "misinfo": (50, 100, 200, 400), "sentiment": (50, 100, 200, 400)}
 PER_SYSTEM_BUDGETS = (10, 20, 30, 60)
+THRESHOLD_SIZES = (30, 40, 50, 60)  # rated segments per system, for where analyze --ppi starts printing PPI++
 LOW_COVERAGE = 0.93  # the floor every printed interval is held to: a pooled coverage under it is run again
 PER_SYSTEM_POPULATION = 200
 REFERENCE_BUDGET = {"hanna": 120, "usr": 80, "squality": 80, "stance": 200, "misinfo": 200,
@@ -276,6 +277,8 @@ def main(argv=None) -> None:
     parser.add_argument("--per-system-runs", type=int, default=2000, help="0: skip the per-system table")
     parser.add_argument("--data", choices=sorted(BUDGETS))
     parser.add_argument("--seed", type=int, default=2024)
+    parser.add_argument("--threshold-runs", type=int, default=8000,
+                        help="runs per system and size for where analyze --ppi starts printing PPI++ (0: skip)")
     parser.add_argument("--recheck-runs", type=int, default=10000,
                         help=f"runs for a second look at coverages under {LOW_COVERAGE} (0: none)")
     args = parser.parse_args(argv)
@@ -361,6 +364,24 @@ def main(argv=None) -> None:
                                  population=PER_SYSTEM_POPULATION, design="one batch")
                 print(f"| {d['data']}, {d['criterion']} | {d['judge']} ({d['r']:.2f}) | {budget} | "
                       + " | ".join(f"{r[s]['coverage']:.3f}" for s in STRATEGIES) + " |")
+    if args.threshold_runs and any(d["system"] is not None for d in replayed):
+        print(f"\nWhere `analyze --ppi` starts printing PPI++ intervals (exporters/ppi.py MIN_RATED_PPI): each "
+              f"system's studies of {PER_SYSTEM_POPULATION} segments, {args.threshold_runs} runs per system and size; "
+              "the lowest system's coverage of the 95% PPI++ interval [that system]\n")
+        print("| data, criterion | judge (r) | " + " | ".join(f"{b} rated" for b in THRESHOLD_SIZES) + " |")
+        print("|---|---|" + "---|" * len(THRESHOLD_SIZES))
+        own = np.random.default_rng(args.seed + 3)  # its own draws: the tables after it stay as they were
+        for d in replayed:
+            if d["system"] is None:
+                continue
+            cells = []
+            for rated in THRESHOLD_SIZES:
+                covered = {s: resampled_studies(d["y"][d["system"] == s], d["f"][d["system"] == s], rated,
+                                                PER_SYSTEM_POPULATION - rated, args.threshold_runs, own)["covered_ppi"]
+                           for s in sorted(set(d["system"]))}
+                worst = min(covered, key=covered.get)
+                cells.append(f"{covered[worst]:.3f} [{worst}]")
+            print(f"| {d['data']}, {d['criterion']} | {d['judge']} ({d['r']:.2f}) | " + " | ".join(cells) + " |")
     told = [d for d in replayed if "stated" in d and d["judge"] == GPT4O]
     if told:
         print("\nHow well GPT-4o's uncertainty tells its errors: the correlation with |human - judge| of its stated "

@@ -1,7 +1,7 @@
 """Prediction-powered estimates for `analyze --ppi METRIC`: when a metric or an LLM judge has scored every segment
 and humans rated only some, each system's mean human score and each difference between two systems, with the
-PPI++ interval (its coverage held from 30 rated segments, whatever the predictor) beside the classical human-only one, and the number of human
-labels the predictor is worth (evalstudio.stats.ppi).
+PPI++ interval (its coverage held from 40 rated segments per system, whatever the predictor) beside the classical
+human-only one (from 30), and the number of human labels the predictor is worth (evalstudio.stats.ppi).
 
 A segment's human score is the mean of its annotators' ratings. Per system, the labelled segments are those with
 a human score and a prediction, the unlabelled ones those with a prediction only; a rated segment the predictor
@@ -25,15 +25,15 @@ COLUMNS = ["criterion", "metric", "n_labelled", "n_unlabelled", "left_out", "cla
 
 # The sizes below which a number is not printed, from its calibration on published ratings: HANNA (useless, weak and
 # good predictors, 10 systems x 6 criteria, benchmarks/ppi_calibration.py) and USR's and SQuALITY's ratings per system
-# (benchmarks/active.py, the per-system table; docs/analyze.md). From 30 rated segments the 95% intervals (t, with
-# lambda's degree of freedom, lengthened where the scores are skewed: stats.small_sample), human-only and PPI++,
-# covered the truth at least 0.939 of the time on average over each data set's systems, for every predictor; below
-# 30 a single system's PPI++ interval fell to 0.91 (USR's rated 4.8 on 1-5, with a good predictor; 0.914 at 30). The
-# human-only ones held from 10 (at least 0.943 on every system). The labels a predictor is said to be worth were
-# what the studies realised (within 10%) only from 60 (at 10 a good predictor was said to be worth 44 labels and was
-# worth 32).
+# (benchmarks/active.py, the per-system tables; docs/analyze.md). The 95% intervals are t intervals (with lambda's
+# degree of freedom) lengthened where the scores are skewed (stats.small_sample). The human-only ones covered at least
+# 0.943 of the time on every system from 10 rated segments. The PPI++ ones covered at least 0.939 on average over
+# each data set's systems from 10, but one system's, USR's rated 4.8 on 1-5 with a good predictor (r 0.91), only
+# 0.925 at 30 (8,000 studies); from 40 every system's held (at least 0.936): lambda tuned on a few labels biases the
+# estimate there. The labels a predictor is said to be worth were what the studies realised (within 10%) only from
+# 60 (at 10 a good predictor was said to be worth 44 labels and was worth 32).
 MIN_RATED = 30
-MIN_RATED_PPI = 30
+MIN_RATED_PPI = 40
 MIN_RATED_EFFECTIVE_N = 60
 
 
