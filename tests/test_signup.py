@@ -6,7 +6,6 @@ URL a user gives checked. A real Label Studio, real gateway processes."""
 from __future__ import annotations
 
 import threading
-import time
 from collections import Counter
 
 import httpx
@@ -87,16 +86,12 @@ def test_forwarded_addresses_count_only_from_a_trusted_proxy_and_an_id_locks_no_
 
 
 def _join(url: str, key: str, pid: str, out: dict) -> None:
-    with httpx.Client(base_url=url, timeout=300, headers=HEADERS) as web:
-        for _ in range(20):
-            answer = web.post("/api/join", json={"key": key, "participant": pid})
-            if answer.status_code != 502:
-                break
-            time.sleep(1)
+    with httpx.Client(base_url=url, timeout=300, headers=HEADERS) as web:  # answered from the ledger: no retry
+        answer = web.post("/api/join", json={"key": key, "participant": pid})
         out[pid] = (answer.status_code, answer.json().get("link"))
 
 
-SIGN_UPS = 8  # (each creates a Label Studio account, about two seconds of the server's time on this machine)
+SIGN_UPS = 8  # (each also becomes a Label Studio account, behind the ledger)
 
 
 def test_concurrent_writers_keep_every_sign_up_and_close(label_studio, client, tmp_path):
