@@ -4,16 +4,23 @@
                      (tests/data/circa_mturk_final_results.csv: 12 workers, the T5 model's explanations)
   docs/analysis.png  `evalstudio analyze`'s page for HANNA (10 story generators, 17 metrics)
   docs/plan.png      `evalstudio plan`'s curves for USR's PersonaChat ratings (the README's worked example)
+  docs/active.png    `evalstudio active estimate`'s figure for USR's Overall ratings, 200 of 300 responses drawn from
+                     a proxy judge's uncertainty (the mean of the Natural, Context and Engaging ratings; its
+                     confidence their agreement), as tests/test_active.py draws them
 
 Run from the repository: `.venv/bin/python docs/screenshots.py` (needs /usr/bin/chromium, as the browser tests).
 The annotator views (docs/sotopia.png, ...) come from the browser tests; see tests/test_browser.py."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+import numpy as np
+import pandas as pd
 
 from playwright.sync_api import sync_playwright
 
@@ -52,6 +59,30 @@ def usr_plan(out: Path) -> Path:
     return out / "index.html"
 
 
+def usr_active(out: Path) -> Path:
+    """docs/active.md's `active draw` and `active estimate` on USR's Overall ratings, with a proxy judge."""
+    out.mkdir(parents=True)
+    data = json.loads((ROOT / "tests/data/usr/pc_usr_data.json").read_text(encoding="utf-8"))
+    ratings, scores = [], []
+    for k, context in enumerate(data):
+        for r in context["responses"]:
+            ratings += [{"item": f"c{k}", "system": r["model"], "annotator": a, "criterion": "Overall", "value": v}
+                        for a, v in zip(context["annotators"], r["Overall"])]
+            parts = [2 * np.mean(r[c]) - 1 for c in ("Natural", "Maintains Context", "Engaging")]
+            scores.append({"item": f"c{k}", "system": r["model"], "metric": "proxy", "criterion": "Overall",
+                           "value": np.mean(parts), "confidence": max(0.0, 1 - np.std(parts) / 2)})
+    pd.DataFrame(scores).to_csv(out / "judge.csv", index=False)
+    (out / "spec.yaml").write_text("name: usr\ncriteria:\n  Overall: {scale: interval, min: 1, max: 5}\n")
+    cli = [sys.executable, "-m", "evalstudio.cli", "active"]
+    subprocess.run(cli + ["draw", out / "judge.csv", "--metric", "proxy", "--budget", "200", "-o", out / "draws.csv"],
+                   check=True, stdout=subprocess.DEVNULL)
+    draws = pd.read_csv(out / "draws.csv")
+    pd.DataFrame(ratings).merge(draws[draws["drawn"]][["system", "item"]]).to_csv(out / "drawn.csv", index=False)
+    subprocess.run(cli + ["estimate", out / "drawn.csv", "--draws", out / "draws.csv", "--spec", out / "spec.yaml",
+                          "-o", out / "active"], check=True, stdout=subprocess.DEVNULL)
+    return out / "active" / "index.html"
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory() as folder, sync_playwright() as p:
         browser = p.chromium.launch(executable_path="/usr/bin/chromium")
@@ -66,6 +97,9 @@ def main() -> None:
         for k in range(images.count()):
             images.nth(k).screenshot(path=ROOT / "docs" / f"plan-{k + 1}.png")
             print("wrote", ROOT / "docs" / f"plan-{k + 1}.png")
+        page.goto(usr_active(Path(folder) / "active").resolve().as_uri())
+        page.locator("img").first.screenshot(path=ROOT / "docs" / "active.png")
+        print("wrote", ROOT / "docs" / "active.png")
         browser.close()
 
 

@@ -30,6 +30,7 @@ DRAW_COLUMNS = ["system", "item", "judge", "score", "uncertainty", "probability"
 # and size, useless to good judges, human-only, uniform PPI++ and active; the lowest, USR's rated 4.8 on 1-5 with a
 # good judge, 0.936 on 8,000); at 10 and 20 single systems fell to 0.920. Below MIN_LABELS no interval is printed.
 MIN_LABELS = 30
+MAX_PLOTTED = 45  # systems, or pairs of systems, in one figure of index.html (10 systems have 45 pairs)
 
 
 def _judge_scores(scores: pd.DataFrame, metric: str, criterion: str | None) -> pd.DataFrame:
@@ -159,6 +160,62 @@ def estimates(ratings: pd.DataFrame, spec: Spec, draws: pd.DataFrame, alpha: flo
         notes.append(f"intervals are given from {MIN_LABELS} human labels per system: below, replayed on published "
                      "labels, 95% intervals covered the truth as little as 0.92 of the time (docs/active.md)")
     return pd.DataFrame(rows), pd.DataFrame(pair_rows), notes
+
+
+def estimates_page(systems: pd.DataFrame, pairs: pd.DataFrame, notes: list[str], title: str,
+                   alpha: float = 0.05) -> str:
+    """`active estimate`'s index.html: per criterion its figure (`estimates_figure`), then the notes and both
+    tables."""
+    import html
+
+    from .report import html_image, html_page, html_table
+
+    body = [f"<h1>{html.escape(title)}</h1>"] + [f"<p>{html.escape(n)}</p>" for n in notes]
+    for criterion, g in (systems.groupby("criterion", sort=False) if len(systems) else ()):
+        d = pairs[pairs["criterion"] == criterion] if len(pairs) else pairs
+        body.append(f"<h2>{html.escape(str(criterion))}</h2>")
+        if len(g) > MAX_PLOTTED:
+            body.append(f"<p>{len(g)} systems: too many to plot; their estimates are in the table below.</p>")
+            continue
+        if len(d) > MAX_PLOTTED:
+            body.append(f"<p>{len(d)} pairs of systems: too many to plot; their differences are in the table "
+                        "below.</p>")
+            d = d.iloc[:0]
+        body.append(html_image(estimates_figure(g, d, str(criterion), alpha)))
+    body += ["<h2>Systems (active_systems.csv)</h2>", html_table(systems),
+             "<h2>Pairs of systems (active_pairs.csv)</h2>", html_table(pairs)]
+    return html_page(title, "\n".join(body))
+
+
+def estimates_figure(systems: pd.DataFrame, pairs: pd.DataFrame, criterion: str, alpha: float = 0.05):
+    """One criterion's figure: each system's estimate with its interval, top to bottom as in the table (a system
+    with too few labels is named, without a point), and, beside it, each difference between two systems with its
+    interval against zero."""
+    from .report import plt
+
+    panels = 2 if len(pairs) else 1
+    fig, axes = plt.subplots(1, panels, figsize=(5.5 * panels, 0.45 * max(len(systems), len(pairs)) + 1.4),
+                             squeeze=False)
+    ax = axes[0][0]
+    shown = systems["estimate"].notna().to_numpy()
+    y = np.arange(len(systems))[::-1]
+    est, lo, hi = (systems[c].to_numpy(float)[shown] for c in ("estimate", "lo", "hi"))
+    ax.errorbar(est, y[shown], xerr=np.vstack([est - lo, hi - est]), fmt="o", color="#1f4e79", capsize=3)
+    ax.set_yticks(y, [f"{s} ({n} labels)" if ok else f"{s} ({n} labels: too few)"
+                      for s, n, ok in zip(systems["system"], systems["labels"], shown)])
+    ax.set_xlabel(f"{criterion}: mean human score, {1 - alpha:.0%} interval")
+    ax.set_title("systems")
+    if panels == 2:
+        ax = axes[0][1]
+        y = np.arange(len(pairs))[::-1]
+        diff, lo, hi = (pairs[c].to_numpy(float) for c in ("difference", "lo", "hi"))
+        ax.errorbar(diff, y, xerr=np.vstack([diff - lo, hi - diff]), fmt="o", color="#7a3b00", capsize=3)
+        ax.axvline(0, color="grey", linewidth=0.8, linestyle="--")
+        ax.set_yticks(y, [f"{a} - {b}" for a, b in zip(pairs["system_a"], pairs["system_b"])])
+        ax.set_xlabel(f"{criterion}: difference, {1 - alpha:.0%} interval")
+        ax.set_title("pairs of systems, on their shared items")
+    fig.tight_layout()
+    return fig
 
 
 def _label(value, crit) -> str:

@@ -85,9 +85,9 @@ def write_table(frame: pd.DataFrame, path: Path, fmt: str) -> None:
         write_csv(frame, path)
 
 
-def write_results(output: Path, tables: dict[str, pd.DataFrame], notes: list[str]) -> None:
-    """A command's result folder, written whole or not at all: each table as NAME.csv (spreadsheet-safe) and the
-    notes, one a line, in notes.txt."""
+def write_results(output: Path, tables: dict[str, pd.DataFrame], notes: list[str], page: str | None = None) -> None:
+    """A command's result folder, written whole or not at all: each table as NAME.csv (spreadsheet-safe), the
+    notes, one a line, in notes.txt, and `page` (an HTML page of the same results) as index.html."""
     from evalstudio.base.files import staged_folder
 
     with staged_folder(output) as stage:
@@ -95,3 +95,6 @@ def write_results(output: Path, tables: dict[str, pd.DataFrame], notes: list[str
             write_csv(frame, stage / f"{name}.csv")
         with open_output(stage / "notes.txt") as f:
             f.write("".join(note + "\n" for note in notes))
+        if page is not None:
+            with open_output(stage / "index.html") as f:
+                f.write(page)

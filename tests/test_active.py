@@ -21,7 +21,7 @@ from scipy import stats
 from typer.testing import CliRunner
 
 from evalstudio.cli import app
-from evalstudio.exporters.active import MIN_LABELS
+from evalstudio.exporters.active import MAX_PLOTTED, MIN_LABELS, estimates_figure, estimates_page
 from evalstudio.protocols.adaptive import Assignment
 from evalstudio.stats.active import (DEFAULT_MIX, active_means, label_weights, proportional_probabilities, robust_mix,
                                      sampling_probabilities)
@@ -298,11 +298,51 @@ def test_draw_then_estimate_from_the_drawn_labels(usr_files):
         else:
             assert math.isnan(row.estimate)
     assert (f / "out" / "active_pairs.csv").exists()
+    page = (f / "out" / "index.html").read_text()  # a figure per criterion, then the tables
+    assert page.count("<img") == systems["criterion"].nunique() and "active_systems.csv" in page
     # every rating, drawn or not: the undrawn ones are left out and said so
     again = runner.invoke(app, ["active", "estimate", str(f / "all.csv"), "--draws", str(f / "draws.csv"),
                                 "--spec", str(f / "spec.yaml"), "-o", str(f / "out2")])
     assert again.exit_code == 0 and "left out" in again.output
     assert pd.read_csv(f / "out2" / "active_systems.csv")["estimate"].equals(systems["estimate"])
+
+
+def test_the_estimates_figure_plots_what_the_tables_hold():
+    """`active estimate`'s figure: each system's point and interval are the table's, top to bottom in its order,
+    a system with too few labels is named without a point, each difference is drawn against zero; names from the
+    data are text in the figure and escaped in the page."""
+    systems = pd.DataFrame({"criterion": "overall", "system": ["A", "$B$", "<script>C</script>"],
+                            "segments": 60, "labels": [40, 35, 12], "estimate": [3.1, 2.4, np.nan],
+                            "lo": [2.8, 2.0, np.nan], "hi": [3.5, 2.7, np.nan], "lambda": [0.5, 0.2, np.nan]})
+    pairs = pd.DataFrame({"criterion": "overall", "system_a": ["A"], "system_b": ["$B$"], "items": [60],
+                          "difference": [0.7], "lo": [0.2], "hi": [1.1]})
+    fig = estimates_figure(systems, pairs, "overall")
+    try:
+        left, right = fig.axes
+        (points, _, (bars,)), = left.containers
+        assert points.get_xdata().tolist() == [3.1, 2.4] and points.get_ydata().tolist() == [2, 1]
+        assert [tuple(s[:, 0]) for s in bars.get_segments()] == [(2.8, 3.5), (2.0, 2.7)]
+        assert [t.get_text() for t in left.get_yticklabels()] == [
+            "A (40 labels)", "$B$ (35 labels)", "<script>C</script> (12 labels: too few)"]
+        (points, _, (bars,)), = right.containers
+        assert points.get_xdata().tolist() == [0.7] and [tuple(s[:, 0]) for s in bars.get_segments()] == [(0.2, 1.1)]
+        assert [line.get_xdata()[0] for line in right.lines if line.get_linestyle() == "--"] == [0]
+        fig.canvas.draw()  # "$B$" is drawn as text: no mathtext to parse
+    finally:
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)
+    page = estimates_page(systems, pairs, ["a note <b>"], "Active <estimates>")
+    assert "<script>" not in page and "&lt;script&gt;C&lt;/script&gt;" in page and "a note &lt;b&gt;" in page
+    # a study of many systems: the systems plotted, their 1,225 differences only in the table
+    many = pd.DataFrame({"criterion": "overall", "system": [f"S{i}" for i in range(50)], "segments": 60,
+                         "labels": 40, "estimate": 3.0, "lo": 2.5, "hi": 3.5, "lambda": 0.5})
+    every_pair = pd.DataFrame([{"criterion": "overall", "system_a": f"S{i}", "system_b": f"S{j}", "items": 60,
+                                "difference": 0.0, "lo": -0.5, "hi": 0.5} for i in range(50) for j in range(i + 1, 50)])
+    page = estimates_page(many.iloc[:MAX_PLOTTED], every_pair, [], "many")
+    assert page.count("<img") == 1 and "1225 pairs of systems: too many to plot" in page
+    page = estimates_page(many, every_pair, [], "many")
+    assert page.count("<img") == 0 and "50 systems: too many to plot" in page
 
 
 def test_pac_says_what_to_collect_then_gives_the_labels(usr_files):

@@ -76,8 +76,8 @@ def draw(
 ):
     """Which segments humans should label, drawn from the judge's uncertainty.
 
-    One row per segment the judge scored, with the probability it had of being drawn and whether it was. Give humans the drawn segments (e.g. import only those), keep the file: the
-    estimate needs it."""
+    One row per segment the judge scored, with the probability it had of being drawn and whether it was. Give
+    humans the drawn segments (e.g. import only those), keep the file: the estimate needs it."""
     from ..exporters.active import draw as make_draws
     from ..exporters.files import write_table
 
@@ -105,7 +105,8 @@ def estimate(
         help="With --protocol and no ratings file: the participants folder of the gateway that ran the study "
              "(default .evalstudio/participants).")] = None,
     alpha: Annotated[float, typer.Option(min=0.001, max=0.5, help="1 - the intervals' level.")] = 0.05,
-    output: Annotated[Path, typer.Option("--output", "-o", help="Folder for the CSVs.")] = Path("active"),
+    output: Annotated[Path, typer.Option("--output", "-o",
+                                         help="Folder for the CSVs and index.html.")] = Path("active"),
     projects: ProjectsOption = None,
 ):
     """Each system's mean from the drawn segments' labels and the judge's scores, with valid intervals.
@@ -114,9 +115,10 @@ def estimate(
     drawn segments' human labels and the judge's scores of every segment, weighted by the probabilities they were
     drawn with (active statistical inference, Zrnic & Candès 2024): unbiased whatever the judge, with intervals
     from 30 labels per system. The design is the draws file, or, for a study run through the gateway with
-    `assignment: {strategy: active}`, the ledger. Writes active_systems.csv, active_pairs.csv and notes.txt."""
+    `assignment: {strategy: active}`, the ledger. Writes active_systems.csv, active_pairs.csv, notes.txt and
+    index.html (the estimates and differences with their intervals, plotted)."""
 
-    from ..exporters.active import estimates
+    from ..exporters.active import estimates, estimates_page
     from ..exporters.files import write_results
 
     try:
@@ -135,7 +137,8 @@ def estimate(
             tidy, full_spec = _ratings(ratings, spec, protocol, projects)
             design = _draws(draws)
         systems, pairs, notes = estimates(tidy, full_spec, design, alpha)
-        write_results(output, {"active_systems": systems, "active_pairs": pairs}, notes)
+        page = estimates_page(systems, pairs, notes, f"Active estimates: {protocol or ratings.name}", alpha)
+        write_results(output, {"active_systems": systems, "active_pairs": pairs}, notes, page)
     except EvalstudioError as e:
         raise fail_with(e)
     for r in systems.itertuples():
@@ -143,7 +146,7 @@ def estimate(
         console.print(f"{r.criterion}  {r.system}: {shown}  ({r.labels} labels of {r.segments} segments)")
     for note in notes:
         console.print(note)
-    console.print(f"written to {output}")
+    console.print(f"written to {output} (index.html plots them)")
 
 
 @active_app.command("pac")
