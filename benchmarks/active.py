@@ -31,7 +31,8 @@ scale answers (a fixed map: it does not touch the intervals' validity).
   mixed with uniform, the default mix and 0.5), two batches with an error model fitted on the first over the judge's score
   (which holds label and confidence; the design replayed for the other data, which evalstudio does not run), and,
   as a ceiling no study has, two batches with every score's error size known in advance (its root mean square over
-  the whole data set).
+  the whole data set). And the ceiling of one batch: drawn at once in proportion to the error size PPI++ leaves at
+  each judge score, known in advance, with a small uniform share (CEILING_MIXES), in a table of its own.
 
 PAC labels: USR's Uses Knowledge (0/1, the majority of 3 ratings); the judge says 1 when the response shares a
 content word with the persona facts, and its uncertainty is how close the share of shared words is to that line. And
@@ -127,6 +128,37 @@ def known_error_sizes(y: np.ndarray, f: np.ndarray) -> np.ndarray:
     _, group = np.unique(f, return_inverse=True)
     e2 = (y - f) ** 2
     return np.sqrt(np.bincount(group, weights=e2) / np.bincount(group))[group]
+
+
+CEILING_MIXES = (0.1, 0.3)  # the one-batch ceiling's uniform shares (of stats.active.MIXES)
+
+
+def residual_error_sizes(y: np.ndarray, f: np.ndarray) -> np.ndarray:
+    """The one-batch ceiling's uncertainty: per judge score, the root mean square over the whole data set of the
+    error PPI++ leaves, y - lambda f about its mean with lambda the data set's own. Drawing labels in proportion to
+    it is the optimal design for the judge's score (Zrnic & Candès 2024); a study would have to learn it from the
+    labels it has."""
+    _, group = np.unique(f, return_inverse=True)
+    lam = np.cov(y, f)[0, 1] / np.var(f, ddof=1)
+    e2 = (y - lam * f - np.mean(y - lam * f)) ** 2
+    return np.sqrt(np.bincount(group, weights=e2) / np.bincount(group))[group]
+
+
+def one_batch_ceiling(d: dict, runs: int, rng, mix: float) -> dict:
+    """Coverage and labels for uniform PPI++'s reference width when one batch is drawn in proportion to
+    `residual_error_sizes` with the uniform share `mix`, against uniform PPI++ on the same studies."""
+    budgets, size = BUDGETS[d["data"]], residual_error_sizes(d["y"], d["f"])
+    widths, labels, coverage = {s: [] for s in STRATEGIES}, {s: [] for s in STRATEGIES}, []
+    for budget in budgets:
+        result = replay_means(d["y"], d["f"], budget, runs, rng, uncertainty=size, design="one batch", mix=mix)
+        coverage.append(result["active"]["coverage"])
+        for s in STRATEGIES:
+            widths[s].append(result[s]["width"])
+            labels[s].append(result[s]["labels"])
+    target = widths["uniform PPI++"][budgets.index(REFERENCE_BUDGET[d["data"]])]
+    needed = {s: labels_for_width(np.asarray(labels[s]), widths[s], target) for s in STRATEGIES}
+    return {"coverage": (min(coverage), max(coverage)), "needed": needed, "width": target,
+            "told": float(np.corrcoef(size, np.abs(d["y"] - d["f"]))[0, 1])}
 
 
 def gpt4o_sets(only=None) -> list[dict]:
@@ -394,6 +426,22 @@ def main(argv=None) -> None:
             print(f"| {d['data']}, {d['criterion']} | GPT-4o ({d['r']:.2f}) | "
                   f"{np.corrcoef(d['stated'], size)[0, 1]:.2f} | "
                   f"{np.corrcoef(known_error_sizes(d['y'], d['f']), size)[0, 1]:.2f} |")
+    if told:
+        print(f"\nThe ceiling of one batch: labels drawn at once in proportion to each judge score's error size known "
+              f"in advance (the error PPI++ leaves, over the whole data set), with a small uniform share; "
+              f"{args.runs} runs per budget; human labels for the width uniform PPI++ reaches with the reference "
+              "budget\n")
+        print("| data, criterion | judge (r with humans) | r(error sizes known in advance, error size) | uniform share "
+              "| coverage (active, over the budgets) | width | uniform PPI++ | active | active vs uniform PPI++ |")
+        print("|---|---|---:|---:|---|---:|---:|---:|---:|")
+        own = np.random.default_rng(args.seed + 4)  # its own draws: the other tables stay as they were
+        for d, mix in [(d, mix) for d in told for mix in CEILING_MIXES]:
+            c = one_batch_ceiling(d, args.runs, own, mix)
+            needed = c["needed"]
+            print(f"| {d['data']}, {d['criterion']} | GPT-4o ({d['r']:.2f}) | {c['told']:.2f} | {mix:g} | "
+                  f"{c['coverage'][0]:.3f}-{c['coverage'][1]:.3f} | {c['width']:.3g} | "
+                  f"{needed['uniform PPI++']:.0f} | {needed['active']:.0f} | "
+                  f"{needed['active'] / needed['uniform PPI++'] - 1:+.0%} |")
     pac_sets = [(name, *gpt4o_pac(name)) for name in ("stance", "misinfo") if args.data in (None, name)]
     for name, judge, uncertainty, human in pac_sets:
         print(f"\nPAC labels, {name}: {len(judge)} items, GPT-4o wrong on {np.mean(judge != human):.1%}, its "
