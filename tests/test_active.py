@@ -333,9 +333,10 @@ def test_the_estimates_figure_plots_what_the_tables_hold():
                             "lo": [2.8, 2.0, np.nan], "hi": [3.5, 2.7, np.nan], "lambda": [0.5, 0.2, np.nan]})
     pairs = pd.DataFrame({"criterion": "overall", "system_a": ["A"], "system_b": ["$B$"], "items": [60],
                           "difference": [0.7], "lo": [0.2], "hi": [1.1]})
-    fig = estimates_figure(systems, pairs, "overall")
+    fig = estimates_figure(systems, pairs, "overall", alpha=0.025)
     try:
         left, right = fig.axes
+        assert left.get_xlabel() == "overall: mean human score, 97.5% interval"  # the level as given, not rounded
         (points, _, (bars,)), = left.containers
         assert points.get_xdata().tolist() == [3.1, 2.4] and points.get_ydata().tolist() == [2, 1]
         assert [tuple(s[:, 0]) for s in bars.get_segments()] == [(2.8, 3.5), (2.0, 2.7)]
