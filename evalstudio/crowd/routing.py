@@ -372,7 +372,7 @@ def pac_needed(pac: Pac, design: dict, values: list[tuple[int, str, str | None]]
         return needed, None
     target = (f"humans labelled {len(needed)} of {len(tasks)} tasks (the calibration sample of {len(sample)} and "
               f"every task with the judge's uncertainty at or above {result.threshold:.4g}); the judge's labels of the "
-              f"others are wrong on at most {result.bound:.1%} of all tasks with probability {1 - pac.alpha:.0%} "
-              f"(epsilon {pac.epsilon:g}; Candès, Ilyas & Zrnic 2025)")
+              f"others are wrong on at most {result.bound:.1%} of all tasks with probability "
+              f"{100 * (1 - pac.alpha):g}% (epsilon {pac.epsilon:g}; Candès, Ilyas & Zrnic 2025)")
     return needed, json.dumps({"target": target, "answers": len(values), "threshold": result.threshold,
                                "bound": result.bound, "human": sorted(needed)})
