@@ -17,6 +17,8 @@ import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from evalstudio.base.numbers import percent
+
 OPEN = "open"
 ANSWERED = "answered"
 PARTLY = "partly answered"  # facts given, a part only the researcher knows left open
@@ -272,7 +274,7 @@ def _quality(f: dict) -> str:
     if f.get("gold_items"):
         parts.append(f"{f['gold_items']} gold item(s) with known answers (automatic quality checking)")
     if f.get("min_gold_accuracy") is not None:
-        parts.append(f"participants below {f['min_gold_accuracy']:.0%} correct on gold items are rejected "
+        parts.append(f"participants below {percent(f['min_gold_accuracy'])} correct on gold items are rejected "
                      f"({f['rejected']} rejected)")
     if not f.get("live", True):
         return "; ".join(parts + [f"assignments rejected on the platform are left out ({f['rejected']} here)"]) + "."

@@ -103,6 +103,12 @@ def test_decisions_reject_only_failed_gold_and_pay_the_announced_bonuses(dialogu
                                              email("w4"): "reject"}
     assert decided.loc[email("w4"), "reason"] == "failed attention checks: 0% correct on 6 gold item(s), below 50%"
     assert decided["bonus"].to_dict() == {email("w1"): 2.5, email("w2"): 0.0, email("w3"): 0.0, email("w4"): 0.0}
+    # a threshold between whole percentages is said as set: 41 of 50 (82%) is below 82.5%, not "below 82%"
+    strict = dialogue.crowd.model_copy(update={"min_gold_accuracy": 0.825})
+    near = pd.DataFrame({"participant": ["P"], "annotator": ["a"], "tasks_done": [50], "gold_accuracy": [41 / 50],
+                         "gold_items": [50]})
+    assert study.decisions(near, strict).loc[0, "reason"] == ("failed attention checks: 82% correct on 50 gold "
+                                                              "item(s), below 82.5%")
 
     ranked = Crowd(platform="mturk", bonus=Bonus(rule="most_tasks", amounts=[25, 15, 10], currency="EUR"))
     tie = pd.DataFrame({"participant": list("abcde"), "annotator": list("abcde"), "tasks_done": [40, 70, 40, 10, 0]})

@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from evalstudio.base.errors import BadInput, InvalidInput
+from evalstudio.base.numbers import percent
 
 from ..exporters import datasheet, instrument, release
 from .reading import read_study, study_ledger, study_tables
@@ -189,7 +190,7 @@ def _facts(protocol, parts, per_part, counted, table, crowd, decisions, agreemen
                   for p in dict((p.entry, p) for p in parts).values()],
     }
     if crowd.min_gold_accuracy is not None:
-        facts["excluded"] = (f"participants below {crowd.min_gold_accuracy:.0%} correct on the gold items are "
+        facts["excluded"] = (f"participants below {percent(crowd.min_gold_accuracy)} correct on the gold items are "
                              "rejected")
     seconds = pd.to_numeric(counted["lead_time"], errors="coerce")
     # through the gateway each task's time is the ledger's (from serving it to the answer); in Label Studio itself

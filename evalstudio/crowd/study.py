@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
+from evalstudio.base.numbers import percent
 from evalstudio.protocols import part_order
 from evalstudio.protocols.registry import Crowd, Project
 from evalstudio.values.results import task_fields
@@ -139,7 +140,7 @@ def participant_table(annotations: pd.DataFrame, crowd: Crowd, gold: pd.DataFram
             found.append(f"straight-liner ({row['straight_lined_share']:.0%} of tasks with one value)")
         if crowd.min_gold_accuracy is not None and pd.notna(row.get("gold_accuracy")) and \
                 row["gold_accuracy"] < crowd.min_gold_accuracy:
-            found.append(f"failed gold ({row['gold_accuracy']:.0%} < {crowd.min_gold_accuracy:.0%})")
+            found.append(f"failed gold ({percent(row['gold_accuracy'])} < {percent(crowd.min_gold_accuracy)})")
         if quota and row["tasks_done"] > quota:
             found.append(f"over quota ({row['tasks_done']} > {quota})")
         warnings.append("; ".join(found))
@@ -217,9 +218,9 @@ def gold_rate_warnings(parts: list[Project], per_part: list[list[dict]]) -> list
             continue
         n_gold = len(gold_answers(tasks, part)["task_id"].unique())
         if n_gold / len(tasks) < rate:
-            out.append(f"{part.name}: {n_gold} of {len(tasks)} tasks ({n_gold / len(tasks):.0%}) are gold items, "
-                       f"crowd.gold_rate asks for {rate:.0%}: import at least {int(np.ceil(rate * len(tasks))) - n_gold} "
-                       "more (or lower gold_rate)")
+            out.append(f"{part.name}: {n_gold} of {len(tasks)} tasks ({percent(n_gold / len(tasks))}) are gold items, "
+                       f"crowd.gold_rate asks for {percent(rate)}: import at least "
+                       f"{int(np.ceil(rate * len(tasks))) - n_gold} more (or lower gold_rate)")
         if part.order != "random":
             out.append(f"{part.name}: gold items are mixed into each participant's stream only with order: random "
                        "(Label Studio's uniform sampling)")
@@ -245,8 +246,8 @@ def decisions(table: pd.DataFrame, crowd: Crowd) -> pd.DataFrame:
     if crowd.min_gold_accuracy is not None and "gold_accuracy" in table:
         failed = table["gold_accuracy"].notna() & (table["gold_accuracy"] < crowd.min_gold_accuracy)
     out["decision"] = np.where(failed, "reject", "approve")
-    out["reason"] = [f"failed attention checks: {a:.0%} correct on {int(n)} gold item(s), below "
-                     f"{crowd.min_gold_accuracy:.0%}" if f else "" for f, a, n in
+    out["reason"] = [f"failed attention checks: {percent(a)} correct on {int(n)} gold item(s), below "
+                     f"{percent(crowd.min_gold_accuracy)}" if f else "" for f, a, n in
                      zip(failed, table.get("gold_accuracy", pd.Series(np.nan, index=table.index)),
                          table.get("gold_items", pd.Series(0, index=table.index)).fillna(0))]
     out["bonus"] = 0.0
