@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from evalstudio.base.errors import BadInput
+from evalstudio.base.numbers import percent
 from evalstudio.readers.spec import Spec
 
 from ..stats.active import active_means, label_weights, sampling_probabilities
@@ -203,7 +204,7 @@ def estimates_figure(systems: pd.DataFrame, pairs: pd.DataFrame, criterion: str,
     ax.errorbar(est, y[shown], xerr=np.vstack([est - lo, hi - est]), fmt="o", color="#1f4e79", capsize=3)
     ax.set_yticks(y, [f"{s} ({n} labels)" if ok else f"{s} ({n} labels: too few)"
                       for s, n, ok in zip(systems["system"], systems["labels"], shown)])
-    ax.set_xlabel(f"{criterion}: mean human score, {100 * (1 - alpha):g}% interval")
+    ax.set_xlabel(f"{criterion}: mean human score, {percent(1 - alpha)} interval")
     ax.set_title("systems")
     if panels == 2:
         ax = axes[0][1]
@@ -212,7 +213,7 @@ def estimates_figure(systems: pd.DataFrame, pairs: pd.DataFrame, criterion: str,
         ax.errorbar(diff, y, xerr=np.vstack([diff - lo, hi - diff]), fmt="o", color="#7a3b00", capsize=3)
         ax.axvline(0, color="grey", linewidth=0.8, linestyle="--")
         ax.set_yticks(y, [f"{a} - {b}" for a, b in zip(pairs["system_a"], pairs["system_b"])])
-        ax.set_xlabel(f"{criterion}: difference, {100 * (1 - alpha):g}% interval")
+        ax.set_xlabel(f"{criterion}: difference, {percent(1 - alpha)} interval")
         ax.set_title("pairs of systems, on their shared items")
     fig.tight_layout()
     return fig

@@ -17,6 +17,7 @@ import json
 import math
 from dataclasses import dataclass
 
+from evalstudio.base.numbers import percent
 from evalstudio.stats import adaptive
 
 from .ledger import Load, task_load
@@ -373,6 +374,6 @@ def pac_needed(pac: Pac, design: dict, values: list[tuple[int, str, str | None]]
     target = (f"humans labelled {len(needed)} of {len(tasks)} tasks (the calibration sample of {len(sample)} and "
               f"every task with the judge's uncertainty at or above {result.threshold:.4g}); the judge's labels of the "
               f"others are wrong on at most {result.bound:.1%} of all tasks with probability "
-              f"{100 * (1 - pac.alpha):g}% (epsilon {pac.epsilon:g}; Candès, Ilyas & Zrnic 2025)")
+              f"{percent(1 - pac.alpha)} (epsilon {pac.epsilon:g}; Candès, Ilyas & Zrnic 2025)")
     return needed, json.dumps({"target": target, "answers": len(values), "threshold": result.threshold,
                                "bound": result.bound, "human": sorted(needed)})
