@@ -122,12 +122,16 @@ def class_probability(table: pd.DataFrame, target: str) -> np.ndarray:
     return np.where(table["label"].to_numpy() == target, c, (1 - c) / others)
 
 
+def rms_by_score(f: np.ndarray, error: np.ndarray) -> np.ndarray:
+    """Each item's root mean square of `error` over every item with its judge score `f`."""
+    _, group = np.unique(f, return_inverse=True)
+    return np.sqrt(np.bincount(group, weights=error ** 2) / np.bincount(group))[group]
+
+
 def known_error_sizes(y: np.ndarray, f: np.ndarray) -> np.ndarray:
     """The ceiling: each item's uncertainty is the root mean square of y - f over every item with its judge score
     (what a study's error model could at best learn)."""
-    _, group = np.unique(f, return_inverse=True)
-    e2 = (y - f) ** 2
-    return np.sqrt(np.bincount(group, weights=e2) / np.bincount(group))[group]
+    return rms_by_score(f, y - f)
 
 
 CEILING_MIXES = (0.1, 0.3)  # the one-batch ceiling's uniform shares (of stats.active.MIXES)
@@ -138,25 +142,31 @@ def residual_error_sizes(y: np.ndarray, f: np.ndarray) -> np.ndarray:
     error PPI++ leaves, y - lambda f about its mean with lambda the data set's own. Drawing labels in proportion to
     it is the optimal design for the judge's score (Zrnic & Candès 2024); a study would have to learn it from the
     labels it has."""
-    _, group = np.unique(f, return_inverse=True)
-    lam = np.cov(y, f)[0, 1] / np.var(f, ddof=1)
-    e2 = (y - lam * f - np.mean(y - lam * f)) ** 2
-    return np.sqrt(np.bincount(group, weights=e2) / np.bincount(group))[group]
+    residual = y - np.cov(y, f)[0, 1] / np.var(f, ddof=1) * f
+    return rms_by_score(f, residual - residual.mean())
+
+
+def replay_budgets(d: dict, runs: int, rng, **design) -> list[dict]:
+    """`replay_means` of a data set at each of its BUDGETS, in order (`design`: its uncertainty, design, mix)."""
+    return [replay_means(d["y"], d["f"], budget, runs, rng, **design) for budget in BUDGETS[d["data"]]]
+
+
+def labels_for_reference(d: dict, results: list[dict]) -> tuple[float, dict[str, float]]:
+    """(the width uniform PPI++ reaches with the data set's REFERENCE_BUDGET, the labels each strategy needs for it)
+    from `replay_budgets`' results."""
+    widths = {s: [r[s]["width"] for r in results] for s in STRATEGIES}
+    target = widths["uniform PPI++"][BUDGETS[d["data"]].index(REFERENCE_BUDGET[d["data"]])]
+    return target, {s: labels_for_width(np.asarray([r[s]["labels"] for r in results]), widths[s], target)
+                    for s in STRATEGIES}
 
 
 def one_batch_ceiling(d: dict, runs: int, rng, mix: float) -> dict:
     """Coverage and labels for uniform PPI++'s reference width when one batch is drawn in proportion to
     `residual_error_sizes` with the uniform share `mix`, against uniform PPI++ on the same studies."""
-    budgets, size = BUDGETS[d["data"]], residual_error_sizes(d["y"], d["f"])
-    widths, labels, coverage = {s: [] for s in STRATEGIES}, {s: [] for s in STRATEGIES}, []
-    for budget in budgets:
-        result = replay_means(d["y"], d["f"], budget, runs, rng, uncertainty=size, design="one batch", mix=mix)
-        coverage.append(result["active"]["coverage"])
-        for s in STRATEGIES:
-            widths[s].append(result[s]["width"])
-            labels[s].append(result[s]["labels"])
-    target = widths["uniform PPI++"][budgets.index(REFERENCE_BUDGET[d["data"]])]
-    needed = {s: labels_for_width(np.asarray(labels[s]), widths[s], target) for s in STRATEGIES}
+    size = residual_error_sizes(d["y"], d["f"])
+    results = replay_budgets(d, runs, rng, uncertainty=size, design="one batch", mix=mix)
+    coverage = [r["active"]["coverage"] for r in results]
+    target, needed = labels_for_reference(d, results)
     return {"coverage": (min(coverage), max(coverage)), "needed": needed, "width": target,
             "told": float(np.corrcoef(size, np.abs(d["y"] - d["f"]))[0, 1])}
 
@@ -323,24 +333,16 @@ def main(argv=None) -> None:
     summary, low = [], []
     replayed = datasets(args.data)  # read once: HANNA's tables are rebuilt from its release on every call
     for d in replayed:
-        widths = {s: [] for s in STRATEGIES}
-        labels = {s: [] for s in STRATEGIES}
         budgets = BUDGETS[d["data"]]
-        for budget in budgets:
-            result = replay_means(d["y"], d["f"], budget, args.runs, rng, uncertainty=d.get("uncertainty"),
-                                  design=d.get("design", "two batches"), mix=d.get("mix", DEFAULT_MIX))
-            for s in STRATEGIES:
-                widths[s].append(result[s]["width"])
-                labels[s].append(result[s]["labels"])
+        results = replay_budgets(d, args.runs, rng, uncertainty=d.get("uncertainty"),
+                                 design=d.get("design", "two batches"), mix=d.get("mix", DEFAULT_MIX))
+        for budget, result in zip(budgets, results):
             print(f"| {d['data']}, {d['criterion']} | {d['judge']} ({d['r']:.2f}) | {budget} | "
                   + " / ".join(f"{result[s]['coverage']:.3f}" for s in STRATEGIES) + " | "
                   + " / ".join(f"{result[s]['width']:.3g}" for s in STRATEGIES) + " |")
             if min(result[s]["coverage"] for s in STRATEGIES) < LOW_COVERAGE:
                 low.append((d, budget))
-        reference = REFERENCE_BUDGET[d["data"]]
-        target = widths["uniform PPI++"][budgets.index(reference)]
-        needed = {s: labels_for_width(np.asarray(labels[s]), widths[s], target) for s in STRATEGIES}
-        summary.append((d, target, needed, budgets))
+        summary.append((d, *labels_for_reference(d, results), budgets))
     if low and args.recheck_runs:
         print(f"\nCoverages under {LOW_COVERAGE} above, each run again on {args.recheck_runs} fresh studies (in "
               f"batches of {args.runs}): a coverage from {args.runs} runs is within about "
