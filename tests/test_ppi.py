@@ -110,14 +110,21 @@ def test_below_that_size_the_labels_a_predictor_is_worth_are_overstated(hanna):
     assert at_10["claimed_n"].mean() > 1.2 * at_10["realised_n"].mean()
 
 
+def _analyze_ppi(hanna, tmp_path, every: int):
+    """`analyze --ppi BARTScore-SH` on HANNA with every `every`-th story rated (all of them scored), into
+    tmp_path / "a"."""
+    out, ratings, _ = hanna
+    ratings[ratings["item"] % every == 0].to_csv(tmp_path / "rated.csv", index=False)
+    return CliRunner().invoke(app, ["analyze", str(tmp_path / "rated.csv"), "--metrics", str(out / "metrics.csv"),
+                                    "--spec", str(HANNA / "hanna.yaml"), "--ppi", "BARTScore-SH", "--bootstrap", "20",
+                                    "--resamples", "20", "-o", str(tmp_path / "a")])
+
+
 def test_analyze_gives_prediction_powered_means_beside_the_human_only_ones(hanna, tmp_path):
     """`analyze --ppi`: half of HANNA's stories rated, every story scored: per system and per pair of systems
     both intervals, the PPI++ one agreeing with ppi-python on the same segments."""
     out, ratings, _ = hanna
-    ratings[ratings["item"] % 2 == 0].to_csv(tmp_path / "half.csv", index=False)
-    result = CliRunner().invoke(app, ["analyze", str(tmp_path / "half.csv"), "--metrics", str(out / "metrics.csv"),
-                                      "--spec", str(HANNA / "hanna.yaml"), "--ppi", "BARTScore-SH", "--bootstrap",
-                                      "20", "--resamples", "20", "-o", str(tmp_path / "a")])
+    result = _analyze_ppi(hanna, tmp_path, every=2)
     assert result.exit_code == 0, result.output
     assert "Prediction-powered means (PPI++ with BARTScore-SH" in result.output
     systems = pd.read_csv(tmp_path / "a" / "ppi_systems.csv")
@@ -178,11 +185,7 @@ def test_ppi_intervals_wait_for_40_rated_segments_because_one_published_system_n
                for rated in (MIN_RATED, MIN_RATED_PPI)}
     assert MIN_RATED < MIN_RATED_PPI and covered[MIN_RATED] < 0.93 <= covered[MIN_RATED_PPI], covered
 
-    out, ratings, _ = hanna
-    ratings[ratings["item"] % 3 == 0].to_csv(tmp_path / "third.csv", index=False)
-    result = CliRunner().invoke(app, ["analyze", str(tmp_path / "third.csv"), "--metrics", str(out / "metrics.csv"),
-                                      "--spec", str(HANNA / "hanna.yaml"), "--ppi", "BARTScore-SH", "--bootstrap",
-                                      "20", "--resamples", "20", "-o", str(tmp_path / "a")])
+    result = _analyze_ppi(hanna, tmp_path, every=3)
     assert result.exit_code == 0, result.output
     systems = pd.read_csv(tmp_path / "a" / "ppi_systems.csv")
     assert (systems["n_labelled"] == 32).all()
