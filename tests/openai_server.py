@@ -19,6 +19,8 @@ answers vary between tasks and samples but a prompt asked again gets the same an
   slow       every answer after 200 ms (the benchmark's latency)
   stall      answers 10 requests, then holds every further one until POST /release
   nojson     400 when response_format is asked for (a server without JSON mode)
+  unmended   prose every time until POST /mend (an endpoint whose answers were broken, then mended)
+  toolong    400 "maximum context length" for a prompt holding TOO-LONG (a request refused for its size)
 
 GET /stats gives the number of chat requests (and how many were answered) (all, and per prompt digest); every request body is appended to LOG
 (JSON Lines) when given."""
@@ -41,6 +43,7 @@ SEEN: Counter = Counter()
 LOG: list = []
 RELEASED: list = []  # the event that lets stalled requests go (made in the server's loop)
 STALL_AFTER = 10
+MENDED: list = []  # POST /mend: the "unmended" behaviour answers valid JSON from then on
 
 
 def _pick(seed: str, n: int) -> int:
@@ -81,6 +84,10 @@ async def chat(request: Request) -> JSONResponse:
     SEEN[key] += 1
     REQUESTS[digest] += 1
     first = SEEN[key] == 1
+    if "toolong" in behaviours and "TOO-LONG" in user:
+        return JSONResponse({"error": {"message": "This model's maximum context length is 4096 tokens. However, your "
+                                       "messages resulted in 9000 tokens. Please reduce the length of the messages.",
+                                       "type": "invalid_request_error"}}, status_code=400)
     if "nojson" in behaviours and "response_format" in body:
         return JSONResponse({"error": {"message": "response_format is not supported"}}, status_code=400)
     if "fail" in behaviours or ("500" in behaviours and first):
@@ -99,7 +106,7 @@ async def chat(request: Request) -> JSONResponse:
     content = json.dumps(answer(system, user, body.get("seed"), behaviours))
     if "fenced" in behaviours:
         content = f"```json\n{content}\n```"
-    if "broken" in behaviours or ("malformed" in behaviours and first):
+    if "broken" in behaviours or ("malformed" in behaviours and first) or ("unmended" in behaviours and not MENDED):
         content = "I would give this a 7 out of 10."
     tokens_in = sum(len(m["content"]) for m in body["messages"]) // 4
     return JSONResponse({"id": "chatcmpl-local", "object": "chat.completion", "model": body.get("model"),
@@ -121,12 +128,18 @@ async def release(request: Request) -> JSONResponse:
     return JSONResponse({"released": True})
 
 
+async def mend(request: Request) -> JSONResponse:
+    MENDED.append(True)
+    return JSONResponse({"mended": True})
+
+
 async def health(request: Request) -> JSONResponse:
     return JSONResponse({"status": "ok"})
 
 
 app = Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"]), Route("/stats", stats),
-                        Route("/release", release, methods=["POST"]), Route("/health", health)])
+                        Route("/release", release, methods=["POST"]), Route("/mend", mend, methods=["POST"]),
+                        Route("/health", health)])
 
 if __name__ == "__main__":
     import uvicorn

@@ -194,7 +194,7 @@ def test_a_second_run_asks_nothing_and_the_cost_adds_up(llm, tmp_path):
     row = summary_of(tmp_path)[0]
     assert (row["from_cache"], row["requests"], row["cost"]) == ("12", "0", "0.0")
     metrics = (out / "metrics.csv").read_text().splitlines()
-    assert metrics[0] == "item,system,metric,criterion,value,confidence" and len(metrics) == 1 + 12 * 3
+    assert metrics[0] == "item,system,metric,criterion,value,confidence,project,version" and len(metrics) == 1 + 12 * 3
 
 
 def test_pairwise_is_asked_in_both_orders_and_position_bias_is_measured(llm, tmp_path):

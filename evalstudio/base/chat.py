@@ -6,8 +6,10 @@ hosted APIs), with a resumable cache.
   connections back off (0.5 s doubling to 30 s). After `retries` attempts the answer is missing, with its reason.
 - **The cache** is a SQLite database (0600 in a 0700 folder). Its key is the endpoint, the model, the sampling
   (temperature, sample number, max tokens) and the prompt's digest, so a second run asks nothing again, and a run
-  stopped with Ctrl-C asks only what it did not have. Every answer is committed as it arrives. Several processes
-  may share one cache.
+  stopped with Ctrl-C (or killed) asks only what it did not have. A writer thread commits the answers in batches as
+  they arrive, off the event loop (one fsync for every answer that came in during the last one); a killed process
+  loses at most the batch not yet committed, asked again next time. An answer the caller finds malformed is
+  forgotten (`ChatClient.forget`): asked again next time. Several processes may share one cache.
 - **Tokens and cost** are read from each answer's `usage` and added up per judge (cached answers cost nothing now;
   what they cost when asked is kept).
 
@@ -17,8 +19,11 @@ put in argv, logs, the cache or an error message."""
 from __future__ import annotations
 
 import asyncio
+import atexit
 import hashlib
 import os
+import queue
+import re
 import sqlite3
 import threading
 import time
@@ -28,11 +33,18 @@ from pathlib import Path
 import httpx
 
 from evalstudio.base.credentials import private_dir
-from evalstudio.base.errors import BadInput
+from evalstudio.base.errors import BadInput, EvalstudioError
 
 MAX_RETRY_AFTER = 60.0
 MOST_BACKOFF = 30.0
 PER_POOL = 16  # connections per HTTP client (see ChatClient)
+# a 400 that names the response format: a server without JSON mode (any other 400, e.g. a prompt longer than the
+# model's context, is that request's refusal and leaves JSON mode on)
+NO_JSON_MODE = re.compile(r"response[_ ]?format|json[_ ]?(object|mode|schema)", re.I)
+
+
+class CacheError(EvalstudioError):
+    pass
 
 
 @dataclass(frozen=True)
@@ -71,6 +83,13 @@ class Usage:
     seconds: float = 0.0
     reasons: dict[str, int] = field(default_factory=dict)
 
+    def add(self, other: "Usage") -> None:
+        """`other`'s counts added to these."""
+        for name in ("requests", "cached", "tokens_in", "tokens_out", "failed", "retried", "seconds"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        for reason, n in other.reasons.items():
+            self.reasons[reason] = self.reasons.get(reason, 0) + n
+
     def cost(self, price_in: float | None, price_out: float | None) -> float | None:
         """US$ (or whatever the prices are in) of the tokens asked this run; None without prices."""
         if price_in is None and price_out is None:
@@ -79,39 +98,130 @@ class Usage:
 
 
 class Cache:
-    """Answers by key, in SQLite (WAL, a busy timeout: several processes at once)."""
+    """Answers by key, in SQLite (WAL, a busy timeout: several processes at once).
+
+    `put` returns at once: a writer thread commits what was put, in batches (everything that arrived while the last
+    commit was being made, one transaction and one fsync for all), off the caller's event loop. An answer counts as
+    cached once committed; a killed process loses at most the batch not yet committed, which the next run asks
+    again. `get` sees what was put before it, committed or not. `flush` waits for every put so far; `close` flushes.
+    A commit that fails is raised by the next `put`, `flush` or `close` (never lost in silence)."""
+
+    BATCH = 512  # answers committed at most in one transaction
 
     def __init__(self, path: Path):
         private_dir(path.parent)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         os.close(fd)
+        self.path = path
         self._db = sqlite3.connect(path, timeout=60, check_same_thread=False, isolation_level=None)
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the reading connection
         with self._lock:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, content TEXT NOT NULL, "
                              "tokens_in INTEGER NOT NULL, tokens_out INTEGER NOT NULL, at REAL NOT NULL)")
+        self._pending: dict[str, Answer | None] = {}  # put or forgotten, not yet committed (None: forgotten)
+        self._pending_lock = threading.Lock()
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._failed: BaseException | None = None
+        self._closed = False
+        self._writer = threading.Thread(target=self._write, name=f"cache writer {path.name}", daemon=True)
+        self._writer.start()
+        atexit.register(self.close)  # (an interpreter that ends without close still commits what was put)
 
     def get(self, key: str) -> Answer | None:
+        with self._pending_lock:
+            if key in self._pending:
+                found = self._pending[key]
+                return None if found is None else Answer(found.content, found.tokens_in, found.tokens_out,
+                                                         cached=True)
         with self._lock:
             row = self._db.execute("SELECT content, tokens_in, tokens_out FROM answers WHERE key = ?",
                                    (key,)).fetchone()
         return Answer(row[0], row[1], row[2], cached=True) if row else None
 
     def put(self, key: str, answer: Answer) -> None:
-        with self._lock:
-            self._db.execute("INSERT INTO answers (key, content, tokens_in, tokens_out, at) VALUES (?, ?, ?, ?, ?) "
-                             "ON CONFLICT (key) DO NOTHING",
-                             (key, answer.content, answer.tokens_in, answer.tokens_out, time.time()))
+        """Kept (committed by the writer thread soon after; the first answer of a key stays)."""
+        self._raise_failed()
+        with self._pending_lock:
+            if self._pending.get(key, None) is not None:
+                return
+            self._pending[key] = answer
+        self._queue.put(("put", key, answer))
 
     def forget(self, key: str) -> None:
         """An answer that proved malformed: asked again next time."""
-        with self._lock:
-            self._db.execute("DELETE FROM answers WHERE key = ?", (key,))
+        self._raise_failed()
+        with self._pending_lock:
+            self._pending[key] = None
+        self._queue.put(("forget", key, None))
+
+    def flush(self) -> None:
+        """Returns when everything put or forgotten so far is committed."""
+        if self._writer.is_alive():
+            done = threading.Event()
+            self._queue.put(("flush", "", done))
+            done.wait()
+        self._raise_failed()
 
     def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        atexit.unregister(self.close)
+        self.flush()
+        self._queue.put(("stop", "", None))
+        self._writer.join()
         with self._lock:
             self._db.close()
+
+    def _raise_failed(self) -> None:
+        if self._failed is not None:
+            raise CacheError(f"{self.path}: answers could not be written to the cache ({self._failed}); the answers "
+                             "of this run since are asked again next time") from self._failed
+
+    def _write(self) -> None:
+        db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+        try:
+            stop = False
+            while not stop:
+                batch = [self._queue.get()]
+                while len(batch) < self.BATCH:
+                    try:
+                        batch.append(self._queue.get_nowait())
+                    except queue.Empty:
+                        break
+                done = [event for op, _, event in batch if op == "flush"]
+                stop = any(op == "stop" for op, _, _ in batch)
+                changes = [(op, key, answer) for op, key, answer in batch if op in ("put", "forget")]
+                if changes and self._failed is None:
+                    try:
+                        self._commit(db, changes)
+                    except sqlite3.Error as e:
+                        self._failed = e
+                with self._pending_lock:
+                    for op, key, answer in changes:
+                        if self._pending.get(key, "absent") is answer:  # (not put again meanwhile)
+                            del self._pending[key]
+                for event in done:
+                    event.set()
+        finally:
+            db.close()
+
+    @staticmethod
+    def _commit(db: sqlite3.Connection, changes: list) -> None:
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            for op, key, answer in changes:
+                if op == "put":
+                    db.execute("INSERT INTO answers (key, content, tokens_in, tokens_out, at) VALUES (?, ?, ?, ?, ?) "
+                               "ON CONFLICT (key) DO NOTHING",
+                               (key, answer.content, answer.tokens_in, answer.tokens_out, time.time()))
+                else:
+                    db.execute("DELETE FROM answers WHERE key = ?", (key,))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
 
 
 def digest(messages) -> str:
@@ -166,7 +276,7 @@ class ChatClient:
                                         limits=httpx.Limits(max_connections=size, max_keepalive_connections=size))
                       for _ in range(pools)]
         self._turn = 0
-        self.usage: dict[str, Usage] = {}
+        self.usage: dict[str, Usage] = {}  # per judge, the whole run (`ask` also counts into the usage it is given)
         self._no_json_mode: set[str] = set()
 
     async def close(self) -> None:
@@ -174,24 +284,33 @@ class ChatClient:
             await web.aclose()
 
     async def ask(self, judge: Judge, messages: tuple[dict, ...], digest: str, sample: int,
-                  attempt: int = 0) -> tuple[Answer, str]:
-        """(the answer, its cache key): from the cache, else asked (and then cached)."""
-        usage = self.usage.setdefault(judge.name, Usage())
+                  attempt: int = 0, usage: Usage | None = None) -> tuple[Answer, str]:
+        """(the answer, its cache key): from the cache, else asked (and then cached). Counted in `self.usage` and,
+        when given, in `usage` (e.g. one part's of a study)."""
+        tallies = [self.usage.setdefault(judge.name, Usage())] + ([usage] if usage is not None else [])
         key = cache_key(judge, digest, sample, attempt)
         found = self.cache.get(key)
         if found is not None:
-            usage.cached += 1
+            for tally in tallies:
+                tally.cached += 1
             return found, key
+        spent = Usage()
         async with self._slots:
-            answer = await self._post(judge, messages, sample, usage)
+            answer = await self._post(judge, messages, sample, spent)
         if answer.content is not None:
             self.cache.put(key, answer)
-            usage.tokens_in += answer.tokens_in
-            usage.tokens_out += answer.tokens_out
+            spent.tokens_in, spent.tokens_out = answer.tokens_in, answer.tokens_out
         else:
-            usage.failed += 1
-            usage.reasons[answer.error or "?"] = usage.reasons.get(answer.error or "?", 0) + 1
+            spent.failed = 1
+            spent.reasons[answer.error or "?"] = 1
+        for tally in tallies:
+            tally.add(spent)
         return answer, key
+
+    def forget(self, key: str) -> None:
+        """An answer the caller found malformed: out of the cache, asked again next time (what it cost stays
+        counted)."""
+        self.cache.forget(key)
 
     async def _post(self, judge: Judge, messages, sample: int, usage: Usage) -> Answer:
         payload = {"model": judge.model, "messages": list(messages), "temperature": judge.temperature,
@@ -226,7 +345,8 @@ class ChatClient:
                 reason = f"HTTP {response.status_code}"
                 if response.status_code == 429:
                     wait = _retry_after(response, wait)
-                elif response.status_code == 400 and "response_format" in payload:
+                elif response.status_code == 400 and "response_format" in payload and \
+                        NO_JSON_MODE.search(_said(response)):
                     self._no_json_mode.add(judge.name)  # a server without JSON mode: asked without it
                     continue
                 elif response.status_code < 500 and response.status_code not in (408, 409):

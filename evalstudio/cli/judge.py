@@ -97,7 +97,7 @@ def judge(
             raise BadInput("no judge: give --model and --base-url, or a `judges:` list in projects.yaml "
                            "(docs/judges.md)")
         for url in dict.fromkeys(j.base_url for j in judges):
-            _reachable(url)
+            _reachable(url, timeout)
         parts = registry.parts(protocol)
         if to_label_studio and files:
             raise BadInput("--to-label-studio stores predictions of the Label Studio projects' tasks: leave out the "
@@ -116,7 +116,7 @@ def judge(
         try:
             for part, tasks in work:
                 run, instrument = Run(), Instrument(part)
-                runs.append((part, instrument, tasks, run, client))
+                runs.append((part, instrument, tasks, run))
                 await judge_tasks(client, instrument, judges, tasks, samples, not one_order,
                                   lambda n: progress.advance(bar, n), run)
         finally:
@@ -130,9 +130,9 @@ def judge(
         except KeyboardInterrupt:
             stopped = True
     try:
-        for number, (part, instrument, tasks, run, client) in enumerate(runs):
+        for number, (part, instrument, tasks, run) in enumerate(runs):
             in_order(run, judges, tasks)
-            table = outputs.summary(instrument, run, judges, client, prices)
+            table = outputs.summary(instrument, run, judges, prices)
             outputs.write(output, instrument, run, tasks, run.prompts, table, append=number > 0)
             _show(table)
             if to_label_studio:
@@ -143,7 +143,7 @@ def judge(
         raise fail_with(e)
     finally:
         store.close()
-    done = sum(len(run.combined) for _, _, _, run, _ in runs)
+    done = sum(len(run.combined) for _, _, _, run in runs)
     if stopped:
         err.print(f"stopped: {done} of {total} task judgements done and written to {output}; every answer so far "
                   "is cached: the same command again asks only the rest", highlight=False, soft_wrap=True)
@@ -170,13 +170,19 @@ def _judges_given(model, base_url, name, key_env, temperature, max_tokens):
     return [Judge(n, m, u, key_env, temperature, max_tokens) for n, m, u in zip(names, model, urls)]
 
 
-def _reachable(url: str) -> None:
-    """Refused at once when nothing answers at the endpoint (a wrong port, a server not started), instead of
-    after every request's retries; any HTTP answer will do (not every server lists its models)."""
+def _reachable(url: str, timeout: float) -> None:
+    """Refused at once when nothing answers at the endpoint (a wrong port, a server not started, a server that
+    accepts connections but does not answer within `timeout`), instead of after every request's retries; any HTTP
+    answer will do (not every server lists its models)."""
     import httpx
 
     try:
-        httpx.get(url.rstrip("/") + "/models", timeout=30)
+        httpx.get(url.rstrip("/") + "/models", timeout=timeout)
+    except (httpx.ReadTimeout, httpx.WriteTimeout, httpx.RemoteProtocolError) as e:
+        said = ("did not answer within " + f"{timeout:g} s (--timeout)" if isinstance(e, httpx.TimeoutException)
+                else f"closed the connection without an answer ({type(e).__name__})")
+        raise BadInput(f"--base-url {url}: connected, but the server {said}; is it still starting, or is this port "
+                       "another kind of server?") from None
     except httpx.TransportError as e:
         raise BadInput(f"--base-url {url}: cannot reach it ({type(e).__name__}); is the server running, on that "
                        "address and port?") from None
@@ -250,14 +256,23 @@ def _store(part, instrument, run, tasks) -> int:
 
 
 def _show(table) -> None:
+    """The summary per judge: on a terminal fitted to its width, wrapped where it must (never cut: the reasons for
+    missing answers are read here); elsewhere (a pipe, a file, a log) at its full width."""
+    from rich.measure import Measurement
     from rich.table import Table
 
-    shown = Table("judge", "project", "tasks", "answers", "missing", "cached", "requests", "tokens in/out", "cost",
-                  "order consistency", "first shown", title="LLM judges")
+    shown = Table(title="LLM judges")
+    for column in ("judge", "project", "tasks", "answers", "missing", "cached", "requests", "tokens in/out", "cost",
+                   "order consistency", "first shown"):
+        shown.add_column(column, overflow="fold")
     for row in table.to_dict("records"):
         shown.add_row(str(row["judge"]), str(row["project"]), str(row["tasks"]), str(row["answers"]),
                       f"{row['missing']}" + (f" ({row['why_missing']})" if row["why_missing"] else ""),
                       str(row["from_cache"]), str(row["requests"]), f"{row['tokens_in']}/{row['tokens_out']}",
                       str(row["cost"]) or "-", str(row["order_consistency"]) or "-",
                       str(row["first_shown_share"]) or "-")
-    console.print(shown)
+    if console.is_terminal:
+        console.print(shown)
+    else:
+        full = Measurement.get(console, console.options.update_width(100_000), shown).maximum
+        type(console)(width=max(full, console.width), file=console.file).print(shown)

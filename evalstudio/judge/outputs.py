@@ -10,21 +10,24 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from evalstudio.base.chat import ChatClient, Judge
+from evalstudio.base.chat import Judge
 from .instrument import Instrument
 from .run import Run, comparison_rows, metric_rows, position_bias
 
 METRICS, ANSWERS, PROMPTS, SUMMARY = "metrics.csv", "answers.jsonl", "prompts.jsonl", "summary.csv"
+# what `analyze --metrics` reads, then which project (a counterbalanced list) and version of the item was judged
+METRIC_COLUMNS = ["item", "system", "metric", "criterion", "value", "confidence", "project", "version"]
 
 
-def summary(instrument: Instrument, run: Run, judges: list[Judge], client: ChatClient,
+def summary(instrument: Instrument, run: Run, judges: list[Judge],
             prices: dict[str, tuple[float | None, float | None]]) -> pd.DataFrame:
-    """One row per judge; `prices`: judge -> (per million prompt tokens, per million answer tokens)."""
+    """One row per judge, counting the run's own requests and tokens (a study's part: that part's); `prices`:
+    judge -> (per million prompt tokens, per million answer tokens)."""
     rows = []
     for judge in judges:
         asked = [a for a in run.asked if a.judge == judge.name]
         combined = [c for c in run.combined if c.judge == judge.name]
-        usage = client.usage.get(judge.name)
+        usage = run.usage.get(judge.name)
         reasons: dict[str, int] = {}
         for a in asked:
             if a.error:
@@ -58,7 +61,7 @@ def write(folder: Path, instrument: Instrument, run: Run, tasks: list[dict], pro
                                columns=["item", "annotator", "left", "right", "outcome", "confidence"])
     else:
         metrics = pd.DataFrame(metric_rows(instrument, run, tasks),
-                               columns=["item", "system", "metric", "criterion", "value", "confidence"])
+                               columns=METRIC_COLUMNS)
     if append and (folder / METRICS).exists():
         metrics = pd.concat([pd.read_csv(folder / METRICS, dtype=str, keep_default_na=False), metrics.astype(str)])
     write_table(metrics, folder / METRICS, "csv")

@@ -22,9 +22,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from evalstudio.gateway.checks import Refused
+from evalstudio.tasks.lists import version_key
 from evalstudio.values.results import task_fields
 
-from evalstudio.base.chat import ChatClient, Judge
+from evalstudio.base.chat import ChatClient, Judge, Usage
 from .instrument import Instrument
 
 MALFORMED_RETRIES = 2  # a malformed answer is asked again this many times, then recorded as missing
@@ -60,10 +61,12 @@ class Run:
     asked: list[Asked] = field(default_factory=list)
     combined: list[Combined] = field(default_factory=list)
     prompts: dict[str, tuple] = field(default_factory=dict)  # digest -> the messages the judges read
+    usage: dict[str, Usage] = field(default_factory=dict)  # per judge: requests, tokens, ... of this run's tasks
 
 
 async def ask_task(client: ChatClient, instrument: Instrument, judge: Judge, task: dict, samples: int,
-                   both_orders: bool = True, prompts: dict | None = None) -> list[Asked]:
+                   both_orders: bool = True, prompts: dict | None = None, usage: Usage | None = None) -> list[Asked]:
+    """A task's answers of one judge: every order, every sample, each checked (`usage`: counted there too)."""
     out = []
     data = task.get("data") or {}
     for order in instrument.orders(both_orders):
@@ -71,20 +74,21 @@ async def ask_task(client: ChatClient, instrument: Instrument, judge: Judge, tas
         if prompts is not None:
             prompts[prompt.digest] = prompt.messages
         for sample in range(samples):
-            out.append(await _ask_checked(client, instrument, judge, task["id"], prompt, sample))
+            out.append(await _ask_checked(client, instrument, judge, task["id"], prompt, sample, usage))
     return out
 
 
-async def _ask_checked(client, instrument, judge, task_id, prompt, sample) -> Asked:
+async def _ask_checked(client, instrument, judge, task_id, prompt, sample, usage) -> Asked:
     reason = None
     for attempt in range(MALFORMED_RETRIES + 1):
-        answer, key = await client.ask(judge, prompt.messages, prompt.digest, sample, attempt)
+        answer, key = await client.ask(judge, prompt.messages, prompt.digest, sample, attempt, usage)
         if answer.content is None:
             return Asked(judge.name, task_id, sample, prompt.order, prompt.digest, None, error=answer.error)
         try:
             shown = instrument.check(answer.content)
         except Refused as e:
             reason = f"malformed answer: {e}"
+            client.forget(key)  # never kept: the next run asks again (the endpoint may have been mended)
             continue
         return Asked(judge.name, task_id, sample, prompt.order, prompt.digest,
                      instrument.unpermute(shown, prompt.order), shown, cached=answer.cached)
@@ -140,7 +144,8 @@ async def judge_tasks(client: ChatClient, instrument: Instrument, judges: list[J
     run = run if run is not None else Run()
 
     async def one(judge: Judge, task: dict) -> None:
-        asked = await ask_task(client, instrument, judge, task, samples, both_orders, run.prompts)
+        asked = await ask_task(client, instrument, judge, task, samples, both_orders, run.prompts,
+                               run.usage.setdefault(judge.name, Usage()))
         run.asked.extend(asked)
         run.combined.append(combine(instrument, asked))
         if on_done:
@@ -190,9 +195,12 @@ def position_bias(instrument: Instrument, asked: list[Asked]) -> dict[str, float
 
 
 def metric_rows(instrument: Instrument, run: Run, tasks: list[dict]) -> list[dict]:
-    """The combined answers as metric scores (item, system, metric, criterion, value, confidence) for `analyze
-    --metrics`: numeric criteria, and ordinal labels as their position (1 = the first label), as analyze reads
-    Label Studio's answers. Nominal labels are no scores (they stay in answers.jsonl and the predictions)."""
+    """The combined answers as metric scores (item, system, metric, criterion, value, confidence, project, version)
+    for `analyze --metrics`: numeric criteria, and ordinal labels as their position (1 = the first label), as
+    analyze reads Label Studio's answers. Nominal labels are no scores (they stay in answers.jsonl and the
+    predictions). `project` names the project the task is of (a counterbalanced list: NAME_listN) and `version`
+    the task's version on an entry with lists (projects.yaml lists.version, e.g. Circa's shown_label_is; blank
+    otherwise): two lists judge two versions of one item and system."""
     project = instrument.project
     by_id = {t["id"]: t for t in tasks}
     rows = []
@@ -201,6 +209,7 @@ def metric_rows(instrument: Instrument, run: Run, tasks: list[dict]) -> list[dic
         known = task_fields(task)
         item = str(known.get("item_id") or task["id"])
         system = known.get("system")
+        version = known.get(project.lists.version) if project.lists is not None else None
         for slot in project.slots():
             if slot.control not in combined.values:
                 continue
@@ -216,7 +225,8 @@ def metric_rows(instrument: Instrument, run: Run, tasks: list[dict]) -> list[dic
             rows.append({"item": item + (f" | {slot.agent}" if slot.agent else ""),
                          "system": "" if system is None else str(system), "metric": combined.judge,
                          "criterion": slot.criterion, "value": number,
-                         "confidence": "" if confidence is None or math.isnan(confidence) else round(confidence, 6)})
+                         "confidence": "" if confidence is None or math.isnan(confidence) else round(confidence, 6),
+                         "project": project.name, "version": "" if version is None else version_key(version)})
     return rows
 
 
