@@ -45,7 +45,8 @@ def judge(
                                                                   "minute (the endpoint's rate limit).")] = None,
     retries: Annotated[int, typer.Option(min=0, max=20, help="Attempts after the first on 429, 5xx and "
                                                              "timeouts.")] = 6,
-    timeout: Annotated[float, typer.Option(min=1.0, help="Seconds to wait for one answer.")] = 120.0,
+    timeout: Annotated[float, typer.Option(min=1.0, help="Seconds to wait for one answer (and for the endpoint's "
+                                                         "first answer, checked before judging).")] = 120.0,
     price_in: Annotated[Optional[float], typer.Option(help="Price per million prompt tokens, for the cost.")] = None,
     price_out: Annotated[Optional[float], typer.Option(help="Price per million answer tokens.")] = None,
     limit: Annotated[Optional[int], typer.Option(min=1, help="Judge only the first N tasks of each part "
