@@ -377,6 +377,8 @@ def test_the_report_says_whether_to_trust_each_judge(label_studio, client, llm, 
             assert stored.status_code == 201, stored.text
     report = run("report", "dialogue", "-o", str(tmp_path / "report"), "--bootstrap", "0", env=env, cwd=tmp_path)
     assert report.returncode == 0, report.stderr
+    said = " ".join(report.stdout.split())  # the terminal names the section and gives its verdict lines (issue 65.6)
+    assert "LLM judges" in said and "judge: appropriateness: quadratic-weighted kappa 1.00 over 40 segments" in said
     import pandas as pd
 
     table = pd.read_csv(tmp_path / "report" / "judges.csv")

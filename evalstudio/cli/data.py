@@ -279,6 +279,13 @@ def report(
     from ..exporters.report import build_report
     from ..exporters.tidy import model_frame
 
+    verdicts: list[str] = []  # the LLM judges' section, also said here
+
+    def judged(tasks, kept, study):
+        table, lines = judge_verdicts(tasks, kept, study)
+        verdicts.extend(lines)
+        return table, lines
+
     try:
         with staged_folder(output) as stage:  # written whole or not at all
             reg, parts, per_part, frames, users = read_study(protocol, projects, from_export, project_id, participants)
@@ -305,7 +312,7 @@ def report(
                                                     ignore_index=True),
                                     exclude_prefilled=exclude_prefilled, keep_bad_instances=keep_bad_instances,
                                     quotas=quotas(parts, per_part),
-                                    judges=lambda kept: judge_verdicts(tasks, kept, reg.study(protocol)),
+                                    judges=lambda kept: judged(tasks, kept, reg.study(protocol)),
                                     active=active)
             if crowd_study:  # its status page goes with the report
                 write_status(stage, protocol, *state)
@@ -316,6 +323,10 @@ def report(
     except EvalstudioError as e:
         raise fail_with(e)
     console.print(f"report written to {page}")
+    if verdicts:
+        console.print(f"LLM judges (the page's section \"LLM judges\", {output / 'judges.csv'}):", soft_wrap=True)
+        for line in verdicts:
+            console.print(f"  {line}", soft_wrap=True)
 
 
 
