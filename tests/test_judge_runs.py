@@ -205,3 +205,23 @@ def test_the_summary_printed_to_a_pipe_is_never_cut(llm, tmp_path):
     line = next(line for line in done.stdout.splitlines() if name in line)
     assert "dialogue" in line and "2 (malformed answer (2))" in line
     assert "…" not in done.stdout
+
+
+def test_a_cache_that_cannot_be_written_says_so(tmp_path):
+    """The writer thread's failed commit (here: its table dropped by another process) is raised by the next put
+    and flush, naming the file, and never lost in silence; what was committed before stays."""
+    from evalstudio.base.chat import Answer, Cache, CacheError
+
+    path = tmp_path / "cache.sqlite3"
+    cache = Cache(path)
+    cache.put("kept", Answer("{}", 1, 1))
+    cache.flush()
+    with sqlite3.connect(path) as other:
+        rows = other.execute("SELECT key FROM answers").fetchall()
+        other.execute("ALTER TABLE answers RENAME TO moved")
+    assert rows == [("kept",)]
+    cache.put("lost", Answer("{}", 1, 1))
+    for step in (cache.flush, lambda: cache.put("next", Answer("{}", 1, 1))):
+        with pytest.raises(CacheError, match=str(path)):
+            step()
+    cache.close()  # (said already: not raised again)

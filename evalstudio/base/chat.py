@@ -123,6 +123,7 @@ class Cache:
         self._pending_lock = threading.Lock()
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._failed: BaseException | None = None
+        self._said = False
         self._closed = False
         self._writer = threading.Thread(target=self._write, name=f"cache writer {path.name}", daemon=True)
         self._writer.start()
@@ -157,30 +158,41 @@ class Cache:
 
     def flush(self) -> None:
         """Returns when everything put or forgotten so far is committed."""
+        self._wait_committed()
+        self._raise_failed()
+
+    def _wait_committed(self) -> None:
         if self._writer.is_alive():
             done = threading.Event()
             self._queue.put(("flush", "", done))
             done.wait()
-        self._raise_failed()
 
     def close(self) -> None:
+        """Everything put committed, then closed (a failed commit not said before is raised)."""
         if self._closed:
             return
         self._closed = True
         atexit.unregister(self.close)
-        self.flush()
-        self._queue.put(("stop", "", None))
-        self._writer.join()
-        with self._lock:
-            self._db.close()
+        try:
+            self._wait_committed()
+            self._raise_failed(unless_said=True)  # (a failure a put already raised is not raised again)
+        finally:
+            self._queue.put(("stop", "", None))
+            self._writer.join()
+            with self._lock:
+                self._db.close()
 
-    def _raise_failed(self) -> None:
-        if self._failed is not None:
+    def _raise_failed(self, unless_said: bool = False) -> None:
+        if self._failed is not None and not (unless_said and self._said):
+            self._said = True
             raise CacheError(f"{self.path}: answers could not be written to the cache ({self._failed}); the answers "
                              "of this run since are asked again next time") from self._failed
 
     def _write(self) -> None:
-        db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+        try:
+            db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+        except Exception as e:  # (every put is then refused with the reason; flushes still return)
+            db, self._failed = None, e
         try:
             stop = False
             while not stop:
@@ -196,7 +208,7 @@ class Cache:
                 if changes and self._failed is None:
                     try:
                         self._commit(db, changes)
-                    except sqlite3.Error as e:
+                    except Exception as e:  # (said by the next put, flush or close; the thread goes on)
                         self._failed = e
                 with self._pending_lock:
                     for op, key, answer in changes:
@@ -205,7 +217,8 @@ class Cache:
                 for event in done:
                     event.set()
         finally:
-            db.close()
+            if db is not None:
+                db.close()
 
     @staticmethod
     def _commit(db: sqlite3.Connection, changes: list) -> None:
@@ -220,7 +233,8 @@ class Cache:
                     db.execute("DELETE FROM answers WHERE key = ?", (key,))
             db.execute("COMMIT")
         except BaseException:
-            db.execute("ROLLBACK")
+            if db.in_transaction:
+                db.execute("ROLLBACK")
             raise
 
 

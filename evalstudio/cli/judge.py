@@ -130,6 +130,8 @@ def judge(
             asyncio.run(everything(progress, bar))
         except KeyboardInterrupt:
             stopped = True
+        except EvalstudioError as e:  # (the cache could not be written: said, never a traceback)
+            raise fail_with(e)
     try:
         for number, (part, instrument, tasks, run) in enumerate(runs):
             in_order(run, judges, tasks)
