@@ -126,6 +126,25 @@ def presentation(control: dict) -> str:
     return f"Other: Label Studio's {tag} control"
 
 
+# --- time and pay ---------------------------------------------------------------------------------------------
+
+# The shortest median time per task for which a pay per hour is given. Reading an item and choosing a rating takes
+# a person several seconds (Circa's MTurk batch: a median of 21 s an assignment); below 3 s the times are a
+# script's, or were not measured, and a rate over them (4.50 over 0.2 s: 22,131 an hour) would be a plausible
+# wrong number.
+PLAUSIBLE_SECONDS = 3.0
+
+
+def time_problem(hours: float, median_seconds: float | None) -> str | None:
+    """Why the time on tasks gives no pay per hour (unknown, or too short for a person), or None when it does."""
+    if median_seconds is None or not hours > 0:
+        return "the time on tasks is not known"
+    if median_seconds < PLAUSIBLE_SECONDS:
+        return (f"the median time per task, {median_seconds:.1f} s, is under {PLAUSIBLE_SECONDS:g} s, shorter than "
+                "a person takes to read and answer a task (scripted answers, or times not measured)")
+    return None
+
+
 # --- the answers --------------------------------------------------------------------------------------------
 
 def heds_answers(facts: dict) -> list[Answer]:
