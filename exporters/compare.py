@@ -47,7 +47,9 @@ def compare_studies(original: pd.DataFrame, reproduction: pd.DataFrame, spec: Sp
             systems.append(row)
         correlations.append({"criterion": criterion, "level": "system"}
                             | correlation_interval(score_a[common].to_numpy(), score_b[common].to_numpy()))
-        items = a.stack().rename("a").to_frame().join(b.stack().rename("b"), how="inner")
+        # the (system, item) pairs both studies rated: stack() keeps a system's unrated items as NaN (pandas 3),
+        # which would count as pairs and make every correlation NaN
+        items = a.stack().rename("a").to_frame().join(b.stack().rename("b"), how="inner").dropna()
         correlations.append({"criterion": criterion, "level": "item"}
                             | correlation_interval(items["a"].to_numpy(), items["b"].to_numpy()))
         if len(common) < 3:

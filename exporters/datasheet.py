@@ -13,6 +13,7 @@ answer section D of the ACL Responsible NLP checklist (human annotators).
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -40,21 +41,52 @@ def _open(number: str, question: str, what: str) -> Answer:
 # --- what the labeling config shows for one control -----------------------------------------------------------
 
 def control_facts(config: str, control: str) -> dict:
-    """The control's tag and attributes, and the text shown last before it (its question: a Header's or a
-    Text's literal value), read from the labeling config as annotators get it."""
+    """The control's tag and attributes, its choices, and its question (HEDS 4.3.7, see `question_above`), read
+    from the labeling config as annotators get it."""
     root = ET.fromstring(config)
-    last, found = "", None
-    for element in root.iter():
-        value = element.get("value") or ""
-        if element.tag in ("Header", "Text") and value and not value.startswith("$"):
-            last = value
-        if element.get("name") == control and element.get("toName"):
-            found = element
-            break
+    parents = {child: parent for parent in root.iter() for child in parent}
+    found = next((e for e in root.iter() if e.get("name") == control and e.get("toName")), None)
     if found is None:
         return {"tag": None, "prompt": "", "attributes": {}, "choices": []}
-    return {"tag": found.tag, "prompt": last, "attributes": dict(found.attrib),
-            "choices": [c.get("value") for c in found.iter("Choice")]}
+    choices = [c.get("value") for c in found.iter("Choice")]
+    return {"tag": found.tag, "prompt": question_above(found, parents, choices), "attributes": dict(found.attrib),
+            "choices": choices}
+
+
+# a scale anchor: a text that opens with a level of the scale ("5. That helped ...", "10: Detailed ...", "1 is the
+# worst ...") or with a choice's label ("Yes (Y): The values ..."); the level's wording, not the question
+_LEVEL = re.compile(r"\s*[-+]?\d+(?:\.\d+)?\s*(?:[.:)=\u2013\u2014-]|is\b)")
+
+
+def _anchor(text: str, choices: list[str]) -> bool:
+    return bool(_LEVEL.match(text)) or any(
+        re.match(re.escape(c) + r"\s*[(:\u2013\u2014-]", text) for c in choices if c)
+
+
+def question_above(control: ET.Element, parents: dict, choices: list[str]) -> str:
+    """The question shown above a control, as the config lays it out: in the control's block (its parent View),
+    walking back from the control over the elements beside it, the nearest Header and the Texts between it and the
+    control, joined by a new line. A nested View before the control is another block (the scale's anchors, a
+    field of the task) and is not read; a Text that is a scale anchor (it opens with a level of the scale or a
+    choice's label) is left out; a field of the task ("$name") is not a question. A block with no such text: its
+    parent block, and so on up. "" when none."""
+    node = control
+    while node in parents:
+        siblings = list(parents[node])
+        shown: list[str] = []
+        for element in reversed(siblings[:siblings.index(node)]):
+            value = (element.get("value") or "").strip()
+            if not value or value.startswith("$") or element.tag not in ("Header", "Text"):
+                continue
+            if element.tag == "Header":
+                shown.append(value)
+                break
+            if not _anchor(value, choices):
+                shown.append(value)
+        if shown:
+            return "\n".join(reversed(shown))
+        node = parents[node]
+    return ""
 
 
 def scale_size(spec, control: dict) -> tuple[str, str]:
@@ -92,6 +124,25 @@ def presentation(control: dict) -> str:
     if tag == "Number":
         return "Other: a number field (Label Studio's Number control)"
     return f"Other: Label Studio's {tag} control"
+
+
+# --- time and pay ---------------------------------------------------------------------------------------------
+
+# The shortest median time per task for which a pay per hour is given. Reading an item and choosing a rating takes
+# a person several seconds (Circa's MTurk batch: a median of 21 s an assignment); below 3 s the times are a
+# script's, or were not measured, and a rate over them (4.50 over 0.2 s: 22,131 an hour) would be a plausible
+# wrong number.
+PLAUSIBLE_SECONDS = 3.0
+
+
+def time_problem(hours: float, median_seconds: float | None) -> str | None:
+    """Why the time on tasks gives no pay per hour (unknown, or too short for a person), or None when it does."""
+    if median_seconds is None or not hours > 0:
+        return "the time on tasks is not known"
+    if median_seconds < PLAUSIBLE_SECONDS:
+        return (f"the median time per task, {median_seconds:.1f} s, is under {PLAUSIBLE_SECONDS:g} s, shorter than "
+                "a person takes to read and answer a task (scripted answers, or times not measured)")
+    return None
 
 
 # --- the answers --------------------------------------------------------------------------------------------
@@ -219,7 +270,7 @@ def _criterion_answers(c: dict) -> list[Answer]:
                "the labeling config" if c["control"] else "the spec's scale"),
         Answer(f"4.3.7 [{name}]", "What is the verbatim question, prompt or instruction given to evaluators?",
                ANSWERED if c["prompt"] else OPEN, c["prompt"],
-               "the text shown just above the control in the labeling config" if c["prompt"] else "the question"),
+               "the labeling config: the heading and question shown above the control (scale anchors left out)" if c["prompt"] else "the question"),
         _open(f"4.3.8 [{name}]", "Form of response elicitation", "e.g. direct quality estimation"),
         _open(f"4.3.9 [{name}]", "How are raw responses aggregated to obtain reported scores?",
               "as reported in the paper (`evalstudio analyze` computes per-system means with intervals)"),

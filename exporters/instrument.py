@@ -3,7 +3,9 @@
 instrument/
   projects.yaml               the study's entries, config paths beside it; a Prolific completion code left out
   labeling_configs/*.xml      the labeling configs, as projects.yaml names them
-  instructions/<part>.html    the instructions as the gateway's participants get them (what they read)
+  instructions/<part>.<channel>.html  the instructions as annotators of each channel get them (label-studio:
+                              Label Studio itself; gateway: the participant gateway); a channel that shows none
+                              (its instructions are the config's own panels) gets no file: README.md says so
   tasks.jsonl                 every task: {"entry", "project", "data": the fields annotators see (and the ids),
                               "meta": the design (system, part) and gold answers; no model output or rating}
   order.json                  each part's order scheme and its tasks in Label Studio's order; per pseudonymous
@@ -37,6 +39,33 @@ def canonical(value) -> str:
 
 def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+CHANNEL_NAMES = {"label-studio": "Label Studio itself", "gateway": "evalstudio's participant gateway"}
+
+
+def instruction_file(entry: str, channel: str, text: str) -> str | None:
+    """The file name under instructions/ of what `channel` shows of an entry's instructions; None when it shows
+    nothing (no text outside tags and comments: the channel's annotators read the labeling config's own texts)."""
+    import re
+
+    visible = re.sub(r"<!--.*?-->|<[^>]*>", "", text, flags=re.S).strip()
+    return f"{entry}.{channel}.html" if visible else None
+
+
+def instructions_readme(files: dict[str, dict[str, str | None]], configs: dict[str, str], used: str) -> str:
+    """instructions/README.md: per entry and channel the file of its instructions, or why there is none;
+    `used`: the channel this study's annotators used."""
+    rows = ["| part | " + " | ".join(CHANNEL_NAMES.values()) + " |", "|---|" + "---|" * len(CHANNEL_NAMES)]
+    for entry, per_channel in files.items():
+        cells = [f"`{per_channel[c]}`" if per_channel.get(c) else
+                 f"none: the labeling config's own texts and panels (`../{configs[entry]}`)" for c in CHANNEL_NAMES]
+        rows.append(f"| {entry} | " + " | ".join(cells) + " |")
+    return ("# Instructions\n\nWhat annotators read besides the labeling config, per part and per channel, as "
+            "evalstudio sends it: an element of projects.yaml's instructions marked for one channel "
+            "(`data-channel`) is shown in that channel only. The labeling configs (`../labeling_configs/`) hold "
+            f"the texts shown with every task. This study's annotators used {CHANNEL_NAMES[used]}.\n\n"
+            + "\n".join(rows) + "\n")
 
 
 def package_task(project, task: dict) -> dict:

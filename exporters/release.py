@@ -25,9 +25,11 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from evalstudio.base.errors import BadInput
+from evalstudio.crowd.study import counted_rows
 
 from .files import write_csv, write_parquet
 
@@ -64,13 +66,33 @@ def read_key(path: Path, output: Path) -> bytes:
     return bytes.fromhex(text)
 
 
-def ratings_table(annotations: pd.DataFrame, key: bytes, metadata: Iterable[str]) -> pd.DataFrame:
-    """The counted answers as the release's tidy table: one row per answer and criterion, annotators pseudonymised.
-    `metadata`: the entry's metadata columns kept (a note, which the caller reviews as free text; a bad-instance
-    mark)."""
-    counted = annotations[~annotations["cancelled"].astype(bool)]
-    if "surplus" in counted:
-        counted = counted[~counted["surplus"].astype(bool)]
+def numbers_and_labels(values: pd.Series, criteria: pd.Series, specs: dict) -> tuple[pd.Series, pd.Series]:
+    """(value, label) of the release: a criterion with labels gives its label in `label` and, on an ordinal
+    scale, the label's position in `value` (1 = the first label, as `analyze` reads it); any other answer is a
+    number in `value`. An answer that is not a number where one is expected stays, as text, in `label` (never
+    lost). `specs`: criterion -> an object with labels and scale."""
+    values = values.astype(object)
+    given = values.notna()
+    labelled = criteria.map(lambda c: bool(getattr(specs.get(c), "labels", None))).astype(bool)
+    plain = ~values.map(lambda v: isinstance(v, (bool, np.bool_, list, dict, tuple)))  # no number, whatever it reads as
+    numbers = pd.to_numeric(values.where(~labelled & given & plain), errors="coerce").astype(float)
+    for criterion in criteria[labelled].unique():
+        spec = specs[criterion]
+        if spec.scale == "ordinal":
+            mine = labelled & (criteria == criterion)
+            numbers[mine] = values[mine].map(lambda v, labels=list(spec.labels): float(labels.index(v) + 1)
+                                             if v in labels else float("nan"))
+    text = given & (labelled | numbers.isna())  # a label, or an answer that is not a number: kept as given
+    labels = values[text].map(str).reindex(values.index)
+    return numbers, pd.Series(labels.tolist(), index=values.index, dtype="str")  # text even when empty (Parquet)
+
+
+def ratings_table(annotations: pd.DataFrame, key: bytes, metadata: Iterable[str], criteria: dict) -> pd.DataFrame:
+    """The counted answers as the release's tidy table: one row per answer and criterion, annotators pseudonymised,
+    the answer as a number (`value`) or a label (`label`: numbers_and_labels). `metadata`: the entry's metadata
+    columns kept (a note, which the caller reviews as free text; a bad-instance mark); `criteria`: name -> its
+    spec (labels, scale)."""
+    counted = counted_rows(annotations)
     out = pd.DataFrame({"part": counted["project"], "task_id": counted["task_id"], "item_id": counted["item_id"],
                         "system": counted["system"]})
     if "list" in counted:
@@ -78,14 +100,14 @@ def ratings_table(annotations: pd.DataFrame, key: bytes, metadata: Iterable[str]
     out["annotator"] = [pseudonym(key, a) for a in counted["annotator"]]
     out["criterion"] = counted["criterion"]
     out["agent"] = counted["agent"]
-    out["value"] = counted["value"]
+    out["value"], out["label"] = numbers_and_labels(counted["value"], counted["criterion"], criteria)
     out["rationale"] = counted["rationale"]
     for column in metadata:
         if column in counted:
             out[column] = counted[column]
     out["seconds"] = pd.to_numeric(counted["lead_time"], errors="coerce")
-    out = out.dropna(axis=1, how="all").reset_index(drop=True)
-    return out
+    empty = [c for c in out.columns if c not in ("value", "label") and out[c].isna().all()]
+    return out.drop(columns=empty).reset_index(drop=True)  # value and label always: one schema for every study
 
 
 def scrub(table: pd.DataFrame, text_columns: list[str], secrets_: Iterable[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -119,9 +141,7 @@ def write_data(folder: Path, table: pd.DataFrame, review: pd.DataFrame) -> dict[
     data = folder / "data"
     data.mkdir(parents=True, exist_ok=True)
     files = {"parquet": data / "ratings.parquet", "csv": data / "ratings.csv", "review": folder / "review_free_text.csv"}
-    frame = table.copy()
-    frame["value"] = frame["value"].map(lambda v: None if v is None or (isinstance(v, float) and pd.isna(v)) else str(v))
-    write_parquet(frame, files["parquet"])  # values as text: one column holds labels and numbers
+    write_parquet(table, files["parquet"])  # value: numbers (float), label: text (numbers_and_labels)
     write_csv(table, files["csv"])
     write_csv(review, files["review"])
     return files
@@ -133,7 +153,7 @@ def analysis_spec(name: str, table: pd.DataFrame, criteria: dict) -> str:
     import yaml
 
     columns = {role: role if role != "item" else "item_id" for role in ("item", "annotator", "system", "agent",
-                                                                        "criterion", "value")
+                                                                        "criterion", "value", "label")
                if (role if role != "item" else "item_id") in table.columns}
     spec = {"name": name, "columns": columns, "criteria": {}}
     for criterion, c in criteria.items():
@@ -195,7 +215,11 @@ COLUMN_MEANING = {
     "annotator": "the annotator's pseudonym (a keyed hash; stable across this release's files)",
     "criterion": "the quality criterion (its definition and scale: datasheet.md, section 4)",
     "agent": "the agent rated (two-agent episodes), else empty",
-    "value": "the answer: a label, or a number on the criterion's scale (its labels and range: datasheet.md, 4.3.4)",
+    "value": "the answer as a number (float): on the criterion's scale, or for an ordinal scale with labels the "
+             "label's position (1 = the first label); empty for a label of a categorical criterion (its range and "
+             "labels: datasheet.md, 4.3.4)",
+    "label": "the answer as a label (text), where the criterion has labels (an ordinal one's number is in value "
+             "too); also any answer that is not a number where one was expected, as given; else empty",
     "rationale": "the annotator's written rationale for this rating (free text, reviewed before release)",
     "seconds": "seconds on the task (through evalstudio's gateway: measured by the server from serving it to the "
                "answer; from an MTurk batch: the assignment's WorkTimeInSeconds)",

@@ -83,3 +83,28 @@ def test_a_scale_without_a_minimum_gets_no_cv_star_and_the_reason(two_studies):
     assert result.exit_code == 0, result.output
     assert pd.read_csv(f / "out" / "compare_systems.csv")["cv_star"].isna().all()
     assert "its scale's minimum is not declared" in " ".join(result.output.split())
+
+
+def test_the_item_level_counts_only_the_pairs_both_studies_rated(two_studies):
+    """Issue 65, item 12: the original rated 4 systems x 5 items; the reproduction rated 3 of those systems on the
+    same items and the fourth only on an item of its own: 15 shared (system, item) pairs, over which the item-level
+    correlation is what scipy.stats.pearsonr gives, never "too few to correlate"."""
+    f = two_studies
+    a = pd.read_csv(f / "study0.csv")
+    four = sorted(a["system"].unique())[:4]
+    a = a[a["system"].isin(four) & a["item"].isin([f"c{k}" for k in range(5)])]
+    b = pd.read_csv(f / "study1.csv")
+    b = b[(b["system"].isin(four[:3]) & b["item"].isin([f"c{k}" for k in range(5)]))
+          | ((b["system"] == four[3]) & (b["item"] == "c5"))]
+    a.to_csv(f / "original.csv", index=False)
+    b.to_csv(f / "reproduction.csv", index=False)
+    result = CliRunner().invoke(app, ["compare", str(f / "original.csv"), str(f / "reproduction.csv"), "--spec",
+                                      str(f / "spec.yaml"), "-o", str(f / "out")])
+    assert result.exit_code == 0, result.output
+    shared = a.set_index(["system", "item"])["value"].to_frame("a").join(b.set_index(["system", "item"])["value"],
+                                                                         how="inner")
+    assert len(shared) == 15
+    r = stats.pearsonr(shared["a"], shared["value"]).statistic
+    correlations = pd.read_csv(f / "out" / "compare_correlations.csv").set_index("level")
+    assert correlations.loc["item", "n"] == 15 and correlations.loc["item", "pearson"] == pytest.approx(r)
+    assert f"item level (15): r {r:.3f}" in " ".join(result.output.split())

@@ -74,6 +74,7 @@ def published(label_studio, client, tmp_path_factory):
                    str(base / "keys" / "publish.key"), "--pay", str(PAY), "--currency", "EUR", "--bootstrap", "200",
                    env=env)
         assert done.returncode == 0, done.stderr + done.stdout
+        (base / "publish.stderr").write_text(done.stderr)
     tasks = {name: sorted(client.export_tasks(pid), key=lambda t: t["id"]) for name, pid in ids.items()}
     return package, env, accounts, tasks, ids, base
 
@@ -103,11 +104,21 @@ def test_the_datasheet_answers_each_field_from_the_study(published):
     gold_items = sum(1 for t in tasks["circa_part1"] if (t.get("meta") or {}).get("is_control"))
     assert f"{gold_items} gold item(s)" in heds["3.3.3"]["answer"] and "(1 rejected)" in heds["3.3.3"]["answer"]
     assert "Amazon Mechanical Turk" in heds["3.2.3"]["answer"]
-    # pay: the base pay of the approved, the bonuses of the study's rule, over the server-measured hours
-    hours = answers["seconds"].sum() / 3600
+    # pay: the base pay of the approved, the bonuses of the study's rule, over the server-measured hours; scripted
+    # workers answer at once, and a rate over their times would be a plausible wrong number (issue 65, item 9):
+    # then no rate, the reason in the datasheet and a warning on the terminal
+    hours, median = answers["seconds"].sum() / 3600, answers["seconds"].median()
     total = PAY * 2 + 25 + 25  # two approved workers with as many tasks: they share the most_tasks bonus's first rank
-    assert f"an effective {total / hours:.2f} EUR per hour" in heds["3.3.2"]["answer"], heds["3.3.2"]["answer"]
-    assert f"median {answers['seconds'].median():.0f} s per task" in heds["3.3.2"]["answer"]
+    assert f"{total:.2f} for {hours:.2f} hours on tasks" in heds["3.3.2"]["answer"], heds["3.3.2"]["answer"]
+    warned = (package.parent / "publish.stderr").read_text()
+    if median < 3:  # under PLAUSIBLE_SECONDS
+        assert "per hour" not in heds["3.3.2"]["answer"].replace("no pay per hour is given", "")
+        assert f"the median time per task, {median:.1f} s, is under 3 s" in heds["3.3.2"]["answer"]
+        assert "warning: no pay per hour in the datasheet (3.3.2)" in " ".join(warned.split())
+    else:
+        assert f"an effective {total / hours:.2f} EUR per hour" in heds["3.3.2"]["answer"], heds["3.3.2"]["answer"]
+        assert "warning" not in warned
+    assert f"median {median:.0f} s per task" in heds["3.3.2"]["answer"]
     # the instrument's size and values, the verbatim question above the control, and agreement (krippendorff oracle)
     assert heds["4.3.3 [explanation_quality]"]["answer"] == "5"
     assert heds["4.3.4 [interpretation]"]["answer"].startswith("Yes, ")
@@ -121,7 +132,7 @@ def test_the_datasheet_answers_each_field_from_the_study(published):
     assert f"Krippendorff's alpha (ordinal) {alpha:.3f}" in heds["4.3.11 [explanation_quality]"]["answer"]
     checklist = {a["number"]: a for a in sheet["acl_checklist_d"]}
     assert [checklist[n]["status"] for n in ("D3", "D4", "D5")] == ["open"] * 3
-    assert f"{total / hours:.2f}" in checklist["D2"]["answer"]
+    assert f"{total:.2f} for {hours:.2f} hours" in checklist["D2"]["answer"]
     page = (package / "datasheet.md").read_text()
     assert "| 3.3.1 | Has the experimental design been preregistered?" in page and "(to answer)" in page
 
@@ -197,7 +208,7 @@ def test_reproduce_sets_the_same_study_up_from_the_package_and_refuses_a_changed
         assert {t["data"][ID_FIELD]: t["data"] for t in new} == {t["data"][ID_FIELD]: t["data"] for t in tasks[name]}
         assert [manifest["shown"][f"task/{name}/{t['data'][ID_FIELD]}"] for t in new]
     # a changed instruction is another instrument: refused, naming the file
-    changed = package / "instrument" / "instructions" / "circa_part1.html"
+    changed = package / "instrument" / "instructions" / "circa_part1.gateway.html"
     changed.write_text(changed.read_text() + "<p>Be generous.</p>")
     refused = run("reproduce", str(package), env={**env, "EVALSTUDIO_PROJECTS": ""})
     assert refused.returncode == 2 and f"{changed}: differs from the published instrument" in refused.stderr
@@ -264,6 +275,38 @@ def test_a_study_run_on_mturk_is_published_from_its_batch_file(tmp_path, rejecte
     assert len(pd.read_parquet(out / "data_release" / "data" / "ratings.parquet")) == len(kept)
 
 
+@pytest.mark.parametrize("reward, seconds, rate", [
+    ("$0.50", None, True),  # the batch's own work times (median 21 s): an effective rate
+    ("$0.50", "1", False),  # one second an assignment: no person reads and rates a Circa item that fast
+    ("$0.50", "", False),  # no work time in the file: unknown
+    ("$0.00", "1", False),  # no pay: nothing to rate, and no warning either
+])
+def test_a_pay_per_hour_is_given_only_over_times_a_person_takes(tmp_path, reward, seconds, rate):
+    """Issue 65, item 9: 4.50 over 0.2 s of recorded time read "an effective 22131.15 USD per hour". Under 3 s a
+    task (exporters/datasheet.py PLAUSIBLE_SECONDS) or without times, no rate: the reason, and a warning."""
+    raw = pd.read_csv(MTURK, dtype=str, keep_default_na=False)
+    raw["Reward"] = reward
+    if seconds is not None:
+        raw["WorkTimeInSeconds"] = seconds
+    raw.to_csv(tmp_path / "batch.csv", index=False)
+    out = tmp_path / "pub"
+    done = run("publish", "--ratings", str(tmp_path / "batch.csv"), "--spec", str(EXAMPLES_ANALYZE / "circa_mturk.yaml"),
+               "-o", str(out), "--key-file", str(tmp_path / "key"), "--bootstrap", "20")
+    assert done.returncode == 0, done.stderr
+    answer = {a["number"]: a for a in json.loads((out / "datasheet.json").read_text())["heds"]}["3.3.2"]["answer"]
+    work = pd.to_numeric(raw["WorkTimeInSeconds"], errors="coerce")
+    total = float(reward[1:]) * len(raw)
+    if rate:
+        assert f"an effective ${total / (work.sum() / 3600):.2f} per hour" in answer, answer
+        assert work.median() >= 3 and "warning" not in done.stderr
+    else:
+        assert "effective" not in answer
+        warned = "warning: no pay per hour in the datasheet (3.3.2)" in " ".join(done.stderr.split())
+        assert warned == (total > 0), done.stderr
+        if total > 0:
+            assert ("is under 3 s" if seconds else "the time on tasks is not known") in answer, answer
+
+
 def test_compare_reads_two_publish_folders_as_it_reads_their_files(tmp_path):
     """`compare ORIGINAL REPRODUCTION` on two publish folders: their data and the original's spec.yaml give what
     compare gives on the two ratings files (here the Circa batch against its first 200 assignments)."""
@@ -284,7 +327,12 @@ def test_compare_reads_two_publish_folders_as_it_reads_their_files(tmp_path):
         pd.testing.assert_frame_equal(a, b)
     assert "cv_star" in pd.read_csv(tmp_path / "a" / "compare_systems.csv")
     published = pd.read_csv(tmp_path / "original" / "data_release" / "data" / "ratings.csv")
-    assert set(published["value"]) == set(raw["Answer.explanation-quality.label"])  # the labels as given
+    assert set(published["label"]) == set(raw["Answer.explanation-quality.label"])  # the labels as given
+    # and their positions as numbers (issue 65, item 11): "1 - very poor" is 1, "5 - very good" 5
+    assert (published["value"] == published["label"].str[0].astype(float)).all()
+    parquet = pd.read_parquet(tmp_path / "original" / "data_release" / "data" / "ratings.parquet")
+    assert parquet["value"].dtype == float and parquet.groupby("criterion")["value"].mean().iloc[0] == pytest.approx(
+        raw["Answer.explanation-quality.label"].str[0].astype(float).mean())
 
 
 def test_the_docs_show_the_datasheet_publish_writes_for_the_circa_mturk_batch(tmp_path):
@@ -395,6 +443,34 @@ def test_every_protocol_publishes_what_its_annotators_gave(label_studio, client,
     assert done.returncode == 0, done.stderr + done.stdout
     ratings = pd.read_parquet(out / "data_release" / "data" / "ratings.parquet")
     assert len(ratings) == entered  # every counted answer (the skipped task's is not one)
+    # numbers are numbers, labels stay labels (issue 65, item 11): a researcher's groupby-mean works on the file
+    criteria = {k: v for p in reg.parts(protocol) for k, v in p.criteria.items()}
+    assert ratings["value"].dtype == float and (ratings["value"].notna() | ratings["label"].notna()).all()
+    means = ratings.groupby("criterion")["value"].mean()
+    for name, spec in criteria.items():
+        mine = ratings[ratings["criterion"] == name]
+        if spec.labels:
+            assert mine["label"].isin(spec.labels).all(), name
+            if spec.scale == "ordinal":
+                assert (mine["value"] == mine["label"].map(lambda v: spec.labels.index(v) + 1)).all(), name
+        else:
+            assert mine["value"].notna().all() and mine["label"].isna().all(), name
+            assert means[name] == pytest.approx(pd.to_numeric(mine["value"]).sum() / len(mine)), name
+    fields = {f["name"]: f["dataType"] for f in json.loads((out / "data_release" / "croissant.json").read_text())
+              ["recordSet"][0]["field"]}
+    assert fields["value"] == "sc:Float" and fields["label"] == "sc:Text"
+    # what each channel showed of the instructions, never an empty file (item 10: dialogue's gateway shows none)
+    instructions = out / "instrument" / "instructions"
+    for part in reg.parts(protocol):
+        files = {c: instructions / f"{part.entry}.{c}.html" for c in ("label-studio", "gateway")}
+        assert any(f.is_file() for f in files.values()), part.entry
+        for channel, path in files.items():
+            if path.is_file():
+                assert path.read_text() == part.instructions_for(channel)
+            else:
+                assert re.sub(r"<!--.*?-->|<[^>]*>", "", part.instructions_for(channel), flags=re.S).strip() == ""
+                assert f"none: the labeling config's own texts" in (instructions / "README.md").read_text()
+    assert all(re.sub(r"<[^>]*>", "", p.read_text()).strip() for p in instructions.iterdir())
     review = pd.read_csv(out / "review_free_text.csv")
     assert len(review) == free  # every rationale and note, on each of its rows
     # "ann-a@example.com on ...": the annotator's own e-mail, removed (as an annotator's id) from every rationale
@@ -408,6 +484,13 @@ def test_every_protocol_publishes_what_its_annotators_gave(label_studio, client,
     heds = {a["number"]: a for a in json.loads((out / "datasheet.json").read_text())["heds"]}
     for name in {c for p in reg.parts(protocol) for c in p.criteria}:
         assert heds[f"4.3.3 [{name}]"]["answer"] and heds[f"4.3.4 [{name}]"]["answer"], name
+    # every criterion's agreement (issue 65, item 8: only the first had one), as `analyze` gives it on the release
+    by_analyze = pd.read_csv(tmp_path / "analysis" / "agreement.csv").set_index("criterion")
+    for name, row in by_analyze.iterrows():
+        answer = heds[f"4.3.11 [{name}]"]["answer"]
+        if np.isfinite(row["alpha"]):
+            assert f"Krippendorff's alpha ({row['scale']}) {row['alpha']:.3f}" in answer, (name, answer)
+            assert f"{int(row['ratings'])} ratings by {int(row['annotators'])} annotators" in answer, (name, answer)
     assert heds["3.2.1"]["answer"] == str(ratings["annotator"].nunique())  # with a counted answer
     # and the study set up again from the package alone, each part equal to the published instrument
     parts = reg.parts(protocol)

@@ -11,7 +11,7 @@ import typer
 
 from evalstudio.base.errors import BadInput, EvalstudioError
 
-from .base import ProjectsOption, app, chosen_spec, console, fail_with
+from .base import ProjectsOption, app, chosen_spec, console, err, fail_with
 
 DEFAULT_KEY = Path(".evalstudio/publish.key")
 
@@ -83,6 +83,8 @@ def publish(
     console.print(f"{summary['ratings']} ratings by {summary['annotators']} annotators written to "
                   f"{output / 'data_release'}; the datasheet has {summary['open']} open question(s) for you "
                   f"({output / 'datasheet.md'}).", highlight=False)
+    for warning in summary.get("warnings", []):
+        err.print(f"warning: {warning}", highlight=False, soft_wrap=True)
     if summary["free_text"]:
         console.print(f"Read the {summary['free_text']} free-text answer(s) in {output / 'review_free_text.csv'} "
                       "before you release the data.", highlight=False)

@@ -40,13 +40,14 @@ def publish_study(protocol: str, projects, folder: Path | None, stage: Path, key
     secrets += [str(s) for column in ("participant", "annotator") if column in table for s in table[column]]
     metadata = list(dict.fromkeys(m for p in parts for m in p.metadata_controls))  # a note, a bad-instance mark
     free_text = [m for m in metadata if any(_tag(p, m) == "TextArea" for p in parts)]
-    ratings = release.ratings_table(annotations, key, metadata)
+    criteria = {k: v for p in parts for k, v in p.criteria.items()}
+    ratings = release.ratings_table(annotations, key, metadata, criteria)
     ratings, review = release.scrub(ratings, ["rationale", *free_text], secrets)
     decisions = study.decisions(table, crowd) if not table.empty else pd.DataFrame()
     if crowd.min_gold_accuracy is not None and not decisions.empty:  # who `approvals` rejects, by pseudonym
         rejected = {release.pseudonym(key, a) for a in decisions.loc[decisions["decision"] == "reject", "annotator"]}
         ratings["rejected"] = ratings["annotator"].isin(rejected)
-    agreement = agreement_table(counted, reg.study(protocol), n_boot=n_boot)
+    agreement = agreement_table(study.counted_rows(annotations), reg.study(protocol), n_boot=n_boot)  # all criteria
     facts = _facts(protocol, parts, per_part, counted, table, crowd, decisions, agreement, pay, currency, folder)
     facts["free_text"], facts["comment_box"] = len(review), ", ".join(free_text)  # (the notes are a comment box)
 
@@ -59,14 +60,13 @@ def publish_study(protocol: str, projects, folder: Path | None, stage: Path, key
     (data / "README.md").write_text(release.dataset_card(protocol, title, ratings, facts, licence, len(review)),
                                     encoding="utf-8")
     release.write_croissant(data / "croissant.json", release.croissant(protocol, title, ratings, files, data, licence))
-    criteria = {k: v for p in parts for k, v in p.criteria.items()}
     (data / "spec.yaml").write_text(release.analysis_spec(protocol, ratings, criteria), encoding="utf-8")
     heds = datasheet.heds_answers(facts)
     datasheet.write_datasheet(stage, title, heds, datasheet.checklist_d(facts))
     shown = _write_instrument(stage / instrument.INSTRUMENT, reg, parts, per_part, key, folder)
     instrument.write_manifest(stage, shown, protocol)
     return {"ratings": len(ratings), "annotators": facts["annotators"], "free_text": len(review),
-            "open": sum(a.status == datasheet.OPEN for a in heds)}
+            "open": sum(a.status == datasheet.OPEN for a in heds), "warnings": facts["warnings"]}
 
 
 def publish_ratings(path: Path, spec, stage: Path, key_file: Path, output: Path, pay: float | None,
@@ -95,7 +95,7 @@ def publish_ratings(path: Path, spec, stage: Path, key_file: Path, output: Path,
                          "criterion": tidy["criterion"], "agent": tidy["agent"].replace("", None),
                          "value": values, "rationale": None, "cancelled": False,
                          "lead_time": tidy["line"].map(seconds)})
-    ratings = release.ratings_table(rows, key, ())
+    ratings = release.ratings_table(rows, key, (), spec.criteria)
     ratings, review = release.scrub(ratings, [], list(tidy["annotator"].unique()) + (batch["ids"] if batch else []))
     table = agreement(tidy, spec, n_boot)[0]
     per_system = rows.assign(system=rows["system"].fillna("(one system)")).groupby("system")["item_id"].nunique()
@@ -104,8 +104,10 @@ def publish_ratings(path: Path, spec, stage: Path, key_file: Path, output: Path,
              "items_per_system": per_system.astype(int).to_dict(), "platform": "mturk" if batch else None,
              "paid": bool(pay or (batch and batch["reward"] > 0)), "rejected": batch["rejected"] if batch else 0,
              "gold_items": 0, "free_text": 0, "criteria": _spec_criteria(spec, table)}
+    facts["warnings"] = []
     if batch:
-        facts["pay"] = _batch_pay(batch, pay, currency, int(tidy["annotator"].nunique()))
+        facts["pay"], problem = _batch_pay(batch, pay, currency, int(tidy["annotator"].nunique()))
+        facts["warnings"] += [f"no pay per hour in the datasheet (3.3.2): {problem}"] if problem else []
         facts["time_limit"] = batch["time_limit"]
     data = stage / "data_release"
     files = release.write_data(data, ratings, review)
@@ -117,24 +119,27 @@ def publish_ratings(path: Path, spec, stage: Path, key_file: Path, output: Path,
     heds = datasheet.heds_answers(facts)
     datasheet.write_datasheet(stage, title, heds, datasheet.checklist_d(facts))
     return {"ratings": len(ratings), "annotators": facts["annotators"], "free_text": 0,
-            "open": sum(a.status == datasheet.OPEN for a in heds)}
+            "open": sum(a.status == datasheet.OPEN for a in heds), "warnings": facts["warnings"]}
 
 
-def _batch_pay(batch: dict, pay: float | None, currency: str | None, workers: int) -> str:
-    """The pay an MTurk batch shows: rewards of its counted assignments over MTurk's work time (WorkTimeInSeconds),
-    and --pay per worker when given (e.g. compensation outside MTurk)."""
+def _batch_pay(batch: dict, pay: float | None, currency: str | None, workers: int) -> tuple[str, str | None]:
+    """(the pay an MTurk batch shows: rewards of its counted assignments over MTurk's work time (WorkTimeInSeconds),
+    and --pay per worker when given (e.g. compensation outside MTurk); why no pay per hour is given, or None)."""
     rewards = ", ".join(f"${r:.2f}" for r in batch["rewards"])
     total = batch["reward"] + (pay or 0) * workers
     text = (f"{rewards} per assignment ({batch['assignments']} counted assignments: ${batch['reward']:.2f})"
             + (f" and {pay:.2f} {currency or 'USD'} per worker (--pay)" if pay else "")
             + f", for {batch['hours']:.2f} hours of work as MTurk measured it (WorkTimeInSeconds)")
-    if total > 0 and batch["hours"] > 0 and (not pay or (currency or "USD") == "USD"):
+    problem = datasheet.time_problem(batch["hours"], batch["median_seconds"]) if total > 0 else None
+    if problem:
+        text += f": no pay per hour is given: {problem}"
+    elif total > 0 and (not pay or (currency or "USD") == "USD"):
         text += f": an effective ${total / batch['hours']:.2f} per hour"
     elif total == 0:
         text += ": no pay in the file (compensation outside MTurk, such as a raffle or coupons, is not in it: --pay)"
     if batch["median_seconds"] is not None:
         text += f"; median {batch['median_seconds']:.0f} s per assignment"
-    return text
+    return text, problem
 
 
 def _spec_criteria(spec, table: pd.DataFrame) -> list[dict]:
@@ -192,6 +197,7 @@ def _facts(protocol, parts, per_part, counted, table, crowd, decisions, agreemen
     if crowd.min_gold_accuracy is not None:
         facts["excluded"] = (f"participants below {percent(crowd.min_gold_accuracy)} correct on the gold items are "
                              "rejected")
+    facts["warnings"] = []
     seconds = pd.to_numeric(counted["lead_time"], errors="coerce")
     # through the gateway each task's time is the ledger's (from serving it to the answer); in Label Studio itself
     # its lead_time is what the annotator's browser reported
@@ -206,11 +212,16 @@ def _facts(protocol, parts, per_part, counted, table, crowd, decisions, agreemen
         facts["pay"] = (f"{bonuses.isna().sum()} participant(s) earned a bonus whose amount is not set "
                         f"(crowd.bonus.amounts in projects.yaml), so no pay per hour is given; {hours:.2f} hours on "
                         f"tasks {measured}{per_task}")
-    elif pay is not None and hours > 0:
+    elif pay is not None:
         total = pay * approved + bonus
-        facts["pay"] = (f"{pay:.2f} {currency or ''} per participant ({approved} approved) and {bonus:.2f} in bonuses: "
-                        f"{total:.2f} for {hours:.2f} hours on tasks {measured}, an effective "
-                        f"{total / hours:.2f} {currency or ''} per hour{per_task}").replace("  ", " ")
+        given = (f"{pay:.2f} {currency or ''} per participant ({approved} approved) and {bonus:.2f} in bonuses: "
+                 f"{total:.2f} for {hours:.2f} hours on tasks {measured}")
+        if problem := datasheet.time_problem(hours, median):
+            facts["warnings"].append(f"no pay per hour in the datasheet (3.3.2): {problem}")
+            facts["pay"] = f"{given}{per_task}; no pay per hour is given: {problem}".replace("  ", " ")
+        else:
+            facts["pay"] = f"{given}, an effective {total / hours:.2f} {currency or ''} per hour{per_task}".replace(
+                "  ", " ")
     elif median is not None:
         facts["pay"] = (f"base pay not given (--pay); bonuses {bonus:.2f} {currency or ''}; {hours:.2f} hours on tasks "
                         f"{measured}{per_task}").replace("  ", " ")
@@ -260,15 +271,22 @@ def _write_instrument(target: Path, reg, parts, per_part, key: bytes, folder: Pa
     (target / "instructions").mkdir()
     shown: dict[str, str] = {}
     entries = dict((p.entry, p) for p in parts)
-    configs = {}
+    configs, files = {}, {}
     for entry, project in entries.items():
         name = f"labeling_configs/{entry}.xml"
         (target / name).write_text(project.label_config + "\n", encoding="utf-8")
         configs[entry] = name
-        instructions = project.instructions_for("gateway")
-        (target / "instructions" / f"{entry}.html").write_text(instructions, encoding="utf-8")
         shown[f"config/{entry}"] = instrument.sha256_text(project.config_for("gateway"))
-        shown[f"instructions/{entry}"] = instrument.sha256_text(instructions)
+        files[entry] = {}
+        for channel in instrument.CHANNEL_NAMES:  # what each channel showed (dialogue's are Label Studio's only)
+            instructions = project.instructions_for(channel)
+            if file := instrument.instruction_file(entry, channel, instructions):
+                (target / "instructions" / file).write_text(instructions, encoding="utf-8")
+                shown[f"instructions/{entry}/{channel}"] = instrument.sha256_text(instructions)
+            files[entry][channel] = file
+    used = "gateway" if participants.has_ledger(folder) else "label-studio"
+    (target / "instructions" / "README.md").write_text(instrument.instructions_readme(files, configs, used),
+                                                       encoding="utf-8")
     raw = yaml.safe_load(Path(reg.path).read_text(encoding="utf-8"))["projects"]
     (target / "projects.yaml").write_text(instrument.entries_yaml({e: raw[e] for e in entries}, configs),
                                           encoding="utf-8")

@@ -23,12 +23,19 @@ STRAIGHT_LINE_MIN_TASKS = 5
 SPEEDER_FRACTION = 1 / 3  # without min_median_seconds: a median below a third of everyone's median is flagged
 
 
-def counted(annotations: pd.DataFrame) -> pd.DataFrame:
-    """One row per submitted annotation that counts towards the design (not skipped, not surplus)."""
-    keep = ~annotations["cancelled"]
+def counted_rows(annotations: pd.DataFrame) -> pd.DataFrame:
+    """Every row (each criterion's answer) of the submitted annotations that count towards the design (not skipped,
+    not surplus): what statistics over the answers read."""
+    keep = ~annotations["cancelled"].astype(bool)
     if "surplus" in annotations:
-        keep &= ~annotations["surplus"]
-    return annotations[keep].drop_duplicates("annotation_id")
+        keep &= ~annotations["surplus"].astype(bool)
+    return annotations[keep]
+
+
+def counted(annotations: pd.DataFrame) -> pd.DataFrame:
+    """One row per submitted annotation that counts towards the design (not skipped, not surplus): what counts
+    annotations, tasks and time read (an annotation's other criteria are left out: use counted_rows for answers)."""
+    return counted_rows(annotations).drop_duplicates("annotation_id")
 
 
 def coverage(annotations: pd.DataFrame, task_ids: Iterable, per_task: int) -> pd.DataFrame:

@@ -88,7 +88,11 @@ def _long(frame, lines, spec: Spec, path: Path) -> pd.DataFrame:
             raise InvalidInput([Problem(str(path), 1, "criterion", "several criteria in the spec but no criterion "
                                                                    "column")], "nothing was analysed")
         crit = next(iter(spec.criteria), value)
-    return pd.DataFrame({**base, "criterion": frame[criterion] if criterion else crit, "value": frame[value],
+    answers = frame[value]
+    if "label" in c:  # a label where given, else the number (a release of `evalstudio publish`)
+        label = frame[find_column(frame, c, "label", True, path)]
+        answers = label.where(label.astype(str).str.strip() != "", answers)
+    return pd.DataFrame({**base, "criterion": frame[criterion] if criterion else crit, "value": answers,
                          "line": lines})
 
 

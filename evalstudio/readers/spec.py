@@ -99,8 +99,10 @@ class Spec(BaseModel):
     name: str = "ratings"
     layout: Literal["long", "wide_criteria", "wide_annotators", "nested", "pairwise", "best_worst"] = "long"
     nested: Nested | None = None  # layout nested: where item, system and the ratings are
-    columns: dict[Literal["item", "annotator", "system", "agent", "criterion", "value", "left", "right", "outcome",
-                          "best", "worst", "tuple"], str] = {}
+    # long layout: `label` names a second answer column, read where it is not empty (a release of `evalstudio
+    # publish`: numbers in `value`, labels in `label`)
+    columns: dict[Literal["item", "annotator", "system", "agent", "criterion", "value", "label", "left", "right",
+                          "outcome", "best", "worst", "tuple"], str] = {}
     tuple_columns: list[str] = []  # layout best_worst: the columns holding a tuple's items (default item1, item2, ...)
     # layout pairwise: the codes of each outcome, when they are not the usual ones (`evalstudio.readers.comparisons`)
     outcomes: dict[Literal["left", "right", "tie", "both_bad"], list[str]] = {}
