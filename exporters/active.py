@@ -20,7 +20,7 @@ from evalstudio.base.numbers import percent
 from evalstudio.readers.spec import Spec
 
 from ..stats.active import active_means, label_weights, sampling_probabilities
-from ..stats.pac import pac_labels, pac_threshold
+from ..stats.pac import NO_MAJORITY, pac_labels, pac_threshold
 from ..stats.small_sample import mean_interval
 from .tidy import segment_means
 
@@ -229,29 +229,41 @@ def _label(value, crit) -> str:
     return text[:-2] if text.endswith(".0") and text[:-2].lstrip("-").isdigit() else text
 
 
-def pac(ratings: pd.DataFrame, spec: Spec, draws: pd.DataFrame, criterion: str, epsilon: float, alpha: float):
-    """(labels table, result): PAC labels of a categorical criterion from a "pac" draws file (its drawn segments
-    rated by humans): the threshold, the segments humans must label, and, where they have been, the final labels
-    with their source."""
+TIE_RULES = ("judge-wrong", "refuse")  # what a tie of the humans' most frequent answers means (`active pac --ties`)
+
+
+def pac(ratings: pd.DataFrame, spec: Spec, draws: pd.DataFrame, criterion: str, epsilon: float, alpha: float,
+        ties: str = "judge-wrong"):
+    """(labels table, result, tied): PAC labels of a categorical criterion from a "pac" draws file (its drawn
+    segments rated by humans): the threshold, the segments humans must label, and, where they have been, the final
+    labels with their source. A segment whose humans' most frequent answers tie (three raters, three labels) has no
+    majority label: `ties` "judge-wrong" (the gateway's rule) labels it NO_MAJORITY, which counts as the judge being
+    wrong; "refuse" asks for more labels. `tied`: how many rated segments tie."""
     crit = spec.criteria.get(criterion)
     if crit is None:
         raise BadInput(f"--criterion {criterion}: the ratings have {', '.join(spec.criteria)}")
     if crit.scale == "interval":
         raise BadInput(f"--criterion {criterion}: PAC labels are for a categorical criterion (nominal or ordinal); "
                        f"{criterion} is on an interval scale (estimate its mean with `active estimate`)")
+    if ties not in TIE_RULES:
+        raise BadInput(f"--ties {ties}: one of {', '.join(TIE_RULES)}")
     if not draws["design"].astype(str).str.startswith("pac sample").all():
         raise BadInput("PAC labels need a uniform calibration sample: `evalstudio active draw --design pac`")
     r = ratings[ratings["criterion"] == criterion]
     votes = r.groupby(["system", "item"], observed=True)["value"].agg(lambda v: v.mode().tolist())
     majority = {(str(s), str(i)): _label(m[0], crit) for (s, i), m in votes.items() if len(m) == 1}
     tied = {(str(s), str(i)) for (s, i), m in votes.items() if len(m) > 1}
+    if ties == "judge-wrong":
+        majority |= dict.fromkeys(tied, NO_MAJORITY)
     keys = list(zip(draws["system"], draws["item"]))
     sampled = np.flatnonzero(draws["drawn"].to_numpy())
     unrated = [keys[i] for i in sampled if keys[i] not in majority]
     if unrated:
+        with_ties = sum(k in tied for k in unrated)
         raise BadInput(f"{len(unrated)} segments of the calibration sample have no human label of {criterion}"
-                       + (f" ({sum(k in tied for k in unrated)} with tied votes)" if any(k in tied for k in unrated)
-                          else "") + f" (e.g. system '{unrated[0][0]}', item '{unrated[0][1]}'): label them first")
+                       + (f" ({with_ties} with tied votes: --ties refuse; the default, judge-wrong, counts a tie as "
+                          "the judge being wrong, as the gateway does)" if with_ties else "")
+                       + f" (e.g. system '{unrated[0][0]}', item '{unrated[0][1]}'): label them first")
     judge = np.array([_label(v, crit) for v in draws["score"]], dtype=object)
     uncertainty = pd.to_numeric(draws["uncertainty"], errors="coerce").to_numpy(float)
     if np.isnan(uncertainty).any():
@@ -269,4 +281,4 @@ def pac(ratings: pd.DataFrame, spec: Spec, draws: pd.DataFrame, criterion: str, 
         table = table.assign(label=labels, source=source)
     else:
         table = table.assign(label="", source=np.where(result.human, "human (to collect)", "judge"))
-    return table, result
+    return table, result, len(tied & set(keys))

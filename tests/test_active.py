@@ -26,7 +26,7 @@ from evalstudio.protocols.adaptive import Assignment
 from evalstudio.stats.active import (DEFAULT_MIX, active_means, label_weights, proportional_probabilities, robust_mix,
                                      sampling_probabilities)
 from evalstudio.stats.active_replay import STRATEGIES, replay_means, replay_pac
-from evalstudio.stats.pac import hypergeometric_upper, pac_threshold
+from evalstudio.stats.pac import NO_MAJORITY, hypergeometric_upper, pac_threshold
 
 from .conftest import ROOT
 from .hall_oracle import lengthened, third_moment
@@ -390,6 +390,48 @@ def test_pac_says_what_to_collect_then_gives_the_labels(usr_files):
     mine = labels.set_index(["system", "item"])
     wrong = np.mean([str(int(majority[k])) != mine.at[k, "label"] for k in mine.index if majority[k] is not None])
     assert wrong <= 0.1
+
+
+@pytest.mark.parametrize("ties, exit_code, said", [
+    ("judge-wrong", 0, "votes tie: labelled '(no majority)', a tie counts as the judge being wrong"),
+    ("refuse", 2, "with tied votes"),
+])
+def test_pac_on_three_raters_of_a_five_point_scale_applies_the_gateways_tie_rule(usr_files, ties, exit_code, said):
+    """Issue 65.13: USR's Overall (three raters, 1-5) as an ordinal criterion: every sampled segment is rated, but
+    where the three answers differ there is no majority, and `active pac` refused ("label them first"). By default
+    it now applies the gateway's rule (`routing.pac_needed`: a tie is "(no majority)", the judge wrong) and says so;
+    `--ties refuse` keeps the refusal. The threshold is the one `pac_threshold` gives with that rule."""
+    runner, f = CliRunner(), usr_files
+    spec = f / "ordinal.yaml"
+    spec.write_text("name: usr\ncriteria:\n  Overall: {scale: ordinal, labels: ['1', '2', '3', '4', '5']}\n",
+                    encoding="utf-8")
+    scores = pd.read_csv(f / "judge.csv").query("criterion == 'Overall'")
+    scores.assign(value=scores["value"].round().clip(1, 5)).to_csv(f / "labels.csv", index=False)
+    assert runner.invoke(app, ["active", "draw", str(f / "labels.csv"), "--metric", "proxy", "--budget", "120",
+                               "--design", "pac", "-o", str(f / "sample.csv")]).exit_code == 0
+    ratings = pd.read_csv(f / "all.csv").query("criterion == 'Overall'")
+    ratings.to_csv(f / "overall.csv", index=False)
+    result = runner.invoke(app, ["active", "pac", str(f / "overall.csv"), "--draws", str(f / "sample.csv"),
+                                 "--criterion", "Overall", "--epsilon", "0.3", "--ties", ties, "--spec", str(spec),
+                                 "-o", str(f / "pac.csv")])
+    assert result.exit_code == exit_code, result.output
+    assert said in " ".join(result.output.split()), result.output
+    design = pd.read_csv(f / "sample.csv", dtype={"item": str})
+    sampled = design[design["drawn"]]
+    counts = ratings.groupby(["system", "item"])["value"].agg(lambda v: len(v.mode()))
+    tied = [counts[(s, i)] > 1 for s, i in zip(sampled["system"], sampled["item"])]
+    assert sum(tied) >= 10  # the published ratings do tie
+    if ties == "refuse":
+        return
+    table = pd.read_csv(f / "pac.csv", keep_default_na=False, dtype=str)
+    labels = table.set_index(["system", "item"])
+    human = [NO_MAJORITY if t else str(int(ratings[(ratings.system == s) & (ratings.item == i)]["value"].mode()[0]))
+             for (s, i), t in zip(zip(sampled["system"], sampled["item"]), tied)]
+    expected = pac_threshold([str(int(v)) for v in design["score"]], design["uncertainty"].to_numpy(float),
+                             np.flatnonzero(design["drawn"]), human, 0.3, 0.1)
+    assert (table["needs_human"] == "True").to_numpy().tolist() == expected.human.tolist()
+    for (s, i), t, h in zip(zip(sampled["system"], sampled["item"]), tied, human):
+        assert labels.at[(s, i), "label"] == h and labels.at[(s, i), "source"] == "human"
 
 
 @pytest.mark.parametrize("args, message", [
