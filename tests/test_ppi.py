@@ -102,6 +102,41 @@ def test_calibrated_on_hanna_what_analyze_prints_holds_at_the_sizes_it_prints_it
         assert result["realised_n"].mean() < 1.05 * MIN_RATED_EFFECTIVE_N
 
 
+def test_a_poor_predictor_widens_the_interval_by_no_more_than_the_page_says(hanna):
+    """Issue 65.16: the page said a poor predictor never makes the interval wider, yet lambda tuned on the rated
+    segments costs a degree of freedom (n - 2) that a predictor tracking little does not pay back. Its sentence now
+    gives how much wider it was on HANNA with each of the 17 published metrics at MIN_RATED_PPI rated stories (400
+    studies per system, criterion and metric): this measures it again and holds the page to it."""
+    import re
+
+    from evalstudio.exporters.ppi import MIN_RATED_PPI
+
+    page = " ".join((ROOT / "docs" / "analyze.md").read_text(encoding="utf-8").split())
+    said = re.search(r"wider than the human-only one in (\d+)% of the studies: by at most ([\d.]+)% on average over "
+                     r"one system's studies and at most ([\d.]+)% in a single study", page)
+    assert said, "docs/analyze.md: the sentence on how much wider a poor predictor makes the interval"
+    share, on_average, single = (float(g) / 100 for g in said.groups())
+    _, ratings, metrics = hanna
+    table = metrics.pivot_table(index=["system", "item"], columns="metric", values="value", observed=True)
+    assert table.shape[1] == 17
+    rng = np.random.default_rng(2022)
+    means, widest, wider = [], [], []
+    for criterion in CRITERIA:
+        joined = table.join(ratings.groupby(["system", "item"])[criterion].mean())
+        for _, g in joined.groupby(level="system"):
+            y = g[criterion].to_numpy(float)
+            for metric in table.columns:
+                f = g[metric].to_numpy(float)
+                picked = rng.integers(0, len(y), size=(400, len(y)))
+                r = ppi_means(y[picked[:, :MIN_RATED_PPI]], f[picked[:, :MIN_RATED_PPI]], f[picked[:, MIN_RATED_PPI:]])
+                ratio = (r["hi"] - r["lo"]) / (r["classical_hi"] - r["classical_lo"])
+                means.append(ratio.mean())
+                widest.append(ratio.max())
+                wider.append((ratio > 1).mean())
+    assert 1 < max(means) <= 1 + on_average and max(widest) <= 1 + single  # wider, by no more than it says
+    assert abs(np.mean(wider) - share) < 0.01
+
+
 def test_below_that_size_the_labels_a_predictor_is_worth_are_overstated(hanna):
     """Why effective_n waits for 60 rated segments: with a good predictor at 10, the labels it is said to be worth
     overstate what the studies realise by more than 20%."""
