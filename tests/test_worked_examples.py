@@ -41,6 +41,22 @@ def test_the_page_has_its_worked_examples():
     assert len(examples) == 2 and all(examples.values()), examples  # Circa; HANNA (and the synthetic set)
 
 
+REPOSITORY_FOLDERS = ("tests/", "examples/", "docs/", "evalstudio/", "exporters/", "benchmarks/", "labeling_configs/",
+                      "importers/", "ml_backend/")
+
+
+def test_every_file_the_page_names_ships_in_the_repository():
+    """Issue 65.17: the page pointed at `../shared/`, a folder of this project's machine that users of the package
+    do not have. Every path it names is in the repository (and there)."""
+    named = set(re.findall(r"`([^`\s]+)`", PAGE.read_text(encoding="utf-8")))
+    outside = sorted(p for p in named if p.startswith(("../", "/", "~")))
+    assert not outside, outside
+    inside = sorted(p for p in named if p.startswith(REPOSITORY_FOLDERS))
+    assert len(inside) >= 10 and "tests/data/metaeval/" in inside, inside
+    missing = [p for p in inside if not (ROOT / p.rstrip("/")).exists()]
+    assert not missing, missing
+
+
 @pytest.fixture(scope="module")
 def copy(tmp_path_factory):
     """One fresh copy for the examples (each writes to folders of its own)."""
