@@ -19,7 +19,7 @@ from evalstudio.base.errors import BadInput
 from evalstudio.base.numbers import percent
 from evalstudio.readers.spec import Spec
 
-from ..stats.active import active_means, label_weights, sampling_probabilities
+from ..stats.active import active_means, label_weights, sampling_probabilities, systematic_draw
 from ..stats.pac import NO_MAJORITY, pac_labels, pac_threshold
 from ..stats.small_sample import mean_interval
 from .tidy import segment_means
@@ -50,11 +50,26 @@ def _judge_scores(scores: pd.DataFrame, metric: str, criterion: str | None) -> p
     return out
 
 
+def _by_system(systems: pd.Series, budget: int, rng, probabilities) -> tuple[np.ndarray, np.ndarray]:
+    """(probability, drawn) drawn system by system: each system gets its share of the budget (budget x its segments
+    / all segments) spread over its segments by `probabilities(mask, share)`, and exactly that many labels to within
+    one (`systematic_draw`), so that no system's labels fall short of what its share promised by chance or because
+    the judge is surer of it."""
+    probability, drawn = np.zeros(len(systems)), np.zeros(len(systems), dtype=bool)
+    for system in pd.unique(systems):
+        mine = (systems == system).to_numpy()
+        probability[mine] = probabilities(mine, budget * mine.sum() / len(systems))
+        drawn[mine] = systematic_draw(probability[mine], rng)
+    return probability, drawn
+
+
 def draw(scores: pd.DataFrame, metric: str, criterion: str | None, budget: int, design: str, mix: float,
          seed: int) -> pd.DataFrame:
     """The draws file. design "active": probabilities from the judge's uncertainty (1 - its confidence, which
-    `evalstudio judge --samples K` gives), mixed with uniform (`mix`); "uniform": every segment budget / N; "pac":
-    a uniform sample of exactly `budget` segments without replacement (the calibration sample of PAC labels)."""
+    `evalstudio judge --samples K` gives), mixed with uniform (`mix`); "uniform": every segment budget / N; both
+    drawn system by system (`_by_system`: each system its share of the budget, within one label); "pac": a uniform
+    sample of exactly `budget` segments without replacement over all of them (the calibration sample of PAC
+    labels)."""
     s = _judge_scores(scores, metric, criterion)
     n_items = len(s)
     if not 2 <= budget <= n_items:
@@ -70,13 +85,13 @@ def draw(scores: pd.DataFrame, metric: str, criterion: str | None, budget: int, 
         if s["confidence"].isna().any():
             raise BadInput(f"{int(s['confidence'].isna().sum())} of {metric}'s segments have no confidence: every "
                            "segment needs one (run the judge with --samples on all of them)")
-        probability = sampling_probabilities(uncertainty, budget, mix)
-        drawn = rng.random(n_items) < probability
-        label = f"active (mix {mix:g})"
+        probability, drawn = _by_system(s["system"], budget, rng,
+                                        lambda mine, share: sampling_probabilities(uncertainty[mine], share, mix))
+        label = f"active (mix {mix:g}), by system"
     elif design == "uniform":
-        probability = np.full(n_items, budget / n_items)
-        drawn = rng.random(n_items) < probability
-        label = "uniform"
+        probability, drawn = _by_system(s["system"], budget, rng, lambda mine, share: np.full(mine.sum(),
+                                                                                              share / mine.sum()))
+        label = "uniform, by system"
     elif design == "pac":
         probability = np.full(n_items, budget / n_items)
         drawn = np.zeros(n_items, dtype=bool)
