@@ -278,8 +278,8 @@ def pac(ratings: pd.DataFrame, spec: Spec, draws: pd.DataFrame, criterion: str, 
     if unrated:
         with_ties = sum(k in tied for k in unrated)
         raise BadInput(f"{len(unrated)} segments of the calibration sample have no human label of {criterion}"
-                       + (f" ({with_ties} with tied votes: --ties refuse; the default, judge-wrong, counts a tie as "
-                          "the judge being wrong, as the gateway does)" if with_ties else "")
+                       + (f" ({with_ties} with tied votes, which --ties refuse leaves without one; --ties judge-wrong "
+                          "counts a tie as the judge being wrong, as the gateway does)" if with_ties else "")
                        + f" (e.g. system '{unrated[0][0]}', item '{unrated[0][1]}'): label them first")
     judge = np.array([_label(v, crit) for v in draws["score"]], dtype=object)
     uncertainty = pd.to_numeric(draws["uncertainty"], errors="coerce").to_numpy(float)
