@@ -220,7 +220,7 @@ def _narrowest(table) -> int:
 
 
 def _results_table(tables, stacked: bool):
-    """`_results`' table; `stacked`: each alpha's interval on a line of its own."""
+    """`_results`' table; `stacked`: each alpha's interval, and the words of two headers, on lines of their own."""
     from rich import box
     from rich.table import Table
 
@@ -232,7 +232,8 @@ def _results_table(tables, stacked: bool):
                         "FED report it; Pearson and Kendall in agreement.csv; best metric: Pearson r at system level, "
                         "or over segments)", title_justify="left", box=box.SIMPLE_HEAD)
     for column in ("criterion", "scale", "n", "alpha [95% CI]", "LOO rho", "best metric", "r"):
-        table.add_column(column, justify="right" if column in ("n", "r", "LOO rho") else "left", overflow="fold",
+        header = column.replace(" ", "\n", 1) if stacked and column in ("alpha [95% CI]", "LOO rho", "best metric") else column
+        table.add_column(header, justify="right" if column in ("n", "r", "LOO rho") else "left", overflow="fold",
                          no_wrap=column in ("alpha [95% CI]", "n", "r", "LOO rho"),
                          min_width=8 if column in ("criterion", "scale", "best metric") else None)
     for r in rows.itertuples():
