@@ -19,8 +19,8 @@ from evalstudio.base.errors import BadInput
 from evalstudio.base.numbers import percent
 from evalstudio.readers.spec import Spec
 
-from ..stats.active import active_means, label_weights, sampling_probabilities
-from ..stats.pac import pac_labels, pac_threshold
+from ..stats.active import active_means, label_weights, sampling_probabilities, systematic_draw
+from ..stats.pac import NO_MAJORITY, pac_labels, pac_threshold
 from ..stats.small_sample import mean_interval
 from .tidy import segment_means
 
@@ -29,8 +29,11 @@ DRAW_COLUMNS = ["system", "item", "judge", "score", "uncertainty", "probability"
 # intervals (t, lengthened where the scores are skewed) covered the published mean at least 0.939 of the time on
 # average over the systems of HANNA, USR and SQuALITY and at least 0.929 on every system (2,000 replays per system
 # and size, useless to good judges, human-only, uniform PPI++ and active; the lowest, USR's rated 4.8 on 1-5 with a
-# good judge, 0.936 on 8,000); at 10 and 20 single systems fell to 0.920. Below MIN_LABELS no interval is printed.
+# good judge, 0.936 on 8,000); at 10 and 20 single systems fell to 0.920, and GPT-4o's stance share (0/1, a fifth)
+# to 0.843 at 10 (docs/active.md). Below MIN_LABELS no interval is printed.
 MIN_LABELS = 30
+BELOW_MIN_LABELS = ("below, replayed on published labels, 95% intervals covered the truth as little as 0.84 of the "
+                    "time (GPT-4o's stance share at 10 labels: docs/active.md)")
 MAX_PLOTTED = 45  # systems, or pairs of systems, in one figure of index.html (10 systems have 45 pairs)
 
 
@@ -50,11 +53,26 @@ def _judge_scores(scores: pd.DataFrame, metric: str, criterion: str | None) -> p
     return out
 
 
+def _by_system(systems: pd.Series, budget: int, rng, probabilities) -> tuple[np.ndarray, np.ndarray]:
+    """(probability, drawn) drawn system by system: each system gets its share of the budget (budget x its segments
+    / all segments) spread over its segments by `probabilities(mask, share)`, and exactly that many labels to within
+    one (`systematic_draw`), so that no system's labels fall short of what its share promised by chance or because
+    the judge is surer of it."""
+    probability, drawn = np.zeros(len(systems)), np.zeros(len(systems), dtype=bool)
+    for system in pd.unique(systems):
+        mine = (systems == system).to_numpy()
+        probability[mine] = probabilities(mine, budget * mine.sum() / len(systems))
+        drawn[mine] = systematic_draw(probability[mine], rng)
+    return probability, drawn
+
+
 def draw(scores: pd.DataFrame, metric: str, criterion: str | None, budget: int, design: str, mix: float,
          seed: int) -> pd.DataFrame:
     """The draws file. design "active": probabilities from the judge's uncertainty (1 - its confidence, which
-    `evalstudio judge --samples K` gives), mixed with uniform (`mix`); "uniform": every segment budget / N; "pac":
-    a uniform sample of exactly `budget` segments without replacement (the calibration sample of PAC labels)."""
+    `evalstudio judge --samples K` gives), mixed with uniform (`mix`); "uniform": every segment budget / N; both
+    drawn system by system (`_by_system`: each system its share of the budget, within one label); "pac": a uniform
+    sample of exactly `budget` segments without replacement over all of them (the calibration sample of PAC
+    labels)."""
     s = _judge_scores(scores, metric, criterion)
     n_items = len(s)
     if not 2 <= budget <= n_items:
@@ -70,13 +88,13 @@ def draw(scores: pd.DataFrame, metric: str, criterion: str | None, budget: int, 
         if s["confidence"].isna().any():
             raise BadInput(f"{int(s['confidence'].isna().sum())} of {metric}'s segments have no confidence: every "
                            "segment needs one (run the judge with --samples on all of them)")
-        probability = sampling_probabilities(uncertainty, budget, mix)
-        drawn = rng.random(n_items) < probability
-        label = f"active (mix {mix:g})"
+        probability, drawn = _by_system(s["system"], budget, rng,
+                                        lambda mine, share: sampling_probabilities(uncertainty[mine], share, mix))
+        label = f"active (mix {mix:g}), by system"
     elif design == "uniform":
-        probability = np.full(n_items, budget / n_items)
-        drawn = rng.random(n_items) < probability
-        label = "uniform"
+        probability, drawn = _by_system(s["system"], budget, rng, lambda mine, share: np.full(mine.sum(),
+                                                                                              share / mine.sum()))
+        label = "uniform, by system"
     elif design == "pac":
         probability = np.full(n_items, budget / n_items)
         drawn = np.zeros(n_items, dtype=bool)
@@ -158,8 +176,7 @@ def estimates(ratings: pd.DataFrame, spec: Spec, draws: pd.DataFrame, alpha: flo
             pair_rows.append({"criterion": criterion, "system_a": a, "system_b": b, "items": len(common),
                               "difference": d.mean(), "lo": lo, "hi": hi})
     if any(r["labels"] < MIN_LABELS for r in rows):
-        notes.append(f"intervals are given from {MIN_LABELS} human labels per system: below, replayed on published "
-                     "labels, 95% intervals covered the truth as little as 0.92 of the time (docs/active.md)")
+        notes.append(f"intervals are given from {MIN_LABELS} human labels per system: {BELOW_MIN_LABELS}")
     return pd.DataFrame(rows), pd.DataFrame(pair_rows), notes
 
 
@@ -229,29 +246,41 @@ def _label(value, crit) -> str:
     return text[:-2] if text.endswith(".0") and text[:-2].lstrip("-").isdigit() else text
 
 
-def pac(ratings: pd.DataFrame, spec: Spec, draws: pd.DataFrame, criterion: str, epsilon: float, alpha: float):
-    """(labels table, result): PAC labels of a categorical criterion from a "pac" draws file (its drawn segments
-    rated by humans): the threshold, the segments humans must label, and, where they have been, the final labels
-    with their source."""
+TIE_RULES = ("judge-wrong", "refuse")  # what a tie of the humans' most frequent answers means (`active pac --ties`)
+
+
+def pac(ratings: pd.DataFrame, spec: Spec, draws: pd.DataFrame, criterion: str, epsilon: float, alpha: float,
+        ties: str = "judge-wrong"):
+    """(labels table, result, tied): PAC labels of a categorical criterion from a "pac" draws file (its drawn
+    segments rated by humans): the threshold, the segments humans must label, and, where they have been, the final
+    labels with their source. A segment whose humans' most frequent answers tie (three raters, three labels) has no
+    majority label: `ties` "judge-wrong" (the gateway's rule) labels it NO_MAJORITY, which counts as the judge being
+    wrong; "refuse" asks for more labels. `tied`: how many rated segments tie."""
     crit = spec.criteria.get(criterion)
     if crit is None:
         raise BadInput(f"--criterion {criterion}: the ratings have {', '.join(spec.criteria)}")
     if crit.scale == "interval":
         raise BadInput(f"--criterion {criterion}: PAC labels are for a categorical criterion (nominal or ordinal); "
                        f"{criterion} is on an interval scale (estimate its mean with `active estimate`)")
+    if ties not in TIE_RULES:
+        raise BadInput(f"--ties {ties}: one of {', '.join(TIE_RULES)}")
     if not draws["design"].astype(str).str.startswith("pac sample").all():
         raise BadInput("PAC labels need a uniform calibration sample: `evalstudio active draw --design pac`")
     r = ratings[ratings["criterion"] == criterion]
     votes = r.groupby(["system", "item"], observed=True)["value"].agg(lambda v: v.mode().tolist())
     majority = {(str(s), str(i)): _label(m[0], crit) for (s, i), m in votes.items() if len(m) == 1}
     tied = {(str(s), str(i)) for (s, i), m in votes.items() if len(m) > 1}
+    if ties == "judge-wrong":
+        majority |= dict.fromkeys(tied, NO_MAJORITY)
     keys = list(zip(draws["system"], draws["item"]))
     sampled = np.flatnonzero(draws["drawn"].to_numpy())
     unrated = [keys[i] for i in sampled if keys[i] not in majority]
     if unrated:
+        with_ties = sum(k in tied for k in unrated)
         raise BadInput(f"{len(unrated)} segments of the calibration sample have no human label of {criterion}"
-                       + (f" ({sum(k in tied for k in unrated)} with tied votes)" if any(k in tied for k in unrated)
-                          else "") + f" (e.g. system '{unrated[0][0]}', item '{unrated[0][1]}'): label them first")
+                       + (f" ({with_ties} with tied votes, which --ties refuse leaves without one; --ties judge-wrong "
+                          "counts a tie as the judge being wrong, as the gateway does)" if with_ties else "")
+                       + f" (e.g. system '{unrated[0][0]}', item '{unrated[0][1]}'): label them first")
     judge = np.array([_label(v, crit) for v in draws["score"]], dtype=object)
     uncertainty = pd.to_numeric(draws["uncertainty"], errors="coerce").to_numpy(float)
     if np.isnan(uncertainty).any():
@@ -269,4 +298,4 @@ def pac(ratings: pd.DataFrame, spec: Spec, draws: pd.DataFrame, criterion: str, 
         table = table.assign(label=labels, source=source)
     else:
         table = table.assign(label="", source=np.where(result.human, "human (to collect)", "judge"))
-    return table, result
+    return table, result, len(tied & set(keys))

@@ -35,6 +35,13 @@ COLUMNS = ["criterion", "metric", "n_labelled", "n_unlabelled", "left_out", "cla
 MIN_RATED = 30
 MIN_RATED_PPI = 40
 MIN_RATED_EFFECTIVE_N = 60
+# Why, each with the figure its calibration table gives for that case (tests/test_ppi.py holds them to the tables)
+BELOW_MIN_RATED = ("below, a human-only 95% interval of a 0/1 share near a fifth covered the truth 0.86 of the time "
+                   "at 10 rated segments and 0.92 at 20: docs/active.md")
+BELOW_MIN_RATED_PPI = ("below, one system's PPI++ 95% interval (USR's rated 4.8 of 5, a predictor of r 0.91) covered "
+                       "the truth 0.925 of the time at 30: docs/analyze.md")
+BELOW_MIN_RATED_EFFECTIVE_N = ("below, drawn from HANNA's published ratings, it overstated what a good predictor was "
+                               "worth by 40% at 10 rated segments (said 43 labels, worth 31): docs/analyze.md")
 
 
 def segment_matrices(ratings: pd.DataFrame, metrics: pd.DataFrame, criterion: str, metric: str):
@@ -68,11 +75,11 @@ def size_notes(systems: pd.DataFrame, pairs: pd.DataFrame) -> list[str]:
     rated = pd.concat([systems["n_labelled"], pairs["n_labelled"]]) if len(systems) or len(pairs) else pd.Series([])
     notes = []
     if (rated < MIN_RATED_PPI).any():
-        notes.append(f"PPI++ intervals are given from {MIN_RATED_PPI} rated segments (a system's, or a pair's)")
+        notes.append(f"PPI++ intervals are given from {MIN_RATED_PPI} rated segments (a system's, or a pair's; "
+                     f"{BELOW_MIN_RATED_PPI})")
     if (rated < MIN_RATED_EFFECTIVE_N).any():
         notes.append(f"effective_n (the human labels the predictor is worth) is given from {MIN_RATED_EFFECTIVE_N} "
-                     "rated segments: below, drawn from HANNA's published ratings, it overstated what the predictor "
-                     "was worth by up to 38% (a good predictor said to be worth 44 labels at 10 was worth 32)")
+                     f"rated segments: {BELOW_MIN_RATED_EFFECTIVE_N}")
     return notes
 
 
@@ -116,9 +123,8 @@ def ppi_tables(ratings: pd.DataFrame, metrics: pd.DataFrame, spec: Spec, metric:
                                             "each system's own mean is in ppi_systems.csv")
         if why is not None and not any(r["criterion"] == criterion for r in systems_rows):
             why.add("ppi_systems", criterion, f"no system has {MIN_RATED} or more rated segments that {metric} "
-                                              "scored (below, 95% intervals covered the truth as little as 0.91 of "
-                                              "the time on published ratings: docs/analyze.md) and a "
-                                              "segment it scored that no human rated (PPI adds the unrated ones)")
+                                              f"scored ({BELOW_MIN_RATED}) and a segment it scored that no human "
+                                              "rated (PPI adds the unrated ones)")
     systems = pd.DataFrame(systems_rows, columns=["criterion", "metric", "system"] + COLUMNS[2:])
     pairs = pd.DataFrame(pair_rows, columns=["criterion", "metric", "system_a", "system_b"] + COLUMNS[2:])
     if why is not None:

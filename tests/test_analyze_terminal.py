@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from evalstudio.cli import app
 
 from .test_analyze_input import analyze_with_metrics, invoke
 
@@ -63,3 +67,48 @@ def test_the_ppi_table_on_an_80_column_terminal_tells_its_rows_apart():
         assert words.count(word) == 2, word  # each row's criterion and system, in full (a long one folded)
     flat = " ".join(words)
     assert flat.count("[92.950, 93.250]") == 4 and flat.count("1234") == 4
+
+
+def _names_and_scores(systems: list[str], items: int, rated: int, criterion: str, metric: str):
+    """Ratings by three annotators of `rated` of each system's items, and a close metric's scores of all of them."""
+    rng = np.random.default_rng(3)
+    truth = {(i, s): float(rng.integers(1, 6)) for i in range(items) for s in systems}
+    ratings = [{"item": f"i{i}", "system": s, "annotator": a, "criterion": criterion,
+                "value": int(np.clip(v + rng.integers(-1, 2), 1, 5))}
+               for (i, s), v in truth.items() if i < rated for a in "abc"]
+    scores = [{"item": f"i{i}", "system": s, "metric": metric, "value": v + rng.normal(0, 0.5)}
+              for (i, s), v in truth.items()]
+    return ratings, scores
+
+
+@pytest.mark.parametrize("criterion, metric", [("criterion", "Llama-13B-p1"), ("Semantically", "BARTScore-SH")])
+def test_at_80_columns_no_name_is_split_inside_a_word(tmp_path, monkeypatch, criterion, metric):
+    """Issue 65.15: at 80 columns the results table split names inside a word ("criterio / n", "Llama-13 / B-p1"),
+    and the "Not computed" line ended "...; ppi_systems for " (a note about no one criterion). Captured from the
+    command as a terminal of 80 columns shows it: every name whole on one line, every number whole, no line wider
+    than 80, and the line names what was left out."""
+    monkeypatch.setenv("COLUMNS", "80")
+    systems = ["Llama-13B-p1", "Llama-70B-p2", "Original Ground Truth"]
+    ratings, scores = _names_and_scores(systems, 60, 35, criterion, metric)
+    pd.DataFrame(ratings).to_csv(tmp_path / "r.csv", index=False)
+    pd.DataFrame(scores).to_csv(tmp_path / "m.csv", index=False)
+    (tmp_path / "spec.yaml").write_text(f"criteria:\n  {criterion}: {{scale: interval, min: 1, max: 5}}\n")
+    result = CliRunner().invoke(app, ["analyze", str(tmp_path / "r.csv"), "--metrics", str(tmp_path / "m.csv"),
+                                      "--spec", str(tmp_path / "spec.yaml"), "--ppi", metric, "--bootstrap", "10",
+                                      "-o", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80 and "…" not in result.stdout
+    words = result.stdout.split()
+    for name in (criterion, metric, "Llama-13B-p1", "Llama-70B-p2"):
+        assert name in words, name  # whole, as one word somewhere
+    for fragment in (criterion[:-1], metric[:-2], "Llama-13", "Llama-70"):
+        assert fragment not in words, fragment  # never its first part alone on a line
+    row = next(line for line in lines if line.strip().startswith(criterion + " ") and "interval" in line)
+    agreement = pd.read_csv(tmp_path / "out" / "agreement.csv").iloc[0]
+    assert f"{agreement['alpha']:.3f}" in row and f"{agreement['loo_spearman']:.3f}" in row
+    ppi = pd.read_csv(tmp_path / "out" / "ppi_systems.csv")
+    assert len(ppi) == 3 and " ".join(words).count(f"{ppi['classical'].iloc[0]:.3f}") >= 1
+    flat = " ".join(words)
+    said = flat[flat.index("Not computed ("):flat.index("analysis written")]
+    assert " for ;" not in said and not said.rstrip().endswith(" for") and "parts of ppi_systems" in said, said

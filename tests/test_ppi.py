@@ -102,6 +102,94 @@ def test_calibrated_on_hanna_what_analyze_prints_holds_at_the_sizes_it_prints_it
         assert result["realised_n"].mean() < 1.05 * MIN_RATED_EFFECTIVE_N
 
 
+def test_a_poor_predictor_widens_the_interval_by_no_more_than_the_page_says(hanna):
+    """Issue 65.16: the page said a poor predictor never makes the interval wider, yet lambda tuned on the rated
+    segments costs a degree of freedom (n - 2) that a predictor tracking little does not pay back. Its sentence now
+    gives how much wider it was on HANNA with each of the 17 published metrics at MIN_RATED_PPI rated stories (400
+    studies per system, criterion and metric): this measures it again and holds the page to it."""
+    import re
+
+    from evalstudio.exporters.ppi import MIN_RATED_PPI
+
+    page = " ".join((ROOT / "docs" / "analyze.md").read_text(encoding="utf-8").split())
+    said = re.search(r"wider than the human-only one in (\d+)% of the studies: by at most ([\d.]+)% on average over "
+                     r"one system's studies and at most ([\d.]+)% in a single study", page)
+    assert said, "docs/analyze.md: the sentence on how much wider a poor predictor makes the interval"
+    share, on_average, single = (float(g) / 100 for g in said.groups())
+    _, ratings, metrics = hanna
+    table = metrics.pivot_table(index=["system", "item"], columns="metric", values="value", observed=True)
+    assert table.shape[1] == 17
+    rng = np.random.default_rng(2022)
+    means, widest, wider = [], [], []
+    for criterion in CRITERIA:
+        joined = table.join(ratings.groupby(["system", "item"])[criterion].mean())
+        for _, g in joined.groupby(level="system"):
+            y = g[criterion].to_numpy(float)
+            for metric in table.columns:
+                f = g[metric].to_numpy(float)
+                picked = rng.integers(0, len(y), size=(400, len(y)))
+                r = ppi_means(y[picked[:, :MIN_RATED_PPI]], f[picked[:, :MIN_RATED_PPI]], f[picked[:, MIN_RATED_PPI:]])
+                ratio = (r["hi"] - r["lo"]) / (r["classical_hi"] - r["classical_lo"])
+                means.append(ratio.mean())
+                widest.append(ratio.max())
+                wider.append((ratio > 1).mean())
+    assert 1 < max(means) <= 1 + on_average and max(widest) <= 1 + single  # wider, by no more than it says
+    assert abs(np.mean(wider) - share) < 0.01
+
+
+def _table_rows(page: str, cells: int) -> list[list[str]]:
+    """The rows of a docs page's Markdown tables that have `cells` cells, as their stripped texts."""
+    text = (ROOT / "docs" / page).read_text(encoding="utf-8")
+    rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in text.splitlines()
+            if line.startswith("| ") and not line.startswith("|---")]
+    return [r for r in rows if len(r) == cells]
+
+
+def _shipped_design(column: int, *sizes: int) -> float:
+    """docs/active.md, "The shipped design at the sizes a system has": the lowest coverage of a column (3: human
+    only, 5: active) at these numbers of labels."""
+    return min(float(r[column]) for r in _table_rows("active.md", 6) if r[2].isdigit() and int(r[2]) in sizes
+               and r[0].startswith(("stance", "misinfo", "sentiment")))
+
+
+def _good_predictor_at_10() -> tuple[float, float]:
+    """docs/analyze.md's calibration table: the labels a good predictor is said to be worth at 10 rated, and worth."""
+    row = next(r for r in _table_rows("analyze.md", 7) if r[0].startswith("good") and r[1] == "10")
+    return float(row[5]), float(row[6])
+
+
+@pytest.mark.parametrize("constant, figures", [
+    ("ppi.BELOW_MIN_RATED", lambda: [f"{_shipped_design(3, 10):.2f} of the time at 10",
+                                     f"{_shipped_design(3, 20):.2f} at 20"]),
+    ("ppi.BELOW_MIN_RATED_PPI", lambda: [next(r[2] for r in _table_rows("active.md", 6) if r[0] == "usr, Overall"
+                                              and r[1].startswith("proxy")).split()[0] + " of the time at 30"]),
+    ("ppi.BELOW_MIN_RATED_EFFECTIVE_N", lambda: [
+        f"by {100 * (_good_predictor_at_10()[0] / _good_predictor_at_10()[1] - 1):.0f}% at 10",
+        f"said {_good_predictor_at_10()[0]:.0f} labels, worth {_good_predictor_at_10()[1]:.0f}"]),
+    ("active.BELOW_MIN_LABELS", lambda: [f"as little as {_shipped_design(5, 10, 20):.2f} of the time"]),
+])
+def test_each_reason_cites_the_figure_its_calibration_table_gives(constant, figures):
+    """Issue 65.15: a refusal below 30 rated segments cited "as little as 0.91 ... docs/analyze.md", a figure of
+    neither page for that case. Each reason for not printing a number now cites the figure of its own case, read
+    here from the docs' tables: the human-only interval below 30 (a 0/1 share at 10 and 20 labels), PPI++ below 40
+    (USR's system at 30), effective_n below 60 (HANNA's good predictor at 10), `active estimate` below 30."""
+    from evalstudio.exporters import active, ppi
+
+    module, name = constant.split(".")
+    text = getattr({"ppi": ppi, "active": active}[module], name)
+    for figure in figures():
+        assert figure in text, (figure, text)
+
+
+def test_the_reasons_are_the_ones_printed():
+    """The cited reasons are what `size_notes` and the refusals print."""
+    from evalstudio.exporters import ppi
+
+    systems = pd.DataFrame({"n_labelled": [35]})
+    notes = " ".join(ppi.size_notes(systems, pd.DataFrame({"n_labelled": []})))
+    assert ppi.BELOW_MIN_RATED_PPI in notes and ppi.BELOW_MIN_RATED_EFFECTIVE_N in notes
+
+
 def test_below_that_size_the_labels_a_predictor_is_worth_are_overstated(hanna):
     """Why effective_n waits for 60 rated segments: with a good predictor at 10, the labels it is said to be worth
     overstate what the studies realise by more than 20%."""

@@ -156,8 +156,10 @@ def test_a_config_that_shows_source_is_refused_as_it_would_show_the_hidden_field
     config.write_text(config.read_text().replace("$document", "$source"))
     text = (tmp_path / "projects.yaml").read_text()
     (tmp_path / "projects.yaml").write_text(text.replace("data: {document: source,", "data: {source: source,"))
-    with pytest.raises(RegistryError, match=r"\$source is Label Studio's own variable"):
+    with pytest.raises(RegistryError) as caught:
         registry.load(tmp_path / "projects.yaml")
+    line = next(n for n, text in enumerate(config.read_text().splitlines(), 1) if "$source" in text)
+    assert f"{config}:{line}: $source: Label Studio's own variable" in str(caught.value)  # the XML's file and line
 
 
 # ---- records that do not fit: file:line: field: message, nothing imported ----------------------------------------

@@ -127,16 +127,46 @@ def test_bad_key_is_named_with_its_line(tmp_path):
     assert f"{path}:{line}:" in message
 
 
-def test_range_mismatch_with_xml_is_reported(tmp_path):
-    path = _copy_registry(tmp_path, lambda p: p["sotopia"]["criteria"]["secret"].update(min=0, max=10))
-    with pytest.raises(RegistryError, match=r"criteria.secret: range 0..10 but control 'agent1_secret' allows -10..0"):
-        registry.load(path)
+def _xml_line(config: Path, name: str) -> int:
+    """The line of the XML tag named `name`, found by reading the file's text (the oracle of expat's line)."""
+    return next(n for n, line in enumerate(config.read_text().splitlines(), 1) if f'name="{name}"' in line)
 
 
-def test_undeclared_control_is_reported(tmp_path):
-    path = _copy_registry(tmp_path, lambda p: p["cmv_tom"]["criteria"].pop("emotions"))
-    with pytest.raises(RegistryError, match="control 'q5_emotions' is not described in projects.yaml"):
+@pytest.mark.parametrize("entry, edit, xml, control, message", [
+    ("sotopia", lambda p: p["sotopia"]["criteria"]["secret"].update(min=0, max=10), "sotopia.xml", "agent1_secret",
+     "{yaml}: projects.sotopia.criteria.secret: range 0..10 but control 'agent1_secret' ({xml}) allows -10..0"),
+    ("cmv_tom", lambda p: p["cmv_tom"]["criteria"].pop("emotions"), "cmv_tom.xml", "q5_emotions",
+     "{xml}: control 'q5_emotions': not described in projects.yaml: add a criterion whose control it is"),
+    ("cmv_tom", lambda p: p["cmv_tom"]["criteria"]["beliefs"].update(labels=["Yes", "Maybe"]), "cmv_tom.xml",
+     "q2_beliefs", "{yaml}: projects.cmv_tom.criteria.beliefs.labels: ['Yes', 'Maybe'] but control 'q2_beliefs' "
+                   "({xml}) offers ['Yes', 'No']"),
+    ("cmv_tom", lambda p: p["cmv_tom"]["criteria"]["beliefs"].update(scale="interval", labels=None, min=1, max=2),
+     "cmv_tom.xml", "q2_beliefs",
+     "{yaml}: projects.cmv_tom.criteria.beliefs: numeric criterion but control 'q2_beliefs' ({xml}) is a Choices"),
+])
+def test_a_config_error_names_the_xml_file_and_the_controls_line(tmp_path, monkeypatch, entry, edit, xml, control,
+                                                                 message):
+    """Issue 65.18: a control of the XML that projects.yaml does not describe was reported at
+    `projects.yaml:4: projects.mt_da.mt_da.xml: control 'errors' ...` (the file name read as a key of the entry).
+    Every problem of a control now names the XML file (relative to the working folder) and the control's line in
+    it; a problem of a criterion stays at the criterion's line of projects.yaml."""
+    monkeypatch.chdir(tmp_path)
+    path = _copy_registry(tmp_path, edit)
+    with pytest.raises(RegistryError) as caught:
         registry.load(path)
+    config = Path("labeling_configs") / xml
+    lines = path.read_text().splitlines()
+    start = lines.index(f"  {entry}:") + 1
+    keys = message.split("criteria.")[1].split(":")[0].split(".") if "criteria." in message else []
+    yaml_line = start
+    for key in keys:  # the criterion's line, then its key's below it
+        yaml_line = next(n for n, line in enumerate(lines, 1) if n > yaml_line and line.strip().startswith(f"{key}:"))
+    criterion = keys[0] if keys else None
+    expected = message.format(yaml=f"{path}:{yaml_line}", xml=f"{config}:{_xml_line(config, control)}")
+    assert expected in str(caught.value), str(caught.value)
+    assert f"projects.{entry}.{xml}" not in str(caught.value)
+    if criterion is None:  # the entry that uses the config is named after it
+        assert f"(the config of {path}:{start}: projects.{entry})" in str(caught.value)
 
 
 def test_titles_fit_label_studio(reg):
@@ -186,8 +216,10 @@ def test_an_entry_error_points_at_the_criterion_s_line(tmp_path):
     lines = text.splitlines()
     entry = lines.index("  dialogue:") + 1
     criterion = next(n for n, line in enumerate(lines, 1) if n > entry and line.strip() == "human_likeness:")
+    config = Path(raw["projects"]["dialogue"]["config"])
     assert str(caught.value) == (f"{path}:{criterion}: projects.dialogue.criteria.human_likeness: range 1..7 but "
-                                 "control 'human_likeness' allows 1..5")
+                                 f"control 'human_likeness' ({config.relative_to(ROOT) if ROOT == Path.cwd() else config}:"
+                                 f"{_xml_line(config, 'human_likeness')}) allows 1..5")
 
 
 @pytest.mark.parametrize("channel", ["label-studio", "gateway"])
@@ -227,7 +259,7 @@ def test_an_error_span_protocol_is_led_to_metadata_controls(tmp_path):
     path.write_text(yaml.safe_dump({"projects": {"mt_da": entry}}), encoding="utf-8")
     with pytest.raises(RegistryError) as e:
         registry.load(path)
-    assert "control 'errors' is not described in projects.yaml" in str(e.value)
+    assert f"{tmp_path / 'mt_da.xml'}:1: control 'errors': not described in projects.yaml" in str(e.value)
     assert "metadata_controls" in str(e.value)
     path.write_text(yaml.safe_dump({"projects": {"mt_da": entry | {"metadata_controls": ["errors"]}}}),
                     encoding="utf-8")

@@ -158,6 +158,10 @@ def pac(
     epsilon: Annotated[float, typer.Option(min=0.001, max=0.999, help="The largest share of wrong labels "
                                                                       "accepted.")] = 0.05,
     alpha: Annotated[float, typer.Option(min=0.001, max=0.5, help="The chance the error may exceed epsilon.")] = 0.1,
+    ties: Annotated[str, typer.Option(
+        help="A segment whose humans' most frequent answers tie (three raters, three labels): judge-wrong labels it "
+             "'(no majority)', which counts as the judge being wrong (the gateway's rule); refuse asks for more "
+             "labels of it.")] = "judge-wrong",
     spec: SpecOption = None,
     protocol: ProtocolOption = None,
     output: Annotated[Path, typer.Option("--output", "-o", help="The labels file (CSV).")] = Path("pac_labels.csv"),
@@ -174,11 +178,14 @@ def pac(
 
     try:
         tidy, full_spec = _ratings(ratings, spec, protocol, projects)
-        table, result = pac_table(tidy, full_spec, _draws(draws), criterion, epsilon, alpha)
+        table, result, tied = pac_table(tidy, full_spec, _draws(draws), criterion, epsilon, alpha, ties)
         write_table(table, output, "csv")
     except EvalstudioError as e:
         raise fail_with(e)
     needed = int(result.human.sum())
+    if tied and ties == "judge-wrong":
+        console.print(f"{tied} segments' human votes tie: labelled '(no majority)', a tie counts as the judge being "
+                      "wrong (the gateway's rule; --ties refuse to collect more labels of them instead)")
     collected = int((table["human_label"] != "").sum())
     console.print(f"humans label {needed} of {len(table)} segments ({result.human_share:.0%}): the calibration "
                   f"sample of {result.sample} and every segment with uncertainty >= {result.threshold:.4g}; the "

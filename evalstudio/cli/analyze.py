@@ -195,11 +195,32 @@ def _print_outcome(tables, ppi) -> None:
     not_computed = tables.get("not_computed")
     if not_computed is not None and not not_computed.empty:
         console.print(f"Not computed ({len(not_computed)}; why, in not_computed.csv and the page): "
-                      + "; ".join(dict.fromkeys(f"{r.table} for {r.criterion}" for r in not_computed.itertuples())))
+                      + "; ".join(dict.fromkeys(f"{r.table} for {r.criterion}" if r.criterion else f"parts of {r.table}"
+                                                 for r in not_computed.itertuples())))
 
 
-def _results(tables):
-    """The per-criterion summary as a table: scale, n, alpha [CI], leave-one-out ceiling, best metric."""
+def _results(tables, width: int | None = None):
+    """The per-criterion summary as a table: scale, n, alpha [CI], leave-one-out ceiling, best metric. Where it would
+    not fit `width` (the terminal's) with names unbroken, each alpha's interval goes on a line below it."""
+    table = _results_table(tables, stacked=False)
+    if _narrowest(table) > (width or console.width):
+        table = _results_table(tables, stacked=True)
+    return table
+
+
+def _narrowest(table) -> int:
+    """The fewest columns `table` (box SIMPLE_HEAD, padding 1) takes without cutting a cell of a no_wrap column or a
+    word of another: rich's own measure lets no_wrap columns shrink (and cuts them)."""
+    def needs(column) -> int:
+        cells = [str(c) for c in (column.header, *column.cells)]
+        if column.no_wrap:
+            return max(len(line) for cell in cells for line in cell.splitlines() or [""])
+        return max([column.min_width or 0] + [len(word) for cell in cells for word in cell.split()])
+    return sum(needs(c) + 2 for c in table.columns) + len(table.columns) + 1  # padding, the separators and edges
+
+
+def _results_table(tables, stacked: bool):
+    """`_results`' table; `stacked`: each alpha's interval, and the words of two headers, on lines of their own."""
     from rich import box
     from rich.table import Table
 
@@ -211,14 +232,30 @@ def _results(tables):
                         "FED report it; Pearson and Kendall in agreement.csv; best metric: Pearson r at system level, "
                         "or over segments)", title_justify="left", box=box.SIMPLE_HEAD)
     for column in ("criterion", "scale", "n", "alpha [95% CI]", "LOO rho", "best metric", "r"):
-        table.add_column(column, justify="right" if column in ("n", "r", "LOO rho") else "left", overflow="fold",
+        header = column.replace(" ", "\n", 1) if stacked and column in ("alpha [95% CI]", "LOO rho", "best metric") else column
+        table.add_column(header, justify="right" if column in ("n", "r", "LOO rho") else "left", overflow="fold",
                          no_wrap=column in ("alpha [95% CI]", "n", "r", "LOO rho"),
                          min_width=8 if column in ("criterion", "scale", "best metric") else None)
     for r in rows.itertuples():
-        alpha = number(r.alpha) + (f" [{r.alpha_lo:.2f}, {r.alpha_hi:.2f}]" if r.alpha_lo == r.alpha_lo else "")
+        alpha = number(r.alpha) + (("\n" if stacked else " ") + f"[{r.alpha_lo:.2f}, {r.alpha_hi:.2f}]"
+                                   if r.alpha_lo == r.alpha_lo else "")
         best = f"{r.best_metric} ({r.best_level})" if r.best_metric else "-"
         table.add_row(str(r.criterion), str(r.scale), str(r.ratings), alpha, number(r.loo_spearman), best,
                       number(r.best_r))
+    return _whole_words(table)
+
+
+LONGEST_UNBROKEN = 30  # a word longer than this (a path, a hash) may still be folded: the table must fit somewhere
+
+
+def _whole_words(table):
+    """The table with no word split across lines: every column that wraps is at least as wide as its longest word
+    (a criterion's, system's or metric's name), so rich wraps names between words and narrows the other columns."""
+    for column in table.columns:
+        if column.no_wrap:
+            continue
+        longest = max((len(word) for cell in (column.header, *column.cells) for word in str(cell).split()), default=0)
+        column.min_width = max(column.min_width or 0, min(longest, LONGEST_UNBROKEN))
     return table
 
 
@@ -241,7 +278,7 @@ def _ppi_results(rows):
                       f"{r.classical:.3f}\n[{r.classical_lo:.3f}, {r.classical_hi:.3f}]",
                       f"{r.ppi:.3f}\n[{r.ppi_lo:.3f}, {r.ppi_hi:.3f}]" if r.ppi == r.ppi else "-",
                       f"{r.effective_n:.0f}" if r.effective_n == r.effective_n else "-")
-    return table
+    return _whole_words(table)
 
 
 def _comparisons(path: Path, spec, output: Path, bootstrap: int, judges_file: Path | None = None,

@@ -349,7 +349,7 @@ def pac_needed(pac: Pac, design: dict, values: list[tuple[int, str, str | None]]
     judge's confidence; 1 where it has none) is at or above it; once those have their answers, the record."""
     import numpy as np
 
-    from evalstudio.stats.pac import pac_threshold
+    from evalstudio.stats.pac import NO_MAJORITY, pac_threshold
 
     answers: dict[int, list[str]] = {}
     for task_id, _, value in values:
@@ -366,7 +366,7 @@ def pac_needed(pac: Pac, design: dict, values: list[tuple[int, str, str | None]]
         given = [json.loads(v) for v in answers[t] if v is not None]
         counts = {label: given.count(label) for label in set(given)}
         top = [label for label, n in counts.items() if n == max(counts.values(), default=0)]
-        human.append(top[0] if len(top) == 1 else "(no majority)")  # never equal to a judge's label
+        human.append(top[0] if len(top) == 1 else NO_MAJORITY)  # never equal to a judge's label
     result = pac_threshold(judge, uncertainty, [index[t] for t in sample], human, pac.epsilon, pac.alpha)
     needed = {t for t in tasks if result.human[index[t]]}
     if any(len(answers.get(t, [])) < overlap for t in needed):

@@ -3,6 +3,10 @@ right kind, range and labels; every control of the config is described; `compare
 
 from __future__ import annotations
 
+from pathlib import Path
+from xml.parsers import expat
+
+from evalstudio.base.files import read_text_file
 from evalstudio.values.controls import control_range
 
 from .mapping import POSITIONS
@@ -11,9 +15,50 @@ NUMERIC_TAGS = {"Number", "Rating"}
 LABEL_TAGS = {"Choices"}
 
 
+class ConfigProblem(str):
+    """A problem of the labeling config itself, already `config.xml:line: control 'NAME': message` (reported as
+    it is, with the projects.yaml entry that uses the config after it)."""
+
+
+def shown_path(path: Path) -> Path:
+    """A file's path as a message gives it: relative to the working folder where it is below it."""
+    try:
+        return path.relative_to(Path.cwd())
+    except ValueError:
+        return path
+
+
+def config_lines(text: str) -> tuple[dict[str, int], int | None]:
+    """({control or object name: its tag's 1-based line}, the first line using $source or None) of a labeling
+    config's XML (ElementTree keeps no lines; expat's parser gives each start tag's). An XML the parser refuses gives
+    no lines (Label Studio's own check reports it)."""
+    lines: dict[str, int] = {}
+    parser = expat.ParserCreate()
+
+    def start(tag, attributes):
+        if "name" in attributes:
+            lines.setdefault(attributes["name"], parser.CurrentLineNumber)
+    parser.StartElementHandler = start
+    try:
+        parser.Parse(text, True)
+    except expat.ExpatError:
+        pass
+    source = next((n for n, line in enumerate(text.splitlines(), 1) if "$source" in line), None)
+    return lines, source
+
+
 def check_against_config(project) -> list[str]:
     """Every criterion must match a control of the XML (type, range, labels)."""
     li = project.interface
+    config = shown_path(project.config_path)
+    try:
+        lines, source_line = config_lines(read_text_file(project.config_path))
+    except (OSError, UnicodeDecodeError):  # read once already (project.interface): only a race gets here
+        lines, source_line = {}, None
+
+    def at(name: str) -> str:
+        return f"{config}:{lines[name]}" if name in lines else str(config)
+
     problems = []
     known = set()
     for slot in project.slots():
@@ -22,27 +67,29 @@ def check_against_config(project) -> list[str]:
         try:
             control = li.get_control(slot.control)
         except Exception:
-            problems.append(f"{key}.control: '{slot.control}' is not a control in {project.config_path.name}")
+            problems.append(f"{key}.control: '{slot.control}' is not a control in {config}")
         else:
-            problems += _check_control(key, project.criteria[slot.criterion], control)
+            problems += _check_control(key, project.criteria[slot.criterion], control, at(control.name))
         if slot.rationale:
             known.add(slot.rationale)
             if slot.rationale not in li._controls or li.get_control(slot.rationale).tag != "TextArea":
-                problems.append(f"{key}.rationale: '{slot.rationale}' is not a TextArea in {project.config_path.name}")
+                problems.append(f"{key}.rationale: '{slot.rationale}' is not a TextArea in {config}")
     for name in project.metadata_controls:
         known.add(name)
         if name not in li._controls:
-            problems.append(f"metadata_controls: '{name}' is not a control in {project.config_path.name}")
+            problems.append(f"metadata_controls: '{name}' is not a control in {config}")
     if "source" in project.data_fields():
-        problems.append(f"{project.config_path.name}: $source is Label Studio's own variable: its editor fills it with "
-                        "the whole task, hidden fields (systems, model outputs, gold answers) included; name the field "
-                        "otherwise (e.g. $document)")
+        problems.append(ConfigProblem(
+            f"{config}:{source_line or 1}: $source: Label Studio's own variable: its editor fills it with the whole "
+            "task, hidden fields (systems, model outputs, gold answers) included; name the field otherwise (e.g. "
+            "$document)"))
     for control in li.controls:
         if control.name not in known:
-            problems.append(f"{project.config_path.name}: control '{control.name}' is not described in projects.yaml: "
-                            f"add a criterion whose control it is (criteria: {{NAME: {{control: {control.name}, "
-                            "scale: ...}}), or list it in metadata_controls: when its answers are notes about the "
-                            "task, not a rating (error spans, a free-text note, a bad-instance flag)")
+            problems.append(ConfigProblem(
+                f"{at(control.name)}: control '{control.name}': not described in projects.yaml: add a criterion "
+                f"whose control it is (criteria: {{NAME: {{control: {control.name}, scale: ...}}}}), or list it in "
+                "metadata_controls: when its answers are notes about the task, not a rating (error spans, a "
+                "free-text note, a bad-instance flag)"))
     return problems
 
 
@@ -84,20 +131,22 @@ def compare_problems(project) -> list[str]:
     return problems
 
 
-def _check_control(key: str, spec, control) -> list[str]:
+def _check_control(key: str, spec, control, where: str) -> list[str]:
+    """A criterion against its control (`where`: the control's config.xml:line, named in each message)."""
     tag = control.tag
+    named = f"control '{control.name}' ({where})"
     if spec.is_numeric:
         if tag not in NUMERIC_TAGS:
-            return [f"{key}: numeric criterion but control '{control.name}' is a {tag}"]
+            return [f"{key}: numeric criterion but {named} is a {tag}"]
         lo, hi = control_range(control)
         if (lo, hi) != (spec.min, spec.max):
-            return [f"{key}: range {spec.min:g}..{spec.max:g} but control '{control.name}' allows {lo:g}..{hi:g}"]
+            return [f"{key}: range {spec.min:g}..{spec.max:g} but {named} allows {lo:g}..{hi:g}"]
         return []
     if tag not in LABEL_TAGS:
-        return [f"{key}: categorical criterion but control '{control.name}' is a {tag}: a criterion's control is "
+        return [f"{key}: categorical criterion but {named} is a {tag}: a criterion's control is "
                 f"one of {', '.join(sorted(LABEL_TAGS))} (labels) or {', '.join(sorted(NUMERIC_TAGS))} (numbers); "
                 "list other controls (Labels spans, TextArea) in metadata_controls:"]
     choices = list(control.labels)
     if choices != spec.labels:
-        return [f"{key}.labels: {spec.labels} but control '{control.name}' offers {choices}"]
+        return [f"{key}.labels: {spec.labels} but {named} offers {choices}"]
     return []

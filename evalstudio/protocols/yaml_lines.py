@@ -9,6 +9,8 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 
+from .config_checks import ConfigProblem
+
 
 class Where:
     """`file:line: projects.NAME`, formatted only when a message uses it."""
@@ -28,6 +30,9 @@ class Where:
         """Problems that start with their key ("criteria.q1.min: ...") as one line each, at the key's own line."""
         out = []
         for problem in problems:
+            if isinstance(problem, ConfigProblem):  # the config's own file and line, then the entry using it
+                out.append(f"{problem} (the config of {self})")
+                continue
             key, sep, message = problem.partition(": ")
             if sep and re.fullmatch(r"[\w.\- {}]+", key) and " " not in key.strip():
                 out.append(f"{self.at(key)}: {message}")

@@ -81,6 +81,30 @@ def sampling_probabilities(uncertainty, budget: float, mix: float = DEFAULT_MIX)
     return (1 - mix) * proportional_probabilities(u, budget) + mix * np.full(len(u), budget / len(u))
 
 
+def systematic_draw(pi, rng) -> np.ndarray:
+    """Which items are drawn, each with exactly its probability pi_i (in [0, 1]) and, unlike independent draws, as
+    many items as sum(pi) to within one (its floor or its ceiling): randomized systematic sampling (Madow 1949;
+    Hartley & Rao 1962), the items put in a random order, their probabilities laid end to end on a line and the
+    points u, u + 1, u + 2, ... (u uniform in [0, 1)) drawing the items they fall in. An interval of length pi_i <= 1
+    holds one such point with probability pi_i, so weights 1 / pi keep the estimate unbiased.
+
+    >>> [int(systematic_draw([0.5, 0.5, 1.0, 0.25, 0.75], np.random.default_rng(s)).sum()) for s in range(4)]
+    [3, 3, 3, 3]
+    """
+    p = np.asarray(pi, dtype=float)
+    if p.ndim != 1 or not np.isfinite(p).all() or ((p < 0) | (p > 1)).any():
+        raise ValueError("pi: expected one probability in [0, 1] per item")
+    order = rng.permutation(len(p))
+    upper = np.cumsum(p[order])
+    lower = upper - p[order]
+    start = rng.random()
+    drawn = np.zeros(len(p), dtype=bool)
+    # a point start + k falls in (lower, upper] when ceil(lower - start) <= upper - start, i.e. floor(upper - start)
+    # > floor(lower - start) (a zero-length interval never holds one)
+    drawn[order] = np.floor(upper - start) > np.floor(lower - start)
+    return drawn
+
+
 def robust_mix(uncertainty, budget: float, labelled_uncertainty, errors) -> float:
     """The uniform share (one of MIXES) for drawing `budget` labels among items of `uncertainty`, chosen with the
     labels in hand (a uniform first batch: their uncertainties and errors y - f): the share whose probabilities

@@ -26,6 +26,10 @@ import numpy as np
 from scipy import stats
 
 GRID = 200  # at most this many thresholds are tried (quantiles of the uncertainty)
+# The human label of an item whose most frequent answers tie: never one of a judge's labels, so a tie counts as the
+# judge being wrong (the conservative reading: the bound then covers whichever answer the humans meant). The
+# gateway's PAC stop and `evalstudio active pac` (its default --ties) both use it.
+NO_MAJORITY = "(no majority)"
 
 
 def hypergeometric_upper(seen: int, population: int, sample: int, alpha: float) -> int:

@@ -14,8 +14,11 @@ with Student's t quantile (n - 1 degrees of freedom) and a correction for skewne
 (see `ppi_mean`).
 
 lambda = 0 is the classical human-only mean; lambda = 1 is PPI; PPI++ takes the lambda that minimises the variance,
-cov(y, f) / ((1 + n/N) var(f)), estimated from the data and clipped to [0, 1], so a useless predictor gives the
-classical interval back and a poor one never makes it wrong, only (at worst) no narrower. With interval="z" the
+cov(y, f) / ((1 + n/N) var(f)), estimated from the data and clipped to [0, 1], so a useless predictor gives about
+the classical interval back and a poor one never makes it wrong. It can make it slightly wider: lambda tuned on the
+labelled items costs a degree of freedom (n - 2 with the t interval), which a predictor that tracks little does not
+pay back (on HANNA's published metrics at 40 labels: by at most 1% on average, 2.5% in a single study;
+docs/analyze.md). With interval="z" the
 conventions (the variances with 1/n, var(f) over labelled and unlabelled predictions together with 1/(n+N-1), the
 z interval) are those of the authors' package ppi-python, which the tests use as the oracle; the estimate and
 lambda are the same either way.
