@@ -1,0 +1,213 @@
+"""Error-span studies re-analysed from their published files (`layout: spans`): the oracle is the TED talks en-de
+MQM study of Freitag et al. 2021 (github:google/wmt-mqm-human-evaluation), whose README publishes each system's
+MQM score and whose avg_seg_scores file publishes each segment's; `evalstudio analyze` reproduces both from the raw
+TSV. Span agreement is checked against sets of marked characters, hostile files are refused at their line."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+import re
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from evalstudio.base.errors import BadInput
+from evalstudio.cli import app
+from evalstudio.readers.spans import read_span_study
+from evalstudio.readers.spec import Spec
+from evalstudio.stats.spans import paired_permutation, span_agreement
+
+DATA = Path(__file__).parent / "data" / "mqm_ted"
+TED = DATA / "mqm_ted_ende.tsv.gz"
+PUBLISHED = json.loads((DATA / "published.json").read_text(encoding="utf-8"))
+HEADER = "system\tdoc\tdoc_id\tseg_id\trater\tsource\ttarget\tcategory\tseverity\tcomment\n"
+
+
+def analyze(folder: Path, ratings: Path, spec_text: str) -> Path:
+    spec = folder / "spec.yaml"
+    spec.write_text(spec_text, encoding="utf-8")
+    out = folder / "out"
+    result = CliRunner().invoke(app, ["analyze", str(ratings), "--spec", str(spec), "-o", str(out),
+                                      "--bootstrap", "10", "--resamples", "100"])
+    assert result.exit_code == 0, result.output
+    return out
+
+
+@pytest.fixture(scope="module")
+def ted(tmp_path_factory) -> Path:
+    return analyze(tmp_path_factory.mktemp("ted"), TED, "name: TED en-de\nlayout: spans\nspans: {format: mqm}\n")
+
+
+@pytest.mark.parametrize("system,published", sorted(PUBLISHED["mqm"].items()))
+def test_the_ted_system_scores_are_the_readmes(ted, system, published):
+    systems = pd.read_csv(ted / "mqm_systems.csv").set_index("system")
+    name = PUBLISHED["names_in_tsv"].get(system, system)
+    score = systems.loc[name, "score"]
+    if system in PUBLISHED["truncated"]:  # the README cut 1.9688 to 1.96 (published.json says why)
+        assert f"{np.floor(score * 100) / 100:.2f}" == published and f"{score:.2f}" != published
+    else:
+        assert f"{score:.2f}" == published
+    assert systems.loc[name, "segments"] == 529
+
+
+def test_the_ted_ranking_is_the_readmes(ted):
+    systems = pd.read_csv(ted / "mqm_systems.csv")
+    readme = sorted(PUBLISHED["mqm"], key=lambda s: float(PUBLISHED["mqm"][s]))
+    assert list(systems["system"]) == [PUBLISHED["names_in_tsv"].get(s, s) for s in readme]
+    assert systems["cluster"].is_monotonic_increasing and systems["cluster"].iloc[0] == 1
+
+
+def test_the_ted_segment_scores_are_the_published_ones(ted):
+    with gzip.open(DATA / "mqm_ted_ende.avg_seg_scores.tsv.gz", "rt", encoding="utf-8") as f:
+        published = pd.read_csv(f, sep=r"\s+", dtype=str, keep_default_na=False)
+    published["system"] = published["system"].replace({"ref-A": "ref"})
+    ours = pd.read_csv(ted / "mqm_segments.csv", dtype={"item": str})
+    rated = published[published["mqm_avg_score"] != "None"]
+    merged = rated.merge(ours, left_on=["system", "seg_id"], right_on=["system", "item"], how="outer", indicator=True)
+    assert (merged["_merge"] == "both").all() and len(merged) == len(ours) == 7406
+    assert np.array_equal(-merged["mqm_avg_score"].astype(float).to_numpy(), merged["score"].to_numpy())
+
+
+def test_weights_are_settable_in_the_spec(tmp_path):
+    """Minor Fluency/Punctuation weighed 1 instead of 0.1: each system's score grows by 0.9 x its count of such
+    errors / its segments, counted here from the raw file."""
+    rules = "\n".join(f"    - {{severity: {s!r}, category: {c!r}, weight: {w}}}" for s, c, w in
+                      [("", "Non-translation", 25), ("Major", "", 5), ("Minor", "", 1), ("Neutral", "", 0),
+                       ("No-error", "", 0)])
+    out = analyze(tmp_path, TED, f"layout: spans\nspans:\n  format: mqm\n  weights:\n{rules}\n")
+    (tmp_path / "default").mkdir()
+    default = analyze(tmp_path / "default", TED, "layout: spans\n")
+    with gzip.open(TED, "rt", encoding="utf-8") as f:
+        raw = pd.read_csv(f, sep="\t", dtype=str, quoting=csv.QUOTE_NONE, keep_default_na=False)
+    punctuation = raw[(raw["severity"] == "Minor") & (raw["category"] == "Fluency/Punctuation")].groupby("system").size()
+    new = pd.read_csv(out / "mqm_systems.csv").set_index("system")["score"]
+    old = pd.read_csv(default / "mqm_systems.csv").set_index("system")["score"]
+    expected = old + 0.9 * punctuation.reindex(old.index).fillna(0) / 529
+    assert np.allclose(new.reindex(old.index), expected, atol=1e-12)
+
+
+def _chars(spans: pd.DataFrame, who: str) -> set:
+    mine = spans[spans["annotator"] == who]
+    return {(s, i) for s, a, b in zip(mine["segment"], mine["start"], mine["end"]) for i in range(int(a), int(b))}
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["s1", "s2", "s3"]), st.sampled_from(["a", "b"]),
+                          st.integers(0, 20), st.integers(0, 20)), min_size=1, max_size=12))
+def test_span_overlap_is_the_share_of_marked_characters(marks):
+    """Character precision, recall and F1 equal those of sets of (segment, position) marked by each annotator."""
+    spans = pd.DataFrame([(s, w, min(x, y), max(x, y), "Major") for s, w, x, y in marks],
+                         columns=["segment", "annotator", "start", "end", "severity"])
+    r = span_agreement(spans, pd.Series({"s1": 20, "s2": 20, "s3": 20}), "a", "b")
+    a, b = _chars(spans, "a"), _chars(spans, "b")
+    assert r["marked_first"] == len(a) and r["marked_second"] == len(b)
+    if a or b:
+        assert r["f1"] == pytest.approx(2 * len(a & b) / (len(a) + len(b)))
+    if b:
+        assert r["precision"] == pytest.approx(len(a & b) / len(b))
+
+
+def test_paired_permutation_agrees_with_scipy():
+    """The one-sided p of 'a scores higher than b' is scipy's paired permutation test's (statistic: mean
+    difference), up to the resampling error."""
+    from scipy import stats
+
+    rng = np.random.default_rng(3)
+    a, b = rng.normal(0.3, 1, 40), rng.normal(0, 1, 40)
+    ours = paired_permutation(np.vstack([a, b]), resamples=20000, seed=1)[0, 1]
+    theirs = stats.permutation_test((a, b), lambda x, y: np.mean(x - y), permutation_type="samples",
+                                    alternative="greater", n_resamples=20000, random_state=2).pvalue
+    assert abs(ours - theirs) < 0.015
+
+
+TWO_RATERS = (HEADER
+              + "A\td\t1\t1\tr1\tsrc\tDas <v>ist</v> gut\tAccuracy/Mistranslation\tMajor\t\n"
+              + "A\td\t1\t1\tr2\tsrc\t<v>Das ist</v> gut\tStyle/Awkward\tMinor\t\n"
+              + "B\td\t1\t1\tr1\tsrc\tDas ist gut\tNo-error\tNo-error\t\n"
+              + "B\td\t1\t1\tr2\tsrc\tDas ist <v>gut</v>\tFluency/Punctuation\tMinor\t\n")
+
+
+def test_two_raters_of_a_segment_get_span_agreement(tmp_path):
+    ratings = tmp_path / "two.tsv"
+    ratings.write_text(TWO_RATERS, encoding="utf-8")
+    out = analyze(tmp_path, ratings, "layout: spans\n")
+    row = pd.read_csv(out / "span_agreement.csv").iloc[0]
+    # r1 marks 'ist' (3 characters) of A; r2 marks 'Das ist' (7) of A and 'gut' (3) of B: 3 in common
+    assert (row["first"], row["second"], row["segments"]) == ("r1", "r2", 2)
+    assert (row["marked_first"], row["marked_second"]) == (3, 10)
+    assert row["precision"] == pytest.approx(3 / 10) and row["recall"] == 1.0
+    segments = pd.read_csv(out / "mqm_segments.csv")
+    assert segments["raters"].tolist() == [2, 2]
+
+
+BAD_ROWS = [
+    ("A\td\t1\t1\tr1\tsrc\tt\tAccuracy\tCritical\t\n", "severity", "no weight for severity 'Critical'"),
+    ("A\td\t1\t1\t\tsrc\tt\tAccuracy\tMajor\t\n", "rater", "empty"),
+    ("A\td\t1\t1\tr1\tsrc\tt\n", None, "cell(s), the header has 10"),
+    ("\td\t1\t1\tr1\tsrc\tt\tAccuracy\tMajor\t\n", "system", "empty"),
+]
+
+
+@pytest.mark.parametrize("row,field,message", BAD_ROWS)
+def test_a_bad_row_is_reported_at_its_line(tmp_path, row, field, message):
+    ratings = tmp_path / "bad.tsv"
+    ratings.write_text(HEADER + "A\td\t1\t2\tr1\tsrc\tt\tNo-error\tNo-error\t\n" + row, encoding="utf-8")
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("layout: spans\n", encoding="utf-8")
+    result = CliRunner().invoke(app, ["analyze", str(ratings), "--spec", str(spec), "-o", str(tmp_path / "o")])
+    assert result.exit_code == 2
+    where = f"{ratings}:3: " + (f"{field}: " if field else "")
+    assert where in result.output.replace("\n", "") and message in result.output.replace("\n", "")
+    assert not (tmp_path / "o").exists()
+
+
+CELL = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\t\n\r"), max_size=12)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.lists(st.one_of(CELL, st.sampled_from(["Major", "Minor", "No-error", "<v>x</v>", "<v>", ""])),
+                         min_size=8, max_size=11), max_size=8))
+def test_hostile_mqm_files_are_read_or_refused_at_a_line(rows):
+    """Any file is read or refused with `file:line: field: message`; nothing else escapes."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "h.tsv"
+        path.write_text(HEADER + "".join("\t".join(r) + "\n" for r in rows), encoding="utf-8")
+        try:
+            study = read_span_study(path, Spec(layout="spans"))
+        except BadInput as e:
+            assert re.search(rf"{re.escape(str(path))}(:\d+)?: ", str(e)), str(e)
+            return
+        assert len(study.segments) <= len(rows)
+        assert study.segments["score"].ge(0).all()
+        marked = study.spans.dropna(subset=["start"])
+        assert (marked["end"] >= marked["start"]).all()
+
+
+ESA = ('u1,wmt23.A,1,TGT,eng,deu,80,doc1#A,False,"[{""start_i"":0,""end_i"":4,""severity"":""major"",""error_type"":null}]",1,2\n'
+       'u2,wmt23.A,1,TGT,eng,deu,60,doc1#A,False,"[{""start_i"":2,""end_i"":4,""severity"":""minor"",""error_type"":null},'
+       '{""start_i"":""missing"",""end_i"":""missing"",""severity"":""major"",""error_type"":null}]",1,2\n'
+       'u1,wmt23.B,1,TGT,eng,deu,100,doc1#B,False,[],1,2\n'
+       'u1,wmt23.B,2,BAD,eng,deu,10,doc1#B#bad,False,[],1,2\n')
+
+
+def test_an_esa_export_is_read_with_scores_and_spans(tmp_path):
+    """Appraise's export as ESA's repository publishes it: the attention check (BAD) is left out, the span for
+    missing content has no offsets, systems are ranked by their mean 0-100 score."""
+    ratings = tmp_path / "esa.csv"
+    ratings.write_text(ESA, encoding="utf-8")
+    study = read_span_study(ratings, Spec(layout="spans", spans={"format": "esa"}))
+    assert len(study.segments) == 3 and "1 row(s) that are not TGT" in study.notes[0]
+    assert study.spans["start"].isna().sum() == 1 and len(study.spans) == 3
+    out = analyze(tmp_path, ratings, "layout: spans\nspans: {format: esa}\n")
+    systems = pd.read_csv(out / "esa_systems.csv").set_index("system")
+    assert systems.loc["wmt23.A", "score"] == 70 and systems.loc["wmt23.B", "score"] == 100
+    agreement = pd.read_csv(out / "span_agreement.csv").iloc[0]
+    assert (agreement["precision"], agreement["recall"]) == (1.0, 0.5) and np.isnan(agreement["alpha"])
