@@ -95,27 +95,33 @@ def system_scores(segments: pd.DataFrame, column: str = "score") -> pd.DataFrame
     return pd.DataFrame({"segments": grouped.size(), "score": grouped.mean()}).reset_index()
 
 
-def paired_permutation(matrix: np.ndarray, resamples: int = 1000, seed: int = 0) -> np.ndarray:
+def paired_permutation(matrix: np.ndarray, resamples: int = 1000, seed: int = 0, chunk: int = 100) -> np.ndarray:
     """p[a, b]: one-sided p-value of "system a scores higher than system b" from a `systems x segments` matrix
     (NaN: not rated; each pair uses the segments both have), by swapping each segment's two scores with
-    probability 1/2 in every resample, all resamples at once per pair. p = share of resamples whose mean difference
-    is at least the observed one."""
+    probability 1/2 in every resample (a sign flip of their difference). Every pair's differences are flipped by
+    the same signs at once, as one matrix product per chunk of resamples. p = share of resamples whose mean
+    difference is at least the observed one."""
     matrix = np.asarray(matrix, dtype=float)
     n = matrix.shape[0]
+    a, b = np.triu_indices(n, 1)
+    diff = matrix[a] - matrix[b]  # pairs x segments
+    counts = (~np.isnan(diff)).sum(1)
+    diff = np.nan_to_num(diff)  # a segment one of the two lacks adds 0, flipped or not
+    with np.errstate(invalid="ignore", divide="ignore"):
+        observed = diff.sum(1) / counts
     rng = np.random.default_rng(seed)
-    signs = np.where(rng.random((resamples, matrix.shape[1])) < 0.5, -1.0, 1.0)
+    above = np.zeros(len(a))
+    below = np.zeros(len(a))
+    for start in range(0, resamples, chunk):
+        size = min(chunk, resamples - start)
+        signs = np.where(rng.random((size, matrix.shape[1])) < 0.5, -1.0, 1.0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            permuted = (signs @ diff.T) / counts  # resamples x pairs
+        above += (permuted >= observed - 1e-12).sum(0)
+        below += (permuted <= observed + 1e-12).sum(0)
     p = np.full((n, n), np.nan)
-    for a in range(n):
-        for b in range(a + 1, n):
-            diff = matrix[a] - matrix[b]
-            both = ~np.isnan(diff)
-            if not both.any():
-                continue
-            d = diff[both]
-            observed = d.mean()
-            permuted = (signs[:, both] * d).mean(1)
-            p[a, b] = float(np.mean(permuted >= observed - 1e-12))
-            p[b, a] = float(np.mean(-permuted >= -observed - 1e-12))
+    p[a, b] = np.where(counts > 0, above / resamples, np.nan)
+    p[b, a] = np.where(counts > 0, below / resamples, np.nan)
     return p
 
 
