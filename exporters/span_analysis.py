@@ -32,7 +32,8 @@ def span_agreement(study: SpanStudy, why: list) -> pd.DataFrame:
         return pd.DataFrame()
     seg = seg[shared]
     spans = study.spans.assign(segment=(study.spans["system"].astype(str) + "\x1f"
-                                        + study.spans["item_id"].astype(str)).to_numpy())
+                                        + study.spans["item_id"].astype(str)).to_numpy(),
+                               severity=study.spans["labels"])  # the span's label is its severity (MQM, ESA)
     spans = spans[(spans["control"] == "target") & spans["segment"].isin(seg["segment"])]
     rows = []
     pairs = seg.merge(seg, on="segment", suffixes=("_a", "_b"))

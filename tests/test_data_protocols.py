@@ -14,7 +14,7 @@ from evalstudio.tasks.importing import import_files
 
 from .test_browser import browser, session  # noqa: F401 - the logged-in browser page of the browser tests
 
-DATA_PROTOCOLS = ["squality", "squality_pairwise"]  # shipped protocols defined as data (projects.yaml input:)
+DATA_PROTOCOLS = ["squality", "squality_pairwise", "mqm", "esa"]  # shipped protocols defined as data (projects.yaml input:)
 
 
 @pytest.mark.server

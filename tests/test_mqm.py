@@ -211,3 +211,44 @@ def test_an_esa_export_is_read_with_scores_and_spans(tmp_path):
     assert systems.loc["wmt23.A", "score"] == 70 and systems.loc["wmt23.B", "score"] == 100
     agreement = pd.read_csv(out / "span_agreement.csv").iloc[0]
     assert (agreement["precision"], agreement["recall"]) == (1.0, 0.5) and np.isnan(agreement["alpha"])
+
+
+# ---- the MQM TSV imported as tasks of the mqm and esa protocols -----------------------------------------------------
+
+@pytest.mark.parametrize("protocol", ["mqm", "esa"])
+def test_the_ted_tsv_imports_as_one_task_per_translated_segment(reg, tmp_path, protocol):
+    from evalstudio.protocols.mapping import importer_for
+    from evalstudio.tasks.scanning import iter_tasks, scan, split_task
+
+    path = tmp_path / "mqm_ted_ende.tsv"
+    with gzip.open(TED, "rt", encoding="utf-8") as f:
+        path.write_text(f.read(), encoding="utf-8")
+    project = reg.get(protocol)
+    result = scan(project, importer_for(project), [path])
+    with gzip.open(TED, "rt", encoding="utf-8") as f:
+        raw = pd.read_csv(f, sep="\t", dtype=str, quoting=csv.QUOTE_NONE, keep_default_na=False)
+    assert result.problems == [] and result.tasks == len(raw.drop_duplicates(["system", "seg_id"]))
+    tasks = [split_task(project, data) for _, data in iter_tasks(project, importer_for(project), [path])]
+    first = next(t for t in tasks if t["meta"]["system"] == "Nemo" and t["data"]["target"].startswith("Ich"))
+    shown = json.dumps([t["data"] for t in tasks], ensure_ascii=False)
+    assert "<v>" not in shown and "</v>" not in shown and "Nemo" not in shown  # the system is hidden
+    row = raw[(raw["system"] == "Nemo") & (raw["seg_id"] == "1")].iloc[0]
+    assert first["data"]["target"] == row["target"].replace("<v>", "").replace("</v>", "")
+    if protocol == "mqm":  # the document context: the same system's earlier segments of the talk
+        second = next(t for t in tasks if t["meta"]["system"] == "Nemo" and t["data"]["target"] ==
+                      raw[(raw["system"] == "Nemo") & (raw["seg_id"] == "2")].iloc[0]["target"]
+                      .replace("<v>", "").replace("</v>", ""))
+        assert second["data"]["context"] == first["data"]["target"]
+    else:
+        assert first["data"]["missing"] == "[MISSING]"
+
+
+def test_two_rows_of_a_segment_with_different_texts_are_reported(reg, tmp_path):
+    from evalstudio.protocols.mapping import importer_for
+    from evalstudio.tasks.scanning import scan
+
+    path = tmp_path / "two.tsv"
+    path.write_text(HEADER + "A\td\t1\t1\tr1\tsrc\tDas <v>ist</v> gut\tStyle/Awkward\tMinor\t\n"
+                    + "A\td\t1\t1\tr2\tsrc\tDas ist schlecht\tNo-error\tNo-error\t\n", encoding="utf-8")
+    problems = scan(reg.get("mqm"), importer_for(reg.get("mqm")), [path]).problems
+    assert [(p.line, p.field) for p in problems] == [(3, "target")] and "differs from line 2" in problems[0].message

@@ -14,8 +14,9 @@ the tidy ratings frame `analyze` reads, so an MQM or ESA study is re-analysed wi
         - {severity: Minor, category: Fluency/Punctuation, weight: 0.1}
 
 The spans frame has one row per span with the columns of the span frame of a Label Studio export
-(exporters.tidy): project, task_id, item_id, system, annotator, annotation_id, control, region_id, start, end,
-text, labels, severity, category, comment, and `line`, the file's line. Offsets count characters (code points) of
+(exporters.tidy): project, task_id, item_id, system, annotator, annotation_id, cancelled, surplus, control,
+region_id, start, end, text, labels (the severity, as the mqm and esa protocols' span labels are), ls_text (empty:
+no editor stored it), then category and comment (the mqm protocol's per-region answers) and `line`, the file's line. Offsets count characters (code points) of
 the target without the <v> marks; an error marked in the source has control `source`, a whole-segment error or an
 ESA span for missing content has no offsets. The segments frame has one row per (system, item, annotator) a
 rater rated, with its score (MQM: the sum of its error weights; ESA: the 0-100 score). The tidy frame holds each
@@ -40,8 +41,9 @@ from evalstudio.stats.spans import MQM_WEIGHTS, mqm_weights
 MQM_COLUMNS = ("system", "doc", "doc_id", "seg_id", "rater", "source", "target", "category", "severity")
 ESA_COLUMNS = ("annotator", "system", "item", "type", "source_language", "target_language", "score", "document",
                "complete", "error_spans", "start_time", "end_time")
-SPAN_COLUMNS = ["project", "task_id", "item_id", "system", "annotator", "annotation_id", "control", "region_id",
-                "start", "end", "text", "labels", "severity", "category", "comment", "line"]
+# the spans table of a Label Studio export (exporters.tidy), then the per-region answers MQM has and the file's line
+SPAN_COLUMNS = ["project", "task_id", "item_id", "system", "annotator", "annotation_id", "cancelled", "surplus",
+                "control", "region_id", "start", "end", "text", "labels", "ls_text", "category", "comment", "line"]
 OPEN, CLOSE = "<v>", "</v>"
 
 
@@ -177,12 +179,13 @@ def read_mqm(path: Path, spans_spec: Spans, project: str) -> SpanStudy:
     errors = ~no_error
     spans = pd.DataFrame({
         "project": project, "task_id": "", "item_id": item, "system": frame["system"], "annotator": frame["rater"],
-        "annotation_id": "", "control": np.where(on_source, "source", "target"), "region_id": "",
+        "annotation_id": "", "cancelled": False, "surplus": False,
+        "control": np.where(on_source, "source", "target"), "region_id": "",
         "start": np.where(on_source, s_start, np.where(t_start >= 0, t_start, np.nan)),
         "end": np.where(on_source, s_end, np.where(t_start >= 0, t_end, np.nan)),
-        "text": np.where(on_source, s_text, t_text), "labels": frame["severity"], "severity": frame["severity"],
+        "text": np.where(on_source, s_text, t_text), "labels": frame["severity"], "ls_text": "",
         "category": frame["category"], "comment": frame["comment"] if "comment" in frame else "", "line": lines,
-    })[errors].reset_index(drop=True)
+    })[errors].reset_index(drop=True)[SPAN_COLUMNS]
     rated = pd.DataFrame({"system": frame["system"], "item": item, "annotator": frame["rater"],
                           "doc": frame["doc"], "weight": weight, "length": target.str.len(), "line": lines})
     segments = (rated.groupby(["system", "item", "annotator"], sort=True, observed=True)
@@ -250,9 +253,9 @@ def read_esa(path: Path, project: str) -> SpanStudy:
     pick = frame.iloc[rows]
     spans = pd.DataFrame({"project": project, "task_id": "", "item_id": pick["item"].to_numpy(),
                           "system": pick["system"].to_numpy(), "annotator": pick["annotator"].to_numpy(),
-                          "annotation_id": "", "control": "target", "region_id": "", "start": start, "end": end,
-                          "text": "", "labels": sev, "severity": sev, "category": "", "comment": "",
-                          "line": lines[rows]})
+                          "annotation_id": "", "cancelled": False, "surplus": False, "control": "target",
+                          "region_id": "", "start": start, "end": end, "text": "", "labels": sev, "ls_text": "",
+                          "category": "", "comment": "", "line": lines[rows]})
     segments = pd.DataFrame({"system": frame["system"], "item": frame["item"], "annotator": frame["annotator"],
                              "doc": frame["document"], "score": score, "line": lines, "length": np.nan})
     duplicated = segments.duplicated(["system", "item", "annotator"]).to_numpy()
