@@ -19,32 +19,42 @@ def segment_scores(study: SpanStudy) -> pd.DataFrame:
     return span_stats.mqm_segment_scores(study.segments.rename(columns={"score": "weight"}))
 
 
+def _segment_codes(study: SpanStudy) -> tuple[np.ndarray, np.ndarray]:
+    """(a code per rated segment row, a code per span: -1 for a span of no rated segment): a segment is a system's
+    translation of one item; integer codes keep the lookups over millions of spans vectorised."""
+    seg, spans = study.segments, study.spans
+    keys = pd.concat([seg["system"].astype(str) + "\x1f" + seg["item"].astype(str),
+                      spans["system"].astype(str) + "\x1f" + spans["item_id"].astype(str)], ignore_index=True)
+    codes, _ = pd.factorize(keys)
+    return codes[:len(seg)], codes[len(seg):]
+
+
 def span_agreement(study: SpanStudy, why: list) -> pd.DataFrame:
     """One row per pair of annotators with segments in common: those segments' characters, how many each marked,
     precision and recall of the second's marks against the first's, F1 and alpha. Without the texts (ESA's export)
     the characters past the last mark are unknown: F1 is given, alpha is not."""
-    seg = study.segments
-    key = seg["system"].astype(str) + "\x1f" + seg["item"].astype(str)
-    seg = seg.assign(segment=key.to_numpy())
-    shared = seg.groupby("segment")["annotator"].transform("size") > 1
+    seg_code, span_code = _segment_codes(study)
+    seg = pd.DataFrame({"segment": seg_code, "annotator": study.segments["annotator"].astype(str).to_numpy(),
+                        "length": study.segments["length"].to_numpy(dtype=float)})
+    shared = np.bincount(seg_code)[seg_code] > 1
     if not shared.any():
         why.append({"table": "span_agreement", "criterion": study.criterion, "reason": NO_PAIRS})
         return pd.DataFrame()
     seg = seg[shared]
-    spans = study.spans.assign(segment=(study.spans["system"].astype(str) + "\x1f"
-                                        + study.spans["item_id"].astype(str)).to_numpy(),
-                               severity=study.spans["labels"])  # the span's label is its severity (MQM, ESA)
-    spans = spans[(spans["control"] == "target") & spans["segment"].isin(seg["segment"])]
+    on_target = (study.spans["control"] == "target").to_numpy() & (span_code >= 0)
+    spans = pd.DataFrame({"segment": span_code, "annotator": study.spans["annotator"].astype(str).to_numpy(),
+                          "start": study.spans["start"].to_numpy(dtype=float),
+                          "end": study.spans["end"].to_numpy(dtype=float),
+                          "severity": study.spans["labels"].to_numpy()})[on_target]  # the label is the severity
     rows = []
     pairs = seg.merge(seg, on="segment", suffixes=("_a", "_b"))
     pairs = pairs[pairs["annotator_a"] < pairs["annotator_b"]]
     for (a, b), common in pairs.groupby(["annotator_a", "annotator_b"], sort=True):
         lengths = common.groupby("segment")["length_a"].first()
         known = lengths.notna().all()
+        mine = spans[spans["annotator"].isin([a, b]).to_numpy() & np.isin(spans["segment"].to_numpy(), lengths.index)]
         if not known:  # no texts: the segment ends at its last mark, as far as anyone can tell
-            ends = spans[spans["segment"].isin(lengths.index)].groupby("segment")["end"].max()
-            lengths = ends.reindex(lengths.index).fillna(0).astype(np.int64)
-        mine = spans[spans["annotator"].isin([a, b]) & spans["segment"].isin(lengths.index)]
+            lengths = mine.groupby("segment")["end"].max().reindex(lengths.index).fillna(0)
         r = span_stats.span_agreement(mine, lengths.astype(np.int64), a, b)
         if not known:
             r["alpha"] = np.nan

@@ -23,6 +23,7 @@ from evalstudio.base.errors import BadInput
 from evalstudio.cli import app
 from evalstudio.readers.spans import read_span_study
 from evalstudio.readers.spec import Spec
+from evalstudio.stats.agreement import krippendorff_alpha
 from evalstudio.stats.spans import paired_permutation, span_agreement
 
 DATA = Path(__file__).parent / "data" / "mqm_ted"
@@ -113,6 +114,13 @@ def test_span_overlap_is_the_share_of_marked_characters(marks):
         assert r["f1"] == pytest.approx(2 * len(a & b) / (len(a) + len(b)))
     if b:
         assert r["precision"] == pytest.approx(len(a & b) / len(b))
+    labels = {w: np.zeros(60) for w in ("a", "b")}  # the characters' labels, as krippendorff_alpha reads them
+    for w, chars in (("a", a), ("b", b)):
+        for segment, i in chars:
+            labels[w][["s1", "s2", "s3"].index(segment) * 20 + i] = 2  # Major
+    if (labels["a"] != labels["a"][0]).any() or (labels["b"] != labels["a"][0]).any():
+        expected = krippendorff_alpha(np.tile(np.arange(60), 2), np.concatenate([labels["a"], labels["b"]]), "nominal")
+        assert r["alpha"] == pytest.approx(expected, nan_ok=True)
 
 
 def test_paired_permutation_agrees_with_scipy():

@@ -146,10 +146,7 @@ def _marked(text: pd.Series, lines: np.ndarray, notes: list[str], field: str, pa
     clean = text.str.replace(OPEN, "", regex=False).str.replace(CLOSE, "", regex=False)
     end = np.where(has, close - len(OPEN), -1)
     start = np.where(has, start, -1)
-    covered = pd.Series([""] * len(text), dtype=object)
-    if has.any():
-        idx = np.flatnonzero(has)
-        covered.iloc[idx] = [t[s + len(OPEN):c] for t, s, c in zip(text.to_numpy()[idx], start[idx], close[idx])]
+    covered = text.str.extract("<v>(.*?)</v>", expand=False).where(has, "")
     return start, end, covered, clean
 
 

@@ -15,7 +15,8 @@
 - Span agreement between two annotators of the same segments: character-level precision, recall and F1 of the
   characters one marks against the other's (the character-level span measure of the WMT 2023 quality-estimation
   task, Blain et al. 2023, which ESA's authors use for span overlap), and Krippendorff's alpha (nominal) on each
-  character's label (no error / a severity), by `agreement.krippendorff_alpha`: chance-corrected.
+  character's label (no error / a severity): chance-corrected, the number `agreement.krippendorff_alpha` gives,
+  computed from the two annotators' table of label pairs (`nominal_alpha_two_coders`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .agreement import krippendorff_alpha
 from .significance import significance_clusters
 
 # (severity, category, weight): '' matches any; a category matches itself and its sub-categories ("Fluency" matches
@@ -95,47 +95,68 @@ def system_scores(segments: pd.DataFrame, column: str = "score") -> pd.DataFrame
     return pd.DataFrame({"segments": grouped.size(), "score": grouped.mean()}).reset_index()
 
 
-def paired_permutation(matrix: np.ndarray, resamples: int = 1000, seed: int = 0, chunk: int = 100) -> np.ndarray:
-    """p[a, b]: one-sided p-value of "system a scores higher than system b" from a `systems x segments` matrix
-    (NaN: not rated; each pair uses the segments both have), by swapping each segment's two scores with
-    probability 1/2 in every resample (a sign flip of their difference). Every pair's differences are flipped by
-    the same signs at once, as one matrix product per chunk of resamples. p = share of resamples whose mean
+def flip_signs(resamples: int, segments: int, seed: int = 0) -> np.ndarray:
+    """resamples x segments of -1 and +1 (float32), each with probability 1/2: which segments' two scores a
+    resample of the paired permutation test swaps (one random bit each). The same signs serve every pair."""
+    bits = np.unpackbits(np.frombuffer(np.random.default_rng(seed).bytes((resamples * segments + 7) // 8),
+                                       dtype=np.uint8))[: resamples * segments]
+    return (bits.astype(np.float32) * 2 - 1).reshape(resamples, segments)
+
+
+def pair_p(first: np.ndarray, second: np.ndarray, signs: np.ndarray, chunk: int = 100) -> float:
+    """One-sided p-value of "`first` scores higher than `second`" (scores of the same segments, NaN: not rated;
+    the segments both have count) by the paired permutation test: the share of resamples (`flip_signs`) whose mean
     difference is at least the observed one."""
+    diff = np.asarray(first, dtype=float) - np.asarray(second, dtype=float)
+    both = ~np.isnan(diff)
+    if not both.any():
+        return float("nan")
+    diff = np.where(both, diff, 0.0).astype(np.float32)  # a segment one of the two lacks adds 0, flipped or not
+    observed = float(diff.sum(dtype=np.float64)) / both.sum()
+    tolerance = 1e-6 * max(1.0, float(np.abs(diff).max()))  # float32 sums: a tie is within this
+    above = 0
+    for start in range(0, len(signs), chunk):
+        permuted = (signs[start:start + chunk] @ diff) / both.sum()
+        above += int(np.count_nonzero(permuted >= observed - tolerance))
+    return above / len(signs)
+
+
+def paired_permutation(matrix: np.ndarray, resamples: int = 1000, seed: int = 0) -> np.ndarray:
+    """p[a, b]: `pair_p` of systems a and b of a `systems x segments` matrix, for every pair, with the same
+    resamples."""
     matrix = np.asarray(matrix, dtype=float)
+    signs = flip_signs(resamples, matrix.shape[1], seed)
     n = matrix.shape[0]
-    a, b = np.triu_indices(n, 1)
-    diff = matrix[a] - matrix[b]  # pairs x segments
-    counts = (~np.isnan(diff)).sum(1)
-    diff = np.nan_to_num(diff)  # a segment one of the two lacks adds 0, flipped or not
-    with np.errstate(invalid="ignore", divide="ignore"):
-        observed = diff.sum(1) / counts
-    rng = np.random.default_rng(seed)
-    above = np.zeros(len(a))
-    below = np.zeros(len(a))
-    for start in range(0, resamples, chunk):
-        size = min(chunk, resamples - start)
-        signs = np.where(rng.random((size, matrix.shape[1])) < 0.5, -1.0, 1.0)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            permuted = (signs @ diff.T) / counts  # resamples x pairs
-        above += (permuted >= observed - 1e-12).sum(0)
-        below += (permuted <= observed + 1e-12).sum(0)
     p = np.full((n, n), np.nan)
-    p[a, b] = np.where(counts > 0, above / resamples, np.nan)
-    p[b, a] = np.where(counts > 0, below / resamples, np.nan)
+    for a in range(n):
+        for b in range(n):
+            if a != b:
+                p[a, b] = pair_p(matrix[a], matrix[b], signs)
     return p
+
+
+class _PairP:
+    """The p-values `significance_clusters` asks for (`.loc[a, b]`), computed when asked: the greedy clusters
+    compare each system with the head of its cluster only (n - 1 tests, not n^2)."""
+
+    def __init__(self, wide: pd.DataFrame, signs: np.ndarray):
+        self.wide, self.signs, self.loc = wide, signs, self
+
+    def __getitem__(self, pair) -> float:
+        a, b = pair
+        return pair_p(self.wide.loc[a].to_numpy(), self.wide.loc[b].to_numpy(), self.signs)
 
 
 def system_clusters(segments: pd.DataFrame, higher_is_better: bool, resamples: int = 1000, alpha: float = 0.05,
                     seed: int = 0) -> pd.DataFrame:
     """Systems ranked by mean segment score (`segments`: system, item, score) with significance clusters: a new
-    cluster starts at a system significantly worse (paired permutation, `alpha`) than the best of the current one.
-    Columns: system, segments, score, rank, cluster."""
+    cluster starts at a system significantly worse (paired permutation, `alpha`) than the best of the current one
+    (`significance.significance_clusters`, WMT's greedy ranking). Columns: system, segments, score, rank, cluster."""
     wide = segments.pivot_table(index="system", columns="item", values="score", aggfunc="mean", observed=True)
-    oriented = wide.to_numpy() if higher_is_better else -wide.to_numpy()
-    p = pd.DataFrame(paired_permutation(oriented, resamples, seed), index=wide.index, columns=wide.index)
+    oriented = wide if higher_is_better else -wide
     table = system_scores(segments)
     goodness = table.set_index("system")["score"] * (1 if higher_is_better else -1)
-    cluster = significance_clusters(goodness, p, alpha)
+    cluster = significance_clusters(goodness, _PairP(oriented, flip_signs(resamples, wide.shape[1], seed)), alpha)
     table["rank"] = goodness.rank(ascending=False, method="min").astype(int).to_numpy()
     table["cluster"] = cluster.reindex(table["system"]).to_numpy()
     return table.sort_values(["rank", "system"]).reset_index(drop=True)
@@ -144,27 +165,48 @@ def system_clusters(segments: pd.DataFrame, higher_is_better: bool, resamples: i
 def _char_labels(spans: pd.DataFrame, lengths: pd.Series, codes: dict) -> np.ndarray:
     """One label per character of every segment (concatenated in `lengths`' order): 0 where no span of `spans`
     (segment, start, end, severity) covers it, else the code of the most severe covering span's severity."""
-    offsets = np.concatenate([[0], np.cumsum(lengths.to_numpy())])
-    position = pd.Series(offsets[:-1], index=lengths.index)
+    offsets = np.concatenate([[0], np.cumsum(lengths.to_numpy(dtype=np.int64))])
     labels = np.zeros(int(offsets[-1]), dtype=np.int8)
-    spans = spans[spans["segment"].isin(lengths.index) & spans["start"].notna() & spans["end"].notna()]
-    if spans.empty:
+    row = lengths.index.get_indexer(spans["segment"])
+    keep = (row >= 0) & spans["start"].notna().to_numpy() & spans["end"].notna().to_numpy()
+    if not keep.any():
         return labels
-    base = position.reindex(spans["segment"]).to_numpy()
-    size = lengths.reindex(spans["segment"]).to_numpy()
-    start = np.clip(spans["start"].to_numpy(dtype=np.int64), 0, size)
-    end = np.clip(spans["end"].to_numpy(dtype=np.int64), 0, size)
+    row, spans = row[keep], spans[keep]
+    size = lengths.to_numpy(dtype=np.int64)[row]
+    start = np.clip(spans["start"].to_numpy(dtype=np.int64), 0, size) + offsets[row]
+    end = np.clip(spans["end"].to_numpy(dtype=np.int64), 0, size) + offsets[row]
     code = spans["severity"].map(codes).fillna(1).to_numpy(dtype=np.int8)
     for level in sorted(set(code.tolist())):  # a more severe span overwrites a milder one
         pick = code == level
-        delta = np.zeros(len(labels) + 1, dtype=np.int64)
-        np.add.at(delta, (base + start)[pick], 1)
-        np.add.at(delta, (base + end)[pick], -1)
-        labels[np.cumsum(delta)[:-1] > 0] = level
+        depth = np.cumsum(np.bincount(start[pick], minlength=len(labels) + 1)
+                          - np.bincount(end[pick], minlength=len(labels) + 1))[:-1]
+        labels[depth > 0] = level
     return labels
 
 
-def span_agreement(spans: pd.DataFrame, lengths: pd.Series, first: str, second: str,
+def nominal_alpha_two_coders(first, second) -> float:
+    """Krippendorff's alpha (nominal) of two coders who both labelled every unit, from the table of their label
+    pairs: 1 - (n - 1) sum_{c != k} o_ck / sum_{c != k} n_c n_k (Krippendorff 2011, "Computing Krippendorff's
+    Alpha-Reliability", coincidences o_ck of a unit's pairs of values, n_c = sum_k o_ck). The same number as
+    `agreement.krippendorff_alpha` (tests/test_mqm.py checks it), in one pass over millions of characters.
+
+    Krippendorff (2011) publishes alpha 0.095 for his first example (binary data, two observers, ten units):
+    >>> round(nominal_alpha_two_coders([0, 1, 0, 0, 0, 0, 0, 0, 1, 0], [1, 1, 1, 0, 0, 1, 0, 0, 0, 0]), 3)
+    0.095
+    """
+    a, b = np.asarray(first, dtype=np.int64), np.asarray(second, dtype=np.int64)
+    k = int(max(a.max(initial=0), b.max(initial=0))) + 1
+    table = np.bincount(a * k + b, minlength=k * k).reshape(k, k).astype(float)
+    coincidence = table + table.T
+    n_c = coincidence.sum(1)
+    n = n_c.sum()
+    expected = n * n - np.sum(n_c**2)
+    if expected <= 0:
+        return float("nan")
+    return float(1 - (n - 1) * (n - np.trace(coincidence)) / expected)
+
+
+def span_agreement(spans: pd.DataFrame, lengths: pd.Series, first, second,
                    severities=("Minor", "Major")) -> dict[str, float]:
     """Agreement of annotators `first` and `second` on the segments both annotated (`spans`: segment, annotator,
     start, end, severity, one row per span; `lengths`: each segment's text length, indexed by segment, for the
@@ -179,15 +221,14 @@ def span_agreement(spans: pd.DataFrame, lengths: pd.Series, first: str, second: 
     (0.5, 0.5, 0.5)
     """
     codes = {s: i + 1 for i, s in enumerate(severities)}
-    a = _char_labels(spans[spans["annotator"] == first], lengths, codes)
-    b = _char_labels(spans[spans["annotator"] == second], lengths, codes)
+    who = spans["annotator"].to_numpy()
+    a = _char_labels(spans[who == first], lengths, codes)
+    b = _char_labels(spans[who == second], lengths, codes)
     both = int(np.count_nonzero((a > 0) & (b > 0)))
     marked_a, marked_b = int(np.count_nonzero(a)), int(np.count_nonzero(b))
     precision = both / marked_b if marked_b else np.nan
     recall = both / marked_a if marked_a else np.nan
     f1 = 2 * both / (marked_a + marked_b) if marked_a + marked_b else np.nan
-    units = np.tile(np.arange(len(a)), 2)
-    values = np.concatenate([a, b]).astype(float)
-    alpha = krippendorff_alpha(units, values, level="nominal") if len(a) and (a.any() or b.any()) else np.nan
+    alpha = nominal_alpha_two_coders(a, b) if len(a) else np.nan
     return {"characters": int(len(a)), "marked_first": marked_a, "marked_second": marked_b, "precision": precision,
             "recall": recall, "f1": f1, "alpha": alpha}
