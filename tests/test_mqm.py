@@ -260,3 +260,44 @@ def test_two_rows_of_a_segment_with_different_texts_are_reported(reg, tmp_path):
                     + "A\td\t1\t1\tr2\tsrc\tDas ist schlecht\tNo-error\tNo-error\t\n", encoding="utf-8")
     problems = scan(reg.get("mqm"), importer_for(reg.get("mqm")), [path]).problems
     assert [(p.line, p.field) for p in problems] == [(3, "target")] and "differs from line 2" in problems[0].message
+
+
+# ---- metrics against MQM: meta-evaluation and PPI++ -----------------------------------------------------------------
+
+def test_a_metric_is_meta_evaluated_and_ppi_estimated_against_mqm(tmp_path):
+    """A metric (here: minus the target's length, scored on every translated segment, rated or not) is correlated
+    with the TED MQM scores at system and segment level, as scipy correlates the same numbers, and PPI++ estimates
+    each system's MQM from it beside the human-only mean, which is the README's score negated."""
+    from scipy import stats
+
+    with gzip.open(TED, "rt", encoding="utf-8") as f:
+        raw = pd.read_csv(f, sep="\t", dtype=str, quoting=csv.QUOTE_NONE, keep_default_na=False)
+    with gzip.open(DATA / "mqm_ted_ende.avg_seg_scores.tsv.gz", "rt", encoding="utf-8") as f:
+        every = pd.read_csv(f, sep=r"\s+", dtype=str, keep_default_na=False)
+    every["system"] = every["system"].replace({"ref-A": "ref"})
+    length = raw.assign(n=raw["target"].str.replace("<v>", "").str.replace("</v>", "").str.len()) \
+        .drop_duplicates(["system", "seg_id"]).set_index(["system", "seg_id"])["n"]
+    metric = every[["system", "seg_id"]].assign(metric="short", value=-length.reindex(
+        pd.MultiIndex.from_frame(every[["system", "seg_id"]])).fillna(100).to_numpy())
+    metric = metric.rename(columns={"seg_id": "item"})
+    metrics = tmp_path / "metrics.csv"
+    metric.to_csv(metrics, index=False)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("layout: spans\n", encoding="utf-8")
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["analyze", str(TED), "--spec", str(spec), "--metrics", str(metrics), "--ppi",
+                                      "short", "-o", str(out), "--bootstrap", "10", "--resamples", "100"])
+    assert result.exit_code == 0, result.output
+    correlations = pd.read_csv(out / "correlations.csv")
+    pearson = correlations[(correlations["method"] == "pearson") & (correlations["grouping"] == "none")
+                           & (correlations["criterion"] == "MQM")].set_index("level")["value"]
+    systems = pd.read_csv(out / "mqm_systems.csv").set_index("system")["score"]
+    rated = metric.merge(pd.read_csv(out / "mqm_segments.csv", dtype={"item": str}), on=["system", "item"])
+    per_system = rated.groupby("system")["value"].mean().reindex(systems.index)
+    assert pearson["system"] == pytest.approx(stats.pearsonr(-systems, per_system)[0], abs=1e-9)
+    assert pearson["segment"] == pytest.approx(stats.pearsonr(-rated["score"], rated["value"])[0], abs=1e-9)
+    ppi = pd.read_csv(out / "ppi_systems.csv")
+    assert set(ppi["criterion"]) == {"MQM"} and len(ppi) == 14 and (ppi["n_labelled"] == 529).all()
+    unrated = (every["mqm_avg_score"] == "None").groupby(every["system"]).sum()
+    assert (ppi.set_index("system")["n_unlabelled"] == unrated.reindex(ppi["system"]).to_numpy()).all()
+    assert np.allclose(ppi.set_index("system")["classical"], -systems.reindex(ppi["system"]).to_numpy())

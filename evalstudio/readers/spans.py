@@ -146,7 +146,12 @@ def _marked(text: pd.Series, lines: np.ndarray, notes: list[str], field: str, pa
     clean = text.str.replace(OPEN, "", regex=False).str.replace(CLOSE, "", regex=False)
     end = np.where(has, close - len(OPEN), -1)
     start = np.where(has, start, -1)
-    covered = text.str.extract("<v>(.*?)</v>", expand=False).where(has, "")
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    inside = pc.extract_regex(pa.array(text.to_numpy(dtype=object), type=pa.large_string()), r"<v>(?P<v>.*?)</v>")
+    covered = pd.Series(pc.struct_field(inside, [0]).to_numpy(zero_copy_only=False), dtype=object)
+    covered = covered.where(has & covered.notna().to_numpy(), "")  # Arrow's RE2, in C++: no loop over the rows
     return start, end, covered, clean
 
 
