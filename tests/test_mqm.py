@@ -301,3 +301,32 @@ def test_a_metric_is_meta_evaluated_and_ppi_estimated_against_mqm(tmp_path):
     unrated = (every["mqm_avg_score"] == "None").groupby(every["system"]).sum()
     assert (ppi.set_index("system")["n_unlabelled"] == unrated.reindex(ppi["system"]).to_numpy()).all()
     assert np.allclose(ppi.set_index("system")["classical"], -systems.reindex(ppi["system"]).to_numpy())
+
+
+SPAN_JSON = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(-5, 10**6), st.text(max_size=6),
+                                   st.just("missing"), st.sampled_from(["minor", "major", "Major", "critical"])),
+                         lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                                 st.dictionaries(st.sampled_from(["start_i", "end_i", "severity"]),
+                                                                 inner, max_size=3)), max_leaves=8)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["u1", "u2", ""]), st.sampled_from(["A", "B"]), st.integers(0, 3),
+                          st.sampled_from(["TGT", "BAD"]), st.one_of(st.integers(-10, 120).map(str), CELL),
+                          st.one_of(SPAN_JSON.map(json.dumps), CELL)), min_size=1, max_size=6))
+def test_hostile_esa_exports_are_read_or_refused_at_a_line(rows):
+    """Any Appraise export is read or refused with `file:line: field: message`."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "esa.csv"
+        with open(path, "w", encoding="utf-8", newline="") as f:
+            writer = csv.writer(f)
+            for who, system, item, kind, score, spans in rows:
+                writer.writerow([who, system, item, kind, "eng", "deu", score, "doc#" + system, "False", spans, 1, 2])
+        try:
+            study = read_span_study(path, Spec(layout="spans", spans={"format": "esa"}))
+        except BadInput as e:
+            assert re.search(rf"{re.escape(str(path))}(:\d+)?: ", str(e)), str(e)
+            return
+        assert study.segments["score"].between(0, 100).all()
+        marked = study.spans.dropna(subset=["start"])
+        assert (marked["end"] >= marked["start"]).all() and set(study.spans["labels"]) <= {"Minor", "Major"}

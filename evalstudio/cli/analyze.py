@@ -32,7 +32,8 @@ def analyze(
              "missing (codes such as N/A); for nested JSON (a context with its responses, each with a list of ratings "
              "per criterion), nested: expand, item, system, ratings, annotators (docs/reference/analysis-spec.md); for comparisons of two outputs, "
              "layout: pairwise with columns left, right, outcome and outcomes (codes); for best-worst annotations, layout: "
-             "best_worst with columns best, worst and tuple_columns. Without it the long layout with usual column names is assumed and each "
+             "best_worst with columns best, worst and tuple_columns; for a published error-span study (MQM's TSV, ESA's "
+             "Appraise export), layout: spans with spans: format (mqm | esa) and weights (docs/spans.md). Without it the long layout with usual column names is assumed and each "
              "criterion's scale is guessed (interval if every value is a number, else nominal).")] = None,
     protocol: Annotated[Optional[str], typer.Option(
         help="Use a built-in protocol's criteria as the spec (e.g. dialogue).")] = None,
