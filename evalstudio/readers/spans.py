@@ -168,15 +168,15 @@ def read_mqm(path: Path, spans_spec: Spans, project: str) -> SpanStudy:
     notes: list[str] = []
     t_start, t_end, t_text, target = _marked(frame["target"], lines, notes, "target", path)
     s_start, s_end, s_text, _ = _marked(frame["source"], lines, notes, "source", path)
-    weight = mqm_weights(frame["severity"], frame["category"], spans_spec.rules())
+    no_error = frame["severity"].str.strip().str.lower().eq("no-error").to_numpy()
+    weight = np.where(no_error, 0.0, mqm_weights(frame["severity"], frame["category"], spans_spec.rules()))  # not an error
     severity, category = frame["severity"].to_numpy(), frame["category"].to_numpy()
     problems.add_rows(np.isnan(weight), lines, "severity",
                       lambda i: f"no weight for severity '{severity[i][:40]}' of category '{category[i][:40]}': give "
-                                "it one in the spec's spans.weights (the published ones know Major, Minor, Neutral, "
-                                "No-error and Non-translation)")
+                                "it one in the spec's spans.weights (the published ones know Major, Minor, Neutral "
+                                "and Non-translation)")
     problems.raise_if_any()
     item = frame["seg_id"].str.strip()
-    no_error = frame["severity"].str.strip().str.lower().eq("no-error").to_numpy()
     on_source = (t_start < 0) & (s_start >= 0)
     errors = ~no_error
     spans = pd.DataFrame({
