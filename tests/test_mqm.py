@@ -330,3 +330,31 @@ def test_hostile_esa_exports_are_read_or_refused_at_a_line(rows):
         assert study.segments["score"].between(0, 100).all()
         marked = study.spans.dropna(subset=["start"])
         assert (marked["end"] >= marked["start"]).all() and set(study.spans["labels"]) <= {"Minor", "Major"}
+
+
+def test_a_label_studio_export_gives_the_study_a_published_file_gives(tmp_path):
+    """The TWO_RATERS file as a Label Studio export of the mqm protocol would hold it (the spans table and the
+    annotations table of exporters.tidy): the same segment scores and span agreement as read from the file."""
+    from evalstudio.exporters.span_analysis import span_tables
+    from evalstudio.readers.spans import study_from_export
+
+    path = tmp_path / "two.tsv"
+    path.write_text(TWO_RATERS, encoding="utf-8")
+    published = read_span_study(path, Spec(layout="spans"))
+    ids = {("A", "r1"): 1, ("A", "r2"): 2, ("B", "r1"): 3, ("B", "r2"): 4}
+    tasks = {"A": 10, "B": 11}
+    spans = published.spans.assign(annotation_id=[ids[(s, a)] for s, a in zip(published.spans["system"],
+                                                                                published.spans["annotator"])],
+                                   task_id=[tasks[s] for s in published.spans["system"]])
+    annotations = pd.DataFrame({"task_id": [tasks[s] for s, _ in ids], "item_id": "1", "system": [s for s, _ in ids],
+                                "annotator": [a for _, a in ids], "annotation_id": list(ids.values()),
+                                "criterion": "non_translation", "value": None, "cancelled": False, "surplus": False})
+    lengths = pd.Series({10: len("Das ist gut"), 11: len("Das ist gut")})
+    exported = study_from_export(spans, annotations, "mqm", lengths)
+    ours, _ = span_tables(exported, resamples=100)
+    theirs, _ = span_tables(published, resamples=100)
+    for name in ("mqm_segments", "mqm_systems", "span_agreement"):
+        pd.testing.assert_frame_equal(ours[name], theirs[name], check_dtype=False)
+    ticked = annotations.assign(value=["Non-translation", None, None, None])
+    assert study_from_export(spans, ticked, "mqm", lengths).segments["score"].iloc[0] == \
+        exported.segments["score"].iloc[0] + 25  # the whole-segment error: five Major errors

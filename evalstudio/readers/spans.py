@@ -279,3 +279,51 @@ def read_span_study(path: Path, spec) -> SpanStudy:
         raise BadInput(f"{path}: no rated segments")
     return study
 
+
+
+def study_from_export(spans: pd.DataFrame, annotations: pd.DataFrame, protocol: Literal["mqm", "esa"],
+                      lengths: pd.Series | None = None, rules=MQM_WEIGHTS) -> SpanStudy:
+    """A span study from the tables of a Label Studio export of the mqm or esa protocol (exporters.tidy: the spans
+    table, one row per span with its label (the severity) and per-region `category`; the annotations table, one row
+    per annotation and criterion), so that the same statistics serve projects and published files. A rated segment
+    is an annotation that is not cancelled nor surplus; its MQM score is the weight of its spans plus a
+    Non-translation when its non_translation box is ticked; its ESA score is its `score`. `lengths`: each task's
+    target length by task_id (for span agreement's alpha; without it, none)."""
+    left_out = annotations["cancelled"].astype(bool)
+    if "surplus" in annotations:
+        left_out |= annotations["surplus"].astype(bool)
+    kept = annotations[~left_out]
+    item = kept["item_id"].where(kept["item_id"].notna(), kept["task_id"]).astype(str)
+    rated = pd.DataFrame({"annotation_id": kept["annotation_id"], "task_id": kept["task_id"], "item": item,
+                          "system": kept["system"].fillna("").astype(str), "annotator": kept["annotator"].astype(str),
+                          "criterion": kept["criterion"], "value": kept["value"]})
+    segments = rated.drop_duplicates("annotation_id")[["annotation_id", "task_id", "system", "item", "annotator"]]
+    spans = spans[spans["annotation_id"].isin(segments["annotation_id"])].reset_index(drop=True)
+    if protocol == "mqm":
+        ticked = rated[(rated["criterion"] == "non_translation") & (rated["value"].astype(str) == "Non-translation")]
+        errors = pd.DataFrame({"annotation_id": np.concatenate([spans["annotation_id"], ticked["annotation_id"]]),
+                               "severity": np.concatenate([spans["labels"].astype(str), np.full(len(ticked), "")]),
+                               "category": np.concatenate([(spans["category"] if "category" in spans else
+                                                            pd.Series([""] * len(spans))).fillna("").astype(str),
+                                                           np.full(len(ticked), "Non-translation")])})
+        errors["weight"] = mqm_weights(errors["severity"], errors["category"], rules)
+        if errors["weight"].isna().any():
+            bad = errors[errors["weight"].isna()].iloc[0]
+            raise BadInput(f"annotation {bad['annotation_id']}: no weight for severity '{bad['severity']}' of category "
+                           f"'{bad['category']}': give it one in the weight rules")
+        score = errors.groupby("annotation_id")["weight"].sum().reindex(segments["annotation_id"]).fillna(0.0)
+        criterion, higher, value = "MQM", False, -score.to_numpy() + 0.0
+    else:
+        given = rated[rated["criterion"] == "score"].drop_duplicates("annotation_id").set_index("annotation_id")
+        score = pd.to_numeric(given["value"], errors="coerce").reindex(segments["annotation_id"])
+        criterion, higher, value = "ESA", True, score.to_numpy(dtype=float)
+    segments = segments.assign(score=score.to_numpy(dtype=float), doc="", line=0,
+                               length=(lengths.reindex(segments["task_id"]).to_numpy(dtype=float)
+                                       if lengths is not None else np.nan))
+    study_spans = spans.assign(item_id=spans["item_id"].where(spans["item_id"].notna(), spans["task_id"]).astype(str),
+                               system=spans["system"].fillna("").astype(str), annotator=spans["annotator"].astype(str),
+                               control="target", line=0)
+    tidy = pd.DataFrame({"project": protocol, "item": segments["item"], "system": segments["system"], "agent": "",
+                         "annotator": segments["annotator"], "criterion": criterion, "value": value, "line": 0})
+    tidy = tidy[tidy["value"].notna()].reset_index(drop=True)
+    return SpanStudy(study_spans, segments.drop(columns=["annotation_id", "task_id"]), tidy, criterion, higher, [])
