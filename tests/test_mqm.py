@@ -358,3 +358,15 @@ def test_a_label_studio_export_gives_the_study_a_published_file_gives(tmp_path):
     ticked = annotations.assign(value=["Non-translation", None, None, None])
     assert study_from_export(spans, ticked, "mqm", lengths).segments["score"].iloc[0] == \
         exported.segments["score"].iloc[0] + 25  # the whole-segment error: five Major errors
+
+
+def test_no_error_rows_weigh_nothing_whatever_the_rules(tmp_path):
+    """A spec's own rules need no rule for No-error rows (before: every No-error row was reported as unweighted)."""
+    path = tmp_path / "two.tsv"
+    path.write_text(TWO_RATERS, encoding="utf-8")
+    rules = [{"severity": "Major", "weight": 10}, {"severity": "Minor", "weight": 2}]
+    study = read_span_study(path, Spec(layout="spans", spans={"weights": rules}))
+    weight = {"Major": 10, "Minor": 2, "No-error": 0}
+    rows = pd.read_csv(path, sep="\t", dtype=str, keep_default_na=False)
+    expected = rows.assign(w=rows["severity"].map(weight)).groupby(["system", "seg_id", "rater"])["w"].sum()
+    assert study.segments.set_index(["system", "item", "annotator"])["score"].tolist() == expected.tolist()
