@@ -46,7 +46,7 @@ def test_validate_of_a_study_counts_each_project_on_its_own_line():
 
 def test_unknown_protocol_lists_valid_names():
     result = run("validate", "sotopya", str(EXAMPLES / "sotopia" / "episodes.jsonl"))
-    assert result.returncode == 2 and "valid names: circa, circa_part1, circa_part2, circa_part2_list1, circa_part2_list2, cmv, cmv_threads, cmv_tom, dialogue, health, sotopia" in result.stderr
+    assert result.returncode == 2 and "valid names: circa, circa_part1, circa_part2, circa_part2_list1, circa_part2_list2, cmv, cmv_threads, cmv_tom, dialogue, esa, health, mqm, sotopia" in result.stderr
 
 
 def test_missing_connection_settings_are_named(tmp_path):

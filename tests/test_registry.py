@@ -105,7 +105,7 @@ def test_no_shipped_protocol_prefills_answers(reg):
 def test_unknown_protocol_lists_valid_names(reg):
     with pytest.raises(UnknownName) as e:
         reg.entry("sotopya")
-    assert "valid names: circa, circa_part1, circa_part2, circa_part2_list1, circa_part2_list2, cmv, cmv_threads, cmv_tom, dialogue, health, sotopia, squality, squality_pairwise" in str(e.value)
+    assert "valid names: circa, circa_part1, circa_part2, circa_part2_list1, circa_part2_list2, cmv, cmv_threads, cmv_tom, dialogue, esa, health, mqm, sotopia, squality, squality_pairwise" in str(e.value)
 
 
 def _copy_registry(tmp_path, edit):

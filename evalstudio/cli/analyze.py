@@ -32,7 +32,8 @@ def analyze(
              "missing (codes such as N/A); for nested JSON (a context with its responses, each with a list of ratings "
              "per criterion), nested: expand, item, system, ratings, annotators (docs/reference/analysis-spec.md); for comparisons of two outputs, "
              "layout: pairwise with columns left, right, outcome and outcomes (codes); for best-worst annotations, layout: "
-             "best_worst with columns best, worst and tuple_columns. Without it the long layout with usual column names is assumed and each "
+             "best_worst with columns best, worst and tuple_columns; for a published error-span study (MQM's TSV, ESA's "
+             "Appraise export), layout: spans with spans: format (mqm | esa) and weights (docs/spans.md). Without it the long layout with usual column names is assumed and each "
              "criterion's scale is guessed (interval if every value is a number, else nominal).")] = None,
     protocol: Annotated[Optional[str], typer.Option(
         help="Use a built-in protocol's criteria as the spec (e.g. dialogue).")] = None,
@@ -88,7 +89,7 @@ def analyze(
             if page is not None:  # comparisons or best-worst annotations, analysed on their own terms
                 console.print(f"analysis written to {output / page.name}")
                 return
-            tidy, full_spec, scores, flipped = _ratings_and_scores(ratings, spec, protocol, metrics, ppi, alt_test,
+            tidy, full_spec, scores, flipped, study = _ratings_and_scores(ratings, spec, protocol, metrics, ppi, alt_test,
                                                                    lower_is_better, projects)
             notes = tidy.attrs.get("notes", [])  # e.g. rejected MTurk assignments left out
             for note in notes:
@@ -97,6 +98,9 @@ def analyze(
             with console.status("computing statistics..."):
                 tables = run(tidy, full_spec, scores, n_boot=bootstrap, resamples=resamples, mace=mace, ppi=ppi,
                              alt=alt_test, epsilon=epsilon)
+                if study is not None:  # layout spans: the systems' MQM or ESA scores, span agreement
+                    from ..exporters.span_analysis import add_span_tables
+                    tables = add_span_tables(tables, study, resamples)
                 page = write_analysis(tables, f"{full_spec.name}: analysis", stage,
                                       [f"Ratings: {ratings.name if ratings else 'Label Studio'}"
                                        + (f"; metrics: {metrics.name}" if metrics else "")]
@@ -156,13 +160,14 @@ def _other_kinds(ratings, spec, protocol, stage, bootstrap, metrics, ppi, alt_te
 
 def _ratings_and_scores(ratings, spec, protocol, metrics, ppi, alt_test, lower_is_better, projects):
     """(tidy ratings, their spec, metric scores oriented higher-is-better or None, the metrics negated)."""
-    from evalstudio.readers.ratings import orient_metrics, read_metrics, read_ratings
+    from evalstudio.readers.ratings import orient_metrics, read_metrics, read_ratings_or_spans
 
+    study = None  # a span study (layout spans) has tables of its own
     if protocol is not None and (ratings is None or ratings.suffix.lower() == ".json"):
         tidy, full_spec, model = _label_studio(protocol, projects, ratings)
         scores = read_metrics(metrics, full_spec, list(full_spec.criteria)) if metrics else model
     else:
-        tidy, full_spec = read_ratings(ratings, chosen_spec(spec, protocol, projects))
+        tidy, full_spec, study = read_ratings_or_spans(ratings, chosen_spec(spec, protocol, projects))
         scores = read_metrics(metrics, full_spec, list(full_spec.criteria)) if metrics else None
     if tidy.empty:
         raise BadInput("no ratings to analyse")
@@ -175,7 +180,7 @@ def _ratings_and_scores(ratings, spec, protocol, metrics, ppi, alt_test, lower_i
         if scores is None:
             raise BadInput("--lower-is-better / lower_is_better names metrics, but there are none: give --metrics")
         scores = orient_metrics(scores, flipped, str(metrics or "the model outputs"))
-    return tidy, full_spec, scores, flipped
+    return tidy, full_spec, scores, flipped, study
 
 
 def _print_outcome(tables, ppi) -> None:

@@ -14,9 +14,9 @@ from evalstudio.base.errors import BadInput, printable
 from evalstudio.protocols import registry
 
 app = typer.Typer(
-    help="Published human-evaluation protocols as ready-to-run Label Studio projects: seven ship with it (sotopia, "
-    "cmv, circa, dialogue, health from their documents; squality, squality_pairwise as data), your own from "
-    "`evalstudio new`.\n\nConnects to Label Studio with LABEL_STUDIO_URL and LABEL_STUDIO_API_KEY "
+    help="Published human-evaluation protocols as ready-to-run Label Studio projects: nine ship with it (sotopia, "
+    "cmv, circa, dialogue, health from their documents; squality, squality_pairwise, mqm, esa as data), your own "
+    "from `evalstudio new`.\n\nConnects to Label Studio with LABEL_STUDIO_URL and LABEL_STUDIO_API_KEY "
     "(environment, ./.env, or the file `evalstudio server` writes).",
     no_args_is_help=True,
     pretty_exceptions_enable=False,

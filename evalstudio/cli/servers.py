@@ -61,8 +61,8 @@ def demo(
     wait: Annotated[bool, typer.Option(help="Keep serving until Ctrl-C (--no-wait: stop after the set-up).")] = True,
     projects: ProjectsOption = None,
 ):
-    """Start a local Label Studio and the ML backend, create the projects of the seven shipped protocols (ten Label
-    Studio projects: CMV and Circa come in parts, Circa's Part II in two lists) and import the shipped real sample
+    """Start a local Label Studio and the ML backend, create the projects of the nine shipped protocols (twelve
+    Label Studio projects: CMV and Circa come in parts, Circa's Part II in two lists) and import the shipped real sample
     data. Answers start empty: predictions are made only for projects with `prefill: true`."""
     local = LocalServer(data_dir, port)
     backend = None

@@ -50,7 +50,7 @@ from evalstudio.values.sources import (
 )
 
 FORMATS = {"jsonl": (".jsonl", ".ndjson"), "json": (".json",), "csv": (".csv",), "tsv": (".tsv", ".tab"),
-           "parquet": (".parquet",)}
+           "parquet": (".parquet",), "mqm": (".tsv",)}
 PATH = re.compile(r"^(each\.)?[^.\s?][^.?]*(\.[^.?]+)*\??$")
 POSITIONS = string.ascii_lowercase[:10]  # a, b, c, ...: FIELD_a is shown first (left), FIELD_b second, ...
 # Tags that show a list or an object as it is; every other tag is given text.
@@ -121,7 +121,8 @@ class InputMap(BaseModel):
     """How a projects.yaml entry reads its input files (see the module's documentation)."""
 
     model_config = ConfigDict(extra="forbid")
-    formats: list[Literal["jsonl", "json", "csv", "tsv", "parquet"]] = ["jsonl", "json", "csv", "tsv", "parquet"]
+    # mqm: the MQM TSV of google/wmt-mqm-human-evaluation, one record per translated segment (values.mqm_records)
+    formats: list[Literal["jsonl", "json", "csv", "tsv", "parquet", "mqm"]] = ["jsonl", "json", "csv", "tsv", "parquet"]
     expand: str | None = None
     item_id: str | list[str] | None = None
     system: str | None = None
@@ -245,6 +246,11 @@ class MappingImporter:
     def read(self, path: Path) -> Iterator[tuple[int, dict | Problem]]:
         suffix = path.suffix.lower()
         kind = next((k for k, suffixes in FORMATS.items() if suffix in suffixes), None)
+        if kind == "tsv" and "mqm" in self.spec.formats:  # one record per translated segment, not per error row
+            from evalstudio.values.mqm_records import mqm_segments
+
+            yield from mqm_segments(path)
+            return
         if kind not in self.spec.formats:
             allowed = ", ".join(s for k in self.spec.formats for s in FORMATS[k])
             yield 0, Problem(str(path), None, None, f"the {self.NAME} protocol reads {allowed} files (input.formats)")

@@ -263,6 +263,22 @@ def _read_ratings(path: Path, spec: Spec | None) -> tuple[pd.DataFrame, Spec]:
     return tidy, spec
 
 
+def read_ratings_or_spans(path: Path, spec: Spec | None):
+    """(tidy ratings, the spec with every criterion, the span study or None) of a ratings file: a published span
+    study (layout spans: MQM's TSV, ESA's export) through `readers.spans`, any other through `read_ratings`."""
+    if spec is None or spec.layout != "spans":
+        return (*read_ratings(path, spec), None)
+    from .spans import read_span_study
+
+    study = read_span_study(path, spec)
+    criteria = spec.criteria or {study.criterion: CriterionSpec(scale="interval")}
+    if list(criteria) != [study.criterion]:
+        raise BadInput(f"{path}: layout spans gives one criterion, {study.criterion}; the spec's criteria name "
+                       f"{', '.join(criteria)}")
+    study.tidy.attrs["notes"] = study.notes
+    return study.tidy, spec.model_copy(update={"criteria": criteria}), study
+
+
 def _without_rejected_assignments(frame: pd.DataFrame, lines: np.ndarray, path: Path):
     """An MTurk batch results file (it has AssignmentId and AssignmentStatus): the rows of rejected assignments are
     left out, with a note; any other table is returned as it is."""

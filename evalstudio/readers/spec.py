@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from evalstudio.base.errors import BadInput
 
 from .nested import Nested
+from .spans import Spans
 
 LAYOUTS = ("long", "wide_criteria", "wide_annotators", "nested")
 
@@ -97,8 +98,9 @@ class Spec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = "ratings"
-    layout: Literal["long", "wide_criteria", "wide_annotators", "nested", "pairwise", "best_worst"] = "long"
+    layout: Literal["long", "wide_criteria", "wide_annotators", "nested", "pairwise", "best_worst", "spans"] = "long"
     nested: Nested | None = None  # layout nested: where item, system and the ratings are
+    spans: Spans | None = None  # layout spans: MQM's TSV or ESA's export, and MQM's weights (readers.spans)
     # long layout: `label` names a second answer column, read where it is not empty (a release of `evalstudio
     # publish`: numbers in `value`, labels in `label`)
     columns: dict[Literal["item", "annotator", "system", "agent", "criterion", "value", "label", "left", "right",
@@ -129,6 +131,10 @@ class Spec(BaseModel):
             raise ValueError("layout nested and a nested: section go together (nested: says where the ratings are)")
         if self.layout == "nested" and self.columns:
             raise ValueError("layout nested takes its fields from nested:, not columns:")
+        if self.spans is not None and self.layout != "spans":
+            raise ValueError("spans: (format, weights) belongs to layout spans")
+        if self.layout == "spans" and self.columns:
+            raise ValueError("layout spans reads the columns of its format (spans.format: mqm or esa), not columns:")
         wheres = [name for name, c in self.criteria.items() if c.where is not None]
         if wheres and self.layout != "nested":
             raise ValueError(f"criteria {', '.join(wheres)}: where: selects records of layout nested only")

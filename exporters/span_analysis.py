@@ -1,0 +1,88 @@
+"""The tables `analyze` adds for a span study (`layout: spans`): each system's MQM or ESA score with its rank and
+significance cluster, each segment's score, and the agreement of every two annotators on the segments both marked
+(character-level precision, recall, F1 and Krippendorff's alpha). The statistics are evalstudio.stats.spans."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from evalstudio.readers.spans import SpanStudy
+
+from ..stats import spans as span_stats
+
+NO_PAIRS = "no segment was annotated by two annotators (every segment has one rater): span agreement needs two"
+
+
+def segment_scores(study: SpanStudy) -> pd.DataFrame:
+    """Each rated segment's score, averaged over its raters: system, item, raters, score."""
+    return span_stats.mqm_segment_scores(study.segments.rename(columns={"score": "weight"}))
+
+
+def _segment_codes(study: SpanStudy) -> tuple[np.ndarray, np.ndarray]:
+    """(a code per rated segment row, a code per span: -1 for a span of no rated segment): a segment is a system's
+    translation of one item; integer codes keep the lookups over millions of spans vectorised."""
+    seg, spans = study.segments, study.spans
+    keys = pd.concat([seg["system"].astype(str) + "\x1f" + seg["item"].astype(str),
+                      spans["system"].astype(str) + "\x1f" + spans["item_id"].astype(str)], ignore_index=True)
+    codes, _ = pd.factorize(keys)
+    return codes[:len(seg)], codes[len(seg):]
+
+
+def span_agreement(study: SpanStudy, why: list) -> pd.DataFrame:
+    """One row per pair of annotators with segments in common: those segments' characters, how many each marked,
+    precision and recall of the second's marks against the first's, F1 and alpha. Without the texts (ESA's export)
+    the characters past the last mark are unknown: F1 is given, alpha is not."""
+    seg_code, span_code = _segment_codes(study)
+    seg = pd.DataFrame({"segment": seg_code, "annotator": study.segments["annotator"].astype(str).to_numpy(),
+                        "length": study.segments["length"].to_numpy(dtype=float)})
+    shared = np.bincount(seg_code)[seg_code] > 1
+    if not shared.any():
+        why.append({"table": "span_agreement", "criterion": study.criterion, "reason": NO_PAIRS})
+        return pd.DataFrame()
+    seg = seg[shared]
+    on_target = (study.spans["control"] == "target").to_numpy() & (span_code >= 0)
+    spans = pd.DataFrame({"segment": span_code, "annotator": study.spans["annotator"].astype(str).to_numpy(),
+                          "start": study.spans["start"].to_numpy(dtype=float),
+                          "end": study.spans["end"].to_numpy(dtype=float),
+                          "severity": study.spans["labels"].to_numpy()})[on_target]  # the label is the severity
+    rows = []
+    pairs = seg.merge(seg, on="segment", suffixes=("_a", "_b"))
+    pairs = pairs[pairs["annotator_a"] < pairs["annotator_b"]]
+    for (a, b), common in pairs.groupby(["annotator_a", "annotator_b"], sort=True):
+        lengths = common.groupby("segment")["length_a"].first()
+        known = lengths.notna().all()
+        mine = spans[spans["annotator"].isin([a, b]).to_numpy() & np.isin(spans["segment"].to_numpy(), lengths.index)]
+        if not known:  # no texts: the segment ends at its last mark, as far as anyone can tell
+            lengths = mine.groupby("segment")["end"].max().reindex(lengths.index).fillna(0)
+        r = span_stats.span_agreement(mine, lengths.astype(np.int64), a, b)
+        if not known:
+            r["alpha"] = np.nan
+        rows.append({"criterion": study.criterion, "first": a, "second": b, "segments": len(lengths), **r})
+    table = pd.DataFrame(rows)
+    if table["alpha"].isna().all():
+        why.append({"table": "span_agreement", "criterion": study.criterion,
+                    "reason": "alpha needs each segment's length (the file has no texts), or marks that vary"})
+    return table
+
+
+def span_tables(study: SpanStudy, resamples: int = 1000) -> tuple[dict[str, pd.DataFrame], list]:
+    """(the span study's tables by CSV name, why any was not computed: rows of not_computed)."""
+    why: list = []
+    segments = segment_scores(study)
+    name = study.criterion.lower()
+    if segments["system"].nunique() >= 2:
+        systems = span_stats.system_clusters(segments, study.higher_is_better, resamples)
+    else:
+        why.append({"table": f"{name}_systems", "criterion": study.criterion, "reason": "one system: nothing to rank"})
+        systems = span_stats.system_scores(segments)
+    return {f"{name}_systems": systems, f"{name}_segments": segments,
+            "span_agreement": span_agreement(study, why)}, why
+
+
+def add_span_tables(tables: dict[str, pd.DataFrame], study: SpanStudy, resamples: int) -> dict[str, pd.DataFrame]:
+    """`analyze`'s tables with the span study's added (before not_computed, which gains their reasons)."""
+    extra, why = span_tables(study, resamples)
+    not_computed = pd.concat([tables.get("not_computed", pd.DataFrame()), pd.DataFrame(why)], ignore_index=True)
+    rest = {k: v for k, v in tables.items() if k != "not_computed"}
+    return {**rest, **extra, "not_computed": not_computed.reindex(columns=["table", "criterion", "reason"])}
