@@ -3,7 +3,10 @@ right kind, range and labels; every control of the config is described; `compare
 
 from __future__ import annotations
 
+import re
+
 from evalstudio.values.controls import control_range
+from evalstudio.values.spans import SPAN_TAGS, TABULATED, is_per_region, span_object_field
 
 from .mapping import POSITIONS
 
@@ -37,6 +40,7 @@ def check_against_config(project) -> list[str]:
         problems.append(f"{project.config_path.name}: $source is Label Studio's own variable: its editor fills it with "
                         "the whole task, hidden fields (systems, model outputs, gold answers) included; name the field "
                         "otherwise (e.g. $document)")
+    problems += tabulation_problems(project)
     for control in li.controls:
         if control.name not in known:
             problems.append(f"{project.config_path.name}: control '{control.name}' is not described in projects.yaml: "
@@ -44,6 +48,33 @@ def check_against_config(project) -> list[str]:
                             "scale: ...}}), or list it in metadata_controls: when its answers are notes about the "
                             "task, not a rating (error spans, a free-text note, a bad-instance flag)")
     return problems
+
+
+def tabulation_problems(project) -> list[str]:
+    """Every answer a control stores goes into a table (the tidy frame or the spans table): a control evalstudio
+    cannot tabulate is refused here, never dropped from an export later."""
+    li, problems = project.interface, []
+    criteria_controls = {slot.control for slot in project.slots()}
+    for control in li.controls:
+        where = f"{project.config_path.name}:{_line(project.label_config, control.name)}: control '{control.name}'"
+        if control.tag not in TABULATED:
+            problems.append(f"{where}: evalstudio cannot put the answers of a {control.tag} in a table, so every "
+                            f"export would leave them out; use one of {', '.join(TABULATED)} (Labels: spans of a Text)")
+        elif control.tag in SPAN_TAGS and span_object_field(li, control) is None:
+            problems.append(f"{where}: a Labels control marks spans of one Text that shows a task field "
+                            "(toName=\"NAME\" with <Text name=\"NAME\" value=\"$field\"/>)")
+        elif control.tag in SPAN_TAGS and control.name in criteria_controls:
+            problems.append(f"{where}: spans are not a rating: list '{control.name}' in metadata_controls:")
+        elif is_per_region(control) and control.name in criteria_controls:
+            problems.append(f"{where}: a perRegion control is answered once per span (the spans table has it), "
+                            f"not once per task: list '{control.name}' in metadata_controls:")
+    return problems
+
+
+def _line(config: str, name: str) -> int:
+    """The line of the config where the control `name` is declared (1 when it cannot be found)."""
+    match = re.search(rf'\bname\s*=\s*["\']{re.escape(name)}["\']', config)
+    return config.count("\n", 0, match.start()) + 1 if match else 1
 
 
 def compare_problems(project) -> list[str]:
