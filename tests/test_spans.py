@@ -213,3 +213,22 @@ def test_any_span_payload_is_refused_or_marks_the_shown_text(project, result):
             assert 0 <= value["start"] < value["end"] <= len(record["mt"])
             assert value["text"] == record["mt"][value["start"]:value["end"]]
             assert value["labels"] in (["Minor"], ["Major"])
+
+
+def test_report_writes_every_span(project, tmp_path):
+    """`evalstudio report --from-export`: spans.csv beside annotations.csv, and a Spans section counting them."""
+    import pandas as pd
+    from typer.testing import CliRunner
+
+    from evalstudio.cli import app
+
+    tasks = [export_task(i, r, span("r1", r["mt"], PIECES[r["id"]], "Major") + [SCORE]) for i, r in enumerate(TASKS, 1)]
+    (tmp_path / "export.json").write_text(json.dumps(tasks, ensure_ascii=False), encoding="utf-8")
+    result = CliRunner().invoke(app, ["report", "mt_spans", "--from-export", str(tmp_path / "export.json"), "-o",
+                                      str(tmp_path / "report"), "--bootstrap", "0",
+                                      "--projects", str(SPANS / "projects.yaml")])
+    assert result.exit_code == 0, result.output
+    spans = pd.read_csv(tmp_path / "report" / "spans.csv", keep_default_na=False)
+    assert sorted(spans["text"]) == sorted(PIECES.values()) and set(spans["category"]) == {"Accuracy"}
+    assert list(pd.read_csv(tmp_path / "report" / "annotations.csv")["errors"]) == [1] * len(TASKS)
+    assert "<h2>Spans</h2>" in (tmp_path / "report" / "index.html").read_text(encoding="utf-8")

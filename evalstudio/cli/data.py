@@ -20,7 +20,7 @@ from evalstudio.tasks.scanning import scan
 
 from .base import ProjectsOption, fail_with, load_registry, app, console, err
 from .reading import (import_with_progress, project_tasks, read_study, one_project_for, user_names, quotas, study_ledger, study_tables,
-                      sync_lag, write_status)
+                      study_spans, sync_lag, write_status)
 
 
 @app.command("projects")
@@ -321,6 +321,7 @@ def report(
                                     exclude_prefilled=exclude_prefilled, keep_bad_instances=keep_bad_instances,
                                     quotas=quotas(parts, per_part),
                                     judges=lambda kept: judge_verdicts(tasks, kept, reg.study(protocol)),
+                                    spans=study_spans(parts, per_part, users),
                                     active=active)
             if crowd_study:  # its status page goes with the report
                 write_status(stage, protocol, *state)
