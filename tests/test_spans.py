@@ -232,3 +232,27 @@ def test_report_writes_every_span(project, tmp_path):
     assert sorted(spans["text"]) == sorted(PIECES.values()) and set(spans["category"]) == {"Accuracy"}
     assert list(pd.read_csv(tmp_path / "report" / "annotations.csv")["errors"]) == [1] * len(TASKS)
     assert "<h2>Spans</h2>" in (tmp_path / "report" / "index.html").read_text(encoding="utf-8")
+
+
+def test_publish_releases_the_counted_spans_under_pseudonyms(project):
+    """The release's spans table: the counted answers' spans (a skipped annotation's and a surplus one's left out),
+    annotators as the ratings' pseudonyms, the shown text's own slice; the dataset card names the spans config."""
+    from evalstudio.exporters import release
+
+    def annotated(number, ident, who, cancelled=False):
+        task = export_task(number, TASKS[0], span("r1", TASKS[0]["mt"], PIECES["de"]) + [SCORE])
+        task["annotations"][0].update(id=ident, completed_by=who, was_cancelled=cancelled)
+        return task
+
+    tasks = [annotated(1, 11, 7), annotated(2, 12, 8, cancelled=True)]
+    tasks[0]["annotations"] += annotated(1, 13, 9)["annotations"] + annotated(1, 14, 7)["annotations"]  # 14: a repeat
+    spans = span_frame(tasks, project, {7: "a@x", 8: "b@x", 9: "c@x"})
+    key = b"k" * 32
+    released = release.spans_table(spans, key, counted_annotations=[11, 13])
+    assert sorted(released["annotator"]) == sorted([release.pseudonym(key, "a@x"), release.pseudonym(key, "c@x")])
+    assert list(released.columns) == release.SPAN_COLUMNS + ["category", "comment"]
+    assert set(released["text"]) == {PIECES["de"]} and "a@x" not in released.to_csv()
+    card = release.dataset_card("mt_spans", "t", released, {"items": 1, "systems": 1, "annotators": 2,
+                                                            "spans": {"count": 2, "columns": list(released.columns)}},
+                                "CC-BY-4.0", 0)
+    assert "data/spans.parquet" in card and "`category` (the annotator's answer about this span" in card

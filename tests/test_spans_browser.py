@@ -96,6 +96,27 @@ def span_project(folder: Path, title: str):
     return entry, registry.load(entry).get("mt_spans")
 
 
+def hostile(page, url: str) -> None:
+    """Span answers no page sends, posted with the participant's own session to the task on screen: each refused
+    with its reason (the gateway's checks: tests/test_spans.py), and the task stays unanswered."""
+    import json
+
+    headers = {"X-Evalstudio": "1", "Content-Type": "application/json"}
+    task = page.request.get(f"{url}/api/next/mt_spans", headers=headers).json()
+    text = task["data"]["translation"]
+    score = {"from_name": "score", "to_name": "translation", "type": "number", "value": {"number": 50}}
+    for value, reason in (({"start": -1, "end": 3, "text": text[:3], "labels": ["Major"]}, "outside the text"),
+                          ({"start": 0, "end": 3, "text": "xyz", "labels": ["Major"]}, "covers other text"),
+                          ({"start": 0, "end": 3, "text": text[:3], "labels": ["Critical"]}, "not one of Minor")):
+        result = [{"id": "h1", "from_name": "errors", "to_name": "translation", "type": "labels", "value": value},
+                  {"id": "h1", "from_name": "category", "to_name": "translation", "type": "choices",
+                   "value": {"choices": ["Accuracy"]}}, score]
+        answer = page.request.post(f"{url}/api/submit/{task['ref']}", headers=headers, data=json.dumps({"result": result}))
+        assert answer.status == 400 and reason in answer.json()["error"], (answer.status, answer.text())
+    again = page.request.get(f"{url}/api/next/mt_spans", headers=headers).json()
+    assert again["ref"] == task["ref"] and not again.get("update"), again  # still the open, unanswered task
+
+
 def test_label_studio_stores_spans_at_python_offsets(session, label_studio, client, tmp_path):  # noqa: F811
     """Spans marked in Label Studio's own view, on every script of the sample, come back through its export with
     offsets that index the shown text as Python does, and the text they cover."""
@@ -139,6 +160,8 @@ def test_a_participant_marks_spans_through_the_gateway(label_studio, client, tmp
             page.locator("button", has_text="Submit").first.wait_for(timeout=120_000)
             text = page.inner_text(".lsf-richtext >> nth=1")
             [item] = [i for i, piece in PIECES.items() if on_screen(piece).split()[0] in text.replace("\n", "")]
+            if number == 0:  # a scripted participant's hostile spans are refused with a reason, and not kept
+                hostile(page, url)
             if number == 0:  # a span marked, then removed: it is in no answer
                 mark(page, TASKS[[t["id"] for t in TASKS].index(item)]["mt"][:3], "Minor", "Fluency")
                 page.keyboard.press("Backspace")
