@@ -256,3 +256,11 @@ def test_publish_releases_the_counted_spans_under_pseudonyms(project):
                                                             "spans": {"count": 2, "columns": list(released.columns)}},
                                 "CC-BY-4.0", 0)
     assert "data/spans.parquet" in card and "`category` (the annotator's answer about this span" in card
+
+
+def test_an_llm_judge_is_not_given_a_span_protocol_as_text_questions(project):
+    """The judge's instrument would ask for text where annotators mark spans: refused, naming the span controls."""
+    from evalstudio.judge.instrument import Instrument, InstrumentError
+
+    with pytest.raises(InstrumentError, match=r"cannot mark spans of a text yet \(errors, category, comment\)"):
+        Instrument(project)
