@@ -193,7 +193,9 @@ def heds_answers(facts: dict) -> list[Answer]:
         Answer("3.3.4", "What do evaluators see when carrying out evaluations?", ANSWERED,
                "The labeling config(s) in instrument/labeling_configs/ (as annotators of the gateway get them), the "
                "instructions in instrument/instructions/, and each task's shown fields in instrument/tasks.jsonl "
-               "(their SHA-256 in MANIFEST.json). " + "; ".join(f"{p['title']}: {p['controls']}" for p in f["parts"]),
+               "(their SHA-256 in MANIFEST.json). " + "; ".join(f"{p['title']}: {p['controls']}" for p in f["parts"])
+               + (f". Evaluators mark spans of the shown text: {f['spans']['controls']} ({f['spans']['count']} spans, "
+                  "data_release/data/spans.parquet)" if f.get("spans") else ""),
                "the labeling configs") if live else
         _open("3.3.4", "What do evaluators see when carrying out evaluations?", "the interface (a screenshot)"),
         Answer("3.3.5", "How free are evaluators regarding when and how quickly to carry out evaluations?", ANSWERED,

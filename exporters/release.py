@@ -110,6 +110,31 @@ def ratings_table(annotations: pd.DataFrame, key: bytes, metadata: Iterable[str]
     return out.drop(columns=empty).reset_index(drop=True)  # value and label always: one schema for every study
 
 
+SPAN_COLUMNS = ["part", "task_id", "item_id", "system", "annotator", "control", "region_id", "start", "end", "text",
+                "labels"]
+
+
+def spans_table(spans: pd.DataFrame, key: bytes, counted_annotations: Iterable) -> pd.DataFrame:
+    """The spans of the counted answers (exporters.tidy.span_frame; the same answers as the ratings), annotators
+    pseudonymised, with their per-region answers; Label Studio's own form of the text (ls_text) is left out: `text`
+    is the shown text's [start:end]."""
+    counted = spans[spans["annotation_id"].isin(set(counted_annotations)) & ~spans["cancelled"].astype(bool)
+                    & ~spans["surplus"].astype(bool)]
+    out = counted.rename(columns={"project": "part"}).drop(columns=["annotation_id", "cancelled", "surplus", "ls_text"])
+    out["annotator"] = [pseudonym(key, a) for a in counted["annotator"]]
+    per_region = [c for c in out.columns if c not in SPAN_COLUMNS]
+    return out[SPAN_COLUMNS + per_region].reset_index(drop=True)
+
+
+def write_spans(folder: Path, spans: pd.DataFrame) -> dict[str, Path]:
+    """data/spans.parquet and data/spans.csv beside the ratings; returns them by name."""
+    files = {"spans_parquet": folder / "data" / "spans.parquet", "spans_csv": folder / "data" / "spans.csv"}
+    files["spans_parquet"].parent.mkdir(parents=True, exist_ok=True)
+    write_parquet(spans, files["spans_parquet"])
+    write_csv(spans, files["spans_csv"])
+    return files
+
+
 def scrub(table: pd.DataFrame, text_columns: list[str], secrets_: Iterable[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(table with any participant id, e-mail or code, and anything shaped like an e-mail, removed from its free-text
     cells; one review row per free-text cell: where it is, what was removed, the text as released)."""
@@ -185,6 +210,10 @@ def dataset_card(name: str, title: str, table: pd.DataFrame, facts: dict, licenc
               "size_categories": [size], "tags": ["human-evaluation", "evalstudio"],
               "configs": [{"config_name": "default", "data_files": [{"split": "train",
                                                                        "path": "data/ratings.parquet"}]}]}
+    spans = facts.get("spans")  # {"count", "columns", "controls"} when the study marked spans
+    if spans:  # error spans: a second table, one row per span
+        header["configs"].append({"config_name": "spans", "data_files": [{"split": "train",
+                                                                           "path": "data/spans.parquet"}]})
     columns = "\n".join(f"| `{c}` | {COLUMN_MEANING.get(c, OTHER_COLUMN)} |"
                         for c in table.columns)
     return (f"---\n{yaml.safe_dump(header, sort_keys=False, allow_unicode=True)}---\n\n"
@@ -194,7 +223,11 @@ def dataset_card(name: str, title: str, table: pd.DataFrame, facts: dict, licenc
             "How the study was run is in `datasheet.md` (the Human Evaluation Datasheet, Shimorina & Belz 2022) "
             "beside this folder; the instrument the annotators saw is in `instrument/`.\n\n"
             "## Columns\n\n| column | meaning |\n|---|---|\n" + columns + "\n\n"
-            "## Personal data\n\n"
+            + (f"## Spans\n\n`data/spans.parquet` (and `.csv`): {spans['count']} spans marked in the shown text, "
+               "one row per span; part, task_id, item_id, system and annotator as in the ratings, then "
+               + ", ".join(f"`{c}` ({SPAN_MEANING.get(c, PER_REGION_COLUMN)})" for c in spans["columns"]
+                           if c not in COLUMN_MEANING) + ".\n\n" if spans else "")
+            + "## Personal data\n\n"
             "Annotators are pseudonyms: a keyed hash of their platform id (HMAC-SHA256) whose key stays with the "
             "researchers, so a pseudonym cannot be linked back to a platform id. No platform id, e-mail address, "
             "sign-in code, session id or answer timestamp is included. "
@@ -205,6 +238,13 @@ def dataset_card(name: str, title: str, table: pd.DataFrame, facts: dict, licenc
                else f"{licence}\n"))
 
 
+PER_REGION_COLUMN = "the annotator's answer about this span (a per-region control of the labeling config)"
+SPAN_MEANING = {
+    "control": "the span control (Labels) of the labeling config", "region_id": "the span's id in Label Studio",
+    "start": "where the span starts in the shown text (a character offset: Python's, which is Label Studio's)",
+    "end": "where it ends (exclusive)", "text": "the text the span covers, the shown text's [start:end]",
+    "labels": "the span's label(s), several joined with '; '",
+}
 OTHER_COLUMN = "the annotator's answer to the control of this name (projects.yaml metadata_controls)"
 COLUMN_MEANING = {
     "part": "the study's part (Label Studio project) the answer was given in",

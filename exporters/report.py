@@ -20,10 +20,11 @@ import pandas as pd  # noqa: E402
 
 from evalstudio.base.files import write_output  # noqa: E402
 from evalstudio.protocols.registry import Project  # noqa: E402
+from evalstudio.values.spans import span_controls  # noqa: E402
 
 from . import analysis  # noqa: E402
 from .files import write_csv
-from .tidy import annotation_frame, model_frame, task_frame, unit  # noqa: E402
+from .tidy import annotation_frame, model_frame, span_frame, task_frame, unit  # noqa: E402
 
 
 def tinfo_tasks(tasks: list[dict]) -> list[dict]:
@@ -37,7 +38,8 @@ def build_report(project: Project, tasks: list[dict], out_dir: Path, users: dict
                  n_boot: int = 1000, min_control_accuracy: float | None = None,
                  annotations: pd.DataFrame | None = None, model: pd.DataFrame | None = None,
                  exclude_prefilled: bool = False, keep_bad_instances: bool = False,
-                 quotas: dict[str, int] | None = None, judges=None, active=None) -> Path:
+                 quotas: dict[str, int] | None = None, judges=None, active=None,
+                 spans: pd.DataFrame | None = None) -> Path:
     """Write the CSVs and index.html for one project (or a study of several: pass its frames); returns the HTML path.
 
     Values accepted unchanged from a model prediction (prefill opt-in) would make agreement and alignment measure
@@ -45,13 +47,17 @@ def build_report(project: Project, tasks: list[dict], out_dir: Path, users: dict
     an annotator marked as a bad instance (CMV) are left out of agreement and alignment unless `keep_bad_instances`.
     `judges(annotations)`: (the LLM judges' table, one verdict line per judge) on the annotations the report keeps.
     `active`: (per system, per pair, notes) of a study whose parts have an active design (exporters.active.estimates
-    from the ledger's design)."""
+    from the ledger's design). `spans`: the study's spans (exporters.tidy.span_frame), written as spans.csv."""
     out_dir.mkdir(parents=True, exist_ok=True)
     ann = annotations if annotations is not None else annotation_frame(tasks, project, users)
     model = model if model is not None else model_frame(tasks, project)
     tinfo = task_frame(tasks)
     sections: list[str] = []
     tables: dict[str, pd.DataFrame] = {"annotations": ann, "model_outputs": model}
+    if spans is None and span_controls(project.interface)[0]:
+        spans = span_frame(tasks, project, users)
+    if spans is not None:  # every span with its per-region answers (error spans: MQM, ESA)
+        tables["spans"] = spans
     ann, notes = analysis.exclusions(ann, exclude_prefilled=exclude_prefilled, keep_bad_instances=keep_bad_instances,
                                      quotas=quotas)
     sections += [f"<p>{html.escape(note)}</p>" for note in notes]
@@ -96,6 +102,8 @@ def build_report(project: Project, tasks: list[dict], out_dir: Path, users: dict
         "<p>Krippendorff's alpha at each criterion's scale level, with a 95% bootstrap CI over items.</p>",
         html_table(tables["agreement"]),
     ]
+    if spans is not None:
+        body += span_section(spans)
     if not rated.empty:
         body += ["<h2>Rating distributions</h2>", html_image(_distributions(rated, model, project))]
     if not tables["alignment"].empty:
@@ -152,6 +160,17 @@ def build_report(project: Project, tasks: list[dict], out_dir: Path, users: dict
     page = out_dir / "index.html"
     write_output(page, html_page(project.title, "\n".join(body)))
     return page
+
+
+def span_section(spans: pd.DataFrame) -> list[str]:
+    """The report's account of the spans: how many of each label, per system, in the answers that count."""
+    kept = spans[~spans["cancelled"] & ~spans["surplus"]]
+    counts = (kept.assign(labels=kept["labels"].fillna("(no label)"), system=kept["system"].fillna(""))
+              .groupby(["control", "labels", "system"], dropna=False).size().rename("spans").reset_index())
+    return ["<h2>Spans</h2>",
+            f"<p>{len(kept)} spans marked in {kept['annotation_id'].nunique()} annotations (skipped and surplus ones "
+            "left out here; spans.csv has every span with its text, offsets and per-region answers).</p>",
+            html_table(counts)]
 
 
 def html_table(frame: pd.DataFrame) -> str:

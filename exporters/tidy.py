@@ -11,6 +11,18 @@ annotations: one row per (annotation, criterion[, agent])
   surplus: an annotation beyond the design: a participant's second annotation of the same task, or one after the
   task already had annotators_per_task (Label Studio Community does not guarantee either; the first ones
   submitted count, see `surplus_annotations`)
+  A span control's column (a `<Labels>` listed in metadata_controls) holds the number of spans the annotation
+  marked; the spans themselves are in `spans`. A per-region control (perRegion="true") has no column here.
+spans:       one row per span an annotation marked with a `<Labels>` control (error spans: MQM, ESA)
+  project, task_id, item_id, system, annotator, annotation_id, cancelled, surplus (as in annotations),
+  control: the Labels control's name; region_id: Label Studio's id of the region;
+  start, end: the span's offsets as Label Studio stores them, which count code points as Python does: the
+  shown text's [start:end] is the span (evalstudio/values/spans.py says what Label Studio stores);
+  text: the text the span covers, shown_text[start:end] (empty when the task's text no longer holds the span, e.g.
+  the task was changed after annotation); labels: its label(s), several joined with "; ";
+  ls_text: the text as Label Studio's editor stored it (line breaks written as backslash-n, spaces collapsed);
+  then one column per per-region control (perRegion="true"; e.g. severity, category, comment), named by the
+  control, holding that span's answer (Choices as their label, several joined with "; "; TextArea as its text).
 model:       one row per (task, criterion[, agent]) with a model output
   project, task_id, item_id, system, agent, criterion, value, model_version
 tasks:       one row per task: task_id, item_id, system and the task's scalar data fields
@@ -29,10 +41,13 @@ import pandas as pd
 from evalstudio.base.errors import BadExport
 from evalstudio.protocols.registry import Project
 from evalstudio.values.results import dotted_get, task_fields
+from evalstudio.values.spans import span_controls, span_object_field, span_problem
 
 ANNOTATION_COLUMNS = ["project", "task_id", "item_id", "system", "annotator", "criterion", "value", "annotation_id",
                       "created_at", "lead_time", "cancelled", "agent", "rationale", "from_prediction", "prefilled_unchanged", "surplus"]
 PROLIFIC_EMAIL = re.compile(r"^([0-9a-fA-F]{24})@email\.prolific\.(?:com|co)$")
+SPAN_COLUMNS = ["project", "task_id", "item_id", "system", "annotator", "annotation_id", "cancelled", "surplus",
+                "control", "region_id", "start", "end", "text", "labels", "ls_text"]
 MODEL_COLUMNS = ["project", "task_id", "item_id", "system", "agent", "criterion", "value", "model_version"]
 
 
@@ -135,7 +150,9 @@ def _scalar(value):
 def annotation_frame(tasks: Iterable[dict], project: Project, users: Mapping[int, str] | None = None) -> pd.DataFrame:
     users = users or {}
     rows = []
-    extra = list(project.metadata_controls) + (["prolific_id"] if project.participant_id == "prolific" else [])
+    span_names, per_region = span_controls(project.interface)
+    metadata = [name for name in project.metadata_controls if name not in per_region]  # those are in `spans`
+    extra = metadata + (["prolific_id"] if project.participant_id == "prolific" else [])
     extra += ["list"] if project.list_number else []  # counterbalanced lists: the list this project is
     for task in tasks:
         data = task_fields(task)
@@ -155,7 +172,8 @@ def annotation_frame(tasks: Iterable[dict], project: Project, users: Mapping[int
                 "annotation_id": ann.get("id"), "created_at": ann.get("created_at"), "lead_time": ann.get("lead_time"),
                 "cancelled": bool(ann.get("was_cancelled")), "from_prediction": parent is not None,
                 "surplus": id(ann) in surplus,
-                **{name: values.get(name) for name in project.metadata_controls},
+                **{name: values.get(name) for name in metadata},
+                **{name: span_count(ann.get("result"), name) for name in span_names if name in metadata},
             }
             if project.list_number:
                 base["list"] = project.list_number
@@ -184,6 +202,72 @@ def annotation_frame(tasks: Iterable[dict], project: Project, users: Mapping[int
     return frame
 
 
+def spans_path(path: Path) -> Path:
+    """Where the spans table goes beside a tidy file: annotations.csv -> annotations.spans.csv."""
+    return path.with_name(f"{path.stem}.spans{path.suffix}")
+
+
+def span_count(result, control: str) -> int:
+    """How many spans an annotation's result marks with one Labels control."""
+    return sum(1 for r in result or [] if isinstance(r, dict) and r.get("from_name") == control and r.get("type") == "labels")
+
+
+def span_frame(tasks: Iterable[dict], project: Project, users: Mapping[int, str] | None = None) -> pd.DataFrame:
+    """One row per span of every annotation (module docstring: spans), per-region answers as columns."""
+    users = users or {}
+    li = project.interface
+    span_names, per_region = span_controls(li)
+    fields = {name: span_object_field(li, li.get_control(name)) for name in span_names}
+    rows = []
+    for task in tasks:
+        data = task_fields(task)
+        annotations = [a for a in task.get("annotations") or [] if isinstance(a, dict)]
+        surplus = surplus_annotations(annotations, project.annotators_per_task, users)
+        for ann in annotations:
+            base = {"project": project.name, "task_id": task["id"], "item_id": _scalar(data.get("item_id")),
+                    "system": _scalar(data.get("system")), "annotator": _annotator(ann.get("completed_by"), users),
+                    "annotation_id": ann.get("id"), "cancelled": bool(ann.get("was_cancelled")),
+                    "surplus": id(ann) in surplus}
+            rows += _span_rows(ann.get("result") or [], base, fields, per_region, data)
+    frame = pd.DataFrame(rows, columns=SPAN_COLUMNS + per_region)
+    for column in ("start", "end"):
+        frame[column] = frame[column].astype("Int64")
+    frame["cancelled"] = frame["cancelled"].astype(bool)
+    frame["surplus"] = frame["surplus"].astype(bool)
+    return frame
+
+
+def _span_rows(result: list, base: dict, fields: dict, per_region: list[str], data: dict) -> list[dict]:
+    """The spans of one annotation's result: its labels regions, with the per-region answers of the same id."""
+    spans: dict[str, dict] = {}
+    answers: dict[str, dict] = {}
+    where: dict[str, dict] = {}
+    for region in result:
+        if not isinstance(region, dict) or not isinstance(region.get("value"), dict):
+            continue
+        name, value, ident = region.get("from_name"), region["value"], _scalar(region.get("id"))
+        if region.get("type") == "labels" and name in fields:
+            spans[ident] = {"control": name, "value": value}
+        elif name in per_region:
+            answers.setdefault(ident, {}).update(result_values([region]))
+            where.setdefault(ident, {"control": None, "value": value})  # a region without labels keeps its answers
+    rows = []
+    for ident, span in {**where, **spans}.items():
+        value = span["value"]
+        start, end, stored = value.get("start"), value.get("end"), value.get("text")
+        field = fields.get(span["control"]) or next((f for f in fields.values() if f), None)
+        shown = data.get(field) if field else None
+        # the slice, once the shown text is the one annotated (the offsets fit and cover the text Label Studio stored)
+        text = shown[start:end] if isinstance(shown, str) and span_problem(shown, start, end, stored) is None else None
+        labels = value.get("labels")
+        labels = "; ".join(map(str, labels)) if isinstance(labels, list) else labels
+        offsets = [o if isinstance(o, int) and not isinstance(o, bool) else None for o in (start, end)]
+        rows.append({**base, "control": span["control"], "region_id": ident, "start": offsets[0], "end": offsets[1],
+                     "text": text, "labels": labels, "ls_text": stored if isinstance(stored, str) else _scalar(stored),
+                     **{name: answers.get(ident, {}).get(name) for name in per_region}})
+    return rows
+
+
 def surplus_annotations(annotations: list[dict], per_task: int, users: Mapping[int, str] | None = None) -> set[int]:
     """`id()`s of a task's annotations beyond its design: in order of submission (id, then created_at), a
     participant's repeat of the task, and every submitted annotation after `per_task` participants. Skipped
@@ -206,44 +290,60 @@ def surplus_annotations(annotations: list[dict], per_task: int, users: Mapping[i
 
 
 def write_annotations(pages: Iterable[list[dict]], project: Project, users: Mapping[int, str], path: Path,
-                      on_page=None, append: bool = False, fmt: str = "csv",
-                      columns: list[str] | None = None) -> tuple[int, int]:
-    """Stream pages of tasks to one tidy file (memory: one page; Parquet: the whole frame). Returns (rows,
-    annotations). CSV is spreadsheet-safe (exporters/files.py); JSONL and Parquet keep the raw values.
+                      on_page=None, append: bool = False, fmt: str = "csv", columns: list[str] | None = None,
+                      spans: Path | None = None, span_columns: list[str] | None = None) -> tuple[int, int, int]:
+    """Stream pages of tasks to one tidy file (memory: one page; Parquet: the whole frame), and with `spans` their
+    spans to a second one (span_frame). Returns (rows, annotations, spans). CSV is spreadsheet-safe
+    (exporters/files.py); JSONL and Parquet keep the raw values.
 
-    append: add to a file that already has the first project's rows (the next project of a study); columns: the
-    columns of the whole file (a study's parts can differ, e.g. only a part with lists has `list`)."""
-    shape = (lambda frame: frame.reindex(columns=columns)) if columns else (lambda frame: frame)
+    append: add to files that already have the first project's rows (the next project of a study); columns,
+    span_columns: the columns of the whole files (a study's parts can differ, e.g. only a part with lists has
+    `list`)."""
+    from contextlib import ExitStack
+
     from evalstudio.base.files import open_output
 
     from .files import write_csv, write_jsonl, write_parquet
 
+    def shaped(make, wanted):
+        return (lambda page: make(page, project, users).reindex(columns=wanted)) if wanted else (
+            lambda page: make(page, project, users))
+
+    targets = [(path, shaped(annotation_frame, columns))] + ([(spans, shaped(span_frame, span_columns))] if spans else [])
     if fmt == "parquet":
-        frames = [shape(annotation_frame([], project, users))]
+        collected = [[make([])] for _, make in targets]
         for page in pages:
-            frames.append(shape(annotation_frame(page, project, users)))
+            for frames, (_, make) in zip(collected, targets):
+                frames.append(make(page))
             if on_page:
                 on_page(len(page))
-        frame = pd.concat(frames, ignore_index=True)
-        if append and path.is_file():
-            frame = pd.concat([pd.read_parquet(path), frame], ignore_index=True)
-        write_parquet(frame, path)
-        return len(frame), frame["annotation_id"].nunique()
-    rows = annotations = 0
-    with open_output(path, "a" if append else "w") as f:
+        written = []
+        for frames, (target, _) in zip(collected, targets):
+            frame = pd.concat(frames, ignore_index=True)
+            if append and target.is_file():
+                frame = pd.concat([pd.read_parquet(target), frame], ignore_index=True)
+            write_parquet(frame, target)
+            written.append(frame)
+        return len(written[0]), written[0]["annotation_id"].nunique(), len(written[1]) if spans else 0
+    counts = [0, 0, 0]
+    with ExitStack() as stack:
+        files = [stack.enter_context(open_output(target, "a" if append else "w")) for target, _ in targets]
         for number, page in enumerate(pages):
-            frame = shape(annotation_frame(page, project, users))
-            if fmt == "jsonl":
-                write_jsonl(frame, f)
-            else:
-                write_csv(frame, f, header=number == 0 and not append)
-            rows += len(frame)
-            annotations += frame["annotation_id"].nunique()
+            for k, (f, (_, make)) in enumerate(zip(files, targets)):
+                frame = make(page)
+                if fmt == "jsonl":
+                    write_jsonl(frame, f)
+                else:
+                    write_csv(frame, f, header=number == 0 and not append)
+                counts[2 * k] += len(frame)  # rows, or spans
+                if k == 0:
+                    counts[1] += frame["annotation_id"].nunique()
             if on_page:
                 on_page(len(page))
-        if rows == 0 and f.tell() == 0 and not append and fmt == "csv":  # no pages at all: still write the header
-            write_csv(annotation_frame([], project, users), f)
-    return rows, annotations
+        for f, (_, make) in zip(files, targets):
+            if f.tell() == 0 and not append and fmt == "csv":  # no pages at all: still write the header
+                write_csv(make([]), f)
+    return counts[0], counts[1], counts[2]
 
 
 def model_frame(tasks: Iterable[dict], project: Project) -> pd.DataFrame:

@@ -20,7 +20,7 @@ from evalstudio.tasks.scanning import scan
 
 from .base import ProjectsOption, fail_with, load_registry, app, console, err
 from .reading import (import_with_progress, project_tasks, read_study, one_project_for, user_names, quotas, study_ledger, study_tables,
-                      sync_lag, write_status)
+                      study_spans, sync_lag, write_status)
 
 
 @app.command("projects")
@@ -200,7 +200,10 @@ def export(
     projects: ProjectsOption = None,
 ):
     """Write all annotations (skipped ones flagged) as one tidy table: project, task_id, item_id, system,
-    annotator, criterion, value, annotation_id, created_at, lead_time, cancelled, agent, rationale.
+    annotator, criterion, value, annotation_id, created_at, lead_time, cancelled, agent, rationale. A protocol
+    with span controls (<Labels>: error spans) also gets one row per span in a second file beside it,
+    NAME.spans.FORMAT (annotations.spans.csv): control, region_id, start, end, text, labels and the per-region
+    answers.
 
     Live exports are read through Label Studio's export endpoint, 500 tasks per request (each retried on
     transient failures), and written as they arrive, so memory stays flat however large the project is. Label
@@ -210,7 +213,9 @@ def export(
     from evalstudio.base.files import check_output_file
 
     from ..exporters.files import FORMATS, write_table
-    from ..exporters.tidy import annotation_frame, write_annotations
+    from evalstudio.values.spans import span_controls
+
+    from ..exporters.tidy import annotation_frame, span_frame, spans_path, write_annotations
 
     try:
         if format not in FORMATS:
@@ -220,30 +225,40 @@ def export(
         parts = load_registry(projects).parts(protocol)
         one_project_for(parts, "--from-export", from_export)
         one_project_for(parts, "--project-id", project_id)
+        spans = spans_path(output) if any(span_controls(part.interface)[0] for part in parts) else None
+        if spans:
+            check_output_file(spans)
         if from_export:
             tasks, users = project_tasks(parts[0], from_export)
             frame = annotation_frame(tasks, parts[0], users)
             write_table(frame, output, format)
             rows, annotations = len(frame), frame["annotation_id"].nunique()
+            if spans:
+                span_rows = span_frame(tasks, parts[0], users)
+                write_table(span_rows, spans, format)
+                spans_written = len(span_rows)
         else:
             for line in sync_lag(study_ledger(protocol)):
                 err.print(f"warning: {line}", highlight=False, soft_wrap=True)
             client = Client(settings_from_env())
             users = user_names(client)
-            rows = annotations = 0
+            rows = annotations = spans_written = 0
             columns = list(dict.fromkeys(c for part in parts for c in annotation_frame([], part, users).columns))
+            span_columns = list(dict.fromkeys(c for part in parts for c in span_frame([], part, users).columns))
             for number, project in enumerate(parts):  # a study's parts go to one CSV (column `project`)
                 pid = client.require_protocol(project, project_id) if project_id else client.require_project(project)
                 with Progress(TextColumn(f"exporting {project.name}"), BarColumn(), MofNCompleteColumn(),
                               TimeRemainingColumn(), console=err, transient=True) as progress:
                     bar = progress.add_task(project.name, total=client.task_count(pid))
-                    r, a = write_annotations(client.full_task_pages(pid, export_endpoint=True), project, users, output,
-                                             on_page=lambda n: progress.advance(bar, n), append=number > 0, fmt=format,
-                                             columns=columns)
-                rows, annotations = rows + r, annotations + a
+                    r, a, n = write_annotations(client.full_task_pages(pid, export_endpoint=True), project, users,
+                                                output, on_page=lambda n: progress.advance(bar, n), append=number > 0,
+                                                fmt=format, columns=columns, spans=spans, span_columns=span_columns)
+                rows, annotations, spans_written = rows + r, annotations + a, spans_written + n
     except EvalstudioError as e:
         raise fail_with(e)
     console.print(f"{rows} rows ({annotations} annotations) written to {output}")
+    if spans:
+        console.print(f"{spans_written} spans written to {spans}")
 
 
 @app.command()
@@ -313,6 +328,7 @@ def report(
                                     exclude_prefilled=exclude_prefilled, keep_bad_instances=keep_bad_instances,
                                     quotas=quotas(parts, per_part),
                                     judges=lambda kept: judged(tasks, kept, reg.study(protocol)),
+                                    spans=study_spans(parts, per_part, users),
                                     active=active)
             if crowd_study:  # its status page goes with the report
                 write_status(stage, protocol, *state)

@@ -13,8 +13,10 @@ import pandas as pd
 from evalstudio.base.errors import BadInput, InvalidInput
 from evalstudio.base.numbers import percent
 
+from evalstudio.values.spans import span_controls
+
 from ..exporters import datasheet, instrument, release
-from .reading import read_study, study_ledger, study_tables
+from .reading import read_study, study_ledger, study_spans, study_tables
 
 AGREEMENT_NAMES = {"alpha": "Krippendorff's alpha", "fleiss_kappa": "Fleiss' kappa", "gwet_ac": "Gwet's AC",
                    "percent_agreement": "percent agreement", "cohen_kappa_mean": "mean pairwise Cohen's kappa"}
@@ -28,7 +30,7 @@ def publish_study(protocol: str, projects, folder: Path | None, stage: Path, key
     from ..exporters.analysis import agreement_table
 
     key = release.read_key(key_file, output)
-    reg, parts, per_part, frames, _ = read_study(protocol, projects, None, None, folder)
+    reg, parts, per_part, frames, users = read_study(protocol, projects, None, None, folder)
     folder = study_ledger(protocol, folder)
     crowd, table, _, _, annotations = study_tables(parts, per_part, frames, folder)
     counted = study.counted(annotations)
@@ -41,8 +43,14 @@ def publish_study(protocol: str, projects, folder: Path | None, stage: Path, key
     metadata = list(dict.fromkeys(m for p in parts for m in p.metadata_controls))  # a note, a bad-instance mark
     free_text = [m for m in metadata if any(_tag(p, m) == "TextArea" for p in parts)]
     criteria = {k: v for p in parts for k, v in p.criteria.items()}
-    ratings = release.ratings_table(annotations, key, metadata, criteria)
-    ratings, review = release.scrub(ratings, ["rationale", *free_text], secrets)
+    per_region = [m for p in parts for m in span_controls(p.interface)[1]]
+    ratings = release.ratings_table(annotations, key, [m for m in metadata if m not in per_region], criteria)
+    ratings, review = release.scrub(ratings, ["rationale", *[m for m in free_text if m not in per_region]], secrets)
+    spans = study_spans(parts, per_part, users)
+    spans = release.spans_table(spans, key, counted["annotation_id"]) if spans is not None else None
+    if spans is not None:  # error spans: their free text (a per-region comment) reviewed like the rest
+        spans, span_review = release.scrub(spans, [m for m in free_text if m in per_region], secrets)
+        review = pd.concat([review, span_review.assign(column="spans." + span_review["column"])], ignore_index=True)
     decisions = study.decisions(table, crowd) if not table.empty else pd.DataFrame()
     if crowd.min_gold_accuracy is not None and not decisions.empty:  # who `approvals` rejects, by pseudonym
         rejected = {release.pseudonym(key, a) for a in decisions.loc[decisions["decision"] == "reject", "annotator"]}
@@ -50,9 +58,13 @@ def publish_study(protocol: str, projects, folder: Path | None, stage: Path, key
     agreement = agreement_table(study.counted_rows(annotations), reg.study(protocol), n_boot=n_boot)  # all criteria
     facts = _facts(protocol, parts, per_part, counted, table, crowd, decisions, agreement, pay, currency, folder)
     facts["free_text"], facts["comment_box"] = len(review), ", ".join(free_text)  # (the notes are a comment box)
+    if spans is not None:
+        facts["spans"] = {"count": len(spans), "columns": list(spans.columns), "controls": _span_text(parts)}
 
     data = stage / "data_release"
     files = release.write_data(data, ratings, review)
+    if spans is not None:
+        release.write_spans(data, spans)
     (stage / "review_free_text.csv").write_bytes(files["review"].read_bytes())
     files["review"].unlink()
     titles = list(dict.fromkeys(p.entry_title for p in parts))
@@ -67,6 +79,17 @@ def publish_study(protocol: str, projects, folder: Path | None, stage: Path, key
     instrument.write_manifest(stage, shown, protocol)
     return {"ratings": len(ratings), "annotators": facts["annotators"], "free_text": len(review),
             "open": sum(a.status == datasheet.OPEN for a in heds), "warnings": facts["warnings"]}
+
+
+def _span_text(parts) -> str:
+    """What the span controls offer, for the datasheet: each control with its labels and per-region answers."""
+    out = []
+    for part in parts:
+        spans, per_region = span_controls(part.interface)
+        for name in spans:
+            labels = ", ".join(part.interface.get_control(name).labels)
+            out.append(f"{name} ({labels}" + (f"; per span: {', '.join(per_region)})" if per_region else ")"))
+    return "; ".join(dict.fromkeys(out))
 
 
 def publish_ratings(path: Path, spec, stage: Path, key_file: Path, output: Path, pay: float | None,

@@ -120,6 +120,19 @@ def read_study(protocol, projects, from_export, project_id, folder: Path | None 
     return reg, parts, per_part, frames, users
 
 
+def study_spans(parts, per_part, users):
+    """The spans of a study's parts whose configs mark spans (<Labels>), one table (exporters.tidy.span_frame); None
+    when no part does."""
+    import pandas as pd
+
+    from evalstudio.values.spans import span_controls
+
+    from ..exporters.tidy import span_frame
+
+    frames = [span_frame(tasks, part, users) for part, tasks in zip(parts, per_part) if span_controls(part.interface)[0]]
+    return pd.concat(frames, ignore_index=True) if frames else None
+
+
 def one_project_for(parts, option: str, value) -> None:
     if value is not None and len(parts) > 1:
         raise BadInput(f"{option} reads one Label Studio project; name one part: "

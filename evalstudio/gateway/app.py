@@ -242,9 +242,9 @@ class Gateway(Serving, Admission):
         if ref.answered is None or ref.result is None:
             return error_response("This task has no saved answer yet.", 404)
         catalogue = await self._catalogue(part)
-        return JSONResponse({"ref": ref.ref, "number": ref.number, "update": True,
-                             "data": shown_data(catalogue.data.get(ref.task_id) or {}, part.fields),
-                             "result": check_result(json.loads(ref.result), part.controls),
+        data = shown_data(catalogue.data.get(ref.task_id) or {}, part.fields)
+        return JSONResponse({"ref": ref.ref, "number": ref.number, "update": True, "data": data,
+                             "result": check_result(json.loads(ref.result), part.controls, data=data),
                              "previous": self._previous(session, part, ref.ref),
                              "progress": self._progress(await self._count(session, part), part)})
 
@@ -254,7 +254,9 @@ class Gateway(Serving, Admission):
         origin and its time on the task are the gateway's: the time from serving the task to the submission the
         ledger recorded. One answer per participant and task: a second submission is a new version of the first.
         Acknowledged once the ledger has it; Label Studio receives it behind (the sync writer)."""
-        result = check_result(body.get("result"), part.controls, complete=True)
+        catalogue = await self._catalogue(part)  # the text a span marks is the task's as shown
+        result = check_result(body.get("result"), part.controls, complete=True,
+                              data=shown_data(catalogue.data.get(ref.task_id) or {}, part.fields))
         if ref.answered is None and part.quota is not None and await self._count(session, part) >= part.quota:
             return error_response("You have done every task of this part.", 409)
         rule = part.routing or part.pac  # adaptive or PAC: what routing reads

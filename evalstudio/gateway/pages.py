@@ -5,6 +5,7 @@ with only the gateway's data and answers going through the gateway's routes."""
 from __future__ import annotations
 
 import json
+import re
 from html import escape
 
 STYLE = """
@@ -140,8 +141,11 @@ queue.push = register;
 const PART = SETUP.part;
 let editor = null, current = null;
 function status(text) { say('status', text); }
+// a config that marks spans (<Labels>) gets the editor's side column: its list of the spans marked, where the
+// participant selects one to answer its per-region questions or removes it
 function interfaces(update) {
-  return ['panel', update ? 'update' : 'submit', 'controls', 'infobar', 'topbar', 'annotations:current'];
+  return ['panel', update ? 'update' : 'submit', 'controls', 'infobar', 'topbar', 'annotations:current',
+          ...(SETUP.spans ? ['side-column'] : [])];
 }
 // An answer the study server could not give now (busy, restarting, a dropped connection) is asked for again, a few
 // times and further apart, with a message; a submission repeated after a lost answer is saved once (the gateway
@@ -290,7 +294,7 @@ def labeling(nonce: str, study: str, title: str, part: str, config: str, instruc
              module: int, front_end: dict, first_config: str | None = None) -> str:
     # first_config: the participant's first task of the part has the config's guide open (setup.panels_open)
     setup = _json({"part": part, "config": config, "first_config": first_config or config, "chunks": chunks,
-                   "module": module})
+                   "module": module, "spans": bool(re.search(r"<Labels[\s>/]", config))})
     # Label Studio's editor reads its feature flags when main.js loads: the same as Label Studio's own app gives it
     # (without them it would, for one, show "->" in a Text tag as "-&gt;")
     app_settings = _json({key: front_end[key] for key in ("feature_flags", "feature_flags_default_value",

@@ -98,6 +98,10 @@ class Instrument:
     def __init__(self, project: Project):
         self.project = project
         self.controls = controls_of(project)
+        spans = [c.name for c in self.controls.values() if c.tag == "Labels" or c.per_region]
+        if spans:  # its prompt would ask for text where annotators mark spans: not the annotators' instrument
+            raise InstrumentError(f"{project.config_path}: an LLM judge cannot mark spans of a text yet "
+                                  f"({', '.join(spans)}); judge a protocol without Labels or perRegion controls")
         try:
             self.root = ET.fromstring(project.config_for("gateway"))  # (comments are dropped by the parser)
         except ET.ParseError as e:

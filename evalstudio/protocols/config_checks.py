@@ -8,6 +8,7 @@ from xml.parsers import expat
 
 from evalstudio.base.files import read_text_file
 from evalstudio.values.controls import control_range
+from evalstudio.values.spans import SPAN_TAGS, TABULATED, is_per_region, span_object_field
 
 from .mapping import POSITIONS
 
@@ -83,6 +84,7 @@ def check_against_config(project) -> list[str]:
             f"{config}:{source_line or 1}: $source: Label Studio's own variable: its editor fills it with the whole "
             "task, hidden fields (systems, model outputs, gold answers) included; name the field otherwise (e.g. "
             "$document)"))
+    problems += tabulation_problems(project, at)
     for control in li.controls:
         if control.name not in known:
             problems.append(ConfigProblem(
@@ -90,6 +92,30 @@ def check_against_config(project) -> list[str]:
                 f"whose control it is (criteria: {{NAME: {{control: {control.name}, scale: ...}}}}), or list it in "
                 "metadata_controls: when its answers are notes about the task, not a rating (error spans, a "
                 "free-text note, a bad-instance flag)"))
+    return problems
+
+
+def tabulation_problems(project, at) -> list[str]:
+    """Every answer a control stores goes into a table (the tidy frame or the spans table): a control evalstudio
+    cannot tabulate is refused here, never dropped from an export later. `at(name)`: the control's `config.xml:line`."""
+    li, problems = project.interface, []
+    criteria_controls = {slot.control for slot in project.slots()}
+    for control in li.controls:
+        where = f"{at(control.name)}: control '{control.name}'"
+        if control.tag not in TABULATED:
+            problem = (f"evalstudio cannot put the answers of a {control.tag} in a table, so every export would leave "
+                       f"them out; use one of {', '.join(TABULATED)} (Labels: spans of a Text)")
+        elif control.tag in SPAN_TAGS and span_object_field(li, control) is None:
+            problem = ("a Labels control marks spans of one Text that shows a task field "
+                       "(toName=\"NAME\" with <Text name=\"NAME\" value=\"$field\"/>)")
+        elif control.tag in SPAN_TAGS and control.name in criteria_controls:
+            problem = f"spans are not a rating: list '{control.name}' in metadata_controls:"
+        elif is_per_region(control) and control.name in criteria_controls:
+            problem = (f"a perRegion control is answered once per span (the spans table has it), not once per task: "
+                       f"list '{control.name}' in metadata_controls:")
+        else:
+            continue
+        problems.append(ConfigProblem(f"{where}: {problem}"))
     return problems
 
 
