@@ -1,0 +1,60 @@
+"""The ledger under faults, second pass (issue 64), against a real Label Studio and real gateway processes: nobody is
+told "done" while the study holds tasks for them, one annotation per answer in Label Studio after any stall of it, and
+operators told exactly what an output lacks. (The first pass: tests/test_sync.py; the campaign: benchmarks/faults.py,
+its short run in tests/test_fault_campaign.py.)"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from evalstudio import importers
+from evalstudio.crowd import ledger, participants
+from evalstudio.tasks.importing import import_files
+
+from .test_study_ledger import (Gateway, complete, dialogue_study, ledger_beside_label_studio,  # noqa: F401
+                                signed_in)
+
+pytestmark = pytest.mark.server
+
+
+def import_more(tmp_path, client, project, first: int, count: int) -> None:
+    """`count` more one-response contexts (ids from `first` on) into the study's project, as `evalstudio import`."""
+    path = tmp_path / f"more-{first}.jsonl"
+    path.write_text("".join(json.dumps({"id": f"i{i}", "context": f"A: how was day {i}?",
+                                        "responses": [{"system": "s", "text": f"fine, day {i} was fine"}]}) + "\n"
+                            for i in range(first, first + count)), encoding="utf-8")
+    report = import_files(project, importers.get("dialogue"), [path], client)
+    assert report.created == count
+
+
+def test_nobody_is_told_done_from_a_stale_list_of_tasks(label_studio, client, tmp_path, monkeypatch):
+    """Issue 64, defect 1. One gateway, overlap 1: A answers both tasks and is told the part is done; two more tasks
+    are imported. The gateway's list of the part's tasks is stale (it would be read again only after an hour here):
+    B, who joins now, is served one of the new tasks, not told "done" from that list, and A, recorded as finished,
+    is served the other: finished was for the tasks the part held then."""
+    monkeypatch.setenv("EVALSTUDIO_CATALOGUE_SECONDS", "3600")
+    projects_file, project, project_id = dialogue_study(tmp_path, client, "stale list", items=2)
+    folder = tmp_path / "participants"
+    participants.add(client, ["STALEA", "STALEB"], folder)
+    accounts = participants.load_accounts(folder)
+    book = ledger.open_ledger(folder)
+    with Gateway(label_studio, "dialogue", folder, projects_file) as gateway:
+        a = signed_in(gateway.url, accounts["STALEA"])
+        for _ in range(2):
+            task = a.get("/api/next/dialogue").json()
+            assert a.post(f"/api/submit/{task['ref']}", json={"result": complete(project)}).json() == {"ok": True}
+        assert "finished" in a.get("/api/next/dialogue").json()
+        assert book.finished("STALEA") == {"dialogue"}
+        import_more(tmp_path, client, project, 2, 2)
+        b = signed_in(gateway.url, accounts["STALEB"])
+        served_b = b.get("/api/next/dialogue").json()
+        assert "ref" in served_b, served_b
+        served_a = a.get("/api/next/dialogue").json()
+        assert "ref" in served_a, served_a
+        new = {book.ref("STALEB", served_b["ref"]).task_id, book.ref("STALEA", served_a["ref"]).task_id}
+        old = {r.task_id for r in book.answers() if r.answered is not None}
+        assert len(new) == 2 and not new & old  # the two new tasks, one each
+        assert "finished" not in b.get("/api/next/dialogue").json()  # B's task, again (not answered yet)
+
