@@ -7,14 +7,16 @@ from __future__ import annotations
 
 import json
 
+import httpx
 import pytest
 
 from evalstudio import importers
 from evalstudio.crowd import ledger, participants
+from evalstudio.exporters.tidy import result_values
 from evalstudio.tasks.importing import import_files
 
-from .test_study_ledger import (Gateway, complete, dialogue_study, ledger_beside_label_studio,  # noqa: F401
-                                signed_in)
+from .test_study_ledger import (HEADERS, Gateway, annotations_by, complete, dialogue_study,  # noqa: F401
+                                ledger_beside_label_studio, signed_in, synced)
 
 pytestmark = pytest.mark.server
 
@@ -58,3 +60,39 @@ def test_nobody_is_told_done_from_a_stale_list_of_tasks(label_studio, client, tm
         assert len(new) == 2 and not new & old  # the two new tasks, one each
         assert "finished" not in b.get("/api/next/dialogue").json()  # B's task, again (not answered yet)
 
+
+def test_a_write_a_frozen_label_studio_takes_in_late_is_not_a_second_annotation(label_studio, client, tmp_path,
+                                                                                monkeypatch):
+    """Issue 64, defect 2. Label Studio takes in the writer's POST of an answer and stores it only later (the proxy
+    holds it, as a frozen server does): the writer's wait ends, its look-up finds nothing and it writes the answer
+    again; then the first POST reaches Label Studio. The participant changes their answer afterwards. Label Studio
+    ends with one annotation of that participant on the task, with the ledger's latest answer and time: the two
+    writes carry one key (unique_id), and Label Studio refuses the late one."""
+    from .faulty_proxy import Fault, FaultyProxy
+
+    monkeypatch.setenv("EVALSTUDIO_SYNC_TIMEOUT", "2")  # the writer gives up waiting after 2 s, looks after 4 s
+    projects_file, project, project_id = dialogue_study(tmp_path, client, "late write", items=2)
+    folder = tmp_path / "participants"
+    held = Fault("POST", "/annotations", "hold-before")
+    try:
+        with FaultyProxy(label_studio.url, [held]) as proxy, \
+                Gateway(label_studio, "dialogue", folder, projects_file, upstream=proxy.url) as gateway:
+            book = ledger.open_ledger(folder)
+            web = httpx.Client(base_url=gateway.url, timeout=60, headers=HEADERS)
+            assert web.post("/api/join", json={"key": book.setting("join_key"), "participant": "LATE1"}).status_code \
+                == 200
+            task = web.get("/api/next/dialogue").json()
+            assert web.post(f"/api/submit/{task['ref']}", json={"result": complete(project, 2)}).json() == {"ok": True}
+            book.wait_synced(300)  # written again after the first write's wait ended (the first is held)
+            assert held.times == 0 and not held.forwarded.is_set()
+            held.release.set()  # the first write reaches Label Studio now
+            assert held.forwarded.wait(300)
+            assert web.post(f"/api/submit/{task['ref']}", json={"result": complete(project, 4)}).json() == {"ok": True}
+            synced(folder)
+    finally:
+        held.release.set()
+    stored = annotations_by(client, project_id, folder)
+    [ref] = [r for r in book.answers() if r.answered is not None]
+    assert [(t, a["id"]) for t, _, a in stored] == [(ref.task_id, ref.annotation_id)]  # one annotation, the ledger's
+    assert set(result_values(stored[0][2]["result"]).values()) == {4}
+    assert stored[0][2]["lead_time"] == pytest.approx(ref.seconds, abs=0.001)
