@@ -96,3 +96,61 @@ def test_a_write_a_frozen_label_studio_takes_in_late_is_not_a_second_annotation(
     assert [(t, a["id"]) for t, _, a in stored] == [(ref.task_id, ref.annotation_id)]  # one annotation, the ledger's
     assert set(result_values(stored[0][2]["result"]).values()) == {4}
     assert stored[0][2]["lead_time"] == pytest.approx(ref.seconds, abs=0.001)
+
+
+def test_operators_are_told_what_the_output_lacks_and_a_frozen_server_is_given_up(label_studio, client, tmp_path):
+    """Issue 64, defect 3. Label Studio takes the first of a participant's answers and refuses to store the second
+    (a proxy answers 503); an annotation of the first is in Label Studio twice (a copy made beside the writer).
+    `status` and `export` wait the --wait given, with a line on stderr meanwhile, then say exactly what their
+    output lacks (the second answer, named) and the answer held twice, and count the ledger's annotation only.
+    With Label Studio stopped (SIGSTOP), `status --wait 3` gives up with a message instead of hanging."""
+    import csv
+    import os
+    import signal
+
+    from .faulty_proxy import Fault, FaultyProxy
+    from .test_cli import run
+
+    projects_file, project, project_id = dialogue_study(tmp_path, client, "operators told", items=3)
+    folder = tmp_path / ".evalstudio" / "participants"
+    participants.add(client, ["OPS1"], folder)
+    account = participants.load_accounts(folder)["OPS1"]
+    refused = Fault("POST", "/annotations", "status-before", skip=1, times=10**6, status=503)
+    env = {"LABEL_STUDIO_URL": label_studio.url, "LABEL_STUDIO_API_KEY": label_studio.credentials().api_key,
+           "EVALSTUDIO_PROJECTS": str(projects_file)}
+    with FaultyProxy(label_studio.url, [refused]) as proxy, \
+            Gateway(label_studio, "dialogue", folder, projects_file, upstream=proxy.url) as gateway:
+        web = signed_in(gateway.url, account)
+        for _ in range(2):
+            task = web.get("/api/next/dialogue").json()
+            assert web.post(f"/api/submit/{task['ref']}", json={"result": complete(project)}).json() == {"ok": True}
+        book = ledger.open_ledger(folder)
+        while not any(r.annotation_id for r in book.answers()):  # (until the first is in Label Studio: a state)
+            book.wait_synced(1)
+        first = next(r for r in book.answers() if r.annotation_id)
+        second = next(r for r in book.answers() if r.answered is not None and not r.annotation_id)
+        copy = httpx.post(f"{label_studio.url}/api/tasks/{first.task_id}/annotations", params={"project": project_id},
+                          json={"result": complete(project, 5), "completed_by": account.user_id},
+                          headers={"Authorization": f"Token {label_studio.credentials().api_key}"})
+        assert copy.status_code == 201, copy.text
+        status = run("status", "dialogue", "--participants", str(folder), "--wait", "2", env=env)
+        exported = run("export", "dialogue", "-o", str(tmp_path / "out.csv"), "--wait", "2", env=env, cwd=tmp_path)
+        for done in (status, exported):
+            assert done.returncode == 0, done.stderr
+            said = " ".join(done.stderr.split())
+            assert "waiting for Label Studio to receive 1 answer(s)" in said
+            assert f"lacks 1 of the 2 answer(s) the gateway acknowledged" in said
+            assert f"ops1 on task {second.task_id}" in said
+            assert (f"participant ops1 has 2 annotations on task {first.task_id} in Label Studio (ids "
+                    f"{first.annotation_id}, {copy.json()['id']})") in said
+        with open(tmp_path / "out.csv", encoding="utf-8") as f:
+            assert {row["annotation_id"] for row in csv.DictReader(f)} == {str(first.annotation_id)}
+        os.killpg(label_studio.process.pid, signal.SIGSTOP)
+        try:
+            frozen = run("status", "dialogue", "--participants", str(folder), "--wait", "3", env=env)
+        finally:
+            os.killpg(label_studio.process.pid, signal.SIGCONT)
+        refused.times = 0  # the gateway may write the second answer now (stopped once Label Studio holds it)
+    said = " ".join(frozen.stderr.split())
+    assert frozen.returncode != 0 and "Label Studio has not answered for" in said and "(--wait 3)" in said, said
+    assert "waiting for Label Studio" in said
