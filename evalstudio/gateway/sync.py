@@ -69,6 +69,7 @@ class SyncWriter:
         """Write until `stop` is set: while this process holds the study's sync lease, everything the ledger has
         that Label Studio does not; otherwise look again now and then (another process writes)."""
         me, failures = owner(), 0
+        name_thread("evalstudio-sync")
         while not stop.is_set():
             before = self.written
             try:
@@ -210,6 +211,17 @@ def _reason(answer: httpx.Response) -> str:
     except ValueError:
         return answer.text[:200]
     return json.dumps(body, ensure_ascii=False)[:300]
+
+
+def name_thread(name: str) -> None:
+    """Give the calling thread an OS name (Linux, at most 15 bytes): `top -H` and /proc/<pid>/task/*/comm show the
+    writer's CPU apart from the participants' requests."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(15, name.encode()[:15], 0, 0, 0)  # PR_SET_NAME
+    except (OSError, AttributeError):
+        pass
 
 
 def start(writer: SyncWriter) -> tuple[threading.Thread, threading.Event]:
