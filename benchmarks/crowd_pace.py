@@ -301,7 +301,7 @@ def paced(args) -> None:
                 duration = time.time() - t0
                 load_during = cpu_use.load()
                 last_answer = time.time()
-                drained = book.wait_synced(1800)  # the gateway's sync writer puts the last answers into Label Studio
+                drained = book.wait_synced(args.drain)  # the gateway's sync writer puts the last answers into Label Studio
             for spinner in spinners:
                 spinner.kill()
             catalogue = catalogue_cost(server, project_id)
