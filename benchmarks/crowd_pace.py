@@ -222,6 +222,10 @@ def paced(args) -> None:
         database_url = postgres.create_database("crowd_benchmark") if postgres else None
         server = LocalServer(tmp / "ls", port=free_port(), database_url=database_url,
                              workers=args.label_studio_workers).start(timeout=600)
+        if args.label_studio_nice:  # Label Studio's workers and its database behind the gateway, at a lower priority
+            os.setpriority(os.PRIO_PGRP, server.process.pid, args.label_studio_nice)
+            for pid in postmaster(postgres):
+                os.setpriority(os.PRIO_PGRP, os.getpgid(pid), args.label_studio_nice)
         gateway = None
         try:
             client = Client(server.settings())
@@ -325,7 +329,8 @@ def paced(args) -> None:
                 for task in per_task}
     print(f"{args.annotators} participants x {args.rounds} tasks, {args.pace[0]:g}-{args.pace[1]:g} s a task, arriving "
           f"over {args.arrival:g} s; {args.gateway_workers} gateway workers; Label Studio on {args.database} with "
-          f"{args.label_studio_workers} workers{'; with faults' if args.faults else ''}; "
+          f"{args.label_studio_workers} workers{f' at nice {args.label_studio_nice}' if args.label_studio_nice else ''}"
+          f"{'; with faults' if args.faults else ''}; "
           f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
           f"{time.strftime('%Y-%m-%d')}; {duration:.0f} s{f'; {args.busy} busy core(s) beside it' if args.busy else ''}")
     print(f"  machine speed: benchmarks/analysis.py --quick took {speed[0]:.1f} s ({speed[1]:.1f} CPU s) before the "

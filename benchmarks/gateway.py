@@ -140,6 +140,8 @@ def main() -> None:
     parser.add_argument("--faults", action="store_true", help="kill and restart the gateway and Label Studio twice")
     parser.add_argument("--busy", type=int, default=0,
                         help="paced or launch: this many processes spinning beside the run (each one busy core)")
+    parser.add_argument("--label-studio-nice", type=int, default=0,
+                        help="paced or launch: run Label Studio and its PostgreSQL at this nice value (the gateway at 0)")
     parser.add_argument("--drain", type=float, default=1800.0,
                         help="paced or launch: seconds to wait at most for Label Studio to hold every answer at the end")
     parser.add_argument("--seed", type=int, default=1)

@@ -48,6 +48,7 @@ class Gateway(Serving, Admission):
         # the study's ledger: participants, sessions, served tasks, answers, finished parts, lists, attempts. This
         # process keeps nothing that another gateway process or a restart would need.
         self.ledger = Ledger(config.participants_folder)
+        self._sheet_due, self._sheet_task = False, None  # the participants' sheet, written behind sign-ups
         self.locks: dict[str, asyncio.Lock] = {}  # one request of a participant at a time in this process
         self._catalogues: dict[str, Catalogue] = {}  # part -> its tasks as Label Studio has them (a cache)
         self._catalogue_locks: dict[str, asyncio.Lock] = {}
@@ -58,8 +59,9 @@ class Gateway(Serving, Admission):
         self._designs: dict[str, dict] = {}  # part -> its active design as the ledger keeps it (drawn once)
         self.upstream = httpx.AsyncClient(base_url=config.label_studio_url, timeout=60,
                                           limits=httpx.Limits(max_connections=200, max_keepalive_connections=100))
-        # Label Studio receives the ledger's accounts and answers behind it (started with the app)
-        self.sync = sync.SyncWriter(self.ledger, config.label_studio_url, config.api_key,
+        # Label Studio receives the ledger's accounts and answers behind it (started with the app), through its own
+        # connections to the ledger: its reads and writes never hold the participants' requests' connection
+        self.sync = sync.SyncWriter(Ledger(config.participants_folder), config.label_studio_url, config.api_key,
                                     {p.name: p.project_id for p in config.parts}, config.sync_name)
 
     # ---- pages ------------------------------------------------------------------------------------------------
@@ -366,6 +368,7 @@ def build_app(config: GatewayConfig) -> Starlette:
             stop.set()
             gateway.sync.wake.set()
             await run_in_threadpool(thread.join, 10)
+            await gateway.write_sheet()
             await gateway.upstream.aclose()
 
     app = Starlette(routes=routes, middleware=[Middleware(_Headers)], lifespan=lifespan)
