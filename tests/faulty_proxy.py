@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
@@ -22,7 +22,9 @@ class Fault:
 
     action: "status-before" (answer `status`, Label Studio never sees the request), "status-after"
     (Label Studio does the work, the client gets `status`), "drop-after" (work done, connection closed
-    without an answer), "slow-after" (work done, answer held back `delay` seconds)."""
+    without an answer), "slow-after" (work done, answer held back `delay` seconds), "hold-before" (the request is
+    held, Label Studio does not see it, until the test sets `release`; `forwarded` is set once Label Studio has
+    answered it: a request that a frozen server takes in and works on later, after its client gave up)."""
 
     method: str
     path: str
@@ -31,9 +33,11 @@ class Fault:
     skip: int = 0
     status: int = 502
     delay: float = 0.0
+    release: threading.Event = field(default_factory=threading.Event)
+    forwarded: threading.Event = field(default_factory=threading.Event)
 
     def __post_init__(self):
-        if self.action not in {"status-before", "status-after", "drop-after", "slow-after"}:
+        if self.action not in {"status-before", "status-after", "drop-after", "slow-after", "hold-before"}:
             raise ValueError(f"unknown fault action {self.action!r}")
 
 
@@ -85,11 +89,15 @@ class FaultyProxy:
                 proxy.seen.append((self.command, self.path, what))
                 if fault and fault.action == "status-before":
                     return self._respond(fault.status, {"Content-Type": "application/json"}, b'{"detail": "injected fault"}')
+                if fault and fault.action == "hold-before":
+                    fault.release.wait()
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_HEADERS}
                 # a client per request: no cookie jar of the proxy's own, so each request carries its client's cookies
                 # and only those (a sign-in through the proxy works as it does directly)
                 with httpx.Client(base_url=proxy.target, timeout=300) as forward:
                     answer = forward.request(self.command, self.path, headers=headers, content=body)
+                if fault:
+                    fault.forwarded.set()
                 if fault and fault.action == "status-after":
                     return self._respond(fault.status, {"Content-Type": "application/json"}, b'{"detail": "injected fault"}')
                 if fault and fault.action == "drop-after":

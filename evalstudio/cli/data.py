@@ -9,7 +9,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from evalstudio.base.errors import BadInput, EvalstudioError, InvalidInput
+from evalstudio.base.errors import BadInput, EvalstudioError, InvalidInput, ServerError
 from evalstudio.labelstudio.client import Client
 from evalstudio.labelstudio.connection import settings_from_env
 from evalstudio.protocols.mapping import importer_for
@@ -20,7 +20,8 @@ from evalstudio.tasks.scanning import scan
 
 from .base import ProjectsOption, fail_with, load_registry, app, console, err
 from .reading import (import_with_progress, project_tasks, read_study, one_project_for, user_names, quotas, study_ledger, study_tables,
-                      sync_lag, write_status)
+                      sync_lag, write_status, ledger_check)
+from .waiting import WAIT_SECONDS, WaitOption, say, within
 
 
 @app.command("projects")
@@ -197,6 +198,7 @@ def export(
         "jsonl or parquet (every value exactly as given).")] = "csv",
     from_export: FromExport = None,
     project_id: ProjectIdOption = None,
+    wait: WaitOption = WAIT_SECONDS,
     projects: ProjectsOption = None,
 ):
     """Write all annotations (skipped ones flagged) as one tidy table: project, task_id, item_id, system,
@@ -226,24 +228,51 @@ def export(
             write_table(frame, output, format)
             rows, annotations = len(frame), frame["annotation_id"].nunique()
         else:
-            for line in sync_lag(study_ledger(protocol)):
-                err.print(f"warning: {line}", highlight=False, soft_wrap=True)
-            client = Client(settings_from_env())
-            users = user_names(client)
-            rows = annotations = 0
-            columns = list(dict.fromkeys(c for part in parts for c in annotation_frame([], part, users).columns))
-            for number, project in enumerate(parts):  # a study's parts go to one CSV (column `project`)
-                pid = client.require_protocol(project, project_id) if project_id else client.require_project(project)
-                with Progress(TextColumn(f"exporting {project.name}"), BarColumn(), MofNCompleteColumn(),
-                              TimeRemainingColumn(), console=err, transient=True) as progress:
-                    bar = progress.add_task(project.name, total=client.task_count(pid))
-                    r, a = write_annotations(client.full_task_pages(pid, export_endpoint=True), project, users, output,
-                                             on_page=lambda n: progress.advance(bar, n), append=number > 0, fmt=format,
-                                             columns=columns)
-                rows, annotations = rows + r, annotations + a
+            rows, annotations = _export_live(protocol, parts, project_id, output, format, wait)
     except EvalstudioError as e:
         raise fail_with(e)
     console.print(f"{rows} rows ({annotations} annotations) written to {output}")
+
+
+def _export_live(protocol, parts, project_id, output: Path, format: str, wait: float) -> tuple[int, int]:
+    """`export` of the live study: (rows, annotations) written to `output`, once Label Studio holds what the gateway
+    acknowledged (or --wait passed: what the output lacks is said after the read); given up, and the partial file
+    removed, once Label Studio has not answered for --wait seconds."""
+    from ..exporters.tidy import annotation_frame, write_annotations
+
+    folder = study_ledger(protocol)
+    for line in sync_lag(folder, wait):
+        say(f"warning: {line}")
+    check = ledger_check(folder)
+
+    def read(beat):
+        client = Client(settings_from_env())
+        users = user_names(client)
+        beat()
+        rows = annotations = 0
+        columns = list(dict.fromkeys(c for part in parts for c in annotation_frame([], part, users).columns))
+        for number, project in enumerate(parts):  # a study's parts go to one CSV (column `project`)
+            pid = client.require_protocol(project, project_id) if project_id else client.require_project(project)
+            pages = client.full_task_pages(pid, export_endpoint=True)
+            if check is not None:  # (annotations that are not the ledger's answer left out; what it lacks, noted)
+                pages = (check.keep(page) for page in pages)
+            with Progress(TextColumn(f"exporting {project.name}"), BarColumn(), MofNCompleteColumn(),
+                          TimeRemainingColumn(), console=err, transient=True) as progress:
+                bar = progress.add_task(project.name, total=client.task_count(pid))
+                r, a = write_annotations(pages, project, users, output,
+                                         on_page=lambda n: (progress.advance(bar, n), beat()), append=number > 0,
+                                         fmt=format, columns=columns)
+            rows, annotations = rows + r, annotations + a
+        return rows, annotations
+
+    try:
+        written = within(wait, f"exporting {protocol}", read)
+    except ServerError as e:
+        output.unlink(missing_ok=True)
+        raise ServerError(f"{e} ({output} removed: it was not complete)") from None
+    for line in check.lines() if check is not None else ():
+        say(f"warning: {line}")
+    return written
 
 
 @app.command()
@@ -267,6 +296,7 @@ def report(
         "--participants", help="The participants folder of the study's gateway (default: .evalstudio/participants): "
                                "its ledger gives the study's status and an active design.")] = None,
     project_id: ProjectIdOption = None,
+    wait: WaitOption = WAIT_SECONDS,
     projects: ProjectsOption = None,
 ):
     """Agreement (per criterion, by its scale), human-vs-model alignment, plots and annotator QC as a
@@ -281,7 +311,8 @@ def report(
 
     try:
         with staged_folder(output) as stage:  # written whole or not at all
-            reg, parts, per_part, frames, users = read_study(protocol, projects, from_export, project_id, participants)
+            reg, parts, per_part, frames, users = read_study(protocol, projects, from_export, project_id, participants,
+                                                             wait)
             tasks = [task for part_tasks in per_part for task in part_tasks]
             annotations = pd.concat(frames, ignore_index=True)
             crowd_study = any(part.crowd for part in parts)

@@ -16,6 +16,7 @@ from evalstudio.protocols.mapping import importer_for
 from evalstudio.tasks.importing import import_files
 
 from .base import load_registry, console, err
+from .waiting import WAIT_SECONDS, LedgerCheck, say, wait_for_sync, within
 
 
 def import_with_progress(project, files, client, batch_size=500, skip_invalid=False, checked=None, in_flight=1):
@@ -34,31 +35,19 @@ def user_names(client, folder: Path | None = None) -> dict[int, str]:
     return participants.with_closed_named(client.users(), client.url, folder or participants.DEFAULT_FOLDER)
 
 
-SYNC_WAIT_SECONDS = 60.0  # how long a command reading the live study waits for Label Studio to catch up
-
-
-def sync_lag(folder: Path | None, wait: float = SYNC_WAIT_SECONDS) -> list[str]:
-    """What Label Studio does not hold yet of what the study's gateway acknowledged (answers and accounts are
-    written into it behind the ledger), after waiting up to `wait` seconds for it to catch up; [] when it holds
-    everything (or the folder holds no study). Every write Label Studio refused is listed with its reason, and the
-    tasks changed in Label Studio since the gateway recorded what they show."""
+def sync_lag(folder: Path | None, wait: float = WAIT_SECONDS) -> list[str]:
+    """Waits up to `wait` seconds for Label Studio to hold what the study's gateway acknowledged (answers and
+    accounts are written into it behind the ledger; a line on stderr every few seconds), then says every write Label
+    Studio refused, with the reason, and the tasks changed in Label Studio since the gateway recorded what they show.
+    (What the output then lacks is said after the read: `LedgerCheck`.)"""
     from evalstudio.crowd import ledger, participants
 
     folder = Path(folder or participants.DEFAULT_FOLDER)
     if not participants.has_ledger(folder):
         return []
     book = ledger.open_ledger(folder)
-    lag = book.lag()
-    if lag.behind and wait > 0:
-        with console.status(f"waiting for Label Studio to receive {lag.answers} answer(s) and {lag.accounts} "
-                            "account(s) the gateway acknowledged..."):
-            lag = book.wait_synced(wait)
-    lines = []
-    if lag.behind:
-        lines.append(f"Label Studio does not hold {lag.answers} answer(s) and {lag.accounts} account(s) the gateway "
-                     f"acknowledged (the oldest {lag.oldest or 0:.0f} s ago): they are not in what follows. The "
-                     "gateway writes them while it runs; start it again if it is stopped.")
-    lines += [f"Label Studio refused: {r} (tried again while the gateway runs)" for r in lag.refused]
+    lag = wait_for_sync(book, wait)
+    lines = [f"Label Studio refused: {r} (tried again while the gateway runs)" for r in lag.refused]
     changed = book.changed_tasks()
     if changed:
         import datetime
@@ -72,8 +61,18 @@ def sync_lag(folder: Path | None, wait: float = SYNC_WAIT_SECONDS) -> list[str]:
     return lines
 
 
-def project_tasks(project, from_export: Path | None, project_id: int | None = None, folder: Path | None = None):
-    """(tasks, users) from a Label Studio JSON export file, or live from the server."""
+def ledger_check(folder: Path | None) -> LedgerCheck | None:
+    """The study's ledger's answers as a read begins (None: the folder holds no study)."""
+    from evalstudio.crowd import participants
+
+    folder = Path(folder or participants.DEFAULT_FOLDER)
+    return LedgerCheck(folder) if participants.has_ledger(folder) else None
+
+
+def project_tasks(project, from_export: Path | None, project_id: int | None = None, folder: Path | None = None,
+                  wait: float = WAIT_SECONDS):
+    """(tasks, users) from a Label Studio JSON export file, or live from the server (given up once it has not
+    answered for `wait` seconds)."""
     from ..exporters.tidy import read_export
 
     if from_export:
@@ -85,9 +84,17 @@ def project_tasks(project, from_export: Path | None, project_id: int | None = No
                                   f"that the {project.name} protocol does not have; is it another protocol's export?")
         return tasks, {}
     client = Client(settings_from_env())
-    project_id = client.require_protocol(project, project_id) if project_id else client.require_project(project)
-    with console.status(f"exporting {project.name} from {client.url}..."):
-        return client.export_tasks(project_id), user_names(client, folder)
+
+    def read(beat):
+        pid = client.require_protocol(project, project_id) if project_id else client.require_project(project)
+        beat()
+        tasks = []
+        for page in client.full_task_pages(pid):
+            tasks += page
+            beat()
+        return tasks, user_names(client, folder)
+
+    return within(wait, f"reading {project.name} from {client.url}", read)
 
 
 def study_ledger(protocol: str, folder: Path | None = None) -> Path:
@@ -98,9 +105,11 @@ def study_ledger(protocol: str, folder: Path | None = None) -> Path:
     return participants.study_folder(folder or participants.DEFAULT_FOLDER, protocol)
 
 
-def read_study(protocol, projects, from_export, project_id, folder: Path | None = None):
+def read_study(protocol, projects, from_export, project_id, folder: Path | None = None, wait: float = WAIT_SECONDS):
     """(registry, parts, tasks of each part, annotation frame of each part, users) of a protocol, read live or from
-    a Label Studio export (which holds one project). `folder`: the participants folder."""
+    a Label Studio export (which holds one project). `folder`: the participants folder. Live, once Label Studio
+    holds what the gateway acknowledged (or `wait` seconds passed), and said after the read: what it lacks of the
+    ledger's answers; annotations that are not the ledger's answer (written twice) are left out."""
     from ..exporters.tidy import annotation_frame
 
     reg = load_registry(projects)
@@ -108,15 +117,21 @@ def read_study(protocol, projects, from_export, project_id, folder: Path | None 
     one_project_for(parts, "--from-export", from_export)
     one_project_for(parts, "--project-id", project_id)
     folder = study_ledger(protocol, folder)
+    check = None
     if from_export is None:  # the live study: once Label Studio holds what the gateway acknowledged, or said
-        for line in sync_lag(folder):
-            err.print(f"warning: {line}", highlight=False, soft_wrap=True)
+        for line in sync_lag(folder, wait):
+            say(f"warning: {line}")
+        check = ledger_check(folder)
     per_part, frames, users = [], [], {}
     for part in parts:
-        tasks, part_users = project_tasks(part, from_export, project_id, folder)
+        tasks, part_users = project_tasks(part, from_export, project_id, folder, wait)
+        if check is not None:
+            tasks = check.keep(tasks)
         per_part.append(tasks)
         users.update(part_users)
         frames.append(annotation_frame(tasks, part, part_users))
+    for line in check.lines() if check is not None else ():
+        say(f"warning: {line}")
     return reg, parts, per_part, frames, users
 
 

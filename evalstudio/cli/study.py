@@ -14,6 +14,7 @@ from evalstudio.labelstudio.connection import settings_from_env
 
 from .base import ProjectsOption, fail_with, load_registry, app, console, err
 from .reading import read_study, participant_rows, study_ledger, study_tables, time_left_text, write_status
+from .waiting import WAIT_SECONDS, WaitOption
 
 participants_app = typer.Typer(
     help="Crowd participants as Label Studio accounts (Label Studio Community has no crowd integration).",
@@ -147,10 +148,10 @@ def participants_backup(
 # --- status and approvals -----------------------------------------------------------------------------------------
 
 
-def _study_state(protocol, projects, from_export, project_id, folder):
+def _study_state(protocol, projects, from_export, project_id, folder, wait: float = WAIT_SECONDS):
     """(parts, tasks of each part, crowd, participant table, per-part coverage, remaining annotations, annotations),
     read live or from an export."""
-    _, parts, per_part, frames, _ = read_study(protocol, projects, from_export, project_id, folder)
+    _, parts, per_part, frames, _ = read_study(protocol, projects, from_export, project_id, folder, wait)
     return (parts, per_part, *study_tables(parts, per_part, frames, folder))
 
 
@@ -176,6 +177,7 @@ def status(
     watch: Annotated[Optional[float], typer.Option(
         help="Check again every this many seconds until interrupted (Ctrl-C); with --close-finished, this is how a "
              "quota is enforced while a study runs.", min=5)] = None,
+    wait: WaitOption = WAIT_SECONDS,
     projects: ProjectsOption = None,
 ):
     """How far the study is: tasks with 0..N annotations, per participant tasks done, gold accuracy, median time
@@ -186,7 +188,7 @@ def status(
     if (close_finished or watch) and from_export is not None:
         raise fail_with(BadInput("--close-finished and --watch need the live server, not --from-export"))
     while True:
-        _status_once(protocol, from_export, project_id, participants_folder, output, close_finished, projects)
+        _status_once(protocol, from_export, project_id, participants_folder, output, close_finished, projects, wait)
         if not watch:
             return
         try:
@@ -211,7 +213,8 @@ def _close_finished(table, crowd, folder) -> list[str]:
     return now
 
 
-def _status_once(protocol, from_export, project_id, participants_folder, output, close_finished, projects):
+def _status_once(protocol, from_export, project_id, participants_folder, output, close_finished, projects,
+                 wait=WAIT_SECONDS):
     from rich.table import Table
 
     from evalstudio.crowd import study
@@ -219,7 +222,7 @@ def _status_once(protocol, from_export, project_id, participants_folder, output,
     try:
         participants_folder = study_ledger(protocol, participants_folder)  # this study's ledger in the folder
         parts, per_part, crowd, table, coverage, remaining, annotations = _study_state(
-            protocol, projects, from_export, project_id, participants_folder)
+            protocol, projects, from_export, project_id, participants_folder, wait)
         tampered, unchecked = _tampering(protocol, parts, per_part, from_export, project_id)
         if output is not None:
             from evalstudio.base.files import staged_folder
@@ -340,6 +343,7 @@ def approvals(
     from_export: Annotated[Optional[Path], typer.Option(help="Read a Label Studio JSON export instead of the server.")] = None,
     project_id: Annotated[Optional[int], typer.Option(help="Read this Label Studio project.")] = None,
     participants_folder: FolderOption = None,
+    wait: WaitOption = WAIT_SECONDS,
     projects: ProjectsOption = None,
 ):
     """Approve / reject (with reason) / bonus per participant, by the study's rules in projects.yaml (crowd:
@@ -351,7 +355,8 @@ def approvals(
 
     try:
         participants_folder = study_ledger(protocol, participants_folder)
-        parts, _, crowd, table, _, _, _ = _study_state(protocol, projects, from_export, project_id, participants_folder)
+        parts, _, crowd, table, _, _, _ = _study_state(protocol, projects, from_export, project_id, participants_folder,
+                                                       wait)
         chosen = platform or crowd.platform
         if chosen not in ("prolific", "mturk"):
             raise BadInput(f"{protocol} names no crowd platform in projects.yaml: give --platform prolific or mturk")

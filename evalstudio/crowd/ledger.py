@@ -373,14 +373,24 @@ class Ledger(Synced, Store):
         return {int(a): float(s) for a, s in rows if s is not None}
 
     # ---- parts and lists --------------------------------------------------------------------------------------
-    def finish(self, participant: str, part: str) -> None:
+    def finish(self, participant: str, part: str, tasks: str | None = None) -> None:
+        """Record that the participant finished `part`: for good (`tasks` None: the part stopped, or their quota), or
+        because nothing was left for them among the part's tasks whose digest is `tasks` (looked at again once the
+        part holds other tasks). A record for good stays so."""
         with self._write() as tx:
-            tx.run("INSERT INTO finished (participant, part, at) VALUES (?, ?, ?) ON CONFLICT (participant, part) "
-                   "DO NOTHING", (_key(participant), part, time.time()))
+            tx.run("INSERT INTO finished (participant, part, at, tasks) VALUES (?, ?, ?, ?) ON CONFLICT (participant, "
+                   "part) DO UPDATE SET at = excluded.at, tasks = excluded.tasks WHERE finished.tasks IS NOT NULL",
+                   (_key(participant), part, time.time(), tasks))
 
     def finished(self, participant: str) -> set[str]:
+        """The parts the participant finished at some time (for good or not)."""
+        return set(self.finished_on(participant))
+
+    def finished_on(self, participant: str) -> dict[str, str | None]:
+        """part -> the digest of the part's tasks the participant finished it on (None: finished for good)."""
         with self._read() as tx:
-            return {r[0] for r in tx.all("SELECT part FROM finished WHERE participant = ?", (_key(participant),))}
+            return {p: t for p, t in tx.all("SELECT part, tasks FROM finished WHERE participant = ?",
+                                            (_key(participant),))}
 
     def list_of(self, entry: str, participant: str) -> int | None:
         with self._read() as tx:

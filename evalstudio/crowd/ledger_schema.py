@@ -124,6 +124,14 @@ MIGRATIONS: dict[int, list[str]] = {
              PRIMARY KEY (part, task_id)
            )""",
     ],
+    5: [
+        # a part a participant finished because nothing was left for them is finished for the part's tasks as they
+        # were then (a SHA-256 of its task ids, `tasks`): once the part holds other tasks (an import), the gateway
+        # looks again. NULL: finished for good (the part stopped, or its quota reached). Rows of earlier versions
+        # are looked at again once (''), as a participant told "done" from a stale list of tasks must be
+        "ALTER TABLE finished ADD COLUMN tasks TEXT",
+        "UPDATE finished SET tasks = ''",
+    ],
 }
 
 def take_over(folder: Path, tx) -> None:

@@ -29,7 +29,7 @@ from evalstudio.crowd.ledger import Ledger, Ref
 from . import pages, sync
 from .admission import Admission, Session, error_response
 from .checks import ASSET_PATH, REF, Refused, check_result, shown_data
-from .serving import Catalogue, Serving
+from .serving import CATALOGUE_SECONDS, Catalogue, Serving
 from .setup import GatewayConfig, Part
 
 _UPSTREAM: contextvars.ContextVar[float] = contextvars.ContextVar("upstream_seconds", default=0.0)
@@ -69,7 +69,7 @@ class Gateway(Serving, Admission):
         session = await self.session(request)
         if session is None:
             return self._html(pages.sign_in, self.config.study)
-        finished = self.ledger.finished(session.participant)
+        finished = self.ledger.finished_on(session.participant)
         states = []
         for entry, choices in self.entries.items():
             part = choices[0] if len(choices) == 1 else self._assigned(session, entry)
@@ -78,7 +78,7 @@ class Gateway(Serving, Admission):
             if part is not None and self._known_finished(session, part, finished):
                 state = "finished"
             elif first.after and first.after in self.parts and not self._known_finished(
-                    session, self.parts[first.after], finished):
+                    session, self.parts[first.after], finished, ever=True):
                 state = f"Starts once you have finished “{self.parts[first.after].title}”."
             else:
                 state = "open"
@@ -152,15 +152,29 @@ class Gateway(Serving, Admission):
     async def _overlap_of(self, part: Part) -> int:
         return part.overlap
 
-    def _known_finished(self, session: Session, part: Part, finished: set[str] | None = None) -> bool:
-        """Finished as the ledger knows (no question to Label Studio)."""
-        finished = self.ledger.finished(session.participant) if finished is None else finished
-        return part.name in finished or (
-            part.quota is not None and self.ledger.answered_count(session.participant, part.name) >= part.quota)
+    def _known_finished(self, session: Session, part: Part, finished: dict[str, str | None] | None = None,
+                        ever: bool = False) -> bool:
+        """Finished as the ledger knows (no question to Label Studio): for good, by the quota, or with nothing left
+        among the part's tasks as this process last read them (`ever`: finished at some time, which opens the parts
+        that come after it for good)."""
+        finished = self.ledger.finished_on(session.participant) if finished is None else finished
+        if part.name in finished:
+            tasks, catalogue = finished[part.name], self._catalogues.get(part.name)
+            if ever or tasks is None or catalogue is None or catalogue.digest == tasks:
+                return True
+        return part.quota is not None and self.ledger.answered_count(session.participant, part.name) >= part.quota
 
-    async def _finished(self, session: Session, part: Part) -> bool:
-        if self._known_finished(session, part):
-            return True
+    async def _finished(self, session: Session, part: Part, ever: bool = False) -> bool:
+        """Finished as the ledger knows; a participant who finished because nothing was left for them is finished
+        only while the part's tasks are those (a list of them older than CATALOGUE_SECONDS: looked at again)."""
+        tasks = self.ledger.finished_on(session.participant).get(part.name, "")
+        if ever or tasks is None:
+            if self._known_finished(session, part, ever=ever):
+                return True
+        elif tasks:
+            catalogue = await self._catalogue(part)
+            if catalogue.digest == tasks and time.monotonic() - catalogue.read < CATALOGUE_SECONDS:
+                return True
         if part.quota is not None and await self._count(session, part) >= part.quota:
             await self._w(self.ledger.finish, session.participant, part.name)
             return True

@@ -7,10 +7,13 @@ that read), with the fields each task shows."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
+import os
 import secrets
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, Response
@@ -24,7 +27,9 @@ from .admission import Session
 from .checks import shown_data, user_ids
 from .setup import Part
 
-CATALOGUE_SECONDS = 10.0  # a part's tasks (ids, contexts, Label Studio's answer counts) are read again after this
+# a part's tasks (ids, contexts, Label Studio's answer counts) are read again after this (the variable: for tests,
+# which make the list in hand stale for as long as they need)
+CATALOGUE_SECONDS = float(os.environ.get("EVALSTUDIO_CATALOGUE_SECONDS") or 10.0)
 CATALOGUE_PAGE = 1000
 
 
@@ -37,6 +42,7 @@ class Catalogue:
     read: float
     data: dict[int, dict]  # task id -> the fields the part's view shows (only those), as the ledger records them
     by_user: dict[int, set[int]] = field(default_factory=dict)  # user id -> the tasks they annotated in Label Studio
+    started: float = 0.0  # when the read began (time.monotonic())
 
     def __post_init__(self) -> None:
         if not self.by_user:
@@ -48,14 +54,22 @@ class Catalogue:
         """The tasks `user` has annotations on in Label Studio (as last read)."""
         return self.by_user.get(user, set()) if user is not None else set()
 
+    @cached_property
+    def digest(self) -> str:
+        """A SHA-256 of the part's task ids: what a participant finished the part on (ledger.finish)."""
+        return hashlib.sha256(",".join(map(str, sorted(self.contexts))).encode()).hexdigest()
+
 
 class Serving:
     """The gateway's choice of tasks (mixed into the Gateway)."""
 
-    async def _catalogue(self, part: Part) -> Catalogue:
+    async def _catalogue(self, part: Part, since: float | None = None) -> Catalogue:
         """The part's tasks: read once, then read again in the background when older than CATALOGUE_SECONDS (the
-        one in hand is used meanwhile; if Label Studio does not answer, it stays in use)."""
+        one in hand is used meanwhile; if Label Studio does not answer, it stays in use). With `since`, a read begun
+        at or after that time (time.monotonic()), waited for: Label Studio's tasks now."""
         cached = self._catalogues.get(part.name)
+        if since is not None and (cached is None or cached.started < since):
+            return await self._read_catalogue(part, since)
         if cached is not None:
             if time.monotonic() - cached.read >= CATALOGUE_SECONDS and part.name not in self._refreshing:
                 task = asyncio.create_task(self._read_catalogue(part))
@@ -65,11 +79,13 @@ class Serving:
             return cached
         return await self._read_catalogue(part)
 
-    async def _read_catalogue(self, part: Part) -> Catalogue:
+    async def _read_catalogue(self, part: Part, since: float | None = None) -> Catalogue:
         async with self._catalogue_locks.setdefault(part.name, asyncio.Lock()):
             cached = self._catalogues.get(part.name)
-            if cached is not None and time.monotonic() - cached.read < CATALOGUE_SECONDS:
+            if cached is not None and (cached.started >= since if since is not None else
+                                       time.monotonic() - cached.read < CATALOGUE_SECONDS):
                 return cached
+            started = time.monotonic()
             contexts, outside, annotators, shown = {}, {}, {}, {}
             page = 1
             while True:
@@ -96,7 +112,8 @@ class Serving:
             # Label Studio since is noted there for the operator (status) and shown only once accepted
             held = await self._w(self.ledger.record_tasks, part.name, shown, self.config.accept_changed_tasks)
             data = {t: json.loads(text) for t, text in held.items()}
-            self._catalogues[part.name] = Catalogue(contexts, outside, annotators, time.monotonic(), data)
+            self._catalogues[part.name] = Catalogue(contexts, outside, annotators, time.monotonic(), data,
+                                                    started=started)
             return self._catalogues[part.name]
 
     async def _order_of(self, session: Session, part: Part, catalogue: Catalogue) -> list[int]:
@@ -117,11 +134,14 @@ class Serving:
         self._orders[key] = (catalogue.contexts, order)
         return order
 
-    async def _next(self, session: Session, part: Part) -> Response:
+    async def _next(self, session: Session, part: Part, since: float | None = None) -> Response:
+        """The participant's next task; with `since`, chosen from the part's tasks as read from Label Studio at or
+        after that time (nothing left in the list in hand: "done" is decided on what the study holds now)."""
+        started = time.monotonic()
         previous = self._previous(session, part)
         if part.after and part.after in self.parts:
             first = self.parts[part.after]
-            if not await self._finished(session, first):
+            if not await self._finished(session, first, ever=True):
                 return JSONResponse({"finished": f"Please finish “{first.title}” first.", "previous": previous})
         overlap = await self._overlap_of(part)
         state = None
@@ -138,7 +158,7 @@ class Serving:
         if held is not None and not await self._w(self.ledger.full, held.ref, overlap):
             # a task served and not answered (a reload, a new sign-in, a restart): the same one
             return await self._show(session, part, held, previous, count)
-        catalogue = await self._catalogue(part)
+        catalogue = await self._catalogue(part, since)
         order = await self._order_of(session, part, catalogue)
         if part.active is not None:  # an active design: humans label the drawn tasks only
             design = await self._design(part, catalogue)
@@ -169,7 +189,10 @@ class Serving:
         if waiting(order, catalogue.outside, seen["taken"], seen["mine"], overlap):
             return JSONResponse({"error": "Every task left in this part is being worked on by other participants "
                                           "just now.", "wait": True}, status_code=503)
-        await self._w(self.ledger.finish, session.participant, part.name)
+        if since is None:  # nothing left in the list in hand, which may be older than an import: asked again
+            return await self._next(session, part, started)
+        # finished on these tasks: a participant who asks again once the part holds others is served from them
+        await self._w(self.ledger.finish, session.participant, part.name, catalogue.digest)
         return JSONResponse({"finished": "There are no more tasks for you in this part. Thank you!",
                              "previous": previous})
 

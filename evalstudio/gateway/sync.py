@@ -10,12 +10,17 @@ account and its `lead_time` the time the ledger measured:
   `participants add` whose account was not made (a lost answer) is signed up through the invite link as `add`
   does, with the ledger's password. An e-mail Label Studio has already is that participant's account (made by an
   earlier try whose answer was lost): the e-mail is of a reserved domain only evalstudio writes.
-- answers: each write carries the ledger's key, the pair (task, participant). The ledger marks an answer sent before
-  its first write goes out; an answer marked sent whose annotation id the ledger does not have (the write's answer
-  was lost: a timeout, a killed process) is looked for first, the participant's annotation of that task, once
-  SETTLE seconds have passed since the write went out (a request Label Studio took may still be on its way into its
-  database), so the try finds its earlier write instead of writing again (so is the answer of a participant of `participants add`, who
-  may have annotated the task in Label Studio itself). A change of answer is a PATCH of that annotation.
+- answers: each write carries the ledger's key, the pair (task, participant), and a key Label Studio stores with
+  the annotation and keeps unique in its database (`unique_id`, derived from the ledger's reference: `write_key`),
+  so a second write of one answer is refused (HTTP 409) however the first one's answer was lost. The ledger marks
+  an answer sent before its first write goes out; an answer marked sent whose annotation id the ledger does not have
+  (the write's answer was lost: a timeout, a killed process) is looked for first, the participant's annotation of
+  that task, once SETTLE seconds have passed since the write went out (so is the answer of a participant of
+  `participants add`, who may have annotated the task in Label Studio itself). A look-up that finds the participant
+  on the task more than once (written twice by an evalstudio before the key, or a look-up answered before a frozen
+  Label Studio stored the first write) keeps one annotation, the oldest, with the ledger's answer, and deletes the
+  others when the participant joined through the study link (nobody but this writer writes their annotations);
+  those of `participants add` are left and `status` flags them. A change of answer is a PATCH of that annotation.
 
 One writer per study at a time: a thread in every gateway process, of which the one holding the study's sync lease
 in the ledger writes (evalstudio/crowd/ledger_sync.py). A write Label Studio refuses (4xx) is recorded with its
@@ -28,7 +33,9 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import logging
+import os
 import threading
+import uuid
 
 import httpx
 
@@ -39,7 +46,9 @@ from .checks import user_id
 
 log = logging.getLogger(__name__)
 
-TIMEOUT = 30.0  # one write to Label Studio; well inside the lease, so a writer whose lease another took is not writing
+# one write to Label Studio; well inside the lease, so a writer whose lease another took is not writing (the
+# variable: for tests, which wait for a write that timed out)
+TIMEOUT = float(os.environ.get("EVALSTUDIO_SYNC_TIMEOUT") or 30.0)
 IDLE = 0.25  # seconds between looks at the ledger when there is nothing to write
 REFUSED_AGAIN = 60.0  # a refused write is tried again after this
 # a write that went out and whose answer never came (a timeout, a writer killed) may still be on its way into Label
@@ -53,6 +62,16 @@ RENEW = LEASE_SECONDS / 8  # the sync lease is renewed after this (it holds LEAS
 
 class Refused(Exception):
     """Label Studio refused a write (4xx): its reason."""
+
+
+class Duplicate(Refused):
+    """Label Studio holds an annotation with this write's key already (HTTP 409): an earlier write of the answer."""
+
+
+def write_key(study: str, ref: str) -> str:
+    """The key Label Studio stores with the annotation of the ledger's reference `ref` (its `unique_id`, unique in
+    its database): one annotation per answer, whoever writes it and however often."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"evalstudio:{study}:{ref}"))
 
 
 class SyncWriter:
@@ -179,6 +198,8 @@ class SyncWriter:
         answer = self._client().request(method, path, **kwargs)
         if answer.status_code >= 500 or answer.status_code in (408, 429):
             raise ServerBusy(f"HTTP {answer.status_code}")
+        if answer.status_code == 409:
+            raise Duplicate(f"Label Studio holds it already (HTTP 409): {_reason(answer)}")
         if answer.status_code >= 400:
             raise Refused(f"Label Studio refused it (HTTP {answer.status_code}): {_reason(answer)}")
         return answer
@@ -219,24 +240,48 @@ class SyncWriter:
         result = json.loads(pending.result)
         annotation = pending.annotation_id
         if annotation is None:
-            mine = []
-            if pending.sent or pending.signs_in:  # an earlier write went out, or they annotate in Label Studio too
-                listed = self._request("GET", f"/api/tasks/{pending.task_id}/annotations").json()
-                mine = [a for a in listed or [] if isinstance(a, dict) and not a.get("was_cancelled")
-                        and user_id(a.get("completed_by")) == pending.user_id]
-            if mine:
-                annotation = int(mine[0]["id"])
-                if mine[0].get("result") == result:
-                    return annotation
-            else:
+            mine = self._theirs(pending) if pending.sent or pending.signs_in else []
+            if not mine:
                 self.ledger.answer_sending(pending.ref)
-                made = self._request("POST", f"/api/tasks/{pending.task_id}/annotations",
-                                     params={"project": self.projects[pending.part]},
-                                     json={"result": result, "completed_by": pending.user_id,
-                                           "lead_time": round(pending.seconds or 0.0, 3)})
-                return int(made.json()["id"])
+                try:
+                    made = self._request("POST", f"/api/tasks/{pending.task_id}/annotations",
+                                         params={"project": self.projects[pending.part]},
+                                         json={"result": result, "completed_by": pending.user_id,
+                                               "lead_time": round(pending.seconds or 0.0, 3),
+                                               "unique_id": write_key(self.study, pending.ref)})
+                    return int(made.json()["id"])
+                except Duplicate:  # an earlier write is stored: its answer was lost, or a look-up ran ahead of it
+                    mine = self._theirs(pending)
+                    if not mine:
+                        raise ServerBusy("Label Studio holds the answer but does not list it yet") from None
+            keep = self._reconciled(pending, mine)
+            if keep.get("result") == result:
+                return int(keep["id"])
+            annotation = int(keep["id"])
         self._request("PATCH", f"/api/annotations/{annotation}/", json={"result": result})
         return annotation
+
+    def _theirs(self, pending: Pending) -> list[dict]:
+        """The participant's annotations of the task in Label Studio (not skipped), oldest first."""
+        listed = self._request("GET", f"/api/tasks/{pending.task_id}/annotations").json()
+        return sorted((a for a in listed or [] if isinstance(a, dict) and not a.get("was_cancelled")
+                       and user_id(a.get("completed_by")) == pending.user_id), key=lambda a: int(a["id"]))
+
+    def _reconciled(self, pending: Pending, mine: list[dict]) -> dict:
+        """The one of the participant's annotations of the task that holds the ledger's answer (the oldest); the
+        others are deleted where only this writer writes the participant's annotations (they joined through the
+        study link), and left for `status` to flag otherwise (`participants add`: they may annotate in Label
+        Studio itself)."""
+        keep, surplus = mine[0], mine[1:]
+        for extra in surplus if not pending.signs_in else ():
+            try:
+                self._request("DELETE", f"/api/annotations/{int(extra['id'])}/")
+            except Refused as e:
+                if "HTTP 404" not in str(e):  # (deleted already: by another writer's round)
+                    raise
+            log.warning("deleted annotation %s of task %s: the same answer as annotation %s (written twice)",
+                        extra["id"], pending.task_id, keep["id"])
+        return keep
 
 
 class ServerBusy(Exception):
