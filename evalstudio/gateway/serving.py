@@ -28,8 +28,10 @@ from .checks import shown_data, user_ids
 from .setup import Part
 
 # a part's tasks (ids, contexts, Label Studio's answer counts) are read again after this (the variable: for tests,
-# which make the list in hand stale for as long as they need)
-CATALOGUE_SECONDS = float(os.environ.get("EVALSTUDIO_CATALOGUE_SECONDS") or 10.0)
+# which make the list in hand stale for as long as they need). Each read is one of Label Studio's costliest answers
+# (every task with its annotators): at 10 s, two gateway workers' reads took a fifth of Label Studio's CPU during a
+# 500-participant launch (py-spy, docs/operating.md); a participant is never told "done" from the list in hand
+CATALOGUE_SECONDS = float(os.environ.get("EVALSTUDIO_CATALOGUE_SECONDS") or 30.0)
 CATALOGUE_PAGE = 1000
 
 
