@@ -131,41 +131,50 @@ class SyncWriter:
         self._pool.shutdown(wait=True)
 
     def once(self) -> int:
-        """One round: the accounts, then the answers waiting, up to CONCURRENT answers at once (each answer is
-        written by one thread; the round ends when every write of it has its answer). Returns how many writes were
-        made."""
+        """One round: the accounts, then the answers waiting, up to CONCURRENT writes at once (each account and each
+        answer is written by one thread; the accounts' writes end before the answers' begin, and the round ends when
+        every write of it has its answer). Returns how many writes were made."""
         import time
 
-        done = 0
         now = time.monotonic()
-        for participant, email, signs_in in self.ledger.pending_accounts():
-            key = f"account:{participant.lower()}"
-            if now - self._refused_at.get(key, -REFUSED_AGAIN) < REFUSED_AGAIN:
-                continue
-            try:
-                made = self._account(participant, email, signs_in)
-                self.ledger.account_made(participant, made)
-                if self._users is not None:
-                    self._users[email.lower()] = made
-                done += 1
-                self.written += 1
-            except Refused as e:
-                self._refused_at[key] = now
-                self._users = None  # (another writer may have made it: listed again on the next try)
-                self.ledger.account_refused(participant, str(e))
-        futures = [self._pool.submit(self._one, pending, now)
-                   for pending in self.ledger.pending_answers(list(self.projects))]
-        concurrent.futures.wait(futures)  # no write of this round is in flight when the next round looks
-        failed = None
+        accounts = [(participant, email, signs_in) for participant, email, signs_in in self.ledger.pending_accounts()
+                    if now - self._refused_at.get(f"account:{participant.lower()}", -REFUSED_AGAIN) >= REFUSED_AGAIN]
+        if accounts:
+            self._find_user("")  # Label Studio's accounts, listed once before the writes (kept while writes land)
+        done = self._all(self._one_account, [(*account, now) for account in accounts])
+        return done + self._all(self._one, [(pending, now)
+                                            for pending in self.ledger.pending_answers(list(self.projects))])
+
+    def _all(self, write, items: list[tuple]) -> int:
+        """`write(*item)` for every item on the pool's threads; how many wrote. Returns once every write has its
+        answer (no write of a round is in flight when the next round looks); the first failure is raised then."""
+        futures = [self._pool.submit(write, *item) for item in items]
+        concurrent.futures.wait(futures)
+        done, failed = 0, None
         for future in futures:
             if future.exception() is not None:
                 failed = failed or future.exception()
             elif future.result():
                 done += 1
-                self.written += 1
+        self.written += done
         if failed is not None:
             raise failed
         return done
+
+    def _one_account(self, participant: str, email: str, signs_in: bool, now: float) -> bool:
+        """Make one participant's account (on one of the pool's threads): whether it was made."""
+        try:
+            made = self._account(participant, email, signs_in)
+        except Refused as e:
+            self._refused_at[f"account:{participant.lower()}"] = now
+            self._users = None  # (another writer may have made it: listed again on the next try)
+            self.ledger.account_refused(participant, str(e))
+            return False
+        self.ledger.account_made(participant, made)
+        users = self._users
+        if users is not None:
+            users[email.lower()] = made
+        return True
 
     def _one(self, pending: Pending, now: float) -> bool:
         """Write one answer (on one of the pool's threads): whether it was written."""
