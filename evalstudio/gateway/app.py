@@ -59,9 +59,8 @@ class Gateway(Serving, Admission):
         self._designs: dict[str, dict] = {}  # part -> its active design as the ledger keeps it (drawn once)
         self.upstream = httpx.AsyncClient(base_url=config.label_studio_url, timeout=60,
                                           limits=httpx.Limits(max_connections=200, max_keepalive_connections=100))
-        # Label Studio receives the ledger's accounts and answers behind it (started with the app), through its own
-        # connections to the ledger: its reads and writes never hold the participants' requests' connection
-        self.sync = sync.SyncWriter(Ledger(config.participants_folder), config.label_studio_url, config.api_key,
+        # Label Studio receives the ledger's accounts and answers behind it (started with the app)
+        self.sync = sync.SyncWriter(self.ledger, config.label_studio_url, config.api_key,
                                     {p.name: p.project_id for p in config.parts}, config.sync_name)
 
     # ---- pages ------------------------------------------------------------------------------------------------
