@@ -186,7 +186,8 @@ class Campaign:
             else:
                 joined = await self.ask(web, "POST", "/api/join", name, json={"key": self.join_key, "participant": pid})
                 if joined is None or joined.status_code != 200:
-                    self.errors[f"{name}: sign-up refused"] += 1
+                    self.errors[f"{name}: sign-up refused (HTTP {joined.status_code if joined else '-'}: "
+                                f"{joined.text[:60] if joined else 'no answer'})"] += 1
                     return
             wanted = rng.randint(3, 12)
             done: list[str] = []
@@ -486,8 +487,11 @@ def invariants(campaign: Campaign, book, client, project_id: int, tmp: Path, env
             done_by = {row["annotator"]: int(row["tasks_done"]) for row in csv.DictReader(f)}
         expected = Counter(accounts[r.participant].email for r in refs.values()
                            if r.answered is not None and r.participant in accounts)
-        if {k: v for k, v in done_by.items() if v} != dict(expected):
-            broken.append(f"status counts {sum(done_by.values())} tasks done, the ledger {sum(expected.values())}")
+        differ = sorted(k for k in set(done_by) | set(expected) if done_by.get(k, 0) != expected.get(k, 0))
+        if differ:
+            broken.append(f"status counts {sum(done_by.values())} tasks done, the ledger {sum(expected.values())}; "
+                          "per participant (status/ledger): " + ", ".join(
+                              f"{k} {done_by.get(k, 0)}/{expected.get(k, 0)}" for k in differ[:5]))
     checks.append(("status and export equal the ledger once drained", len(ledger_ids), broken))
     return checks
 

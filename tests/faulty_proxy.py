@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
@@ -35,6 +35,10 @@ class Fault:
     delay: float = 0.0
     release: threading.Event = field(default_factory=threading.Event)
     forwarded: threading.Event = field(default_factory=threading.Event)
+
+    def __deepcopy__(self, memo) -> "Fault":
+        """A copy with events of its own (a test's table of faults is copied for each run)."""
+        return replace(self, release=threading.Event(), forwarded=threading.Event())
 
     def __post_init__(self):
         if self.action not in {"status-before", "status-after", "drop-after", "slow-after", "hold-before"}:
