@@ -37,6 +37,8 @@ from evalstudio.tasks.importing import import_files  # noqa: E402
 from tests.conftest import free_port  # noqa: E402
 from tests.postgres import TempPostgres  # noqa: E402
 
+import cpu_use  # noqa: E402  (beside this file)
+
 OVERLAP = 3
 GIVE_UP = 900  # seconds a participant keeps asking again before the run counts them as lost
 
@@ -182,15 +184,48 @@ def dialogue_study(folder: Path, settings: dict, per_participant: int | None, ta
     return projects_file, registry.load(projects_file).get("dialogue"), items
 
 
+def postmaster(postgres: TempPostgres | None) -> set[int]:
+    """The PostgreSQL server's pid (its backends are its children)."""
+    try:
+        return {int((postgres.root / "data" / "postmaster.pid").read_text().split()[0])} if postgres else set()
+    except (OSError, ValueError, IndexError):
+        return set()
+
+
+def catalogue_cost(server, project_id: int, reads: int = 5) -> tuple[float, float]:
+    """Label Studio's CPU seconds and the wall seconds of one read of a part's tasks as the gateway's catalogue reads
+    them (evalstudio/gateway/serving.py), measured `reads` times once the run is over."""
+    use = cpu_use.CpuUse({"Label Studio": lambda: {server.process.pid}}, {})
+    web = httpx.Client(base_url=server.url, timeout=120,
+                       headers={"Authorization": f"Token {server.credentials().api_key}"})
+    with use:
+        t0 = time.perf_counter()
+        for _ in range(reads):
+            web.get("/api/tasks", params={"project": project_id, "page": 1, "page_size": 1000, "fields": "task_only",
+                                          "review": "true", "include": "id,data,total_annotations,annotators"})
+            web.get("/api/tasks", params={"project": project_id, "page": 2, "page_size": 1000, "fields": "task_only",
+                                          "review": "true", "include": "id,data,total_annotations,annotators"})
+        wall = (time.perf_counter() - t0) / reads
+    web.close()
+    return dict(use.table()).get("Label Studio", 0.0) / reads, wall
+
+
 def paced(args) -> None:
     tasks = math.ceil(args.annotators * args.rounds / OVERLAP) + 50
     events: list[str] = []
+    load_before = cpu_use.load()
+    speed = cpu_use.speed()
+    spinners = cpu_use.busy(args.busy)
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         postgres = TempPostgres(free_port()).start() if args.database == "postgresql" else None
         database_url = postgres.create_database("crowd_benchmark") if postgres else None
         server = LocalServer(tmp / "ls", port=free_port(), database_url=database_url,
                              workers=args.label_studio_workers).start(timeout=600)
+        if args.label_studio_nice:  # Label Studio's workers and its database behind the gateway, at a lower priority
+            os.setpriority(os.PRIO_PGRP, server.process.pid, args.label_studio_nice)
+            for pid in postmaster(postgres):
+                os.setpriority(os.PRIO_PGRP, os.getpgid(pid), args.label_studio_nice)
         gateway = None
         try:
             client = Client(server.settings())
@@ -257,10 +292,23 @@ def paced(args) -> None:
                     await stopper
                 sampler.cancel()
 
-            asyncio.run(everything())
-            duration = time.time() - t0
-            last_answer = time.time()
-            drained = book.wait_synced(1800)  # the gateway's sync writer puts the last answers into Label Studio
+            use = cpu_use.CpuUse({
+                "gateway workers (participants' requests)": lambda: {gateway.process.pid},
+                "Label Studio (gunicorn workers)": lambda: {server.process.pid},
+                "PostgreSQL (Label Studio's database)": lambda: postmaster(postgres),
+                f"--busy {args.busy} (spinning)": lambda: {s.pid for s in spinners},
+                "benchmark (simulated participants)": lambda: {os.getpid()}},
+                {"gateway workers (participants' requests)": ("evalstudio-sync", "gateway sync writer (thread)")},
+                alone=("benchmark (simulated participants)",))
+            with use:
+                asyncio.run(everything())
+                duration = time.time() - t0
+                load_during = cpu_use.load()
+                last_answer = time.time()
+                drained = book.wait_synced(args.drain)  # the gateway's sync writer puts the last answers into Label Studio
+            for spinner in spinners:
+                spinner.kill()
+            catalogue = catalogue_cost(server, project_id)
             events.append(f"Label Studio held every acknowledged answer {time.time() - last_answer:.1f} s after the "
                           f"last one (still behind: {drained.behind}); sync lag sampled every second: p50 "
                           f"{q(lags, 50):.1f} s, p99 {q(lags, 99):.1f} s, max {max(lags, default=0):.1f} s")
@@ -269,6 +317,8 @@ def paced(args) -> None:
             answered = [r for r in book.answers() if r.annotation_id is not None]
             made = sum(1 for e in client.users().values() if e.startswith("crowd"))
         finally:
+            for spinner in spinners:
+                spinner.kill()
             if gateway is not None:
                 gateway.stop()
             server.stop()
@@ -279,9 +329,12 @@ def paced(args) -> None:
                 for task in per_task}
     print(f"{args.annotators} participants x {args.rounds} tasks, {args.pace[0]:g}-{args.pace[1]:g} s a task, arriving "
           f"over {args.arrival:g} s; {args.gateway_workers} gateway workers; Label Studio on {args.database} with "
-          f"{args.label_studio_workers} workers{'; with faults' if args.faults else ''}; "
+          f"{args.label_studio_workers} workers{f' at nice {args.label_studio_nice}' if args.label_studio_nice else ''}"
+          f"{'; with faults' if args.faults else ''}; "
           f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-          f"{time.strftime('%Y-%m-%d')}; {duration:.0f} s")
+          f"{time.strftime('%Y-%m-%d')}; {duration:.0f} s{f'; {args.busy} busy core(s) beside it' if args.busy else ''}")
+    print(f"  machine speed: benchmarks/analysis.py --quick took {speed[0]:.1f} s ({speed[1]:.1f} CPU s) before the "
+          f"run; load average {load_before} before, {load_during} at the end of the participants' work")
     for event in events:
         print(f"  {event}")
     print(f"{'operation':<10}{'answered':>9}{'p50 ms':>9}{'p99 ms':>9}{'max ms':>9}{'seen p99 ms':>13}"
@@ -300,3 +353,6 @@ def paced(args) -> None:
           f"ledger {len(answered)}; participants' Label Studio accounts {made}")
     print(f"tasks over the overlap of {OVERLAP}: {sum(n > OVERLAP for n in per_task.values())}; tasks with a "
           f"participant twice: {sum(per_task[t] != distinct[t] for t in per_task)}")
+    use.print()
+    print(f"  one read of the part's tasks (a catalogue refresh of each gateway worker): {catalogue[0]:.2f} CPU s of "
+          f"Label Studio, {catalogue[1]:.2f} s")

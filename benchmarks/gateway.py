@@ -24,6 +24,12 @@ second) and the time from the last answer until Label Studio holds everything. -
 Studio (SIGSTOP) for S seconds in the middle of the run, then lets it go on (SIGCONT).
 
     python benchmarks/gateway.py --launch [--annotators 500] [--arrival 60] [--stop-label-studio 300] [--faults]
+                                          [--busy 1]
+
+Paced runs and launches print the machine's speed (`benchmarks/analysis.py --quick` timed before the run), the load
+average, and where the CPU went during the run (benchmarks/cpu_use.py: the gateway's workers and its sync writer
+thread, Label Studio's workers, PostgreSQL, the simulated participants, anything else on the machine), so that rows
+from two machines can be compared. --busy N spins N processes beside the run (N busy cores).
 
 One Label Studio (SQLite in a temp dir, or a throwaway PostgreSQL cluster: Debian's `postgresql` binaries, as in
 the tests) and one gateway process are started for the run. Each side has its own project
@@ -132,6 +138,12 @@ def main() -> None:
                         help="seconds over which participants arrive (paced: 120, launch: 60)")
     parser.add_argument("--pace", type=float, nargs=2, default=(20.0, 60.0), help="seconds on a task: from, to")
     parser.add_argument("--faults", action="store_true", help="kill and restart the gateway and Label Studio twice")
+    parser.add_argument("--busy", type=int, default=0,
+                        help="paced or launch: this many processes spinning beside the run (each one busy core)")
+    parser.add_argument("--label-studio-nice", type=int, default=0,
+                        help="paced or launch: run Label Studio and its PostgreSQL at this nice value (the gateway at 0)")
+    parser.add_argument("--drain", type=float, default=1800.0,
+                        help="paced or launch: seconds to wait at most for Label Studio to hold every answer at the end")
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
     if args.paced or args.launch:

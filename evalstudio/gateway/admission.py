@@ -5,8 +5,10 @@ sign-up is complete when the ledger has it, and its Label Studio account is made
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
+import logging
 import secrets
 from dataclasses import dataclass
 
@@ -20,10 +22,12 @@ from evalstudio.crowd.ledger import StudyFull, Taken
 from . import pages
 from .checks import ACCESS_CODE, PARTICIPANT_ID, PLATFORM_ID, Refused
 
+log = logging.getLogger(__name__)
 COOKIE = "evalstudio_gateway"
 ACCOUNT_ATTEMPTS = 10  # sign-ins per minute for one participant id from one address (wrong codes are held here)
 SESSION_HOURS = 24
 MAX_BODY = 1_000_000  # bytes in one request body (an annotation is a few kB)
+SHEET_SECONDS = 2.0  # the participants' sheet is written again at most this often after sign-ups
 
 
 def error_response(message: str, status: int = 400) -> JSONResponse:
@@ -203,6 +207,7 @@ class Admission:
         except StudyFull:
             return error_response("Thank you for your interest: this study has all the participants it needs.", 409)
         self.sync.wake.set()  # its Label Studio account is made behind the sign-up
+        self._sheet_later()
         key, message, status = await self._start(account)
         if key is None:
             return error_response(message, status)
@@ -210,11 +215,27 @@ class Admission:
         return self._with_cookie(JSONResponse({"ok": True, "link": link}), key)
 
     def _sign_up(self, participant: str, platform: tuple[str | None, str | None]) -> participants.Account:
-        account = participants.join(participant, self.config.participants_folder, self.config.max_participants,
-                                    platform)
-        participants.write_sheet(self.config.participants_folder, None, self.config.label_studio_url,
-                                 self.config.public_url)
-        return account
+        return participants.join(participant, self.config.participants_folder, self.config.max_participants,
+                                 platform)
+
+    def _sheet_later(self) -> None:
+        """The participants' sheet (sign_in.csv, written from the ledger) written again off the sign-up's path, once
+        for the sign-ups of the last SHEET_SECONDS: a write reads every account, so one per sign-up grew with the
+        study (and waited on the sheet's lock of every gateway process)."""
+        self._sheet_due = True
+        if self._sheet_task is None or self._sheet_task.done():
+            self._sheet_task = asyncio.create_task(self.write_sheet())
+
+    async def write_sheet(self) -> None:
+        """Write the participants' sheet now if a sign-up is not in it yet (also when the gateway stops)."""
+        while self._sheet_due:
+            self._sheet_due = False
+            try:
+                await run_in_threadpool(participants.write_sheet, self.config.participants_folder, None,
+                                        self.config.label_studio_url, self.config.public_url)
+            except OSError as e:  # the ledger has every sign-up; the sheet is written again at the next
+                log.warning("the participants' sheet was not written (%s)", e)
+            await asyncio.sleep(SHEET_SECONDS)
 
     async def _api_session(self, request: Request) -> Session:
         self._check_header(request)

@@ -48,6 +48,7 @@ class Gateway(Serving, Admission):
         # the study's ledger: participants, sessions, served tasks, answers, finished parts, lists, attempts. This
         # process keeps nothing that another gateway process or a restart would need.
         self.ledger = Ledger(config.participants_folder)
+        self._sheet_due, self._sheet_task = False, None  # the participants' sheet, written behind sign-ups
         self.locks: dict[str, asyncio.Lock] = {}  # one request of a participant at a time in this process
         self._catalogues: dict[str, Catalogue] = {}  # part -> its tasks as Label Studio has them (a cache)
         self._catalogue_locks: dict[str, asyncio.Lock] = {}
@@ -382,6 +383,7 @@ def build_app(config: GatewayConfig) -> Starlette:
             stop.set()
             gateway.sync.wake.set()
             await run_in_threadpool(thread.join, 10)
+            await gateway.write_sheet()
             await gateway.upstream.aclose()
 
     app = Starlette(routes=routes, middleware=[Middleware(_Headers)], lifespan=lifespan)

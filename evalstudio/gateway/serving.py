@@ -28,8 +28,10 @@ from .checks import shown_data, user_ids
 from .setup import Part
 
 # a part's tasks (ids, contexts, Label Studio's answer counts) are read again after this (the variable: for tests,
-# which make the list in hand stale for as long as they need)
-CATALOGUE_SECONDS = float(os.environ.get("EVALSTUDIO_CATALOGUE_SECONDS") or 10.0)
+# which make the list in hand stale for as long as they need). Each read is one of Label Studio's costliest answers
+# (every task with its annotators): at 10 s, two gateway workers' reads took a fifth of Label Studio's CPU during a
+# 500-participant launch (py-spy, docs/operating.md); a participant is never told "done" from the list in hand
+CATALOGUE_SECONDS = float(os.environ.get("EVALSTUDIO_CATALOGUE_SECONDS") or 30.0)
 CATALOGUE_PAGE = 1000
 
 
@@ -116,7 +118,7 @@ class Serving:
                                                     started=started)
             return self._catalogues[part.name]
 
-    def _order_of(self, session: Session, part: Part, catalogue: Catalogue) -> list[int]:
+    async def _order_of(self, session: Session, part: Part, catalogue: Catalogue) -> list[int]:
         key = (session.key, part.name)
         cached = self._orders.get(key)
         if cached is not None and cached[0] is catalogue.contexts:  # drawn again only when the tasks change
@@ -125,7 +127,10 @@ class Serving:
             order = sorted(catalogue.contexts)
         else:
             salt = self.ledger.setting("order-salt", make=lambda: secrets.token_hex(16))
-            order = participant_order(catalogue.contexts, seed_of(salt, session.participant, part.name))
+            # drawn on a worker thread: a few ms per 1,000 tasks, once per participant and process, while the event
+            # loop goes on answering others
+            order = await run_in_threadpool(participant_order, catalogue.contexts,
+                                            seed_of(salt, session.participant, part.name))
         if len(self._orders) > 10_000:
             self._orders.clear()
         self._orders[key] = (catalogue.contexts, order)
@@ -156,7 +161,7 @@ class Serving:
             # a task served and not answered (a reload, a new sign-in, a restart): the same one
             return await self._show(session, part, held, previous, count)
         catalogue = await self._catalogue(part, since)
-        order = self._order_of(session, part, catalogue)
+        order = await self._order_of(session, part, catalogue)
         if part.active is not None:  # an active design: humans label the drawn tasks only
             design = await self._design(part, catalogue)
             order = [t for t in order if t in design and design[t][1]]
