@@ -105,7 +105,7 @@ def worker(kind: str, url: str, key: str, path: str, batch_size: int) -> dict:
     elif kind == "export":
         project_id = int(path)
         users = client.users()
-        count, _ = write_annotations(client.full_task_pages(project_id, export_endpoint=True), project, users,
+        count, _, _ = write_annotations(client.full_task_pages(project_id, export_endpoint=True), project, users,
                                       Path(tempfile.mktemp(suffix=".csv")))
     elif kind == "export-probe":  # Label Studio's fixed cost of one export request: 20 requests for one task each
         project_id = int(path)
