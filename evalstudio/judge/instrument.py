@@ -26,6 +26,7 @@ from evalstudio.base.errors import EvalstudioError
 from evalstudio.gateway.checks import Control, Refused, check_result, controls_of
 from evalstudio.protocols.mapping import POSITIONS
 from evalstudio.protocols.registry import Project
+from evalstudio.values.spans import SPAN_TAGS
 
 TEXT_TAGS = {"Header", "Text", "HyperText", "Paragraphs", "Table"}
 SKIPPED = {"Style", "Script", "Choice", "Label"}
@@ -98,7 +99,7 @@ class Instrument:
     def __init__(self, project: Project):
         self.project = project
         self.controls = controls_of(project)
-        spans = [c.name for c in self.controls.values() if c.tag == "Labels" or c.per_region]
+        spans = [c.name for c in self.controls.values() if c.tag in SPAN_TAGS or c.per_region]
         if spans:  # its prompt would ask for text where annotators mark spans: not the annotators' instrument
             raise InstrumentError(f"{project.config_path}: an LLM judge cannot mark spans of a text yet "
                                   f"({', '.join(spans)}); judge a protocol without Labels or perRegion controls")
