@@ -9,7 +9,6 @@ import hashlib
 import json
 
 import httpx
-import numpy as np
 import pytest
 
 from evalstudio import importers
@@ -40,6 +39,18 @@ def _tasks(label_studio, project_id: int) -> dict[int, dict]:
                        headers={"Authorization": f"Token {label_studio.credentials().api_key}"})
     answer.raise_for_status()
     return {t["id"]: t for t in answer.json()["tasks"]}
+
+
+def _annotations(label_studio, task_ids) -> dict[int, int]:
+    """Each task's annotations as Label Studio lists them, counted here: its `total_annotations` field is a counter
+    that two annotations saved at once on one task can leave one short (tasks/models.py counts, then saves)."""
+    counts = {}
+    for task_id in task_ids:
+        answer = httpx.get(f"{label_studio.url}/api/tasks/{task_id}/annotations/", timeout=60,
+                           headers={"Authorization": f"Token {label_studio.credentials().api_key}"})
+        answer.raise_for_status()
+        counts[task_id] = sum(1 for a in answer.json() if not a.get("was_cancelled"))
+    return counts
 
 
 def test_uncertainty_routing_serves_the_least_certain_task_and_stops_at_the_target(label_studio, client, tmp_path):
@@ -125,10 +136,9 @@ def test_uncertainty_routing_serves_the_least_certain_task_and_stops_at_the_targ
     before = routing.state_of(route, sorted(tasks), [(t, p, json.dumps(v)) for t, p, v in answers[:-1]])
     assert not adaptive.study_done(before.certainty, min_overlap=MIN_OVERLAP, max_overlap=OVERLAP,
                                    posterior=POSTERIOR)
-    in_label_studio = _tasks(label_studio, project_id)
-    assert all(t["total_annotations"] <= OVERLAP for t in in_label_studio.values())
-    assert sum(t["total_annotations"] for t in in_label_studio.values()) == len(answers)
-    assert np.bincount([int(t["total_annotations"]) for t in in_label_studio.values()]).sum() == len(tasks)
+    in_label_studio = _annotations(label_studio, tasks)
+    assert in_label_studio == given  # every answer is one annotation of its task, no more
+    assert all(n <= OVERLAP for n in in_label_studio.values())
     status = run("status", "circa", "--participants", str(folder), "--projects", str(projects_file), "-o",
                  str(tmp_path / "status"),
                  env={"LABEL_STUDIO_URL": label_studio.url,

@@ -103,8 +103,10 @@ class Serving:
                     data = task.get("data") or {}
                     contexts[task_id] = str(data.get("item_id", task_id))
                     shown[task_id] = json.dumps(shown_data(data, part.fields), sort_keys=True, ensure_ascii=False)
-                    outside[task_id] = int(task.get("total_annotations") or 0)
                     annotators[task_id] = user_ids(task.get("annotators"))
+                    # Label Studio's counter can fall one short when two annotations of a task are saved at once
+                    # (it counts, then saves); the distinct annotators, read live, are a floor it cannot go under
+                    outside[task_id] = max(int(task.get("total_annotations") or 0), len(annotators[task_id]))
                 if len(tasks) < CATALOGUE_PAGE:
                     break
                 page += 1
