@@ -392,7 +392,7 @@ def test_reproduce_refuses_a_config_outside_the_package(tmp_path):
     import yaml
 
     from evalstudio.base.errors import BadInput
-    from evalstudio.cli.publishing import reproduce_package
+    from evalstudio.operations.publishing import reproduce_package
     from evalstudio.exporters.instrument import write_manifest
 
     root = Path(__file__).parent.parent

@@ -119,13 +119,13 @@ def test_decisions_reject_only_failed_gold_and_pay_the_announced_bonuses(dialogu
 @pytest.mark.parametrize("hours, said", [(0.001, "1 min"), (0.5, "30 min"), (0.999, "60 min"), (1.0, "1.0 hours"),
                                          (1.55, "1.6 hours"), (36.0, "36.0 hours")])
 def test_time_left_is_said_in_minutes_under_an_hour(hours, said):
-    from evalstudio.cli.reading import _duration
+    from evalstudio.operations.reading import _duration
     assert _duration(hours) == said
 
 
 @pytest.mark.parametrize("rate, said", [(0.25, "0.2"), (9.94, "9.9"), (9.96, "10"), (10.0, "10"), (17547.5, "17,548")])
 def test_the_rate_is_said_in_whole_annotations_per_hour_from_ten_on(rate, said):
-    from evalstudio.cli.reading import _rate
+    from evalstudio.operations.reading import _rate
     assert _rate(rate) == said
 
 
@@ -320,7 +320,7 @@ def test_status_checks_that_the_pool_holds_the_gold_rate(dialogue, rate, warned)
 @pytest.mark.parametrize("protocol", ["sotopia", "cmv", "circa", "dialogue", "health"])
 def test_status_right_after_import_with_no_annotation_yet(reg, protocol):
     """Every study's status before anyone has answered (Circa's two parts once crashed on the empty frame)."""
-    from evalstudio.cli.reading import study_tables
+    from evalstudio.operations.reading import study_tables
 
     parts = reg.parts(protocol)
     per_part = [[{"id": 10 * i + t, "data": {}, "meta": {}, "annotations": []} for t in range(3)]

@@ -126,7 +126,7 @@ def estimate(
             if protocol is None or draws is not None:
                 raise BadInput("give the ratings file and --draws, or --protocol alone for a study the gateway ran "
                                "with an active design")
-            from .reading import active_design, read_study, study_ratings
+            from evalstudio.operations.reading import active_design, read_study, study_ratings
 
             _, parts, per_part, frames, _ = read_study(protocol, projects, None, None, participants)
             tidy, full_spec, _ = study_ratings(protocol, parts, per_part, frames)

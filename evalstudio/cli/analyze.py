@@ -10,7 +10,7 @@ import typer
 from evalstudio.base.errors import BadInput, EvalstudioError
 
 from .base import ProjectsOption, app, chosen_spec, console, fail_with, load_registry
-from .reading import label_studio_ratings as _label_studio
+from evalstudio.operations.reading import label_studio_ratings as _label_studio
 
 
 @app.command()
@@ -471,7 +471,7 @@ def _preference_project(protocol: str, projects, export: Path | None, output: Pa
         judge_comparisons_from_tasks,
         positions_of,
     )
-    from .reading import read_study, quotas
+    from evalstudio.operations.reading import read_study, quotas
 
     reg, parts, per_part, frames, _ = read_study(protocol, projects, export, None)
     project = reg.study(protocol)

@@ -19,9 +19,10 @@ from evalstudio.tasks.placement import placement_problems
 from evalstudio.tasks.scanning import scan
 
 from .base import ProjectsOption, fail_with, load_registry, app, console, err
-from .reading import (import_with_progress, project_tasks, read_study, one_project_for, user_names, quotas, study_ledger, study_tables,
+from evalstudio.operations.reading import (import_with_progress, project_tasks, read_study, one_project_for, user_names, quotas, study_ledger, study_tables,
                       study_spans, sync_lag, write_status, ledger_check)
-from .waiting import WAIT_SECONDS, WaitOption, say, within
+from evalstudio.operations.waiting import WAIT_SECONDS, say, within
+from .base import WaitOption
 
 
 @app.command("projects")
@@ -349,7 +350,7 @@ def report(
             if from_export is None and any(p.assignment is not None and p.assignment.strategy == "active"
                                            for p in parts):  # (the design is in the live study's ledger)
                 from ..exporters.active import estimates
-                from .reading import active_design, study_ratings
+                from evalstudio.operations.reading import active_design, study_ratings
 
                 tidy, spec, _ = study_ratings(protocol, parts, per_part, frames)  # the study read above
                 active = estimates(tidy, spec, active_design(protocol, projects, participants,

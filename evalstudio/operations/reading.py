@@ -15,7 +15,9 @@ from evalstudio.labelstudio.connection import settings_from_env
 from evalstudio.protocols.mapping import importer_for
 from evalstudio.tasks.importing import import_files
 
-from .base import load_registry, console, err
+from evalstudio.protocols.registry import load as load_registry
+
+from .consoles import console, err
 from .waiting import WAIT_SECONDS, LedgerCheck, say, wait_for_sync, within
 
 
@@ -408,3 +410,15 @@ def active_design(protocol: str, projects, folder: Path | None = None, tasks: di
                        f"'{first['item']}'): the estimate needs the judge's score of every task; run `evalstudio judge "
                        "--to-label-studio` on them")
     return draws
+
+
+def chosen_spec(spec: Path | None, protocol: str | None, projects: Path | None):
+    """The spec a ratings file is read with: the --spec file, a --protocol's criteria, or None (the file's usual
+    columns, each criterion's scale guessed); both given is refused."""
+    from evalstudio.readers.spec import read_spec, spec_from_protocol
+
+    if spec is not None and protocol is not None:
+        raise BadInput("give --spec or --protocol, not both")
+    if spec is not None:
+        return read_spec(spec)
+    return spec_from_protocol(load_registry(projects).get(protocol)) if protocol else None
