@@ -6,12 +6,15 @@ before and after a change with the same work folder, then diff the two snapshots
     python tests/cli_output_snapshot.py /tmp/work after/    # on the new code
     diff -r before/ after/
 
-Not collected by pytest (no test_ prefix): it is a tool for a refactoring, the commands' tests are the suite's."""
+SNAPSHOT_PYTHONPATH=DIR runs the commands on a copy of the package in DIR instead (e.g. the old code's, with
+exporters/, importers/, ml_backend/ and labeling_configs/ inside evalstudio/); the report's generation time is
+written as "(time)". Not collected by pytest (no test_ prefix): a tool for a refactoring."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -100,6 +103,10 @@ def main(work: Path, snapshot: Path) -> None:
     files = snapshot / "files"
     shutil.rmtree(files, ignore_errors=True)
     shutil.copytree(work / "out", files)
+    for page in files.rglob("*.html"):  # the report says when it was generated: the one line that may differ
+        text = page.read_text(encoding="utf-8")
+        page.write_text(re.sub(r"generated \d{4}-\d\d-\d\d \d\d:\d\d UTC", "generated (time) UTC", text),
+                        encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from evalstudio.crowd import study
-from evalstudio.exporters.tidy import annotation_frame
+from evalstudio.exporters.tables.tidy import annotation_frame
 from evalstudio.protocols.registry import Bonus, Crowd
 from evalstudio.values.results import region
 
@@ -280,7 +280,7 @@ def test_gold_answers_are_checked_and_kept_out_of_sight(reg, tmp_path, protocol,
 def test_annotations_beyond_a_participants_quota_are_left_out_of_the_analysis(dialogue):
     """Label Studio cannot stop a participant at a quota: the analysis counts each participant's first `quota`
     submitted annotations (surplus repeats do not count) and says how many it left out."""
-    from evalstudio.exporters.analysis import exclusions
+    from evalstudio.exporters.analyses.analysis import exclusions
 
     frame = annotation_frame(make_tasks(dialogue), dialogue)
     kept, notes = exclusions(frame, quotas={"dialogue": 20})
@@ -296,7 +296,7 @@ def test_annotations_beyond_a_participants_quota_are_left_out_of_the_analysis(di
 def test_a_quota_with_only_skipped_annotations_leaves_nothing_out(dialogue):
     """Found by the report fuzz target (long profile): every annotation cancelled made the quota rule compare an
     empty text column with numbers."""
-    from evalstudio.exporters.analysis import exclusions
+    from evalstudio.exporters.analyses.analysis import exclusions
 
     frame = annotation_frame(make_tasks(dialogue), dialogue).assign(cancelled=True)
     kept, notes = exclusions(frame, quotas={"dialogue": 20})

@@ -77,8 +77,8 @@ def analyze(
     from evalstudio.base.files import staged_folder
     from evalstudio.base.memory import use_returning_allocator
 
-    from ..exporters.metaeval import analyze as run
-    from ..exporters.metaeval import write_analysis
+    from ..exporters.analyses.metaeval import analyze as run
+    from ..exporters.analyses.metaeval import write_analysis
 
     use_returning_allocator()
     try:
@@ -99,7 +99,7 @@ def analyze(
                 tables = run(tidy, full_spec, scores, n_boot=bootstrap, resamples=resamples, mace=mace, ppi=ppi,
                              alt=alt_test, epsilon=epsilon)
                 if study is not None:  # layout spans: the systems' MQM or ESA scores, span agreement
-                    from ..exporters.span_analysis import add_span_tables
+                    from ..exporters.analyses.span_analysis import add_span_tables
                     tables = add_span_tables(tables, study, resamples)
                 page = write_analysis(tables, f"{full_spec.name}: analysis", stage,
                                       [f"Ratings: {ratings.name if ratings else 'Label Studio'}"
@@ -229,7 +229,7 @@ def _results_table(tables, stacked: bool):
     from rich import box
     from rich.table import Table
 
-    from ..exporters.metaeval import summary
+    from ..exporters.analyses.metaeval import summary
 
     rows = summary(tables)
     number = lambda v: "-" if v != v else f"{v:.3f}"  # NaN -> -
@@ -315,7 +315,7 @@ def _run_comparisons(comparisons, judges, name: str, source: str, output: Path, 
     from rich import box
     from rich.table import Table
 
-    from ..exporters.preference import analyze_comparisons, write_comparison_analysis
+    from ..exporters.analyses.preference import analyze_comparisons, write_comparison_analysis
 
     if comparisons.empty:
         raise BadInput("no comparisons to analyse" + (f" ({'; '.join(notes)})" if notes else ""))
@@ -391,7 +391,7 @@ def _best_worst(path: Path, spec, output: Path, bootstrap: int, _metrics: Path |
 
 
 def _run_best_worst(annotations, name: str, source: str, output: Path, bootstrap: int, notes: list[str] = ()) -> Path:
-    from ..exporters.preference import analyze_best_worst, write_best_worst_analysis
+    from ..exporters.analyses.preference import analyze_best_worst, write_best_worst_analysis
 
     if annotations.empty:
         raise BadInput("no best-worst annotations to analyse" + (f" ({'; '.join(notes)})" if notes else ""))
@@ -464,8 +464,8 @@ def _preference_project(protocol: str, projects, export: Path | None, output: Pa
     model_version) are compared with the humans' on pairwise protocols."""
     import pandas as pd
 
-    from ..exporters.analysis import exclusions
-    from ..exporters.preference import (
+    from ..exporters.analyses.analysis import exclusions
+    from ..exporters.analyses.preference import (
         best_worst_from_annotations,
         comparisons_from_annotations,
         judge_comparisons_from_tasks,

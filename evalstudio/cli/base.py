@@ -61,9 +61,11 @@ def _main():
 
 
 def fail_with(error: Exception) -> typer.Exit:
+    """Print the error as the operator reads it and give the command's exit (2: the input given is wrong)."""
     err.print(Text.assemble(("error:", "bold red"), f" {printable(str(error))}"), soft_wrap=True)
     return typer.Exit(2 if isinstance(error, BadInput) else 1)  # 2: the input given is wrong
 
 
 def load_registry(projects: Path | None) -> registry.Registry:
+    """The protocol registry from --projects (or $EVALSTUDIO_PROJECTS, ./projects.yaml, the packaged copy)."""
     return registry.load(projects)

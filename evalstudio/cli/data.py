@@ -215,10 +215,10 @@ def export(
     which leaves no copy.)"""
     from evalstudio.base.files import check_output_file
 
-    from ..exporters.files import FORMATS, write_table
+    from ..exporters.tables.files import FORMATS, write_table
     from evalstudio.values.spans import span_controls
 
-    from ..exporters.tidy import annotation_frame, span_frame, spans_path, write_annotations
+    from ..exporters.tables.tidy import annotation_frame, span_frame, spans_path, write_annotations
 
     try:
         if format not in FORMATS:
@@ -254,7 +254,7 @@ def _export_live(protocol, parts, project_id, output: Path, format: str, wait: f
     """`export` of the live study: (rows, annotations, spans) written to `output` (and the spans to `spans`), once
     Label Studio holds what the gateway acknowledged (or --wait passed: what the output lacks is said after the
     read); given up, and the partial files removed, once Label Studio has not answered for --wait seconds."""
-    from ..exporters.tidy import annotation_frame, span_frame, write_annotations
+    from ..exporters.tables.tidy import annotation_frame, span_frame, write_annotations
 
     folder = study_ledger(protocol)
     for line in sync_lag(folder, wait):
@@ -324,9 +324,9 @@ def report(
 
     from evalstudio.base.files import staged_folder, write_output
 
-    from ..exporters.judges import judge_verdicts
-    from ..exporters.report import build_report
-    from ..exporters.tidy import model_frame
+    from ..exporters.analyses.judges import judge_verdicts
+    from ..exporters.analyses.report import build_report
+    from ..exporters.tables.tidy import model_frame
 
     verdicts: list[str] = []  # the LLM judges' section, also said here
 
@@ -349,7 +349,7 @@ def report(
             active = None
             if from_export is None and any(p.assignment is not None and p.assignment.strategy == "active"
                                            for p in parts):  # (the design is in the live study's ledger)
-                from ..exporters.active import estimates
+                from ..exporters.analyses.active import estimates
                 from evalstudio.operations.reading import active_design, study_ratings
 
                 tidy, spec, _ = study_ratings(protocol, parts, per_part, frames)  # the study read above

@@ -61,7 +61,7 @@ def plan(
     bootstrap range where its ratings are not normal. Each with its cost in participant-minutes and money. Writes
     the CSVs (components, power, cheapest; agreement, correlation, precision, precision_cheapest) and index.html
     with the curves to -o."""
-    from ..exporters.plan import best_design
+    from ..exporters.analyses.plan import best_design
 
     try:
         tables, notes, page = make_plan(ratings, delta, agreement_width, correlation_width, metrics, metric, systems,

@@ -265,7 +265,7 @@ def approvals(
     """Approve / reject (with reason) / bonus per participant, by the study's rules in projects.yaml (crowd:
     gold threshold, bonus rule), as files Prolific or MTurk take for bulk upload. Only failed attention checks
     reject; speeders and straight-liners are listed by `status` for you to decide."""
-    from ..exporters.approvals import not_platform_ids
+    from ..exporters.payments.approvals import not_platform_ids
 
     try:
         decided, chosen, written = study_status.approve(protocol, output, platform, mturk_results, from_export,

@@ -1,5 +1,5 @@
 """Planning a study from a pilot (`evalstudio plan`): the pilot's ratings read (a file or Label Studio), the
-targets' tables computed (exporters.plan, exporters.precision) and the plan's page written. Uses
+targets' tables computed (exporters.analyses.plan, exporters.analyses.precision) and the plan's page written. Uses
 evalstudio.readers, operations.reading and the exporters."""
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ def make_plan(ratings, delta, agreement_width, correlation_width, metrics, metri
     from evalstudio.base.files import staged_folder
     from evalstudio.readers.ratings import read_ratings
 
-    from ..exporters.plan import plan_tables, write_plan
-    from ..exporters.precision import precision_tables
+    from ..exporters.analyses.plan import plan_tables, write_plan
+    from ..exporters.analyses.precision import precision_tables
 
     counts = _annotator_counts(annotators)
     if delta is None and agreement_width is None and correlation_width is None:

@@ -1,7 +1,7 @@
 """A study's status and approvals as the operator asks for them (`evalstudio status`, `evalstudio approvals`): the
 study's state read live or from an export, participants who reached their quota closed, adaptive parts' progress,
 and what changed since setup and import (tampering). Uses operations.reading, evalstudio.crowd (participants, ledger,
-routing, study), evalstudio.tasks.integrity, evalstudio.labelstudio and exporters.approvals."""
+routing, study), evalstudio.tasks.integrity, evalstudio.labelstudio and exporters.payments.approvals."""
 
 from __future__ import annotations
 
@@ -129,7 +129,7 @@ def approve(protocol, output: Path, platform, mturk_results, from_export, projec
     as the platform's bulk-upload files to `output` (whole or not at all)."""
     from evalstudio.crowd import study
 
-    from ..exporters.approvals import write_approvals
+    from ..exporters.payments.approvals import write_approvals
 
     participants_folder = study_ledger(protocol, participants_folder)
     parts, _, crowd, table, _, _, _ = study_state(protocol, projects, from_export, project_id, participants_folder,

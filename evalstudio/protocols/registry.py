@@ -29,6 +29,7 @@ PACKAGED_PROJECTS = Path(__file__).resolve().parents[1] / "projects.yaml"  # eva
 
 
 class Criterion(BaseModel):
+    """One quality criterion of a protocol: its scale, range or labels, and the controls that answer it."""
     model_config = ConfigDict(extra="forbid")
 
     scale: Literal["nominal", "ordinal", "interval"]
@@ -164,6 +165,7 @@ class Compare(BaseModel):
 
 
 class Project(BaseModel):
+    """One protocol entry of projects.yaml: its Label Studio project, config, criteria, crowd rules and parts."""
     model_config = ConfigDict(extra="forbid")
 
     name: str = ""
@@ -392,6 +394,7 @@ _VALID_CONFIGS: set[str] = set()  # labeling configs (their text) that passed th
 
 
 def load(path: Path | str | None = None) -> Registry:
+    """The registry read from `path` (default: $EVALSTUDIO_PROJECTS, ./projects.yaml, the packaged copy), every problem as file:line."""
     path = Path(path) if path else default_path()
     try:
         text = read_text_file(path)
