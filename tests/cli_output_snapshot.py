@@ -8,7 +8,7 @@ before and after a change with the same work folder, then diff the two snapshots
 
 SNAPSHOT_PYTHONPATH=DIR runs the commands on a copy of the package in DIR instead (e.g. the old code's, with
 exporters/, importers/, ml_backend/ and labeling_configs/ inside evalstudio/); the report's generation time is
-written as "(time)". Not collected by pytest (no test_ prefix): a tool for a refactoring."""
+written as "(time)" and the work folder as "(work)". Not collected by pytest (no test_ prefix): a tool for a refactoring."""
 
 from __future__ import annotations
 
@@ -35,6 +35,10 @@ def export_file(work: Path) -> tuple[Path, Path]:
 
     project = registry.load(ROOT / "projects.yaml").entry("dialogue")
     crowd = project.crowd.model_copy(update={"min_gold_accuracy": 0.5, "bonus": Bonus(rule="all_batches", amounts=[2.5])})
+    rows = [{"item1": f"w{t % 9}", "item2": f"w{(t + 1) % 9}", "item3": f"w{(t + 3) % 9}", "item4": f"w{(t + 5) % 9}",
+             "annotator": f"a{t % 3}", "best": f"w{t % 9}", "worst": f"w{(t + 5) % 9}"} for t in range(27)]
+    (work / "bws.csv").write_text("item1,item2,item3,item4,annotator,best,worst\n" + "".join(
+        ",".join(r.values()) + "\n" for r in rows), encoding="utf-8")
     export = work / "export.json"
     export.write_text(json.dumps(make_tasks(project.model_copy(update={"crowd": crowd}))), encoding="utf-8")
 
@@ -66,6 +70,12 @@ def commands(work: Path, export: Path) -> dict[str, list[str]]:
                              str(meta / "synthetic_metrics.csv"), "--spec", str(meta / "synthetic.yaml"),
                              "--bootstrap", "50", "-o", str(out / "metaeval")],
         "analyze-missing": ["analyze", str(work / "nothing.csv"), "-o", str(out / "nothing")],
+        "analyze-pairwise": ["analyze", str(ex / "analyze" / "squality" / "rank_comparisons.csv"), "--spec",
+                             str(ex / "analyze" / "squality" / "rank_comparisons.yaml"), "--bootstrap", "20", "-o",
+                             str(out / "pairwise")],
+        "analyze-best-worst": ["analyze", str(work / "bws.csv"), "--bootstrap", "20", "-o", str(out / "bws")],
+        "approvals-mturk": ["approvals", "dialogue", "--from-export", str(export), "--platform", "mturk", "-o",
+                            str(out / "approvals-mturk")],
         "plan": ["plan", str(usr / "pc_usr_data.json"), "--spec", str(usr / "overall.yaml"), "--system",
                  "Original Ground Truth", "--system", "Seq2Seq", "--delta", "0.3", "--agreement-width", "0.2",
                  "-o", str(out / "plan")],
@@ -97,16 +107,17 @@ def main(work: Path, snapshot: Path) -> None:
     for name, args in commands(work, export).items():
         done = subprocess.run([sys.executable, "-m", "evalstudio.cli", *args], capture_output=True, text=True,
                               cwd=work, env=env, timeout=600)
-        (snapshot / f"{name}.out").write_text(f"exit {done.returncode}\n--- stdout\n{done.stdout}--- stderr\n"
-                                              f"{done.stderr}", encoding="utf-8")
+        said = f"exit {done.returncode}\n--- stdout\n{done.stdout}--- stderr\n{done.stderr}"
+        (snapshot / f"{name}.out").write_text(said.replace(str(work), "(work)"), encoding="utf-8")
         print(name, done.returncode, flush=True)
     files = snapshot / "files"
     shutil.rmtree(files, ignore_errors=True)
     shutil.copytree(work / "out", files)
-    for page in files.rglob("*.html"):  # the report says when it was generated: the one line that may differ
-        text = page.read_text(encoding="utf-8")
-        page.write_text(re.sub(r"generated \d{4}-\d\d-\d\d \d\d:\d\d UTC", "generated (time) UTC", text),
-                        encoding="utf-8")
+    for page in files.rglob("*"):  # the report says when it was generated; the work folder may be another
+        if page.suffix in (".html", ".csv", ".json", ".md", ".yaml", ".jsonl", ".txt"):
+            text = page.read_text(encoding="utf-8").replace(str(work), "(work)")
+            page.write_text(re.sub(r"generated \d{4}-\d\d-\d\d \d\d:\d\d UTC", "generated (time) UTC", text),
+                            encoding="utf-8")
 
 
 if __name__ == "__main__":

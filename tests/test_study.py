@@ -197,6 +197,47 @@ def test_status_and_approvals_through_the_command_line(dialogue, tmp_path):
     assert all(p in status_page for p in BEHAVIOUR) and "failed gold" in status_page
 
 
+def test_status_and_approvals_run_without_the_command_line(dialogue, tmp_path, monkeypatch):
+    """Issue 66: what `status` and `approvals` do is an operation of evalstudio.operations, called here without typer:
+    the same participants and decisions as the crowd study's own tables of the same export."""
+    from evalstudio.operations import status as study_status
+
+    tasks = make_tasks(dialogue)
+    export = tmp_path / "export.json"
+    export.write_text(json.dumps(tasks), encoding="utf-8")
+
+    def crowd_rules(raw):
+        raw["projects"]["dialogue"]["crowd"].update({"min_gold_accuracy": 0.5, "bonus": {"rule": "all_batches",
+                                                                                           "amounts": [2.5]}})
+    projects = _projects_file(tmp_path, crowd_rules)
+    seen = study_status.look("dialogue", export, None, tmp_path / "participants", tmp_path / "status", False,
+                             projects)
+    table = study.participant_table(annotation_frame(tasks, dialogue), dialogue.crowd,
+                                    study.gold_answers(tasks, dialogue), N_TASKS, study.numeric_criteria([dialogue]))
+    assert sorted(seen.table["annotator"]) == sorted(table["annotator"])
+    assert seen.table.set_index("annotator")["tasks_done"].to_dict() == table.set_index("annotator")["tasks_done"].to_dict()
+    assert seen.closed == [] and (tmp_path / "status" / "participants.csv").is_file()
+    decided, platform, written = study_status.approve("dialogue", tmp_path / "approvals", "prolific", None, export,
+                                                      None, tmp_path / "participants", 5, projects)
+    expected = study.decisions(table, dialogue.crowd).set_index("annotator")["decision"].to_dict()
+    assert decided.set_index("annotator")["decision"].to_dict() == expected and platform == "prolific"
+    assert all(path.is_file() for path in written)
+
+
+def test_the_operations_import_without_the_command_line():
+    """Issue 66: evalstudio.operations is importable without typer (the commands' library is not below it)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; import evalstudio.operations.status, evalstudio.operations.reading, "
+            "evalstudio.operations.analyzing, evalstudio.operations.planning, evalstudio.operations.judging, "
+            "evalstudio.operations.serving, evalstudio.operations.publishing, evalstudio.operations.reporting; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'typer' or m.startswith('evalstudio.cli')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
 @pytest.mark.parametrize("hostile", ['"[/x]"@x.com', "[bold]w@x.com", "[link=javascript:x]w[/link]@x.com",
                                      "=1+2@x.com", "w3\x1b]0;title\x07@x.com"])
 def test_participant_text_that_looks_like_markup_is_printed_as_it_is(dialogue, tmp_path, hostile):

@@ -1,7 +1,7 @@
 """What `evalstudio publish` and `evalstudio reproduce` do, below the commands (cli/publish.py): the facts of a
 study gathered from Label Studio, the ledger and projects.yaml, and the package written from them
-(exporters/publication/datasheet.py, exporters/publication/release.py, exporters/publication/instrument.py); a package set up again on a Label Studio
-and checked against its manifest."""
+(exporters/publication: datasheet, release, instrument); a package set up again on a Label Studio and checked
+against its manifest. Uses operations.reading, exporters.publication and exporters.analyses, evalstudio.crowd."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """What several command groups read and write about a study, below all of them: its items imported with a
 progress bar, its projects' tasks and annotations (live from Label Studio or from an export), the study tables
-(participants, coverage, what remains) and the status files. `data` (import, export, report), `study` (status,
-approvals), `servers` (demo) and `analyze` use it; it uses none of them."""
+(participants, coverage, what remains) and the status files, the spec a ratings file is read with. The commands
+`data` (import, export, report), `servers` (demo) and the other operations (status, analyzing, planning,
+publishing) use it. Uses evalstudio.labelstudio, tasks, crowd, readers, exporters.tables and the consoles."""
 
 from __future__ import annotations
 

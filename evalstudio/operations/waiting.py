@@ -1,7 +1,7 @@
 """How a command that reads the live study (status, export, report, approvals) waits for Label Studio: for it to
 receive what the gateway acknowledged, then for its answers to the reads, with a line on stderr every few seconds,
 giving up at the operator's `--wait`; and what the output lacks of the study's ledger, said after the read
-(evalstudio/crowd/reconcile.py)."""
+(evalstudio/crowd/reconcile.py). Uses the consoles and evalstudio.base.errors; --wait itself is cli/base.py's."""
 
 from __future__ import annotations
 
