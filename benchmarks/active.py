@@ -399,7 +399,7 @@ def main(argv=None) -> None:
                 print(f"| {d['data']}, {d['criterion']} | {d['judge']} ({d['r']:.2f}) | {budget} | "
                       + " | ".join(f"{r[s]['coverage']:.3f}" for s in STRATEGIES) + " |")
     if args.threshold_runs and any(d["system"] is not None for d in replayed):
-        print(f"\nWhere `analyze --ppi` starts printing PPI++ intervals (exporters/ppi.py MIN_RATED_PPI): each "
+        print(f"\nWhere `analyze --ppi` starts printing PPI++ intervals (exporters/analyses/ppi.py MIN_RATED_PPI): each "
               f"system's studies of {PER_SYSTEM_POPULATION} segments, {args.threshold_runs} runs per system and size; "
               "the lowest system's coverage of the 95% PPI++ interval [that system]\n")
         print("| data, criterion | judge (r) | " + " | ".join(f"{b} rated" for b in THRESHOLD_SIZES) + " |")

@@ -25,8 +25,8 @@ import numpy as np
 import pandas as pd
 
 from evalstudio.base.memory import use_returning_allocator
-from evalstudio.exporters import metaeval
-from evalstudio.exporters.aggregated import aggregate
+from evalstudio.exporters.analyses import metaeval
+from evalstudio.exporters.tables.aggregated import aggregate
 from evalstudio.readers.ratings import read_metrics, read_ratings
 from evalstudio.readers.spec import CriterionSpec, Spec
 

@@ -60,7 +60,7 @@ def peak_mb() -> float:
 def worker(kind: str, url: str, key: str, path: str, batch_size: int) -> dict:
     """One measured run in this process (so its peak memory is its own)."""
     from evalstudio import importers
-    from evalstudio.exporters.tidy import write_annotations
+    from evalstudio.exporters.tables.tidy import write_annotations
     from evalstudio.labelstudio.client import Client
     from evalstudio.labelstudio.connection import Settings
     from evalstudio.protocols import registry

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from evalstudio.exporters.plan import calibration
+from evalstudio.exporters.analyses.plan import calibration
 from evalstudio.readers.ratings import read_ratings
 from evalstudio.readers.spec import read_spec
 
@@ -71,7 +71,7 @@ def widths(args) -> None:
     HANNA (each criterion with the metric that correlates most with it over stories)."""
     from ppi_calibration import CRITERIA, hanna_tables
 
-    from evalstudio.exporters.precision import agreement_calibration, correlation_calibration
+    from evalstudio.exporters.analyses.precision import agreement_calibration, correlation_calibration
 
     start = time.perf_counter()
     agreement = [agreement_calibration(load(), criterion, studies=args.simulations, pilots=args.pilots,

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from evalstudio.exporters.ppi import calibration
+from evalstudio.exporters.analyses.ppi import calibration
 
 HANNA = Path(__file__).resolve().parents[1] / "examples" / "analyze" / "hanna"
 CRITERIA = ("Relevance", "Coherence", "Empathy", "Surprise", "Engagement", "Complexity")

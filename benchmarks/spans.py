@@ -23,7 +23,7 @@ import pandas as pd
 
 from evalstudio.readers.spans import read_span_study
 from evalstudio.readers.spec import Spec
-from evalstudio.exporters.span_analysis import span_tables
+from evalstudio.exporters.analyses.span_analysis import span_tables
 
 TED = Path(__file__).resolve().parents[1] / "tests" / "data" / "mqm_ted" / "mqm_ted_ende.tsv.gz"
 CATEGORIES = np.array(["Accuracy/Mistranslation", "Fluency/Grammar", "Fluency/Punctuation", "Style/Awkward",

@@ -25,8 +25,8 @@ import pandas as pd
 from playwright.sync_api import sync_playwright
 
 from evalstudio import importers
-from evalstudio.exporters.mturk import read_mturk_results
-from evalstudio.exporters.report import build_report
+from evalstudio.exporters.payments.mturk import read_mturk_results
+from evalstudio.exporters.analyses.report import build_report
 from evalstudio.protocols import registry
 from evalstudio.tasks.scanning import iter_tasks, split_task
 

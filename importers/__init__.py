@@ -1,4 +1,5 @@
-"""One importer module per protocol, named like the protocol.
+"""One importer module per protocol, named like the protocol. Uses evalstudio.values (the record helpers of
+sources) and evalstudio.base; the registry (evalstudio.protocols) finds them.
 
 Each module provides:
   NAME                         the protocol name
@@ -19,6 +20,7 @@ IMPORTERS: dict[str, ModuleType] = {m.NAME: m for m in (sotopia, cmv, circa, dia
 
 
 def get(name: str) -> ModuleType:
+    """The importer module of that name, or an error listing them."""
     try:
         return IMPORTERS[name]
     except KeyError:

@@ -101,6 +101,7 @@ def _is_part1(path: Path) -> bool:
 
 
 def read(path: Path):
+    """Circa's CSV (part I questions or part II explanations) as numbered rows."""
     return read_table(path, ",", PART1_COLUMNS if _is_part1(path) else CSV_COLUMNS)
 
 
@@ -120,6 +121,7 @@ def _part1_task(row: dict) -> list[dict]:
 
 
 def convert(row: dict, project, context) -> list[dict]:
+    """One Circa row as its task(s)."""
     if "explanation" not in row:
         return _part1_task(row)
     question = {k: require(row, k).strip() for k in ("context", "question", "answer")}
@@ -193,6 +195,7 @@ def generation_input(row: dict) -> dict | None:
 
 
 def with_generated(row: dict, output: dict, model_version: str) -> dict:
+    """The row with a generated explanation and the model version that wrote it."""
     return {**row, "explanation": output["explanation"], "explanation_generated_by": model_version}
 
 
@@ -216,6 +219,7 @@ _EXCLUDED = {_normal(q, a) for q, a in INSTRUCTION_EXAMPLES}
 
 
 def relaxed(label: str | None) -> str | None:
+    """A strict Circa label as its relaxed label (Louis et al. 2020)."""
     return RELAXED.get(label, label) if label else None
 
 

@@ -42,6 +42,7 @@ prepare = no_context
 
 
 def read(path: Path):
+    """ChangeMyView records from a thread XML or a JSONL file."""
     if path.suffix.lower() == ".xml":
         yield from _read_thread_xml(path)
     else:
@@ -49,6 +50,7 @@ def read(path: Path):
 
 
 def convert(record: dict, project, context) -> list[dict]:
+    """One ChangeMyView post and comment as its task(s)."""
     delta = record.get("delta", True)
     if not isinstance(delta, bool):
         raise FieldError("delta", "expected true (the OP awarded a delta) or false")
@@ -122,6 +124,7 @@ def generation_input(record: dict) -> dict | None:
 
 
 def with_generated(record: dict, output: dict, model_version: str) -> dict:
+    """The record with generated theory-of-mind values and the model version that wrote them."""
     return {**record, "tom": output["tom"], "tom_generated_by": model_version}
 
 

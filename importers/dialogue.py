@@ -40,12 +40,14 @@ _PREFIX = re.compile(r"^\s*([A-Za-z][\w .'-]{0,30}):\s+(.*)$", re.S)
 
 
 def read(path: Path):
+    """Dialogue records from a CSV or JSONL file."""
     if path.suffix.lower() == ".csv":
         return read_table(path, ",", ("context", "response", "system"))
     return read_jsonl(path)
 
 
 def convert(record: dict, project, context) -> list[dict]:
+    """One dialogue context and its response(s) as tasks, one per system."""
     turns = parse_turns(record.get("context"), "context")
     if "responses" in record:
         responses = require(record, "responses", list)

@@ -28,6 +28,7 @@ _CSV_COLUMNS = ("scenario_id", "scenario", "system") + tuple(
 
 
 def read(path: Path):
+    """Health-assistant records from a CSV or JSONL file."""
     if path.suffix.lower() == ".csv":
         for line, row in read_table(path, ",", _CSV_COLUMNS):
             if isinstance(row, dict):
@@ -40,6 +41,7 @@ def read(path: Path):
 
 
 def convert(record: dict, project, context) -> list[dict]:
+    """One scenario's exchanges with one assistant version as its task."""
     scenario_id = str(require(record, "scenario_id", (str, int))).strip()
     system = str(require(record, "system", (str, int))).strip()
     exchanges = require(record, "exchanges", list)

@@ -22,6 +22,7 @@ _AGENT_HEADER = re.compile(r"^Agent (\d) comments:\s*$")
 
 
 def convert(record: dict, project, context) -> list[dict]:
+    """One Sotopia episode (two agents, their backgrounds and goals, the dialogue) as its task."""
     episode_id = require(record, "episode_id")
     backgrounds = require(record, "agents_background", dict)
     goals = require(record, "social_goals", dict)

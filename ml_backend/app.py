@@ -148,6 +148,7 @@ def _connected_path():
 
 
 def connected_projects() -> set[int]:
+    """The projects `evalstudio connect` connected to this backend (none if unknown)."""
     try:
         return set(json.loads(_connected_path().read_text()).get("projects", []))
     except (OSError, ValueError, AttributeError):

@@ -65,6 +65,7 @@ def check_items(kind: str, items: object) -> list[dict]:
 
 
 class Generator:
+    """Completes input records with an LLM's outputs for `/generate`, counting its usage."""
     def __init__(self, llm: LLMPredictor | None = None):
         self.llm = llm or LLMPredictor()
         self.usage = {"requests": 0, "cached": 0, "tokens_in": 0, "tokens_out": 0}  # of this generator's answers

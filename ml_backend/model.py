@@ -26,16 +26,19 @@ MODEL_DIR_ENV = "EVALSTUDIO_MODEL_DIR"
 
 
 def model_dir() -> Path:
+    """Where trained models are kept ($EVALSTUDIO_MODEL_DIR, else .evalstudio/models)."""
     return Path(os.environ.get(MODEL_DIR_ENV) or ".evalstudio/models")
 
 
 @lru_cache(maxsize=1)
 def project_registry() -> registry.Registry:
+    """The protocol registry, read once per process."""
     return registry.load()
 
 
 @lru_cache(maxsize=None)
 def predictor(name: str):
+    """The predictor of that name (stored, learner or LLM), made once per process."""
     if name == "stored":
         return StoredPredictor()
     if name == "learner":
@@ -107,6 +110,7 @@ def fetch_annotated_tasks(project: registry.Project, settings: Settings, project
 
 
 class EvalstudioModel(LabelStudioMLBase):
+    """The label-studio-ml model: predictions and training for evalstudio's protocols."""
     def predict(self, tasks, **kwargs):
         from flask import has_request_context, request
 

@@ -22,7 +22,7 @@ from evalstudio.protocols.registry import Project
 from evalstudio.values.controls import control_range, control_step
 from evalstudio.values.results import dotted_get, task_fields
 
-from ..exporters.tidy import result_values
+from ..exporters.tables.tidy import result_values
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +33,7 @@ class NoPrediction(Exception):
 
 @dataclass
 class Output:
+    """A prediction: the value per control and the model version that made it."""
     values: dict[str, object]
     model_version: str
     score: float | None = None
@@ -84,6 +85,7 @@ def prediction_of(project: Project, task: dict, chosen) -> tuple[dict, list[str]
 
 
 class StoredPredictor:
+    """Predicts the ratings a task carries in its data (a model's own scores, stored at import)."""
     name = "stored"
 
     def predict(self, project: Project, task: dict) -> Output:

@@ -21,7 +21,7 @@ from scipy import stats
 from typer.testing import CliRunner
 
 from evalstudio.cli import app
-from evalstudio.exporters.active import MAX_PLOTTED, MIN_LABELS, estimates_figure, estimates_page
+from evalstudio.exporters.analyses.active import MAX_PLOTTED, MIN_LABELS, estimates_figure, estimates_page
 from evalstudio.protocols.adaptive import Assignment
 from evalstudio.stats.active import (DEFAULT_MIX, active_means, label_weights, proportional_probabilities, robust_mix,
                                      sampling_probabilities)
@@ -557,7 +557,7 @@ def test_a_hostile_draws_file_is_read_or_refused_with_its_line(rows):
     """The draws file is input like any other: whatever its cells, it is read or refused naming the line and the
     column, never a crash."""
     from evalstudio.base.errors import BadInput
-    from evalstudio.exporters.active import check_draws
+    from evalstudio.exporters.analyses.active import check_draws
 
     frame = pd.DataFrame(rows).astype(str)
     try:

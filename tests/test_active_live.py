@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from evalstudio.cli import app
 from evalstudio.crowd import ledger, participants
-from evalstudio.exporters.active import MIN_LABELS
+from evalstudio.exporters.analyses.active import MIN_LABELS
 from evalstudio.protocols import registry
 from evalstudio.protocols.mapping import importer_for
 from evalstudio.stats.active import active_means, label_weights

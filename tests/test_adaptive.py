@@ -232,7 +232,7 @@ def test_agreement_of_an_adaptive_project_is_over_each_task_s_first_answers(tmp_
     """`analyze`/`report` of a project collected adaptively: agreement over each task's first `min_overlap` answers
     (in the order Label Studio stored them), and a note saying how many later answers were left out; a fixed
     overlap keeps every answer."""
-    from evalstudio.exporters.analysis import agreement_table
+    from evalstudio.exporters.analyses.analysis import agreement_table
     from evalstudio.stats.agreement import krippendorff_alpha
 
     rng = np.random.default_rng(3)

@@ -116,7 +116,7 @@ def test_the_authors_numbers_on_usr():
     judges range from passing at every margin to failing at every one, and from near chance to the consensus."""
     import json
 
-    from evalstudio.exporters.alttest import alt_test_tables
+    from evalstudio.exporters.analyses.alttest import alt_test_tables
     from evalstudio.readers.ratings import read_ratings
     from evalstudio.readers.spec import read_spec
 

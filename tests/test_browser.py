@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from evalstudio.exporters.tidy import result_values
+from evalstudio.exporters.tables.tidy import result_values
 from evalstudio.tasks.importing import import_files
 from evalstudio.values.controls import control_range, control_step
 
@@ -329,8 +329,8 @@ def test_prefill_opt_in_shows_predictions_and_the_export_flags_accepted_ones(reg
     """Model-assisted labelling, opted in: the model's ratings fill the controls, the annotator changes one and
     accepts the rest; the export flags the accepted values and the report refuses them unless told to leave them out."""
     from evalstudio.base.errors import EvalstudioError
-    from evalstudio.exporters.report import build_report
-    from evalstudio.exporters.tidy import annotation_frame
+    from evalstudio.exporters.analyses.report import build_report
+    from evalstudio.exporters.tables.tidy import annotation_frame
 
     page, dialogs = session
     project = reg.entry("health").model_copy(update={"title": "health prefill opt-in", "prefill": True})

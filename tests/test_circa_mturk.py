@@ -11,9 +11,9 @@ import krippendorff  # GPL: test oracle only
 import numpy as np
 import pytest
 
-from evalstudio.exporters import analysis
-from evalstudio.exporters.mturk import read_mturk_results
-from evalstudio.exporters.tidy import task_frame
+from evalstudio.exporters.analyses import analysis
+from evalstudio.exporters.payments.mturk import read_mturk_results
+from evalstudio.exporters.tables.tidy import task_frame
 from evalstudio.tasks.scanning import iter_tasks, split_task
 
 from .conftest import DATA, EXAMPLES

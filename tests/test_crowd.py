@@ -16,7 +16,7 @@ import pytest
 
 from evalstudio import importers
 from evalstudio.crowd import participants
-from evalstudio.exporters.tidy import annotation_frame
+from evalstudio.exporters.tables.tidy import annotation_frame
 from evalstudio.tasks.importing import import_files
 from evalstudio.values.results import region
 

@@ -1,4 +1,4 @@
-"""The datasheet's answers read from the labeling config (exporters/datasheet.py), for every shipped protocol: HEDS
+"""The datasheet's answers read from the labeling config (exporters/publication/datasheet.py), for every shipped protocol: HEDS
 4.3.7, the verbatim question, is the heading and question shown above the control, never a level's anchor or a
 choice's label (issue 65, item 7: dialogue's gave the level-5 anchor)."""
 
@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from evalstudio.exporters.datasheet import control_facts
+from evalstudio.exporters.publication.datasheet import control_facts
 from evalstudio.protocols import registry
 
 from .conftest import ROOT

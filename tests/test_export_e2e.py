@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 
 from evalstudio import importers
-from evalstudio.exporters.report import build_report
-from evalstudio.exporters.tidy import annotation_frame, ratings, read_export, write_annotations
+from evalstudio.exporters.analyses.report import build_report
+from evalstudio.exporters.tables.tidy import annotation_frame, ratings, read_export, write_annotations
 from evalstudio.tasks.importing import import_files
 from evalstudio.tasks.scanning import iter_tasks
 from evalstudio.values.controls import control_step

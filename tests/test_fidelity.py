@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from evalstudio.base.errors import EvalstudioError
-from evalstudio.exporters import analysis
-from evalstudio.exporters.tidy import annotation_frame, participant_id
+from evalstudio.exporters.analyses import analysis
+from evalstudio.exporters.tables.tidy import annotation_frame, participant_id
 from evalstudio.tasks.scanning import iter_tasks, split_task
 from evalstudio.values.results import region
 

@@ -17,8 +17,9 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from evalstudio.base.errors import InvalidInput, Problem
-from evalstudio.cli.base import _Console, fail_with, printable
-from evalstudio.exporters.approvals import PLATFORM_ID, not_platform_ids, write_approvals
+from evalstudio.cli.base import fail_with, printable
+from evalstudio.operations.consoles import _Console
+from evalstudio.exporters.payments.approvals import PLATFORM_ID, not_platform_ids, write_approvals
 from evalstudio.values.results import NUMBER  # a number is not a formula: '+0', '-1.5'
 
 from .conftest import CLI_FUZZ_EXAMPLES

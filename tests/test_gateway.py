@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from evalstudio import importers
 from evalstudio.crowd import ledger, participants
-from evalstudio.exporters.tidy import result_values
+from evalstudio.exporters.tables.tidy import result_values
 from evalstudio.gateway.checks import Refused, check_result, controls_of
 from evalstudio.protocols import registry
 from evalstudio.tasks.importing import import_files

@@ -14,7 +14,7 @@ import pytest
 
 from evalstudio import importers
 from evalstudio.crowd import participants
-from evalstudio.exporters.tidy import result_values
+from evalstudio.exporters.tables.tidy import result_values
 from evalstudio.protocols import registry
 from evalstudio.tasks.importing import import_files
 

@@ -302,8 +302,8 @@ export_tasks = st.lists(st.fixed_dictionaries({"id": st.integers(1, 10**6), "dat
 @given(content=export_tasks)
 def test_fuzzed_export_files_give_a_report_or_a_clear_error(reg, tmp_path_factory, content):
     from evalstudio.base.errors import EvalstudioError
-    from evalstudio.exporters.report import build_report
-    from evalstudio.exporters.tidy import read_export
+    from evalstudio.exporters.analyses.report import build_report
+    from evalstudio.exporters.tables.tidy import read_export
 
     folder = fresh_dir(tmp_path_factory)
     path = folder / "export.json"

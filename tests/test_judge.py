@@ -321,7 +321,7 @@ def test_the_judges_answers_as_predictions_stay_out_of_participants_reach(label_
         assert all([p["model_version"] for p in found] == ["judge:judge"] for found in predictions.values())
     assert llm.stats()["requests"] == 4  # the second run asked nothing
     # what `analyze --protocol` reads as the metric "prediction judge:judge": every criterion of every task, on scale
-    from evalstudio.exporters.tidy import prediction_frame
+    from evalstudio.exporters.tables.tidy import prediction_frame
 
     frame = prediction_frame([t for page in client.full_task_pages(project_id) for t in page], project)
     assert len(frame) == 4 * 3 and set(frame["model_version"]) == {"judge:judge"}

@@ -104,8 +104,8 @@ def test_analyze_writes_each_label_s_posterior_and_each_annotator_s_accuracy(tmp
 def test_the_report_of_a_label_studio_project_gives_labels_with_error_bars(reg, tmp_path):
     """`evalstudio report` (a project's annotations as Label Studio exports them): labels.csv with each task's
     one-coin label, posterior and interval, annotator_accuracy.csv, and the page's section."""
-    from evalstudio.exporters.report import build_report
-    from evalstudio.exporters.tidy import annotation_frame
+    from evalstudio.exporters.analyses.report import build_report
+    from evalstudio.exporters.tables.tidy import annotation_frame
 
     from .test_report_edges import annotate, tasks_for
 

@@ -103,6 +103,7 @@ LAYERS = [
     ("tasks", ["evalstudio.tasks"]),
     ("gateway", ["evalstudio.gateway"]),
     ("judge", ["evalstudio.judge"]),  # the LLM judge reads the instrument as the gateway serves it (its checks)
+    ("operations", ["evalstudio.operations"]),  # what an operator does to a study, below the commands that parse
     ("cli", ["evalstudio.cli"]),
 ]
 MAX_LINES = 500

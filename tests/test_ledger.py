@@ -172,7 +172,7 @@ def _allow_many(folder: str) -> int:
 def test_files_of_earlier_versions_are_taken_over_once(tmp_path, monkeypatch):
     """participants.json, lists.json and gateway.json of an earlier evalstudio: every account, list and the study
     link's key are in the ledger afterwards; the old files are renamed, not deleted."""
-    from evalstudio.cli.gateway import join_key
+    from evalstudio.operations.serving import join_key
 
     monkeypatch.delenv(ledger.URL_ENV, raising=False)
     folder = tmp_path / "participants"

@@ -12,7 +12,7 @@ import pytest
 
 from evalstudio import importers
 from evalstudio.crowd import ledger, participants
-from evalstudio.exporters.tidy import result_values
+from evalstudio.exporters.tables.tidy import result_values
 from evalstudio.tasks.importing import import_files
 
 from .test_study_ledger import (HEADERS, Gateway, annotations_by, complete, dialogue_study,  # noqa: F401

@@ -254,7 +254,7 @@ def test_score_matrices_equal_a_pivot_table_per_metric(rows):
     """The metric matrices are placed at once by integer positions; they must equal what a pivot table per metric
     (aggfunc 'first') reindexed to the human matrix gives, whatever the scores of unrated systems or segments, the
     criteria and the repeated scores."""
-    from evalstudio.exporters.segments import score_matrices
+    from evalstudio.exporters.tables.segments import score_matrices
 
     ratings = pd.DataFrame([{"project": "p", "item": i, "system": s, "agent": "", "annotator": "a", "criterion": "q",
                              "value": float(v), "line": 0} for s, i, v in [("s1", "1", 3), ("s2", "2", 4), ("s1", "10", 5),
@@ -273,7 +273,7 @@ def test_score_matrices_equal_a_pivot_table_per_metric(rows):
 def test_agreement_names_the_annotator_and_item_of_a_repeated_rating():
     """The agreement works on integer codes of units and annotators; where an annotator rated a unit twice (a frame
     not read through `read_ratings`, which refuses it), the reason must still name them, not their codes."""
-    from evalstudio.exporters import metaeval
+    from evalstudio.exporters.analyses import metaeval
     from evalstudio.readers.spec import CriterionSpec, Spec
 
     rows = [{"project": "p", "item": f"item-{i}", "system": "", "agent": "", "annotator": who, "criterion": "q",

@@ -334,8 +334,8 @@ def test_hostile_esa_exports_are_read_or_refused_at_a_line(rows):
 
 def test_a_label_studio_export_gives_the_study_a_published_file_gives(tmp_path):
     """The TWO_RATERS file as a Label Studio export of the mqm protocol would hold it (the spans table and the
-    annotations table of exporters.tidy): the same segment scores and span agreement as read from the file."""
-    from evalstudio.exporters.span_analysis import span_tables
+    annotations table of exporters.tables.tidy): the same segment scores and span agreement as read from the file."""
+    from evalstudio.exporters.analyses.span_analysis import span_tables
     from evalstudio.readers.spans import study_from_export
 
     path = tmp_path / "two.tsv"

@@ -13,7 +13,7 @@ import statsmodels.formula.api as smf
 from typer.testing import CliRunner
 
 from evalstudio.cli import app
-from evalstudio.exporters.plan import calibration
+from evalstudio.exporters.analyses.plan import calibration
 from evalstudio.readers.ratings import read_ratings
 from evalstudio.readers.spec import read_spec
 from evalstudio.stats.power import (Components, one_way_components, paired_power, simulated_power,

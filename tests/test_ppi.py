@@ -13,7 +13,7 @@ from ppi_py.baselines import classical_mean_ci
 from typer.testing import CliRunner
 
 from evalstudio.cli import app
-from evalstudio.exporters.ppi import calibration
+from evalstudio.exporters.analyses.ppi import calibration
 from evalstudio.stats.ppi import ppi_mean, ppi_means
 
 from .conftest import ROOT
@@ -86,7 +86,7 @@ def test_calibrated_on_hanna_what_analyze_prints_holds_at_the_sizes_it_prints_it
     criterion, and a good one (r about 0.9), 400 studies per system and size. What analyze prints holds where it
     prints it: the human-only interval from 30 rated segments (MIN_RATED), PPI++ from 40 (MIN_RATED_PPI), the
     labels the predictor is worth from 60 (within 10% of what the studies realise)."""
-    from evalstudio.exporters.ppi import MIN_RATED, MIN_RATED_EFFECTIVE_N, MIN_RATED_PPI
+    from evalstudio.exporters.analyses.ppi import MIN_RATED, MIN_RATED_EFFECTIVE_N, MIN_RATED_PPI
 
     _, ratings, metrics = hanna
     for rated, checked in ((MIN_RATED, "covered_classical"), (MIN_RATED_PPI, "covered_ppi")):
@@ -109,7 +109,7 @@ def test_a_poor_predictor_widens_the_interval_by_no_more_than_the_page_says(hann
     studies per system, criterion and metric): this measures it again and holds the page to it."""
     import re
 
-    from evalstudio.exporters.ppi import MIN_RATED_PPI
+    from evalstudio.exporters.analyses.ppi import MIN_RATED_PPI
 
     page = " ".join((ROOT / "docs" / "analyze.md").read_text(encoding="utf-8").split())
     said = re.search(r"wider than the human-only one in (\d+)% of the studies: by at most ([\d.]+)% on average over "
@@ -173,7 +173,7 @@ def test_each_reason_cites_the_figure_its_calibration_table_gives(constant, figu
     neither page for that case. Each reason for not printing a number now cites the figure of its own case, read
     here from the docs' tables: the human-only interval below 30 (a 0/1 share at 10 and 20 labels), PPI++ below 40
     (USR's system at 30), effective_n below 60 (HANNA's good predictor at 10), `active estimate` below 30."""
-    from evalstudio.exporters import active, ppi
+    from evalstudio.exporters.analyses import active, ppi
 
     module, name = constant.split(".")
     text = getattr({"ppi": ppi, "active": active}[module], name)
@@ -183,7 +183,7 @@ def test_each_reason_cites_the_figure_its_calibration_table_gives(constant, figu
 
 def test_the_reasons_are_the_ones_printed():
     """The cited reasons are what `size_notes` and the refusals print."""
-    from evalstudio.exporters import ppi
+    from evalstudio.exporters.analyses import ppi
 
     systems = pd.DataFrame({"n_labelled": [35]})
     notes = " ".join(ppi.size_notes(systems, pd.DataFrame({"n_labelled": []})))
@@ -260,7 +260,7 @@ def test_ppi_intervals_wait_for_40_rated_segments_because_one_published_system_n
     system gives the human-only interval and, for PPI++, the reason."""
     import importlib.util
 
-    from evalstudio.exporters.ppi import MIN_RATED, MIN_RATED_PPI
+    from evalstudio.exporters.analyses.ppi import MIN_RATED, MIN_RATED_PPI
     from evalstudio.stats.ppi import resampled_studies
 
     spec = importlib.util.spec_from_file_location("active_benchmark", ROOT / "benchmarks" / "active.py")

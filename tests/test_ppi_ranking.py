@@ -216,7 +216,7 @@ def test_ppi_options_on_comparisons_that_do_not_fit_are_refused(hanna, tmp_path,
 def test_below_the_calibrated_size_no_strengths_but_the_reason(hanna, tmp_path):
     """Three prompts' comparisons (about 130 units of 10 systems, under 15 a system): the human-only strengths are
     still analysed, the prediction-powered ones are not printed, and the notes say from how many they are."""
-    from evalstudio.exporters.preference import MIN_UNITS_PER_SYSTEM
+    from evalstudio.exporters.analyses.preference import MIN_UNITS_PER_SYSTEM
 
     humans, _, systems = _files(hanna, tmp_path)
     few = humans[humans["item"].isin(sorted(set(humans["item"]))[:3])]

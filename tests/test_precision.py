@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from evalstudio.cli import app
-from evalstudio.exporters.precision import agreement_calibration, correlation_calibration
+from evalstudio.exporters.analyses.precision import agreement_calibration, correlation_calibration
 from evalstudio.readers.ratings import read_ratings
 from evalstudio.stats.precision import alpha_width, balanced_alpha, central_width, correlation_at, correlation_width
 

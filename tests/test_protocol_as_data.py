@@ -439,7 +439,7 @@ def test_a_comparison_protocol_goes_from_label_studio_through_export_to_its_anal
 
 
 def test_an_answer_that_means_no_comparison_is_counted_not_guessed(tmp_path):
-    from evalstudio.exporters.preference import best_worst_from_annotations, comparisons_from_annotations
+    from evalstudio.exporters.analyses.preference import best_worst_from_annotations, comparisons_from_annotations
 
     _, pairwise, _ = made(tmp_path, "pairwise", "pw")
     rows = pd.DataFrame({"task_id": [1, 1, 2, 3], "item_id": ["i"] * 4, "annotator": ["a", "b", "a", "a"],

@@ -220,7 +220,7 @@ def test_reproduce_sets_the_same_study_up_from_the_package_and_refuses_a_changed
     ("a1b2c3 is my code", None),  # under 4 characters of a secret are never matched; nothing shaped like one here
 ])
 def test_free_text_with_an_id_or_an_address_is_scrubbed_and_flagged(text, removed):
-    from evalstudio.exporters.release import scrub
+    from evalstudio.exporters.publication.release import scrub
 
     table = pd.DataFrame({"annotator": ["A0"], "rationale": [text], "value": [3]})
     out, review = scrub(table, ["rationale"], ["A3PUBGOODWORKER1", "abc"])
@@ -283,7 +283,7 @@ def test_a_study_run_on_mturk_is_published_from_its_batch_file(tmp_path, rejecte
 ])
 def test_a_pay_per_hour_is_given_only_over_times_a_person_takes(tmp_path, reward, seconds, rate):
     """Issue 65, item 9: 4.50 over 0.2 s of recorded time read "an effective 22131.15 USD per hour". Under 3 s a
-    task (exporters/datasheet.py PLAUSIBLE_SECONDS) or without times, no rate: the reason, and a warning."""
+    task (exporters/publication/datasheet.py PLAUSIBLE_SECONDS) or without times, no rate: the reason, and a warning."""
     raw = pd.read_csv(MTURK, dtype=str, keep_default_na=False)
     raw["Reward"] = reward
     if seconds is not None:
@@ -362,7 +362,7 @@ def _package(tmp_path) -> Path:
     max_leaves=12)))
 def test_a_hostile_manifest_is_refused_with_a_message(tmp_path, manifest):
     from evalstudio.base.errors import BadInput
-    from evalstudio.exporters.instrument import check_package
+    from evalstudio.exporters.publication.instrument import check_package
 
     folder = _package(tmp_path)
     (folder / "MANIFEST.json").write_text(manifest if isinstance(manifest, str) else json.dumps(manifest))
@@ -378,7 +378,7 @@ def test_a_hostile_manifest_is_refused_with_a_message(tmp_path, manifest):
                                            ("instrument/a\x00b", "not a file name")])
 def test_a_manifest_naming_files_outside_the_package_is_refused(tmp_path, name, message):
     from evalstudio.base.errors import BadInput
-    from evalstudio.exporters.instrument import check_package
+    from evalstudio.exporters.publication.instrument import check_package
 
     folder = _package(tmp_path)
     (tmp_path / "outside.txt").write_text("x")
@@ -392,8 +392,8 @@ def test_reproduce_refuses_a_config_outside_the_package(tmp_path):
     import yaml
 
     from evalstudio.base.errors import BadInput
-    from evalstudio.cli.publishing import reproduce_package
-    from evalstudio.exporters.instrument import write_manifest
+    from evalstudio.operations.publishing import reproduce_package
+    from evalstudio.exporters.publication.instrument import write_manifest
 
     root = Path(__file__).parent.parent
     folder = _package(tmp_path)

@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 from evalstudio import importers
-from evalstudio.exporters.report import build_report
-from evalstudio.exporters.tidy import annotation_frame, model_frame
+from evalstudio.exporters.analyses.report import build_report
+from evalstudio.exporters.tables.tidy import annotation_frame, model_frame
 from evalstudio.tasks.scanning import iter_tasks, split_task
 from evalstudio.values.results import region
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from evalstudio.base.errors import BadInput, EvalstudioError
 from evalstudio.base.retry import RetryPolicy
-from evalstudio.exporters.files import neutralise, spreadsheet_safe
+from evalstudio.exporters.tables.files import neutralise, spreadsheet_safe
 from evalstudio.labelstudio.client import Client
 from evalstudio.labelstudio.connection import Settings
 from evalstudio.tasks.importing import import_files
@@ -272,9 +272,9 @@ def test_outputs_are_private_and_never_written_through_a_planted_link(tmp_path, 
     """Issue 28.14: export, status and approval files name participants and were 0644; an output path where another
     user had planted a symbolic link was written through (overwriting what the link pointed to). Outputs are now
     0600 (an existing file too) and a link in their place is refused, its target untouched."""
-    from evalstudio.exporters.approvals import write_approvals
-    from evalstudio.exporters.files import write_table
-    from evalstudio.exporters.metaeval import write_analysis
+    from evalstudio.exporters.payments.approvals import write_approvals
+    from evalstudio.exporters.tables.files import write_table
+    from evalstudio.exporters.analyses.metaeval import write_analysis
 
     frame = pd.DataFrame({"participant": ["5f1a2b"], "decision": ["approve"], "bonus": [1.0], "reason": [""]})
     target = tmp_path / "victim.txt"

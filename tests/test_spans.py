@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from evalstudio.base.errors import RegistryError
-from evalstudio.exporters.tidy import annotation_frame, span_frame
+from evalstudio.exporters.tables.tidy import annotation_frame, span_frame
 from evalstudio.gateway.checks import MAX_SPANS, Refused, check_result, controls_of
 from evalstudio.protocols import registry
 
@@ -237,7 +237,7 @@ def test_report_writes_every_span(project, tmp_path):
 def test_publish_releases_the_counted_spans_under_pseudonyms(project):
     """The release's spans table: the counted answers' spans (a skipped annotation's and a surplus one's left out),
     annotators as the ratings' pseudonyms, the shown text's own slice; the dataset card names the spans config."""
-    from evalstudio.exporters import release
+    from evalstudio.exporters.publication import release
 
     def annotated(number, ident, who, cancelled=False):
         task = export_task(number, TASKS[0], span("r1", TASKS[0]["mt"], PIECES["de"]) + [SCORE])

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from evalstudio.exporters.tidy import span_frame
+from evalstudio.exporters.tables.tidy import span_frame
 from evalstudio.protocols import registry
 from evalstudio.protocols.mapping import importer_for
 from evalstudio.tasks.importing import import_files

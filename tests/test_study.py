@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from evalstudio.crowd import study
-from evalstudio.exporters.tidy import annotation_frame
+from evalstudio.exporters.tables.tidy import annotation_frame
 from evalstudio.protocols.registry import Bonus, Crowd
 from evalstudio.values.results import region
 
@@ -119,13 +119,13 @@ def test_decisions_reject_only_failed_gold_and_pay_the_announced_bonuses(dialogu
 @pytest.mark.parametrize("hours, said", [(0.001, "1 min"), (0.5, "30 min"), (0.999, "60 min"), (1.0, "1.0 hours"),
                                          (1.55, "1.6 hours"), (36.0, "36.0 hours")])
 def test_time_left_is_said_in_minutes_under_an_hour(hours, said):
-    from evalstudio.cli.reading import _duration
+    from evalstudio.operations.reading import _duration
     assert _duration(hours) == said
 
 
 @pytest.mark.parametrize("rate, said", [(0.25, "0.2"), (9.94, "9.9"), (9.96, "10"), (10.0, "10"), (17547.5, "17,548")])
 def test_the_rate_is_said_in_whole_annotations_per_hour_from_ten_on(rate, said):
-    from evalstudio.cli.reading import _rate
+    from evalstudio.operations.reading import _rate
     assert _rate(rate) == said
 
 
@@ -195,6 +195,47 @@ def test_status_and_approvals_through_the_command_line(dialogue, tmp_path):
     assert "href='status.html'" in (tmp_path / "report" / "index.html").read_text()
     status_page = (tmp_path / "report" / "status.html").read_text()
     assert all(p in status_page for p in BEHAVIOUR) and "failed gold" in status_page
+
+
+def test_status_and_approvals_run_without_the_command_line(dialogue, tmp_path, monkeypatch):
+    """Issue 66: what `status` and `approvals` do is an operation of evalstudio.operations, called here without typer:
+    the same participants and decisions as the crowd study's own tables of the same export."""
+    from evalstudio.operations import status as study_status
+
+    tasks = make_tasks(dialogue)
+    export = tmp_path / "export.json"
+    export.write_text(json.dumps(tasks), encoding="utf-8")
+
+    def crowd_rules(raw):
+        raw["projects"]["dialogue"]["crowd"].update({"min_gold_accuracy": 0.5, "bonus": {"rule": "all_batches",
+                                                                                           "amounts": [2.5]}})
+    projects = _projects_file(tmp_path, crowd_rules)
+    seen = study_status.look("dialogue", export, None, tmp_path / "participants", tmp_path / "status", False,
+                             projects)
+    table = study.participant_table(annotation_frame(tasks, dialogue), dialogue.crowd,
+                                    study.gold_answers(tasks, dialogue), N_TASKS, study.numeric_criteria([dialogue]))
+    assert sorted(seen.table["annotator"]) == sorted(table["annotator"])
+    assert seen.table.set_index("annotator")["tasks_done"].to_dict() == table.set_index("annotator")["tasks_done"].to_dict()
+    assert seen.closed == [] and (tmp_path / "status" / "participants.csv").is_file()
+    decided, platform, written = study_status.approve("dialogue", tmp_path / "approvals", "prolific", None, export,
+                                                      None, tmp_path / "participants", 5, projects)
+    expected = study.decisions(table, dialogue.crowd).set_index("annotator")["decision"].to_dict()
+    assert decided.set_index("annotator")["decision"].to_dict() == expected and platform == "prolific"
+    assert all(path.is_file() for path in written)
+
+
+def test_the_operations_import_without_the_command_line():
+    """Issue 66: evalstudio.operations is importable without typer (the commands' library is not below it)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; import evalstudio.operations.status, evalstudio.operations.reading, "
+            "evalstudio.operations.analyzing, evalstudio.operations.planning, evalstudio.operations.judging, "
+            "evalstudio.operations.serving, evalstudio.operations.publishing, evalstudio.operations.reporting; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'typer' or m.startswith('evalstudio.cli')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
 
 
 @pytest.mark.parametrize("hostile", ['"[/x]"@x.com', "[bold]w@x.com", "[link=javascript:x]w[/link]@x.com",
@@ -280,7 +321,7 @@ def test_gold_answers_are_checked_and_kept_out_of_sight(reg, tmp_path, protocol,
 def test_annotations_beyond_a_participants_quota_are_left_out_of_the_analysis(dialogue):
     """Label Studio cannot stop a participant at a quota: the analysis counts each participant's first `quota`
     submitted annotations (surplus repeats do not count) and says how many it left out."""
-    from evalstudio.exporters.analysis import exclusions
+    from evalstudio.exporters.analyses.analysis import exclusions
 
     frame = annotation_frame(make_tasks(dialogue), dialogue)
     kept, notes = exclusions(frame, quotas={"dialogue": 20})
@@ -296,7 +337,7 @@ def test_annotations_beyond_a_participants_quota_are_left_out_of_the_analysis(di
 def test_a_quota_with_only_skipped_annotations_leaves_nothing_out(dialogue):
     """Found by the report fuzz target (long profile): every annotation cancelled made the quota rule compare an
     empty text column with numbers."""
-    from evalstudio.exporters.analysis import exclusions
+    from evalstudio.exporters.analyses.analysis import exclusions
 
     frame = annotation_frame(make_tasks(dialogue), dialogue).assign(cancelled=True)
     kept, notes = exclusions(frame, quotas={"dialogue": 20})
@@ -320,7 +361,7 @@ def test_status_checks_that_the_pool_holds_the_gold_rate(dialogue, rate, warned)
 @pytest.mark.parametrize("protocol", ["sotopia", "cmv", "circa", "dialogue", "health"])
 def test_status_right_after_import_with_no_annotation_yet(reg, protocol):
     """Every study's status before anyone has answered (Circa's two parts once crashed on the empty frame)."""
-    from evalstudio.cli.reading import study_tables
+    from evalstudio.operations.reading import study_tables
 
     parts = reg.parts(protocol)
     per_part = [[{"id": 10 * i + t, "data": {}, "meta": {}, "annotations": []} for t in range(3)]

@@ -21,7 +21,7 @@ import pytest
 
 from evalstudio import importers
 from evalstudio.crowd import ledger, participants
-from evalstudio.exporters.tidy import result_values
+from evalstudio.exporters.tables.tidy import result_values
 from evalstudio.gateway.checks import controls_of
 from evalstudio.labelstudio.server import wait_healthy
 from evalstudio.protocols import registry

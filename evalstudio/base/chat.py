@@ -44,6 +44,7 @@ NO_JSON_MODE = re.compile(r"response[_ ]?format|json[_ ]?(object|mode|schema)", 
 
 
 class CacheError(EvalstudioError):
+    """The answer cache cannot be opened or written."""
     pass
 
 
@@ -65,6 +66,7 @@ class Judge:
 
 @dataclass
 class Answer:
+    """One answer of a chat endpoint: its text, tokens in and out, and whether it came from the cache."""
     content: str | None
     tokens_in: int = 0
     tokens_out: int = 0
@@ -74,6 +76,7 @@ class Answer:
 
 @dataclass
 class Usage:
+    """Requests, cached answers and tokens of one judge's run, summed."""
     requests: int = 0
     cached: int = 0
     tokens_in: int = 0

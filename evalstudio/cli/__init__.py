@@ -1,5 +1,6 @@
 """`evalstudio` command line: one module per command group (data, model, servers, ...) on the app of cli/base.py,
-which holds what the groups share."""
+which holds what the groups share. A command parses its options (typer), calls one function of the room below
+(evalstudio.operations, or a room below it where one call does it) and prints; the top floor: nothing imports it."""
 
 from __future__ import annotations
 

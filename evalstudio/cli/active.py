@@ -47,7 +47,7 @@ def _ratings(ratings: Path, spec: Path | None, protocol: str | None, projects):
 def _draws(path: Path):
     from evalstudio.readers.tables import read_table
 
-    from ..exporters.active import check_draws
+    from ..exporters.analyses.active import check_draws
 
     frame, _ = read_table(path)
     return check_draws(frame, str(path))
@@ -78,8 +78,8 @@ def draw(
 
     One row per segment the judge scored, with the probability it had of being drawn and whether it was. Give
     humans the drawn segments (e.g. import only those), keep the file: the estimate needs it."""
-    from ..exporters.active import draw as make_draws
-    from ..exporters.files import write_table
+    from ..exporters.analyses.active import draw as make_draws
+    from ..exporters.tables.files import write_table
 
     try:
         if output.exists() and output.is_dir():
@@ -118,15 +118,15 @@ def estimate(
     `assignment: {strategy: active}`, the ledger. Writes active_systems.csv, active_pairs.csv, notes.txt and
     index.html (the estimates and differences with their intervals, plotted)."""
 
-    from ..exporters.active import estimates, estimates_page
-    from ..exporters.files import write_results
+    from ..exporters.analyses.active import estimates, estimates_page
+    from ..exporters.tables.files import write_results
 
     try:
         if ratings is None:
             if protocol is None or draws is not None:
                 raise BadInput("give the ratings file and --draws, or --protocol alone for a study the gateway ran "
                                "with an active design")
-            from .reading import active_design, read_study, study_ratings
+            from evalstudio.operations.reading import active_design, read_study, study_ratings
 
             _, parts, per_part, frames, _ = read_study(protocol, projects, None, None, participants)
             tidy, full_spec, _ = study_ratings(protocol, parts, per_part, frames)
@@ -173,8 +173,8 @@ def pac(
     and with probability at least 1 - alpha at most a share epsilon of the final labels differ from the humans'
     majority label. From the calibration sample's human labels, the file says which segments need a human label
     (needs_human); once they have one, run again for the final labels and their source."""
-    from ..exporters.active import pac as pac_table
-    from ..exporters.files import write_table
+    from ..exporters.analyses.active import pac as pac_table
+    from ..exporters.tables.files import write_table
 
     try:
         tidy, full_spec = _ratings(ratings, spec, protocol, projects)

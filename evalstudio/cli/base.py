@@ -7,10 +7,12 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 from rich.text import Text
 
 from evalstudio.base.errors import BadInput, printable
+from evalstudio.operations.consoles import console, err
+from evalstudio.operations.reading import chosen_spec  # noqa: F401 - the commands' spec option
+from evalstudio.operations.waiting import WAIT_SECONDS
 from evalstudio.protocols import registry
 
 app = typer.Typer(
@@ -21,26 +23,18 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
-class _Console(Console):
-    """Markup off: a participant can sign up as "[/x]"@x.com, and rich would read the brackets as markup and crash
-    the command; styles are given as Text, never as markup in a string. Every string it renders (printed, or a
-    table cell) has its control characters written out (`printable`); Text built here uses `printable` itself."""
-
-    def __init__(self, **options):
-        super().__init__(markup=False, highlight=False, **options)
-
-    def render_str(self, text: str, **options):
-        return super().render_str(printable(text), **options)
-
-
-console = _Console()
-err = _Console(stderr=True)
 REPO_EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 ProjectsOption = Annotated[
     Optional[Path],
     typer.Option("--projects", help="projects.yaml to use (default: $EVALSTUDIO_PROJECTS, ./projects.yaml, packaged copy)."),
 ]
+
+WaitOption = Annotated[float, typer.Option(
+    "--wait", min=1, metavar="SECONDS",
+    help="How long to wait for Label Studio: to receive what the study's gateway acknowledged (then the command "
+         "goes on and says what its output lacks), and for each answer to its reads (then it gives up, writing "
+         "nothing); a line on stderr every few seconds meanwhile.")]
 
 
 @app.callback()
@@ -67,21 +61,11 @@ def _main():
 
 
 def fail_with(error: Exception) -> typer.Exit:
+    """Print the error as the operator reads it and give the command's exit (2: the input given is wrong)."""
     err.print(Text.assemble(("error:", "bold red"), f" {printable(str(error))}"), soft_wrap=True)
     return typer.Exit(2 if isinstance(error, BadInput) else 1)  # 2: the input given is wrong
 
 
 def load_registry(projects: Path | None) -> registry.Registry:
+    """The protocol registry from --projects (or $EVALSTUDIO_PROJECTS, ./projects.yaml, the packaged copy)."""
     return registry.load(projects)
-
-
-def chosen_spec(spec: Path | None, protocol: str | None, projects: Path | None):
-    """The spec a ratings file is read with: the --spec file, a --protocol's criteria, or None (the file's usual
-    columns, each criterion's scale guessed); both given is refused."""
-    from evalstudio.readers.spec import read_spec, spec_from_protocol
-
-    if spec is not None and protocol is not None:
-        raise BadInput("give --spec or --protocol, not both")
-    if spec is not None:
-        return read_spec(spec)
-    return spec_from_protocol(load_registry(projects).get(protocol)) if protocol else None

@@ -45,8 +45,8 @@ def compare(
     from evalstudio.readers.ratings import read_ratings
     from evalstudio.readers.spec import read_spec
 
-    from ..exporters.compare import compare_studies
-    from ..exporters.files import write_results
+    from ..exporters.analyses.compare import compare_studies
+    from ..exporters.tables.files import write_results
 
     try:
         original, own_spec = publication_ratings(original)

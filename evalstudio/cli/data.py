@@ -18,10 +18,12 @@ from evalstudio.tasks.importing import check_in_flight
 from evalstudio.tasks.placement import placement_problems
 from evalstudio.tasks.scanning import scan
 
-from .base import ProjectsOption, fail_with, load_registry, app, console, err
-from .reading import (import_with_progress, project_tasks, read_study, one_project_for, user_names, quotas, study_ledger, study_tables,
-                      study_spans, sync_lag, write_status, ledger_check)
-from .waiting import WAIT_SECONDS, WaitOption, say, within
+from evalstudio.operations.reading import (import_with_progress, ledger_check, one_project_for, project_tasks,
+                                           study_ledger, sync_lag, user_names)
+from evalstudio.operations.reporting import write_report
+from evalstudio.operations.waiting import WAIT_SECONDS, say, within
+
+from .base import ProjectsOption, WaitOption, fail_with, load_registry, app, console, err
 
 
 @app.command("projects")
@@ -214,10 +216,10 @@ def export(
     which leaves no copy.)"""
     from evalstudio.base.files import check_output_file
 
-    from ..exporters.files import FORMATS, write_table
+    from ..exporters.tables.files import FORMATS, write_table
     from evalstudio.values.spans import span_controls
 
-    from ..exporters.tidy import annotation_frame, span_frame, spans_path, write_annotations
+    from ..exporters.tables.tidy import annotation_frame, span_frame, spans_path, write_annotations
 
     try:
         if format not in FORMATS:
@@ -253,7 +255,7 @@ def _export_live(protocol, parts, project_id, output: Path, format: str, wait: f
     """`export` of the live study: (rows, annotations, spans) written to `output` (and the spans to `spans`), once
     Label Studio holds what the gateway acknowledged (or --wait passed: what the output lacks is said after the
     read); given up, and the partial files removed, once Label Studio has not answered for --wait seconds."""
-    from ..exporters.tidy import annotation_frame, span_frame, write_annotations
+    from ..exporters.tables.tidy import annotation_frame, span_frame, write_annotations
 
     folder = study_ledger(protocol)
     for line in sync_lag(folder, wait):
@@ -319,57 +321,10 @@ def report(
 ):
     """Agreement (per criterion, by its scale), human-vs-model alignment, plots and annotator QC as a
     self-contained HTML page plus CSVs. For a study of several projects (circa) both parts go into one report."""
-    import pandas as pd
-
-    from evalstudio.base.files import staged_folder, write_output
-
-    from ..exporters.judges import judge_verdicts
-    from ..exporters.report import build_report
-    from ..exporters.tidy import model_frame
-
-    verdicts: list[str] = []  # the LLM judges' section, also said here
-
-    def judged(tasks, kept, study):
-        table, lines = judge_verdicts(tasks, kept, study)
-        verdicts.extend(lines)
-        return table, lines
-
     try:
-        with staged_folder(output) as stage:  # written whole or not at all
-            reg, parts, per_part, frames, users = read_study(protocol, projects, from_export, project_id, participants,
-                                                             wait)
-            tasks = [task for part_tasks in per_part for task in part_tasks]
-            annotations = pd.concat(frames, ignore_index=True)
-            crowd_study = any(part.crowd for part in parts)
-            if exclude_rejected or crowd_study:
-                state = study_tables(parts, per_part, frames, study_ledger(protocol, participants))
-            if exclude_rejected:
-                annotations = _without_rejected(annotations, parts, *state[:2])
-            active = None
-            if from_export is None and any(p.assignment is not None and p.assignment.strategy == "active"
-                                           for p in parts):  # (the design is in the live study's ledger)
-                from ..exporters.active import estimates
-                from .reading import active_design, study_ratings
-
-                tidy, spec, _ = study_ratings(protocol, parts, per_part, frames)  # the study read above
-                active = estimates(tidy, spec, active_design(protocol, projects, participants,
-                                                             {p.name: t for p, t in zip(parts, per_part)}))
-            with console.status("computing statistics..."):
-                page = build_report(reg.study(protocol), tasks, stage, users, n_boot=bootstrap,
-                                    min_control_accuracy=min_control_accuracy, annotations=annotations,
-                                    model=pd.concat([model_frame(t, p) for p, t in zip(parts, per_part)],
-                                                    ignore_index=True),
-                                    exclude_prefilled=exclude_prefilled, keep_bad_instances=keep_bad_instances,
-                                    quotas=quotas(parts, per_part),
-                                    judges=lambda kept: judged(tasks, kept, reg.study(protocol)),
-                                    spans=study_spans(parts, per_part, users),
-                                    active=active)
-            if crowd_study:  # its status page goes with the report
-                write_status(stage, protocol, *state)
-                index = page.read_text(encoding="utf-8")
-                write_output(page, index.replace("</h1>", "</h1><p><a href='status.html'>Study status</a>: coverage, "
-                                                         "participants, attention checks.</p>", 1))
-            page = output / page.name
+        page, verdicts = write_report(protocol, output, from_export, bootstrap, min_control_accuracy,
+                                      exclude_prefilled, keep_bad_instances, exclude_rejected, participants,
+                                      project_id, wait, projects)
     except EvalstudioError as e:
         raise fail_with(e)
     console.print(f"report written to {page}")
@@ -377,16 +332,3 @@ def report(
         console.print(f"LLM judges (the page's section \"LLM judges\", {output / 'judges.csv'}):", soft_wrap=True)
         for line in verdicts:
             console.print(f"  {line}", soft_wrap=True)
-
-
-
-def _without_rejected(annotations, parts, crowd, table):
-    """The annotations without the participants the study's rules reject (what `approvals` decides)."""
-    from evalstudio.crowd import study
-
-    if crowd.min_gold_accuracy is None:
-        raise BadInput(f"--exclude-rejected: {parts[0].study_name} has no crowd.min_gold_accuracy in projects.yaml, "
-                       "so nobody is rejected: set it (and import gold items) or leave --exclude-rejected out")
-    rejected = set(study.decisions(table, crowd).query("decision == 'reject'")["annotator"])
-    err.print(f"left out {len(rejected)} rejected participant(s) (failed attention checks)", highlight=False)
-    return annotations[~annotations["annotator"].isin(rejected)]

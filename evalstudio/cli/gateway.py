@@ -1,58 +1,17 @@
-"""`evalstudio gateway`: the participant gateway of a crowd study (see evalstudio.gateway)."""
+"""`evalstudio gateway`: the participant gateway of a crowd study (set up and served by
+evalstudio.operations.serving; the gateway itself: evalstudio.gateway)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from evalstudio.base.errors import BadInput, EvalstudioError
+from evalstudio.base.errors import EvalstudioError
+from evalstudio.operations.serving import gateway_config, serve
 
-from .base import ProjectsOption, fail_with, load_registry, app, console
-
-JOIN_FILE = "gateway.json"  # where earlier versions kept the study link's key (taken over into the ledger)
-
-
-def study_title(parts, name: str) -> str:
-    """What participants read as the name of a study of several protocols: the words all its titles begin with
-    ("Circa Part I: ..." and "Circa Part II: ..." give "Circa", "ChangeMyView: persuasion ..." and "ChangeMyView:
-    persuasiveness ..." give "ChangeMyView"), else the study's name."""
-    common = []
-    for words in zip(*(p.entry_title.split() for p in parts)):
-        if len(set(words)) > 1:
-            break
-        common.append(words[0])
-    while common and common[-1].rstrip(":").lower() in ("part", "-", "–", "—", ""):
-        common.pop()
-    return " ".join(common).rstrip(":") or name
-
-
-def join_key(folder: Path, renew: bool = False) -> str:
-    """The key in the study's sign-up link, made once per study (kept in the ledger, so that every gateway process
-    of the study offers the same link)."""
-    import secrets
-
-    from evalstudio.crowd.ledger import open_ledger
-
-    book = open_ledger(folder)
-
-    def make() -> str:
-        old = folder / JOIN_FILE
-        if old.is_file():
-            try:
-                key = json.loads(old.read_text(encoding="utf-8"))["join_key"]
-                if isinstance(key, str) and len(key) >= 16:
-                    return key
-            except (OSError, ValueError, KeyError, TypeError):
-                pass
-            raise EvalstudioError(f"{old}: not a gateway file written by evalstudio; move it away to make a new one")
-        return secrets.token_urlsafe(18).replace("-", "x").replace("_", "y")
-
-    if renew:
-        book.set_setting("join_key", secrets.token_urlsafe(18).replace("-", "x").replace("_", "y"))
-    return book.setting("join_key", make)
+from .base import ProjectsOption, fail_with, app, console
 
 
 @app.command()
@@ -99,47 +58,10 @@ def gateway(
     only the data fields the labeling config shows. Every other Label Studio page and API is out of their reach
     (gold answers, model ratings, system names, other people's annotations, exports, settings, webhooks). Keep
     Label Studio itself on 127.0.0.1; see docs/crowd-study.md."""
-    import uvicorn
-
-    from evalstudio.base.credentials import private_dir
-    from evalstudio.crowd import participants
-    from evalstudio.labelstudio.client import Client
-    from evalstudio.labelstudio.connection import check_address, check_url, settings_from_env
-
-    from ..gateway import GatewayConfig, build_app, load_parts
-    from ..gateway.setup import find_frontend, front_end
-    from evalstudio.crowd.ledger import open_ledger
-
     try:
-        registry = load_registry(projects)
-        parts = registry.parts(protocol)
-        settings = settings_from_env()
-        client = Client(settings)
-        if not 1 <= port <= 65535:
-            raise BadInput(f"--port {port}: not a port number")
-        shown_public = (public_url or f"http://{host}:{port}").rstrip("/")
-        check_url(shown_public, "--public-url")
-        root = folder or participants.DEFAULT_FOLDER
-        target = participants.study_folder(root, protocol, shared=shared_pool, claim=True)
-        private_dir(target)
-        open_ledger(target).setting("study", make=lambda: protocol)  # (a study's own ledger: its name)
-        open_ledger(target).set_setting("label_studio", client.url)
-        loaded = load_parts(client, parts)
-        chunks, module = find_frontend(client.url)
-        settings_shown = front_end(client, open_ledger(target))
-        key = join_key(target, renew=new_join_link) if join else None
-        crowd = next((p.crowd for p in parts if p.crowd), None)
-        one_entry = len({p.entry for p in parts}) == 1  # one protocol (with its lists, if it has them)
-        config = GatewayConfig(study=registry.study(protocol).title if one_entry else study_title(parts, protocol),
-                               parts=loaded, label_studio_url=client.url, api_key=settings.api_key,
-                               participants_folder=target, public_url=shown_public, join_key=key,
-                               completion_code=crowd.completion_code if crowd else None, chunks=chunks, module=module,
-                               rate_per_minute=sign_ins_per_minute or (crowd.sign_ins_per_minute if crowd else 300),
-                               joins_per_minute=crowd.sign_ups_per_minute if crowd else 1000,
-                               max_participants=crowd.max_participants if crowd else None,
-                               front_end=settings_shown, sync_name=protocol,
-                               accept_changed_tasks=accept_changed_tasks)
-        proxies = [check_address(a, "--trusted-proxy") for a in trusted_proxy or []]
+        config, target, key, crowd, proxies, shown_public = gateway_config(
+            protocol, port, host, public_url, folder, join, new_join_link, sign_ins_per_minute, trusted_proxy,
+            shared_pool, accept_changed_tasks, projects)
     except (EvalstudioError, ValueError) as e:
         raise fail_with(e)
     console.print(f"Gateway for '{protocol}' on http://{host}:{port} (participants open {shown_public}); its "
@@ -162,16 +84,4 @@ def gateway(
             console.print(f"{part.name}: adaptive collection ({route.strategy}, at least {route.min_overlap} "
                           f"answer(s) per task); stops at {' or '.join(stops) or 'no target'}; `status` says how far.",
                           highlight=False, markup=False, soft_wrap=True)
-    # no access log: personal links carry the participant's sign-in code in their path. X-Forwarded-For is read only
-    # from the proxies named (uvicorn's proxy headers), never from anyone else
-    options = dict(host=host, port=port, log_level="warning", access_log=False, proxy_headers=bool(proxies),
-                   forwarded_allow_ips=",".join(proxies) if proxies else "")
-    try:
-        if workers == 1:
-            uvicorn.run(build_app(config), **options)
-        else:
-            from ..gateway.workers import serve
-
-            serve(config, workers, options)
-    except KeyboardInterrupt:
-        pass
+    serve(config, host, port, proxies, workers)

@@ -58,7 +58,7 @@ def publish(
     the interface's questions stay open."""
     from evalstudio.base.files import staged_folder
 
-    from .publishing import publish_ratings, publish_study
+    from evalstudio.operations.publishing import publish_ratings, publish_study
 
     try:
         if output.exists() and (not output.is_dir() or any(output.iterdir())):
@@ -105,7 +105,7 @@ def reproduce(
     from evalstudio.labelstudio.client import Client
     from evalstudio.labelstudio.connection import settings_from_env
 
-    from .publishing import reproduce_package
+    from evalstudio.operations.publishing import reproduce_package
 
     try:
         lines = reproduce_package(package, Client(settings_from_env()))

@@ -17,7 +17,7 @@ from evalstudio.labelstudio.connection import DEFAULT_DATA_DIR
 from evalstudio.labelstudio.server import LocalServer
 
 from .base import REPO_EXAMPLES, ProjectsOption, fail_with, load_registry, app, console
-from .reading import import_with_progress
+from evalstudio.operations.reading import import_with_progress
 
 DATABASE_URL_ENV = "EVALSTUDIO_DATABASE_URL"
 

@@ -12,9 +12,11 @@ from evalstudio.base.errors import BadInput, EvalstudioError, printable
 from evalstudio.labelstudio.client import Client
 from evalstudio.labelstudio.connection import settings_from_env
 
-from .base import ProjectsOption, fail_with, load_registry, app, console, err
-from .reading import read_study, participant_rows, study_ledger, study_tables, time_left_text, write_status
-from .waiting import WAIT_SECONDS, WaitOption
+from evalstudio.operations import status as study_status
+from evalstudio.operations.reading import participant_rows, time_left_text
+from evalstudio.operations.waiting import WAIT_SECONDS
+
+from .base import ProjectsOption, WaitOption, fail_with, load_registry, app, console, err
 
 participants_app = typer.Typer(
     help="Crowd participants as Label Studio accounts (Label Studio Community has no crowd integration).",
@@ -148,14 +150,6 @@ def participants_backup(
 # --- status and approvals -----------------------------------------------------------------------------------------
 
 
-def _study_state(protocol, projects, from_export, project_id, folder, wait: float = WAIT_SECONDS):
-    """(parts, tasks of each part, crowd, participant table, per-part coverage, remaining annotations, annotations),
-    read live or from an export."""
-    _, parts, per_part, frames, _ = read_study(protocol, projects, from_export, project_id, folder, wait)
-    return (parts, per_part, *study_tables(parts, per_part, frames, folder))
-
-
-
 FolderOption = Annotated[Optional[Path], typer.Option(
     "--participants", help="The folder `participants add` wrote (default: .evalstudio/participants), to name "
                            "participants by their platform id.")]
@@ -197,42 +191,23 @@ def status(
             return
 
 
-def _close_finished(table, crowd, folder) -> list[str]:
-    """Close the accounts (made by `participants add`) of participants who have done their quota."""
-    from evalstudio.crowd import participants
-
-    if not crowd.per_participant:
-        raise BadInput("--close-finished: the study sets no quota (crowd.per_participant in projects.yaml)")
-    target = folder or participants.DEFAULT_FOLDER
-    ours = {a.email: a for a in participants.load_accounts(target).values() if a.password is not None}
-    done = table[table["quota"].notna() & (table["tasks_done"] >= table["quota"]) & table["annotator"].isin(ours)]
-    pending = [ours[e].participant_id for e in done["annotator"] if not ours[e].closed]
-    if not pending:
-        return []
-    now, _ = participants.close(Client(settings_from_env()), pending, target)
-    return now
-
-
 def _status_once(protocol, from_export, project_id, participants_folder, output, close_finished, projects,
                  wait=WAIT_SECONDS):
+    try:
+        seen = study_status.look(protocol, from_export, project_id, participants_folder, output, close_finished,
+                                 projects, wait)
+    except EvalstudioError as e:
+        raise fail_with(e)
+    _print_status(seen)
+
+
+def _print_status(seen) -> None:
+    """The status on the consoles: coverage, participants, time left, adaptive progress, warnings, tampering."""
     from rich.table import Table
 
     from evalstudio.crowd import study
 
-    try:
-        participants_folder = study_ledger(protocol, participants_folder)  # this study's ledger in the folder
-        parts, per_part, crowd, table, coverage, remaining, annotations = _study_state(
-            protocol, projects, from_export, project_id, participants_folder, wait)
-        tampered, unchecked = _tampering(protocol, parts, per_part, from_export, project_id)
-        if output is not None:
-            from evalstudio.base.files import staged_folder
-
-            with staged_folder(output) as stage:  # written whole or not at all
-                write_status(stage, protocol, crowd, table, coverage, remaining, annotations, tampered,
-                             _adaptive_lines(parts, per_part, participants_folder))
-        closed = _close_finished(table, crowd, participants_folder) if close_finished else []
-    except EvalstudioError as e:
-        raise fail_with(e)
+    coverage, table, crowd, closed = seen.coverage, seen.table, seen.crowd, seen.closed
     for name, cov in coverage.items():
         grid = Table("annotations", "tasks", title=f"{name}: tasks by number of annotations")
         for k, n in zip(cov["annotations"], cov["tasks"]):
@@ -250,10 +225,10 @@ def _status_once(protocol, from_export, project_id, participants_folder, output,
         for who, warnings in zip(shown["participant"], shown["warnings"]):
             if warnings:
                 console.print(f"{who}: {warnings}", highlight=False, soft_wrap=True)
-    console.print(time_left_text(annotations, remaining))
-    for line in _adaptive_lines(parts, per_part, participants_folder):
+    console.print(time_left_text(seen.annotations, seen.remaining))
+    for line in study_status.adaptive_lines(seen.parts, seen.per_part, seen.folder):
         console.print(line, highlight=False, soft_wrap=True)
-    for warning in study.gold_rate_warnings(parts, per_part):
+    for warning in study.gold_rate_warnings(seen.parts, seen.per_part):
         err.print(f"warning: {warning}", highlight=False)
     if crowd.platform == "prolific" and not crowd.completion_code:
         err.print("warning: no crowd.completion_code in projects.yaml: Prolific participants need one at the end")
@@ -262,74 +237,15 @@ def _status_once(protocol, from_export, project_id, participants_folder, output,
     if closed:
         console.print(f"closed {len(closed)} participant(s) who reached the quota of {crowd.per_participant}: "
                       f"{', '.join(closed)}", highlight=False, soft_wrap=True)
-    for note in unchecked:
+    for note in seen.unchecked:
         err.print(f"note: {note}", soft_wrap=True)
-    if tampered:  # loudly, last, where it is seen
+    if seen.tampered:  # loudly, last, where it is seen
         from rich.text import Text
 
-        err.print(Text(f"CHANGED SINCE SETUP: {len(tampered)} finding(s); the study's data may have been tampered "
-                       "with", style="bold red"), soft_wrap=True)
-        for finding in tampered:
+        err.print(Text(f"CHANGED SINCE SETUP: {len(seen.tampered)} finding(s); the study's data may have been "
+                       "tampered with", style="bold red"), soft_wrap=True)
+        for finding in seen.tampered:
             err.print(Text(printable(f"  - {finding}"), style="red"), soft_wrap=True)
-
-
-def _adaptive_lines(parts, per_part, folder) -> list[str]:
-    """Adaptive parts (assignment:, stop_when:): the stopping target reached (when, at what cost) or how far."""
-    from evalstudio.crowd import ledger, participants, routing
-
-    if not any(routing.routing_of(p) or routing.pac_of(p) for p in parts):
-        return []
-    folder = Path(folder or participants.DEFAULT_FOLDER)
-    book = ledger.open_ledger(folder) if (folder / ledger.FILE).exists() or (folder / ledger.POINTER).exists() \
-        else None
-    return routing.progress_lines(parts, per_part, book)
-
-
-RESTORE = {
-    "settings": "`evalstudio setup {study}` writes projects.yaml's settings back",
-    "tasks": "the imported values are in your input files: export the project first (the task's annotations go "
-             "with it), delete the changed task(s) in Label Studio and run the same `evalstudio import` again, "
-             "which re-creates exactly the missing tasks",
-    "annotations": "Label Studio Community keeps no earlier version of an annotation: leave these annotations out "
-                   "of the analysis, or ask their authors to answer again",
-}
-
-
-def _tampering(study_name, parts, per_part, from_export, project_id) -> tuple[list[str], list[str]]:
-    """(findings, notes): what changed since setup and import made the study (`integrity`), each finding with how
-    to restore it; notes say what could not be checked."""
-    from evalstudio.tasks import integrity
-    from evalstudio.values.results import ID_FIELD
-
-    findings, notes = [], []
-    client = Client(settings_from_env()) if from_export is None else None
-    own = frozenset([client.own_user_id()]) if client is not None else frozenset()
-    edits = [f"{part.name}: {e}" for part, tasks in zip(parts, per_part) for e in integrity.foreign_edits(tasks, own)]
-    if edits:
-        findings += edits + [f"restore: {RESTORE['annotations']}"]
-    if from_export is not None:
-        notes.append("project settings and tasks are checked against setup's and import's records on the live "
-                     "server only (not in an export file)")
-        return findings, notes
-    settings, tasks_changed = [], []
-    for part, tasks in zip(parts, per_part):
-        pid = client.require_protocol(part, project_id) if project_id else client.require_project(part)
-        drift = client.project_drift(part, pid)
-        if drift:
-            settings.append(f"{part.name}: Label Studio project {pid} has another {', '.join(drift)} than "
-                            "projects.yaml gives")
-        record = integrity.load_record(integrity.record_path(client.url, pid))
-        if record is None:
-            notes.append(f"{part.name}: no record of what `evalstudio import` put into project {pid} in "
-                         f"{integrity.record_folder()} (import writes it where it runs): its tasks were not checked")
-        else:
-            tasks_changed += [f"{part.name}: {c}" for c in integrity.changed_tasks(tasks, record, ID_FIELD)]
-    if settings:
-        findings += settings + [f"restore: {RESTORE['settings'].format(study=study_name)}"]
-    if tasks_changed:
-        findings += tasks_changed + [f"restore: {RESTORE['tasks']}"]
-    return findings, notes
-
 
 
 @app.command()
@@ -349,24 +265,11 @@ def approvals(
     """Approve / reject (with reason) / bonus per participant, by the study's rules in projects.yaml (crowd:
     gold threshold, bonus rule), as files Prolific or MTurk take for bulk upload. Only failed attention checks
     reject; speeders and straight-liners are listed by `status` for you to decide."""
-    from evalstudio.crowd import study
-
-    from ..exporters.approvals import not_platform_ids, write_approvals
+    from ..exporters.payments.approvals import not_platform_ids
 
     try:
-        participants_folder = study_ledger(protocol, participants_folder)
-        parts, _, crowd, table, _, _, _ = _study_state(protocol, projects, from_export, project_id, participants_folder,
-                                                       wait)
-        chosen = platform or crowd.platform
-        if chosen not in ("prolific", "mturk"):
-            raise BadInput(f"{protocol} names no crowd platform in projects.yaml: give --platform prolific or mturk")
-        if output.exists() and not output.is_dir():
-            raise BadInput(f"{output}: is a file; -o names the folder for the approval files")
-        decided = study.decisions(table, crowd)
-        from evalstudio.base.files import staged_folder
-
-        with staged_folder(output) as stage:  # written whole or not at all
-            written = [output / p.name for p in write_approvals(decided, chosen, stage, mturk_results)]
+        decided, chosen, written = study_status.approve(protocol, output, platform, mturk_results, from_export,
+                                                        project_id, participants_folder, wait, projects)
     except EvalstudioError as e:
         raise fail_with(e)
     counts = decided["decision"].value_counts()

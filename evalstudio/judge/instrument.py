@@ -38,6 +38,7 @@ SYSTEM = ("You are an annotator in a human evaluation study. Read the instructio
 
 
 class InstrumentError(EvalstudioError):
+    """A labeling config the judge's instrument cannot put into a prompt."""
     pass
 
 
@@ -88,6 +89,7 @@ def _schema(control: Control) -> dict:
 
 @dataclass(frozen=True)
 class Prompt:
+    """What one judge reads for one task: the messages, their digest and the order candidates were shown in."""
     messages: tuple[dict, ...]
     digest: str  # sha256 of the messages: what the judge read, cited by every answer
     order: tuple[int, ...]  # the candidates' positions as shown (identity: the stored order)

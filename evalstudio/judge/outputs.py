@@ -52,7 +52,7 @@ def summary(instrument: Instrument, run: Run, judges: list[Judge],
 def write(folder: Path, instrument: Instrument, run: Run, tasks: list[dict], prompts: dict[str, tuple],
           table: pd.DataFrame, append: bool = False) -> None:
     """The run's files in `folder` (a study of several parts appends each part's rows)."""
-    from evalstudio.exporters.files import write_table
+    from evalstudio.exporters.tables.files import write_table
 
     mode = "a" if append else "w"
     compare = instrument.project.compare

@@ -47,6 +47,7 @@ class Asked:
 
 @dataclass
 class Combined:
+    """One judge's answer to one task, its samples and orders combined, with a confidence per control."""
     judge: str
     task_id: int
     values: dict[str, object]
@@ -58,6 +59,7 @@ class Combined:
 
 @dataclass
 class Run:
+    """What a judging run asked and combined, the prompts its judges read and their usage."""
     asked: list[Asked] = field(default_factory=list)
     combined: list[Combined] = field(default_factory=list)
     prompts: dict[str, tuple] = field(default_factory=dict)  # digest -> the messages the judges read

@@ -13,6 +13,7 @@ from evalstudio.base.errors import ServerError
 
 @dataclass(frozen=True)
 class Settings:
+    """Where Label Studio is and the API key to reach it (the key never shown)."""
     url: str
     api_key: str
 

@@ -71,6 +71,7 @@ def _git_ceiling() -> dict[str, str]:
 
 @dataclass(frozen=True)
 class Credentials:
+    """The local server's admin account: username, password and API key."""
     username: str
     password: str
     api_key: str
@@ -117,6 +118,7 @@ def label_studio_executable() -> str:
 
 
 class LocalServer:
+    """A Label Studio server run by evalstudio on this machine (its data folder, port and log)."""
     def __init__(self, data_dir: Path, port: int = 8080, host: str = "127.0.0.1",
                  allow_loopback_ml: bool = True, extra_env: dict[str, str] | None = None,
                  database_url: str | None = None, workers: int = 1):

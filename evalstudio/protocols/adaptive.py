@@ -52,6 +52,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class Assignment(BaseModel):
+    """An adaptive part's `assignment:`: the routing strategy, its criterion and the least overlap per task."""
     model_config = ConfigDict(extra="forbid")
     strategy: Literal["uniform", "uncertainty", "ability", "active"] = "uniform"
     criterion: str | None = None
@@ -80,6 +81,7 @@ class PACRule(BaseModel):
 
 
 class StopWhen(BaseModel):
+    """An adaptive part's `stop_when:`: the target (PAC rule, posterior, width) that stops the collection."""
     model_config = ConfigDict(extra="forbid")
     pac: PACRule | None = None
     posterior: float | None = Field(default=None, gt=0, lt=1)

@@ -133,6 +133,7 @@ def config_for(xml: str, channel: str) -> str:
 
 
 def config_channel_problems(xml: str) -> list[str]:
+    """What is wrong with a labeling config's channel="..." marks (elements shown on one channel only)."""
     out = []
     xml = re.sub(r"<!--.*?-->", "", xml, flags=re.S)  # (a comment may speak of channel="...")
     if len(re.findall(r'\schannel="', xml)) != len(_MARKED.findall(xml)):

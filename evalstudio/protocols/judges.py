@@ -31,6 +31,7 @@ SHAPES = {  # field -> (what it must look like, the message that names the fix)
 
 
 class JudgeEntry(BaseModel):
+    """One LLM judge of projects.yaml's `judges:` list: its model, endpoint, key variable and prices."""
     model_config = ConfigDict(extra="forbid")
     name: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:+-]{0,63}$")
     model: str = Field(min_length=1, max_length=200)

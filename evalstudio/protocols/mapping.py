@@ -178,6 +178,7 @@ class InputMap(BaseModel):
 
 
 class Missing(Exception):
+    """A field a protocol defined as data reads is not in the record."""
     pass
 
 
@@ -349,7 +350,7 @@ class MappingImporter:
         for slot in self.project.slots():
             if not slot.model_output:
                 continue
-            value = dotted_get(task, slot.model_output)  # read as the analysis reads it (exporters.tidy.model_frame)
+            value = dotted_get(task, slot.model_output)  # read as the analysis reads it (exporters.tables.tidy.model_frame)
             if value is not None:
                 checked = attempt(errors, control_value, slot.model_output, value, self.project, slot.control)
                 if checked is not None:

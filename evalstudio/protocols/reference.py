@@ -75,6 +75,7 @@ def key_rows(model: type[BaseModel] | None = None, prefix: str = "") -> list[dic
 
 
 def markdown_table() -> str:
+    """projects.yaml's keys as a Markdown table (docs/reference/projects-yaml.md)."""
     lines = ["| key | type | required | default | limits |", "|---|---|---|---|---|"]
     for r in key_rows():
         lines.append(f"| `{r['key']}` | {r['type'].replace('|', '&#124;')} | {r['required']} | "

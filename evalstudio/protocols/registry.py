@@ -29,8 +29,8 @@ PACKAGED_PROJECTS = Path(__file__).resolve().parents[1] / "projects.yaml"  # eva
 
 
 class Criterion(BaseModel):
+    """One quality criterion of a protocol: its scale, range or labels, and the controls that answer it."""
     model_config = ConfigDict(extra="forbid")
-
     scale: Literal["nominal", "ordinal", "interval"]
     min: float | None = None
     max: float | None = None
@@ -164,8 +164,8 @@ class Compare(BaseModel):
 
 
 class Project(BaseModel):
+    """One protocol entry of projects.yaml: its Label Studio project, config, criteria, crowd rules and parts."""
     model_config = ConfigDict(extra="forbid")
-
     name: str = ""
     title: str = Field(min_length=3, max_length=50)  # Label Studio limits
     config: str
@@ -244,7 +244,6 @@ class Project(BaseModel):
         """The labeling config as annotators of `channel` get it ("label-studio" or "gateway": a Text or Header
         marked channel="..." for the other channel left out; evalstudio/protocols/channels.py)."""
         from .channels import config_for
-
         return config_for(self.label_config, channel)
 
     @cached_property
@@ -392,6 +391,7 @@ _VALID_CONFIGS: set[str] = set()  # labeling configs (their text) that passed th
 
 
 def load(path: Path | str | None = None) -> Registry:
+    """The registry from `path` (default: $EVALSTUDIO_PROJECTS, ./projects.yaml, the packaged copy); problems as file:line."""
     path = Path(path) if path else default_path()
     try:
         text = read_text_file(path)

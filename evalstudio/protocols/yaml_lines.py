@@ -42,6 +42,7 @@ class Where:
 
 
 def describe(error: ValidationError, path: Path, text: str, prefix: tuple) -> str:
+    """A validation error as lines of file:line: field: message, each at its place in the YAML."""
     lines = []
     for err in error.errors():
         loc = prefix + tuple(err["loc"])

@@ -9,7 +9,7 @@ the usual column names is assumed):
   nested           JSON records holding lists of ratings per criterion, e.g. a context with its responses
                    (`evalstudio.readers.nested`: the spec's `nested:` says where item, system and ratings are)
   pairwise         one row per comparison of two systems (`evalstudio.readers.comparisons`), analysed by
-                   `exporters.preference` instead
+                   `exporters.analyses.preference` instead
   best_worst       one row per annotated tuple: item1..itemN, best, worst (`evalstudio.readers.comparisons`), likewise
 Metrics: item, [system], metric, [criterion], value (a metric without criterion is compared with every criterion).
 An Amazon MTurk batch results file (HITId, WorkerId, AssignmentStatus, Answer.* columns) is read as it is downloaded;
@@ -359,7 +359,7 @@ def orient_metrics(scores: pd.DataFrame, lower_is_better, source: str) -> pd.Dat
 
 
 def from_label_studio(annotations: pd.DataFrame, model: pd.DataFrame, spec: Spec) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(tidy ratings, metrics) from evalstudio's annotation and model frames (exporters.tidy): the item is the
+    """(tidy ratings, metrics) from evalstudio's annotation and model frames (exporters.tables.tidy): the item is the
     task's item_id (else the task), ordinal labels become their position; each `metric` in the model frame (the
     model outputs the tasks carry: `model`; stored predictions: their model_version) is a metric."""
     rows = annotations[~annotations["cancelled"] & annotations["value"].notna()]

@@ -43,6 +43,7 @@ def _check_patterns(codes: list[str]) -> list[str]:
 
 
 class CriterionSpec(BaseModel):
+    """One criterion of an analysis spec: its scale, range or labels and its missing-value codes."""
     model_config = ConfigDict(extra="forbid")
 
     scale: Literal["nominal", "ordinal", "interval"] = "interval"
@@ -152,6 +153,7 @@ class Spec(BaseModel):
 
 
 def read_spec(path: Path) -> Spec:
+    """The analysis spec read from a YAML file, every problem named with its place."""
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError) as e:

@@ -1,6 +1,6 @@
 """Tables from files, every cell as text with the line it came from: CSV/TSV (a plain file through Arrow's reader,
 any other through pandas, an over-long cell or a row longer than the header reported at its line), JSON Lines and
-Parquet. `readers.ratings` makes ratings and metric scores of them; `exporters.mturk` reads MTurk results."""
+Parquet. `readers.ratings` makes ratings and metric scores of them; `exporters.payments.mturk` reads MTurk results."""
 
 from __future__ import annotations
 

@@ -43,12 +43,14 @@ def plurality(frame: pd.DataFrame, missing=()) -> pd.Series:
 
 
 def dawid_skene(frame: pd.DataFrame, iterations: int = 100, tol: float = 1e-5, missing=()) -> pd.Series:
+    """Each item's label by Dawid and Skene's (1979) EM over annotators' confusion matrices (crowd-kit)."""
     from crowdkit.aggregation import DawidSkene
 
     return DawidSkene(n_iter=iterations, tol=tol).fit_predict(_crowd(frame, missing)).rename("dawid_skene")
 
 
 def mace(frame: pd.DataFrame, restarts: int = 10, iterations: int = 50, seed: int = 0, missing=()) -> pd.Series:
+    """Each item's label by MACE (Hovy et al., NAACL 2013), annotators' competence and spamming estimated (crowd-kit)."""
     from crowdkit.aggregation import MACE
 
     model = MACE(n_restarts=restarts, n_iter=iterations, method="vb", smoothing=0.1, default_noise=0.5, alpha=0.5,

@@ -20,6 +20,8 @@ METHODS = {
 
 
 def fisher_ci(r: float, n: int, method: str = "pearson", level: float = 0.95) -> tuple[float, float]:
+    """The confidence interval of a correlation by Fisher's z (Spearman's and Kendall's with the standard errors of
+    Fieller, Hartley and Pearson 1957); NaN below the least n."""
     _, se, min_n = METHODS[method]
     if n < min_n or np.isnan(r) or abs(r) >= 1:
         return float("nan"), float("nan")

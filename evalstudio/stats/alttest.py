@@ -33,6 +33,7 @@ from scipy import stats
 
 @dataclass(frozen=True)
 class AltTest:
+    """The alternative annotator test's outcome for one judge: winning rate, pass, advantage probability."""
     winning_rate: float
     passes: bool
     advantage_probability: float

@@ -19,7 +19,7 @@ metrics), so each width's variance is multiplied by the pilot's own inflation: i
 one at the pilot's size (never below 1).
 
 Both are checked against real published ratings by drawing studies of the planned size from them
-(exporters/precision.py's calibrations, benchmarks/plan_calibration.py): the central 95% range of the estimates
+(exporters/analyses/precision.py's calibrations, benchmarks/plan_calibration.py): the central 95% range of the estimates
 over those studies is the width an interval that covers 95% of the time must have.
 """
 

@@ -57,17 +57,20 @@ def _shuffled(labels: Labels, rng: np.random.Generator) -> tuple[np.ndarray, np.
 
 
 def accuracy(labels: Labels, current: adaptive.Certainty, reference: adaptive.Certainty) -> float:
+    """Agreement of the current labels with the reference (categorical) or their mean absolute error (ratings)."""
     if labels.categorical:
         return float(np.mean(current.label == reference.label))
     return float(np.mean(np.abs(np.nan_to_num(current.label, nan=np.nanmean(reference.label)) - reference.label)))
 
 
 def better_or_equal(labels: Labels, value: float, target: float) -> bool:
+    """Whether `value` reaches `target`: at least it for an accuracy, at most it for an error."""
     return value >= target - 1e-12 if labels.categorical else value <= target + 1e-12
 
 
 @dataclass
 class Run:
+    """One replayed collection: labels used and accuracy after each round, which labels were given and in what order."""
     used: list[int]  # labels collected after each round
     accuracy: list[float]  # accuracy after each round
     given: np.ndarray  # which published labels were collected (a mask over the labels), at the end

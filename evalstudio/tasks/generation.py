@@ -30,6 +30,7 @@ from .scanning import convert_record
 
 @dataclass
 class Generated:
+    """What `evalstudio generate` did: records read, completed by the backend, its model version, the file written."""
     records: int  # records read
     generated: int  # records the backend completed
     model_version: str | None

@@ -29,6 +29,7 @@ class FileChanged(InvalidInput):
 
 @dataclass
 class ImportReport:
+    """What an import did: the project, tasks created, already present and recovered batches."""
     project_id: int
     created: int
     already_present: int

@@ -26,6 +26,7 @@ RECORD_DIR = Path(".evalstudio") / "records"  # $EVALSTUDIO_RECORDS names anothe
 
 
 def record_folder() -> Path:
+    """Where import records are kept ($EVALSTUDIO_RECORDS, else .evalstudio/records)."""
     return Path(os.environ.get("EVALSTUDIO_RECORDS") or RECORD_DIR)
 DIGEST_CHARS = 20  # 80 bits of SHA-256: no accidental collision, no crafted value matching a recorded one
 
@@ -55,6 +56,7 @@ def task_digest(task: dict) -> dict:
 
 
 def record_path(url: str, project_id: int, folder: Path | None = None) -> Path:
+    """The record file of one project on one Label Studio server."""
     folder = record_folder() if folder is None else folder
     server = hashlib.sha256(url.rstrip("/").encode("utf-8")).hexdigest()[:12]
     return Path(folder) / f"{server}-project-{int(project_id)}.json"

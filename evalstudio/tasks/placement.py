@@ -11,6 +11,7 @@ from evalstudio.protocols.registry import Project
 
 
 def parse_where(where: str) -> tuple[str, int]:
+    """(file, line) of a `file:line` place."""
     path, _, line = where.rpartition(":")
     return path, int(line)
 

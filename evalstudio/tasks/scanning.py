@@ -73,6 +73,7 @@ class Scan:
 
 
 def fingerprints(paths: Sequence[Path]) -> dict[str, tuple[int, int]]:
+    """Each input file's size and modification time, to tell whether it changed since the dry run."""
     out = {}
     for path in map(Path, paths):
         try:

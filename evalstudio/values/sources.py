@@ -234,6 +234,7 @@ def control_value(field: str, value: Any, project, control: str):
 
 
 def one_of(field: str, value: Any, allowed: list[str]) -> str:
+    """The value if it is one of `allowed`, else a field error naming them."""
     if value not in allowed:
         raise FieldError(field, f"{value!r} is not one of {allowed}")
     return value

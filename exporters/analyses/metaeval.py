@@ -25,19 +25,19 @@ import pandas as pd
 
 from evalstudio.readers.spec import Spec
 
-from ..stats import aggregation, coefficients
-from ..stats import correlation as corr
-from ..stats import icc as icc_mod
-from ..stats import significance as sig
-from ..stats.agreement import (
+from ...stats import aggregation, coefficients
+from ...stats import correlation as corr
+from ...stats import icc as icc_mod
+from ...stats import significance as sig
+from ...stats.agreement import (
     alpha_ci,
     krippendorff_alpha,
     leave_one_annotator_out,
     resample_counts,
     resampled_sums,
 )
-from ..stats.alignment import fisher_ci
-from .segments import coded_ratings, score_matrices
+from ...stats.alignment import fisher_ci
+from ..tables.segments import coded_ratings, score_matrices
 
 SEGMENT_METHODS = ("pearson", "spearman", "kendall_b")
 SYSTEM_METHODS = ("pearson", "spearman", "kendall_b", "kendall_c")
@@ -290,7 +290,7 @@ def judge_checks(ratings: pd.DataFrame, metrics: pd.DataFrame, spec: Spec, why: 
     criterion's scale is a judge; it is compared with the human plurality label of each segment (weighted kappa,
     quadratic for ordinal; accuracy; confusion matrix) and, when the metrics file gives a confidence, calibrated
     (ECE with its reliability table). Returns (judges, confusion, calibration)."""
-    from ..stats.alignment import expected_calibration_error, judge_agreement
+    from ...stats.alignment import expected_calibration_error, judge_agreement
 
     why = Reasons() if why is None else why
     judges, confusions, calibrations = [], [], []
@@ -370,11 +370,11 @@ def analyze(ratings: pd.DataFrame, spec: Spec, metrics: pd.DataFrame | None = No
             resamples: int = 1000, mace: bool = False, ppi: str | None = None, alt: str | None = None,
             epsilon: float = 0.2) -> dict[str, pd.DataFrame]:
     """Every table of the analysis, by name (the CSV file names). `ppi`: a metric whose scores give
-    prediction-powered estimates of the systems' means and differences (exporters/ppi.py); `alt`: a judge put to
-    the alternative annotator test with margin `epsilon` (exporters/alttest.py)."""
+    prediction-powered estimates of the systems' means and differences (exporters/analyses/ppi.py); `alt`: a judge put to
+    the alternative annotator test with margin `epsilon` (exporters/analyses/alttest.py)."""
     tables = {}
     why, why_metrics = Reasons(), Reasons()  # in this order in not_computed.csv, however the threads finish
-    from .aggregated import aggregate
+    from ..tables.aggregated import aggregate
 
     def of_the_ratings(ratings):
         """The tables of the ratings alone, on a thread of their own beside the meta-evaluation (each side has its
@@ -455,7 +455,7 @@ def write_analysis(tables: dict[str, pd.DataFrame], title: str, out_dir: Path, n
     """CSVs (spreadsheet-safe) and index.html with plots."""
     from evalstudio.base.files import write_output
 
-    from .files import write_csv
+    from ..tables.files import write_csv
     from .metaeval_page import page
 
     out_dir.mkdir(parents=True, exist_ok=True)

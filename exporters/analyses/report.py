@@ -23,8 +23,8 @@ from evalstudio.protocols.registry import Project  # noqa: E402
 from evalstudio.values.spans import span_controls  # noqa: E402
 
 from . import analysis  # noqa: E402
-from .files import write_csv
-from .tidy import annotation_frame, model_frame, span_frame, task_frame, unit  # noqa: E402
+from ..tables.files import write_csv
+from ..tables.tidy import annotation_frame, model_frame, span_frame, task_frame, unit  # noqa: E402
 
 
 def tinfo_tasks(tasks: list[dict]) -> list[dict]:
@@ -46,8 +46,8 @@ def build_report(project: Project, tasks: list[dict], out_dir: Path, users: dict
     the model: the report refuses them unless `exclude_prefilled`, which leaves them out and says how many. Items
     an annotator marked as a bad instance (CMV) are left out of agreement and alignment unless `keep_bad_instances`.
     `judges(annotations)`: (the LLM judges' table, one verdict line per judge) on the annotations the report keeps.
-    `active`: (per system, per pair, notes) of a study whose parts have an active design (exporters.active.estimates
-    from the ledger's design). `spans`: the study's spans (exporters.tidy.span_frame), written as spans.csv."""
+    `active`: (per system, per pair, notes) of a study whose parts have an active design (exporters.analyses.active.estimates
+    from the ledger's design). `spans`: the study's spans (exporters.tables.tidy.span_frame), written as spans.csv."""
     out_dir.mkdir(parents=True, exist_ok=True)
     ann = annotations if annotations is not None else annotation_frame(tasks, project, users)
     model = model if model is not None else model_frame(tasks, project)
@@ -79,7 +79,7 @@ def build_report(project: Project, tasks: list[dict], out_dir: Path, users: dict
     tables["labels"], tables["annotator_accuracy"] = (analysis.label_tables(ann, project, n_boot) if not ann.empty
                                                       else (pd.DataFrame(), pd.DataFrame()))
     verdicts = []
-    if judges is not None:  # (exporters.judges.judge_verdicts, computed by the caller on the same annotations)
+    if judges is not None:  # (exporters.analyses.judges.judge_verdicts, computed by the caller on the same annotations)
         tables["judges"], verdicts = judges(ann)
     if active is not None:
         tables["active_systems"], tables["active_pairs"], active_notes = active
@@ -174,12 +174,14 @@ def span_section(spans: pd.DataFrame) -> list[str]:
 
 
 def html_table(frame: pd.DataFrame) -> str:
+    """A frame as an HTML table (three decimals), or a note that there is no data."""
     if frame.empty:
         return "<p><em>no data</em></p>"
     return frame.to_html(index=False, float_format=lambda v: f"{v:.3f}", na_rep="", border=0, classes="t")
 
 
 def html_image(fig) -> str:
+    """A matplotlib figure as an inline PNG image (the figure is closed)."""
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
     plt.close(fig)
@@ -248,6 +250,7 @@ def _scatter(rated: pd.DataFrame, model: pd.DataFrame, project: Project):
 
 
 def html_page(title: str, body: str) -> str:
+    """A self-contained HTML page with the report's style."""
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)} - evalstudio report</title>
 <style>

@@ -12,9 +12,9 @@ import pandas as pd
 
 from evalstudio.protocols.registry import Project
 
-from ..stats import agreement as ag
-from ..stats import alignment as al
-from .tidy import ratings, unit
+from ...stats import agreement as ag
+from ...stats import alignment as al
+from ..tables.tidy import ratings, unit
 
 SKIPPED = "skipped"
 
@@ -147,7 +147,7 @@ def label_tables(annotations: pd.DataFrame, project: Project, n_boot: int = 200)
     """Labels with error bars for the categorical criteria (evalstudio/stats/labels.py): per task (or task/agent)
     one-coin Dawid-Skene's label, its posterior and 95% interval; per annotator the estimated accuracy and its
     interval. "N/A"-like answers (`missing:`) are left out."""
-    from ..stats.labels import one_coin_labels
+    from ...stats.labels import one_coin_labels
 
     items, people = [], []
     for criterion, spec in project.criteria.items():

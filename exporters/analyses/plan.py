@@ -12,7 +12,7 @@ import pandas as pd
 
 from evalstudio.base.errors import BadInput
 
-from ..stats.power import POWER, Components, one_way_components, simulated_power
+from ...stats.power import POWER, Components, one_way_components, simulated_power
 
 GRID = (5, 10, 15, 20, 25, 30, 40, 50, 60, 80, 100, 120, 150, 200, 250, 300, 400, 500, 600, 800, 1000, 1500, 2000)
 
@@ -99,7 +99,7 @@ def write_plan(tables: dict[str, pd.DataFrame], title: str, out_dir: Path, notes
     interval-width target: `widths` maps agreement / correlation to the width asked for)."""
     from evalstudio.base.files import write_output
 
-    from .files import write_csv
+    from ..tables.files import write_csv
     from .report import html_image, html_page, html_table, plt
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -166,7 +166,7 @@ def calibration(ratings: pd.DataFrame, criterion: str, systems: tuple[str, str],
     plan for, the power planned there, the power realised by `simulations` studies of that size drawn from the
     data (evalstudio.stats.power.realised_power), and the power that plans from `pilots` pilots of `pilot_items`
     random items would have promised for the same size (mean and standard deviation)."""
-    from ..stats.power import realised_power
+    from ...stats.power import realised_power
 
     rng = np.random.default_rng(seed)
     r = ratings[(ratings["criterion"] == criterion) & ratings["system"].isin(systems)]

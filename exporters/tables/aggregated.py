@@ -8,8 +8,8 @@ import pandas as pd
 
 from evalstudio.readers.spec import Spec
 
-from ..stats import aggregation
-from ..stats import labels as label_uncertainty
+from ...stats import aggregation
+from ...stats import labels as label_uncertainty
 from .tidy import segment
 
 

@@ -17,8 +17,8 @@ import pandas as pd
 from evalstudio.base.errors import BadInput
 from evalstudio.readers.spec import Spec
 
-from ..stats.ppi import ppi_mean, resampled_studies
-from .tidy import segment_means
+from ...stats.ppi import ppi_mean, resampled_studies
+from ..tables.tidy import segment_means
 
 COLUMNS = ["criterion", "metric", "n_labelled", "n_unlabelled", "left_out", "classical", "classical_lo",
            "classical_hi", "ppi", "ppi_lo", "ppi_hi", "lambda", "effective_n", "width_ratio"]

@@ -16,7 +16,7 @@ from evalstudio.protocols.registry import Project
 from evalstudio.readers.tables import read_table
 from evalstudio.values.results import task_fields
 
-from .tidy import ANNOTATION_COLUMNS
+from ..tables.tidy import ANNOTATION_COLUMNS
 
 _LEADING_NUMBER = re.compile(r"^\s*(-?\d+(?:\.\d+)?)")
 

@@ -21,7 +21,7 @@ import pandas as pd
 from evalstudio.base.errors import BadInput, printable
 from evalstudio.base.files import write_output
 
-from .files import write_csv
+from ..tables.files import write_csv
 
 
 def _amount(value) -> str:

@@ -97,6 +97,7 @@ def _system_plot(systems: pd.DataFrame):
 
 
 def page(tables: dict[str, pd.DataFrame], title: str, notes=()) -> str:
+    """The meta-evaluation's HTML page from its tables."""
     esc = html.escape
     body = [f"<h1>{esc(title)}</h1>"] + [f"<p>{esc(n)}</p>" for n in notes]
     criteria = list(tables["agreement"]["criterion"]) if not tables["agreement"].empty else []

@@ -34,10 +34,12 @@ PROJECT_FIELD = "project"  # the project (a list's project for counterbalanced l
 
 
 def canonical(value) -> str:
+    """A value as canonical JSON (sorted keys, no spaces), the form its digest is taken of."""
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
 def sha256_text(text: str) -> str:
+    """The SHA-256 of a text's UTF-8 bytes, in hex."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 

@@ -1,7 +1,7 @@
 """What `evalstudio publish` and `evalstudio reproduce` do, below the commands (cli/publish.py): the facts of a
 study gathered from Label Studio, the ledger and projects.yaml, and the package written from them
-(exporters/datasheet.py, exporters/release.py, exporters/instrument.py); a package set up again on a Label Studio
-and checked against its manifest."""
+(exporters/publication: datasheet, release, instrument); a package set up again on a Label Studio and checked
+against its manifest. Uses operations.reading, exporters.publication and exporters.analyses, evalstudio.crowd."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from evalstudio.base.numbers import percent
 
 from evalstudio.values.spans import span_controls
 
-from ..exporters import datasheet, instrument, release
+from ..exporters.publication import datasheet, instrument, release
 from .reading import read_study, study_ledger, study_spans, study_tables
 
 AGREEMENT_NAMES = {"alpha": "Krippendorff's alpha", "fleiss_kappa": "Fleiss' kappa", "gwet_ac": "Gwet's AC",
@@ -27,7 +27,7 @@ def publish_study(protocol: str, projects, folder: Path | None, stage: Path, key
     """Writes the publication of a study into `stage`; returns a summary (counts) for the terminal."""
     from evalstudio.crowd import participants, study
 
-    from ..exporters.analysis import agreement_table
+    from ..exporters.analyses.analysis import agreement_table
 
     key = release.read_key(key_file, output)
     reg, parts, per_part, frames, users = read_study(protocol, projects, None, None, folder)
@@ -100,8 +100,8 @@ def publish_ratings(path: Path, spec, stage: Path, key_file: Path, output: Path,
     from evalstudio.readers.ratings import read_ratings
     from evalstudio.readers.tables import read_table
 
-    from ..exporters.metaeval import agreement
-    from ..exporters.mturk import batch_facts
+    from ..exporters.analyses.metaeval import agreement
+    from ..exporters.payments.mturk import batch_facts
 
     key = release.read_key(key_file, output)
     tidy, spec = read_ratings(path, spec)
@@ -284,7 +284,7 @@ def _agreement_text(row) -> str | None:
 
 
 def _write_instrument(target: Path, reg, parts, per_part, key: bytes, folder: Path) -> dict[str, str]:
-    """instrument/ (see exporters/instrument.py); returns the digests of every text annotators saw."""
+    """instrument/ (see exporters/publication/instrument.py); returns the digests of every text annotators saw."""
     import yaml
 
     from evalstudio.crowd import ledger as ledger_module, participants

@@ -14,8 +14,8 @@ import pandas as pd
 
 from evalstudio.readers.spec import Spec
 
-from ..stats.reproducibility import correlation_interval, cv_star
-from .tidy import segment_means
+from ...stats.reproducibility import correlation_interval, cv_star
+from ..tables.tidy import segment_means
 
 SYSTEM_COLUMNS = ["criterion", "system", "original", "reproduction", "cv_star", "shift"]
 CORRELATION_COLUMNS = ["criterion", "level", "n", "pearson", "pearson_lo", "pearson_hi", "spearman", "kendall"]

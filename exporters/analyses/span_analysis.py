@@ -9,7 +9,7 @@ import pandas as pd
 
 from evalstudio.readers.spans import SpanStudy
 
-from ..stats import spans as span_stats
+from ...stats import spans as span_stats
 
 NO_PAIRS = "no segment was annotated by two annotators (every segment has one rater): span agreement needs two"
 

@@ -15,7 +15,7 @@ import pandas as pd
 from evalstudio.base.errors import BadInput
 from evalstudio.readers.spec import Spec
 
-from ..stats.alttest import alt_test
+from ...stats.alttest import alt_test
 
 SUMMARY = ["criterion", "judge", "epsilon", "q", "annotators", "left_out", "winning_rate", "passes",
            "advantage_probability", "scoring"]

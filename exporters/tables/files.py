@@ -40,6 +40,7 @@ def spreadsheet_safe(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def write_csv(frame: pd.DataFrame, target: Path | IO[str], header: bool = True) -> None:
+    """Write a frame as spreadsheet-safe CSV (no cell runs as a formula; a cell with a carriage return stays one cell)."""
     safe = spreadsheet_safe(frame)
     # Python's csv module quotes a cell holding a character of the line terminator, and a bare carriage return only
     # when it is one: with "\n" lines, a cell holding "\r" (a participant's note sent through the API) would end

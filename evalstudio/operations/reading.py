@@ -1,7 +1,8 @@
 """What several command groups read and write about a study, below all of them: its items imported with a
 progress bar, its projects' tasks and annotations (live from Label Studio or from an export), the study tables
-(participants, coverage, what remains) and the status files. `data` (import, export, report), `study` (status,
-approvals), `servers` (demo) and `analyze` use it; it uses none of them."""
+(participants, coverage, what remains) and the status files, the spec a ratings file is read with. The commands
+`data` (import, export, report), `servers` (demo) and the other operations (status, analyzing, planning,
+publishing) use it. Uses evalstudio.labelstudio, tasks, crowd, readers, exporters.tables and the consoles."""
 
 from __future__ import annotations
 
@@ -15,11 +16,14 @@ from evalstudio.labelstudio.connection import settings_from_env
 from evalstudio.protocols.mapping import importer_for
 from evalstudio.tasks.importing import import_files
 
-from .base import load_registry, console, err
+from evalstudio.protocols.registry import load as load_registry
+
+from .consoles import console, err
 from .waiting import WAIT_SECONDS, LedgerCheck, say, wait_for_sync, within
 
 
 def import_with_progress(project, files, client, batch_size=500, skip_invalid=False, checked=None, in_flight=1):
+    """Import input files into the project's Label Studio project with a progress bar on stderr."""
     with Progress(TextColumn(f"importing {project.name}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                   console=err, transient=True) as progress:
         bar = progress.add_task(project.name, total=None)
@@ -73,7 +77,7 @@ def project_tasks(project, from_export: Path | None, project_id: int | None = No
                   wait: float = WAIT_SECONDS):
     """(tasks, users) from a Label Studio JSON export file, or live from the server (given up once it has not
     answered for `wait` seconds)."""
-    from ..exporters.tidy import read_export
+    from ..exporters.tables.tidy import read_export
 
     if from_export:
         tasks = read_export(from_export)
@@ -110,7 +114,7 @@ def read_study(protocol, projects, from_export, project_id, folder: Path | None 
     a Label Studio export (which holds one project). `folder`: the participants folder. Live, once Label Studio
     holds what the gateway acknowledged (or `wait` seconds passed), and said after the read: what it lacks of the
     ledger's answers; annotations that are not the ledger's answer (written twice) are left out."""
-    from ..exporters.tidy import annotation_frame
+    from ..exporters.tables.tidy import annotation_frame
 
     reg = load_registry(projects)
     parts = reg.parts(protocol)
@@ -136,19 +140,20 @@ def read_study(protocol, projects, from_export, project_id, folder: Path | None 
 
 
 def study_spans(parts, per_part, users):
-    """The spans of a study's parts whose configs mark spans (<Labels>), one table (exporters.tidy.span_frame); None
+    """The spans of a study's parts whose configs mark spans (<Labels>), one table (exporters.tables.tidy.span_frame); None
     when no part does."""
     import pandas as pd
 
     from evalstudio.values.spans import span_controls
 
-    from ..exporters.tidy import span_frame
+    from ..exporters.tables.tidy import span_frame
 
     frames = [span_frame(tasks, part, users) for part, tasks in zip(parts, per_part) if span_controls(part.interface)[0]]
     return pd.concat(frames, ignore_index=True) if frames else None
 
 
 def one_project_for(parts, option: str, value) -> None:
+    """Refuse an option that reads one Label Studio project for a study of several parts."""
     if value is not None and len(parts) > 1:
         raise BadInput(f"{option} reads one Label Studio project; name one part: "
                               f"{', '.join(p.name for p in parts)}")
@@ -170,7 +175,7 @@ def _names(emails, folder: Path | None) -> dict[str, str]:
     """annotator e-mail -> participant id (evalstudio's accounts keep the id's case; Prolific's e-mails carry it)."""
     from evalstudio.crowd import participants
 
-    from ..exporters.tidy import participant_id
+    from ..exporters.tables.tidy import participant_id
 
     known = {a.email: a.participant_id for a in participants.load_accounts(folder or participants.DEFAULT_FOLDER).values()}
     return {email: known.get(email) or participant_id(email, "prolific") or email for email in emails}
@@ -242,6 +247,7 @@ def _with_platform_ids(table, folder: Path | None):
 
 
 def pd_notna(value) -> bool:
+    """True for a value that is neither None nor NaN."""
     import pandas as pd
 
     return value is not None and bool(pd.notna(value))
@@ -267,6 +273,7 @@ def participant_rows(table):
 
 
 def time_left_text(annotations, remaining: int) -> str:
+    """The line saying the current rate and the time left for the remaining annotations."""
     from evalstudio.crowd import study
 
     rate, hours = study.time_left(annotations, remaining)
@@ -287,8 +294,8 @@ def write_status(folder: Path, protocol: str, crowd, table, coverage, remaining,
 
     from evalstudio.base.files import write_output
 
-    from ..exporters.files import write_csv
-    from ..exporters.report import html_page, html_table
+    from ..exporters.tables.files import write_csv
+    from ..exporters.analyses.report import html_page, html_table
 
     folder.mkdir(parents=True, exist_ok=True)
     write_csv(table, folder / "participants.csv")
@@ -341,8 +348,8 @@ def study_ratings(protocol: str, parts, per_part, frames):
     from evalstudio.readers.ratings import from_label_studio
     from evalstudio.readers.spec import Spec, spec_from_protocol
 
-    from ..exporters.analysis import exclusions
-    from ..exporters.tidy import model_frame, prediction_frame
+    from ..exporters.analyses.analysis import exclusions
+    from ..exporters.tables.tidy import model_frame, prediction_frame
 
     criteria = {}
     for part in parts:
@@ -373,7 +380,7 @@ def active_design(protocol: str, projects, folder: Path | None = None, tasks: di
     from evalstudio.crowd import ledger as ledgers
     from evalstudio.values.results import task_fields
 
-    from ..exporters.active import DRAW_COLUMNS
+    from ..exporters.analyses.active import DRAW_COLUMNS
 
     reg = load_registry(projects)
     parts = [p for p in reg.parts(protocol) if p.assignment is not None and p.assignment.strategy == "active"]
@@ -408,3 +415,15 @@ def active_design(protocol: str, projects, folder: Path | None = None, tasks: di
                        f"'{first['item']}'): the estimate needs the judge's score of every task; run `evalstudio judge "
                        "--to-label-studio` on them")
     return draws
+
+
+def chosen_spec(spec: Path | None, protocol: str | None, projects: Path | None):
+    """The spec a ratings file is read with: the --spec file, a --protocol's criteria, or None (the file's usual
+    columns, each criterion's scale guessed); both given is refused."""
+    from evalstudio.readers.spec import read_spec, spec_from_protocol
+
+    if spec is not None and protocol is not None:
+        raise BadInput("give --spec or --protocol, not both")
+    if spec is not None:
+        return read_spec(spec)
+    return spec_from_protocol(load_registry(projects).get(protocol)) if protocol else None

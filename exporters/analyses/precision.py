@@ -14,9 +14,9 @@ import pandas as pd
 
 from evalstudio.base.errors import BadInput
 
-from ..stats.agreement import alpha_bootstrap, krippendorff_alpha
-from ..stats.power import drawn_studies
-from ..stats.precision import (
+from ...stats.agreement import alpha_bootstrap, krippendorff_alpha
+from ...stats.power import drawn_studies
+from ...stats.precision import (
     alpha_inflation,
     alpha_width,
     balanced_alpha,

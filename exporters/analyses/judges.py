@@ -3,7 +3,7 @@
 
 Per judge and criterion: agreement with the humans' plurality label (Cohen's kappa, quadratic weights on ordinal
 scales, and accuracy: evalstudio.exporters.metaeval.judge_checks) or, on an interval scale, Spearman's rho with
-the humans' mean; and the alternative annotator test (Calderon et al., ACL 2025; exporters.alttest) at the
+the humans' mean; and the alternative annotator test (Calderon et al., ACL 2025; exporters.analyses.alttest) at the
 report's epsilon, which needs annotators with 30 or more segments that the judge and another annotator rated too.
 Each judge then gets one line that cites the numbers: it may replace the annotators on the criteria where the
 test passes, should not where it fails, and where the test cannot be run the line says why."""
@@ -18,7 +18,7 @@ from evalstudio.readers.spec import spec_from_protocol
 
 from .alttest import alt_test_tables
 from .metaeval import Reasons, judge_checks
-from .tidy import prediction_frame
+from ..tables.tidy import prediction_frame
 
 PREFIX = "judge:"
 COLUMNS = ["judge", "criterion", "scale", "segments", "agreement", "statistic", "accuracy", "alt_test",

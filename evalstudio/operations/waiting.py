@@ -1,29 +1,20 @@
 """How a command that reads the live study (status, export, report, approvals) waits for Label Studio: for it to
 receive what the gateway acknowledged, then for its answers to the reads, with a line on stderr every few seconds,
 giving up at the operator's `--wait`; and what the output lacks of the study's ledger, said after the read
-(evalstudio/crowd/reconcile.py)."""
+(evalstudio/crowd/reconcile.py). Uses the consoles and evalstudio.base.errors; --wait itself is cli/base.py's."""
 
 from __future__ import annotations
 
 import threading
 import time
 from pathlib import Path
-from typing import Annotated
-
-import typer
 
 from evalstudio.base.errors import ServerError
 
-from .base import err
+from .consoles import err
 
 WAIT_SECONDS = 60.0  # --wait's default: how long a command waits for Label Studio without an answer
 BEAT = 5.0  # a progress line this often while waiting
-
-WaitOption = Annotated[float, typer.Option(
-    "--wait", min=1, metavar="SECONDS",
-    help="How long to wait for Label Studio: to receive what the study's gateway acknowledged (then the command "
-         "goes on and says what its output lacks), and for each answer to its reads (then it gives up, writing "
-         "nothing); a line on stderr every few seconds meanwhile.")]
 
 
 def say(line: str) -> None:

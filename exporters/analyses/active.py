@@ -19,10 +19,10 @@ from evalstudio.base.errors import BadInput
 from evalstudio.base.numbers import percent
 from evalstudio.readers.spec import Spec
 
-from ..stats.active import active_means, label_weights, sampling_probabilities, systematic_draw
-from ..stats.pac import NO_MAJORITY, pac_labels, pac_threshold
-from ..stats.small_sample import mean_interval
-from .tidy import segment_means
+from ...stats.active import active_means, label_weights, sampling_probabilities, systematic_draw
+from ...stats.pac import NO_MAJORITY, pac_labels, pac_threshold
+from ...stats.small_sample import mean_interval
+from ..tables.tidy import segment_means
 
 DRAW_COLUMNS = ["system", "item", "judge", "score", "uncertainty", "probability", "drawn", "design", "seed"]
 # Calibration (benchmarks/active.py, the per-system table; docs/active.md): from 30 human labels per system the 95%
@@ -108,6 +108,7 @@ def draw(scores: pd.DataFrame, metric: str, criterion: str | None, budget: int, 
 
 
 def check_draws(draws: pd.DataFrame, source: str) -> pd.DataFrame:
+    """The draws file as `active draw` wrote it, or an error naming the column it lacks."""
     missing = [c for c in DRAW_COLUMNS if c not in draws]
     if missing:
         raise BadInput(f"{source}: not a draws file (`evalstudio active draw` writes one): no column "

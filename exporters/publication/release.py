@@ -31,7 +31,7 @@ import pandas as pd
 from evalstudio.base.errors import BadInput
 from evalstudio.crowd.study import counted_rows
 
-from .files import write_csv, write_parquet
+from ..tables.files import write_csv, write_parquet
 
 EMAIL = re.compile(r"[\w.+-]+@[\w-]+(\.[\w-]+)+")
 REMOVED = "[removed: {}]"

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..stats import preference as pref
-from ..stats.agreement import krippendorff_alpha
+from ...stats import preference as pref
+from ...stats.agreement import krippendorff_alpha
 
 _EXPLAIN = {
     "strengths": "Bradley-Terry strengths (maximum likelihood; a tie is half a win each way), with 95% percentile "
@@ -130,7 +130,7 @@ def ppi_bradley_terry(humans: pd.DataFrame, judges: pd.DataFrame, judge: str, al
     and rank-sets; the judge's lambda and the human-judged units it is worth. Units (item and pair) are labelled when
     humans and the judge judged them, unlabelled when only the judge did; units only humans judged are left out of
     both (counted), so that both estimates describe the same units. Raises ValueError when it cannot be computed."""
-    from ..stats.ppi_ranking import ELO_SCALE, ppi_strengths
+    from ...stats.ppi_ranking import ELO_SCALE, ppi_strengths
 
     human = _shares(_units(humans))
     own = judges[judges["annotator"] == judge]
@@ -218,7 +218,7 @@ def _write_folder(tables: dict[str, pd.DataFrame], title: str, out_dir: Path, no
     """Every table as a CSV (spreadsheet-safe, private) and index.html: the title, the notes, then `sections`."""
     from evalstudio.base.files import write_output
 
-    from .files import write_csv
+    from ..tables.files import write_csv
     from .report import html_page
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -391,7 +391,7 @@ def best_worst_from_annotations(annotations: pd.DataFrame, positions: dict, proj
 def judge_comparisons_from_tasks(tasks, positions: dict, project) -> tuple[pd.DataFrame, list[str]]:
     """The predictions stored with a pairwise project's tasks (an LLM judge's verdicts from the ML backend, one
     judge per `model_version`) as comparisons, in the humans' columns, for `judge_agreement`."""
-    from .tidy import prediction_frame
+    from ..tables.tidy import prediction_frame
 
     predicted = prediction_frame(tasks, project)
     rows = predicted.assign(annotator=predicted["model_version"], cancelled=False)

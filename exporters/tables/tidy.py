@@ -148,6 +148,7 @@ def _scalar(value):
 
 
 def annotation_frame(tasks: Iterable[dict], project: Project, users: Mapping[int, str] | None = None) -> pd.DataFrame:
+    """Tasks' annotations as the tidy long frame: one row per annotation and control, with what it rated."""
     users = users or {}
     rows = []
     span_names, per_region = span_controls(project.interface)
@@ -294,7 +295,7 @@ def write_annotations(pages: Iterable[list[dict]], project: Project, users: Mapp
                       spans: Path | None = None, span_columns: list[str] | None = None) -> tuple[int, int, int]:
     """Stream pages of tasks to one tidy file (memory: one page; Parquet: the whole frame), and with `spans` their
     spans to a second one (span_frame). Returns (rows, annotations, spans). CSV is spreadsheet-safe
-    (exporters/files.py); JSONL and Parquet keep the raw values.
+    (exporters/tables/files.py); JSONL and Parquet keep the raw values.
 
     append: add to files that already have the first project's rows (the next project of a study); columns,
     span_columns: the columns of the whole files (a study's parts can differ, e.g. only a part with lists has
@@ -347,6 +348,7 @@ def write_annotations(pages: Iterable[list[dict]], project: Project, users: Mapp
 
 
 def model_frame(tasks: Iterable[dict], project: Project) -> pd.DataFrame:
+    """The model outputs and ratings stored in the tasks, one row per task and criterion."""
     rows = []
     for task in tasks:
         data = task_fields(task)
