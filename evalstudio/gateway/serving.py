@@ -1,8 +1,8 @@
 """Which task a participant of the gateway gets next. The gateway decides, not Label Studio's stream: the order is
 the participant's own (evalstudio/tasks/order.py), the ledger serves each task to at most its overlap of participants in one
 transaction across every gateway process, and Label Studio is asked only for the part's tasks: read as the researcher
-when the gateway first needs them and again in the background every few seconds (a participant never waits for
-that read), with the fields each task shows."""
+when the gateway first needs them and again in the background every few seconds, then only those added or saved
+since (a participant never waits for that read), with the fields each task shows."""
 
 from __future__ import annotations
 
@@ -29,9 +29,10 @@ from .checks import shown_data, user_ids
 from .setup import Part
 
 # a part's tasks (ids, contexts, Label Studio's answer counts) are read again after this (the variable: for tests,
-# which make the list in hand stale for as long as they need). Each read is one of Label Studio's costliest answers
-# (every task with its annotators): at 10 s, two gateway workers' reads took a fifth of Label Studio's CPU during a
-# 500-participant launch (py-spy, docs/operating.md); a participant is never told "done" from the list in hand
+# which make the list in hand stale for as long as they need). A read of every task is one of Label Studio's
+# costliest answers (every task with its annotators): at 10 s, two gateway workers' reads took a fifth of Label
+# Studio's CPU during a 500-participant launch (py-spy, docs/operating.md); a participant is never told "done" from
+# the list in hand
 CATALOGUE_SECONDS = float(os.environ.get("EVALSTUDIO_CATALOGUE_SECONDS") or 30.0)
 CATALOGUE_PAGE = 1000
 # a read after the first asks Label Studio only for the tasks added or saved since the last (its cost grows with what
