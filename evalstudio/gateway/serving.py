@@ -37,9 +37,11 @@ CATALOGUE_SECONDS = float(os.environ.get("EVALSTUDIO_CATALOGUE_SECONDS") or 30.0
 CATALOGUE_PAGE = 1000
 # a read after the first asks Label Studio only for the tasks added or saved since the last (its cost grows with what
 # changed, not with the study), and for their number (a deleted task: all are read again); tasks saved this long
-# before the latest save read are asked for again (a save can land after a later one), and every task is read again
-# after CATALOGUE_FULL_SECONDS (a save that landed later still)
-CATALOGUE_WINDOW = 120.0
+# before the latest save read are asked for again (a save is stamped before it lands: one can land after a later one,
+# e.g. while Label Studio's SQLite makes it wait for a lock), and every task is read again after
+# CATALOGUE_FULL_SECONDS (a save that landed later still). During a launch a refresh thus reads the tasks saved in
+# the last minute or so (the sync writer's answers among them): its cost follows the answers' rate
+CATALOGUE_WINDOW = 30.0
 CATALOGUE_FULL_SECONDS = float(os.environ.get("EVALSTUDIO_CATALOGUE_FULL_SECONDS") or 600.0)
 
 
