@@ -153,7 +153,7 @@ class Ledger(Synced, Store):
         """A sign-up through the study link, in one transaction: the rate limits ((key, events a minute), each
         counted while those before it allow), then `account` recorded as reserve(exclusive=True) does and a
         session of `hours` opened for it: the session's key. None: a limit refused. Taken and StudyFull are raised
-        after the attempts are counted (committed). Without `account`, only the limits."""
+        after the attempts are counted (committed). Without `account`, only the limits ("" when they allow)."""
         now, refused = time.time(), None
         with self._write() as tx:
             if not all(count_attempt(tx, key, limit, 60.0, now) for key, limit in limits):

@@ -27,5 +27,6 @@ def new_session(tx, who: str, hours: float, now: float) -> str:
     """A session of the participant `who` (their key, lower-case) inside `tx`, expired sessions deleted: its key."""
     key = secrets.token_urlsafe(32)
     tx.run("DELETE FROM sessions WHERE expires < ?", (now,))
-    tx.run("INSERT INTO sessions (digest, participant, expires) VALUES (?, ?, ?)", (digest(key), who, now + hours * 3600))
+    tx.run("INSERT INTO sessions (digest, participant, expires) VALUES (?, ?, ?)",
+           (digest(key), who, now + hours * 3600))
     return key
