@@ -30,6 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from evalstudio import importers  # noqa: E402
 from evalstudio.crowd import ledger, participants
+from evalstudio.gateway import serving  # noqa: E402
 from evalstudio.labelstudio.client import Client  # noqa: E402
 from evalstudio.labelstudio.server import LocalServer, wait_healthy  # noqa: E402
 from evalstudio.protocols import registry
@@ -192,22 +193,35 @@ def postmaster(postgres: TempPostgres | None) -> set[int]:
         return set()
 
 
-def catalogue_cost(server, project_id: int, reads: int = 5) -> tuple[float, float]:
-    """Label Studio's CPU seconds and the wall seconds of one read of a part's tasks as the gateway's catalogue reads
-    them (evalstudio/gateway/serving.py), measured `reads` times once the run is over."""
-    use = cpu_use.CpuUse({"Label Studio": lambda: {server.process.pid}}, {})
-    web = httpx.Client(base_url=server.url, timeout=120,
-                       headers={"Authorization": f"Token {server.credentials().api_key}"})
-    with use:
-        t0 = time.perf_counter()
-        for _ in range(reads):
-            web.get("/api/tasks", params={"project": project_id, "page": 1, "page_size": 1000, "fields": "task_only",
-                                          "review": "true", "include": "id,data,total_annotations,annotators"})
-            web.get("/api/tasks", params={"project": project_id, "page": 2, "page_size": 1000, "fields": "task_only",
-                                          "review": "true", "include": "id,data,total_annotations,annotators"})
-        wall = (time.perf_counter() - t0) / reads
-    web.close()
-    return dict(use.table()).get("Label Studio", 0.0) / reads, wall
+def catalogue_cost(server, client, project, folder: Path, reads: int = 5) -> list[tuple[float, float]]:
+    """Label Studio's CPU seconds and the wall seconds of one read of the part's tasks by a gateway's catalogue
+    (evalstudio/gateway/serving.py, run here): a read of every task (a worker's first, and one every
+    CATALOGUE_FULL_SECONDS) and a refresh (the tasks added or saved since), each measured `reads` times once the run
+    is over."""
+    from evalstudio.gateway.app import Gateway
+    from evalstudio.gateway.setup import GatewayConfig, load_parts
+
+    [part] = load_parts(client, [project])
+    config = GatewayConfig(study="catalogue cost", parts=[part], label_studio_url=server.url,
+                           api_key=server.credentials().api_key, participants_folder=folder,
+                           public_url="http://127.0.0.1:9")
+
+    async def measure() -> list[tuple[float, float]]:
+        gateway, costs = Gateway(config), []
+        await gateway._catalogue(part)
+        for full in (True, False):
+            use = cpu_use.CpuUse({"Label Studio": lambda: {server.process.pid}}, {})
+            with use:
+                t0 = time.perf_counter()
+                for _ in range(reads):
+                    if full:
+                        gateway._catalogues.pop(part.name)
+                    await gateway._catalogue(part, since=time.monotonic())
+                wall = (time.perf_counter() - t0) / reads
+            costs.append((dict(use.table()).get("Label Studio", 0.0) / reads, wall))
+        await gateway.upstream.aclose()
+        return costs
+    return asyncio.run(measure())
 
 
 def paced(args) -> None:
@@ -308,7 +322,7 @@ def paced(args) -> None:
                 drained = book.wait_synced(args.drain)  # the gateway's sync writer puts the last answers into Label Studio
             for spinner in spinners:
                 spinner.kill()
-            catalogue = catalogue_cost(server, project_id)
+            catalogue = catalogue_cost(server, client, project, tmp / "catalogue cost")
             events.append(f"Label Studio held every acknowledged answer {time.time() - last_answer:.1f} s after the "
                           f"last one (still behind: {drained.behind}); sync lag sampled every second: p50 "
                           f"{q(lags, 50):.1f} s, p99 {q(lags, 99):.1f} s, max {max(lags, default=0):.1f} s")
@@ -347,6 +361,10 @@ def paced(args) -> None:
               f"{1000 * max(values):>9.0f}{1000 * q(crowd.seen[op], 99):>13.0f}{1000 * q(crowd.upstream[op], 50):>11.0f}"
               f"{1000 * q(crowd.upstream[op], 99):>11.0f}{1000 * q(crowd.own[op], 50):>12.2f}"
               f"{1000 * q(crowd.own[op], 99):>12.2f}")
+    generator = dict(use.table()).get("benchmark (simulated participants)", 0.0)
+    print(f"the load generator (the simulated participants, remote on a real launch): {generator:.1f} CPU s, "
+          f"{100 * generator / (use.seconds * (os.cpu_count() or 1)):.1f}% of the machine; machine speed "
+          f"(analysis.py --quick) {speed[0]:.1f} s")
     print(f"errors and repeats: {dict(crowd.errors) or 'none'}; refused as surplus: {crowd.surplus}")
     print(f"participants finished: {len(crowd.finished)} of {args.annotators}")
     print(f"annotations stored {len(stored)}, submissions acknowledged {len(crowd.acknowledged)}, answers in the "
@@ -354,5 +372,6 @@ def paced(args) -> None:
     print(f"tasks over the overlap of {OVERLAP}: {sum(n > OVERLAP for n in per_task.values())}; tasks with a "
           f"participant twice: {sum(per_task[t] != distinct[t] for t in per_task)}")
     use.print()
-    print(f"  one read of the part's tasks (a catalogue refresh of each gateway worker): {catalogue[0]:.2f} CPU s of "
-          f"Label Studio, {catalogue[1]:.2f} s")
+    print(f"  a gateway worker's read of the part's tasks, every task (its first, then every "
+          f"{serving.CATALOGUE_FULL_SECONDS:g} s): {catalogue[0][0]:.2f} CPU s of Label Studio, {catalogue[0][1]:.2f} s; "
+          f"a refresh (every {serving.CATALOGUE_SECONDS:g} s): {catalogue[1][0]:.2f} CPU s, {catalogue[1][1]:.2f} s")

@@ -26,10 +26,11 @@ Studio (SIGSTOP) for S seconds in the middle of the run, then lets it go on (SIG
     python benchmarks/gateway.py --launch [--annotators 500] [--arrival 60] [--stop-label-studio 300] [--faults]
                                           [--busy 1]
 
-Paced runs and launches print the machine's speed (`benchmarks/analysis.py --quick` timed before the run), the load
-average, and where the CPU went during the run (benchmarks/cpu_use.py: the gateway's workers and its sync writer
-thread, Label Studio's workers, PostgreSQL, the simulated participants, anything else on the machine), so that rows
-from two machines can be compared. --busy N spins N processes beside the run (N busy cores).
+Every mode prints the machine's speed (`benchmarks/analysis.py --quick` timed before the run) and the load
+generator's share of the CPU beside its table; paced runs and launches also the load average and where the CPU went
+during the run (benchmarks/cpu_use.py: the gateway's workers and its sync writer thread, Label Studio's workers,
+PostgreSQL, the simulated participants, anything else on the machine), so that rows from two machines can be
+compared. --busy N spins N processes beside the run (N busy cores).
 
 One Label Studio (SQLite in a temp dir, or a throwaway PostgreSQL cluster: Debian's `postgresql` binaries, as in
 the tests) and one gateway process are started for the run. Each side has its own project
@@ -45,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import platform
 import statistics
 import subprocess
@@ -58,6 +60,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import cpu_use  # noqa: E402  (beside this file)
 from crowd_pace import dialogue_study  # noqa: E402  (beside this file)
 
 from evalstudio import importers  # noqa: E402
@@ -156,6 +159,7 @@ def main() -> None:
     args.annotators = args.annotators or 50
     args.database = args.database or "sqlite"
     tasks = args.annotators * args.rounds // 3 + 50
+    speed = cpu_use.speed()
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         postgres = TempPostgres(free_port()).start() if args.database == "postgresql" else None
@@ -184,11 +188,16 @@ def main() -> None:
             wait_healthy(gateway_url, 120, gateway_process, "the gateway")
             result = [{"from_name": c.name, "to_name": c.to_name[0], "type": "rating", "value": {"rating": 3}}
                       for c in project.interface.controls]
-            measured = {
-                "Label Studio": asyncio.run(direct(server.url, tokens, direct_project, args.rounds, result)),
-                "gateway": asyncio.run(gateway(gateway_url, [f"/s/{i}/{accounts[i].access}" for i in ids],
-                                               args.rounds, result)),
-            }
+            use = cpu_use.CpuUse({"the servers (Label Studio, the gateway)": lambda: {server.process.pid,
+                                                                                      gateway_process.pid},
+                                  "the load generator (simulated annotators)": lambda: {os.getpid()}}, {},
+                                 alone=("the load generator (simulated annotators)",))
+            with use:
+                measured = {
+                    "Label Studio": asyncio.run(direct(server.url, tokens, direct_project, args.rounds, result)),
+                    "gateway": asyncio.run(gateway(gateway_url, [f"/s/{i}/{accounts[i].access}" for i in ids],
+                                                   args.rounds, result)),
+                }
         finally:
             if gateway_process is not None:
                 gateway_process.terminate()
@@ -197,8 +206,12 @@ def main() -> None:
             if postgres is not None:
                 postgres.stop()
     print(f"{args.annotators} concurrent annotators x {args.rounds} tasks each, Label Studio on {args.database}; "
-          f"{platform.processor() or platform.machine()}, "
+          f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
           f"Python {platform.python_version()}, {time.strftime('%Y-%m-%d')}")
+    generator = dict(use.table()).get("the load generator (simulated annotators)", 0.0)
+    print(f"  machine speed: benchmarks/analysis.py --quick took {speed[0]:.1f} s ({speed[1]:.1f} CPU s) before the "
+          f"run; the load generator (one process, on the same cores as the servers) used {generator:.1f} CPU s, "
+          f"{100 * generator / (use.seconds * (os.cpu_count() or 1)):.1f}% of the machine")
     print(f"{'path':<14}{'operation':<10}{'requests':>9}{'p50 ms':>9}{'p99 ms':>9}")
     for side, times in measured.items():
         for op, values in times.items():

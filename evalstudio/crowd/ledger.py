@@ -17,7 +17,6 @@ migration path (MIGRATIONS); a participants.json and lists.json of earlier versi
 
 from __future__ import annotations
 
-import hashlib
 import os
 import secrets
 import threading
@@ -25,6 +24,7 @@ import time
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+from .ledger_doors import count_attempt, digest, new_session
 from .ledger_schema import LedgerError
 from .ledger_store import FILE, POINTER, URL_ENV, Store, Transaction
 from .ledger_sync import Lag, Synced
@@ -103,10 +103,6 @@ def task_load(task_id: int, outside: dict[int, int], taken: dict[int, Load]) -> 
     return max(outside.get(task_id, 0), t.answered) + t.holding
 
 
-def digest(key: str) -> str:
-    return hashlib.sha256(key.encode()).hexdigest()
-
-
 def _key(participant: str) -> str:
     return participant.lower()
 
@@ -150,18 +146,27 @@ class Ledger(Synced, Store):
         With `cap`, refused (StudyFull) when the study has that many participants; with `exclusive`, an id that is
         there already is refused (Taken) instead of returned."""
         with self._write() as tx:
-            found = tx.one(f"SELECT {', '.join(ACCOUNT_COLUMNS)} FROM participants WHERE key = ?",
-                           (_key(account.participant_id),))
-            if found:
-                if exclusive:
-                    raise Taken(account.participant_id)
-                return Account(*found), False
-            if cap is not None and int(tx.one("SELECT COUNT(*) FROM participants")[0]) >= cap:
-                raise StudyFull(f"the study has its {cap} participants")
-            tx.run(f"INSERT INTO participants ({', '.join(ACCOUNT_COLUMNS)}, key, joined) "
-                   f"VALUES ({', '.join('?' * (len(ACCOUNT_COLUMNS) + 2))})",
-                   (*(getattr(account, c) for c in ACCOUNT_COLUMNS), _key(account.participant_id), time.time()))
-            return account, True
+            return _reserve(tx, account, cap, exclusive)
+
+    def sign_up(self, limits: list[tuple[str, int]], account: Account | None = None, cap: int | None = None,
+                hours: float = 24.0) -> str | None:
+        """A sign-up through the study link, in one transaction: the rate limits ((key, events a minute), each
+        counted while those before it allow), then `account` recorded as reserve(exclusive=True) does and a
+        session of `hours` opened for it: the session's key. None: a limit refused. Taken and StudyFull are raised
+        after the attempts are counted (committed). Without `account`, only the limits ("" when they allow)."""
+        now, refused = time.time(), None
+        with self._write() as tx:
+            if not all(count_attempt(tx, key, limit, 60.0, now) for key, limit in limits):
+                return None
+            if account is None:
+                return ""
+            try:
+                _reserve(tx, account, cap, exclusive=True)
+            except (Taken, StudyFull) as e:
+                refused = e
+            else:
+                return new_session(tx, _key(account.participant_id), hours, now)
+        raise refused
 
     def update(self, participant: str, **values) -> None:
         """Set columns of a participant's row (user_id, password, access, closed, token)."""
@@ -174,13 +179,8 @@ class Ledger(Synced, Store):
 
     # ---- sessions ---------------------------------------------------------------------------------------------
     def open_session(self, participant: str, hours: float) -> str:
-        key = secrets.token_urlsafe(32)
-        now = time.time()
         with self._write() as tx:
-            tx.run("DELETE FROM sessions WHERE expires < ?", (now,))
-            tx.run("INSERT INTO sessions (digest, participant, expires) VALUES (?, ?, ?)",
-                   (digest(key), _key(participant), now + hours * 3600))
-        return key
+            return new_session(tx, _key(participant), hours, time.time())
 
     def session(self, key: str) -> str | None:
         """The participant (lower-case id) of a live session cookie, else None."""
@@ -423,15 +423,24 @@ class Ledger(Synced, Store):
     # ---- rate limits ------------------------------------------------------------------------------------------
     def allow(self, key: str, limit: int, seconds: float = 60.0) -> bool:
         """At most `limit` events per key within `seconds`, counted over every process of the study."""
-        now = time.time()
         with self._write() as tx:
-            tx.run("DELETE FROM attempts WHERE key = ? AND at < ?", (key, now - seconds))
-            if int(tx.one("SELECT COUNT(*) FROM attempts WHERE key = ?", (key,))[0]) >= limit:
-                return False
-            tx.run("INSERT INTO attempts (key, at) VALUES (?, ?)", (key, now))
-            if secrets.randbelow(1000) == 0:  # now and then, forget idle keys
-                tx.run("DELETE FROM attempts WHERE at < ?", (now - 3600,))
-            return True
+            return count_attempt(tx, key, limit, seconds, time.time())
+
+
+def _reserve(tx: Transaction, account: Account, cap: int | None, exclusive: bool) -> tuple[Account, bool]:
+    """Ledger.reserve inside `tx`."""
+    found = tx.one(f"SELECT {', '.join(ACCOUNT_COLUMNS)} FROM participants WHERE key = ?",
+                   (_key(account.participant_id),))
+    if found:
+        if exclusive:
+            raise Taken(account.participant_id)
+        return Account(*found), False
+    if cap is not None and int(tx.one("SELECT COUNT(*) FROM participants")[0]) >= cap:
+        raise StudyFull(f"the study has its {cap} participants")
+    tx.run(f"INSERT INTO participants ({', '.join(ACCOUNT_COLUMNS)}, key, joined) "
+           f"VALUES ({', '.join('?' * (len(ACCOUNT_COLUMNS) + 2))})",
+           (*(getattr(account, c) for c in ACCOUNT_COLUMNS), _key(account.participant_id), time.time()))
+    return account, True
 
 
 def _taken(tx: "Transaction", where: str, params: tuple, ref: str) -> int:

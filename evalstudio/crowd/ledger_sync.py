@@ -154,9 +154,9 @@ class Synced:
         Studio has now; a task new to the ledger is recorded, one whose content differs from the recorded is noted
         as changed (and served as recorded) unless `accept`, which records Label Studio's content instead."""
         digests = {t: hashlib.sha256(text.encode("utf-8")).hexdigest() for t, text in shown.items()}
-        with self._read() as tx:
-            rows = tx.all("SELECT task_id, digest, shown, changed_digest FROM tasks WHERE part = ?", (part,))
-        known = {int(t): (d, s, c) for t, d, s, c in rows}
+        with self._read() as tx:  # only the tasks in `shown` (a catalogue's later reads give those changed)
+            known = {int(t): (d, s, c) for t, d, s, c in _of_tasks(
+                tx, "SELECT task_id, digest, shown, changed_digest FROM tasks WHERE part = ?", part, list(shown))}
         new = [t for t in shown if t not in known]
         changed = [t for t in shown if t in known and digests[t] != known[t][0]]
         noted = [t for t in changed if digests[t] != known[t][2]]
@@ -174,8 +174,8 @@ class Synced:
                     else:
                         tx.run("UPDATE tasks SET changed = ?, changed_digest = ? WHERE part = ? AND task_id = ?",
                                (now, digests[t], part, t))
-                rows = tx.all("SELECT task_id, shown FROM tasks WHERE part = ?", (part,))
-            held = {int(t): s for t, s in rows}
+                held = {int(t): s for t, s in _of_tasks(tx, "SELECT task_id, shown FROM tasks WHERE part = ?", part,
+                                                        list(shown))}
         else:
             held = {t: v[1] for t, v in known.items()}
         return {t: held[t] for t in shown if t in held}
@@ -196,3 +196,12 @@ class Synced:
             if lag.behind == 0 or time.monotonic() >= deadline:
                 return lag
             time.sleep(poll)
+
+
+def _of_tasks(tx, sql: str, part: str, tasks: list[int], chunk: int = 500) -> list[tuple]:
+    """The rows `sql` (... WHERE part = ?) gives for these task ids, asked `chunk` ids at a time."""
+    rows = []
+    for i in range(0, len(tasks), chunk):
+        ids = tasks[i:i + chunk]
+        rows += tx.all(f"{sql} AND task_id IN ({', '.join('?' * len(ids))})", (part, *ids))
+    return rows

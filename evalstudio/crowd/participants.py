@@ -255,18 +255,15 @@ def _in_other_study(folder: Path, participant: str) -> Account | None:
     return None
 
 
-def join(participant: str, folder: Path, cap: int | None = None,
-         platform: tuple[str | None, str | None] = (None, None)) -> Account:
-    """Sign one participant up through the study link: complete once the ledger has them (refused with
-    ledger.Taken when the id is known, ledger.StudyFull beyond `cap`). Their Label Studio account is made behind
-    it by the gateway's sync writer, without a password (they never sign in to Label Studio: the gateway writes
-    their answers): nothing Label Studio does or fails to do takes the person back out of the ledger. The ledger's
-    password is never used for a joined account; it marks the account as evalstudio's."""
-    book = ledger.open_ledger(folder)
-    account = Account(participant, email_for(participant), new_password(), access=new_access_code(), source="join",
-                      platform_study=platform[0], platform_session=platform[1])
-    book.reserve(account, cap=cap, exclusive=True)
-    return book.account(participant)
+def joining(participant: str, platform: tuple[str | None, str | None] = (None, None)) -> Account:
+    """The account of one participant signing up through the study link (the gateway records it with its session in
+    one ledger transaction, Ledger.sign_up: refused with ledger.Taken when the id is known, ledger.StudyFull beyond
+    the cap). Their Label Studio account is made behind it by the gateway's sync writer, without a password (they
+    never sign in to Label Studio: the gateway writes their answers): nothing Label Studio does or fails to do takes
+    the person back out of the ledger. The ledger's password is never used for a joined account; it marks the
+    account as evalstudio's."""
+    return Account(participant, email_for(participant), new_password(), access=new_access_code(), source="join",
+                   platform_study=platform[0], platform_session=platform[1])
 
 
 def with_closed_named(users: dict[int, str], url: str, folder: Path = DEFAULT_FOLDER) -> dict[int, str]:

@@ -192,31 +192,28 @@ class Admission:
         key, participant = str(body.get("key", ""))[:100], str(body.get("participant", ""))[:100]
         if not self.config.join_key or not hmac.compare_digest(key, self.config.join_key):
             return error_response("not found", 404)
-        if not await self._allowed(f"address:{self._client_key(request)}", limit=self.config.rate_per_minute) or \
-                not await self._allowed("joins", limit=self.config.joins_per_minute):
-            return error_response("Too many sign-ups right now; please wait a minute.", 429)
-        if not PARTICIPANT_ID.fullmatch(participant):
-            return error_response("That is not a participant id (letters, digits, _ and -).")
+        # one ledger transaction: the rate limits (per address, then all sign-ups), the account and its session
+        limits = [(f"address:{self._client_key(request)}", self.config.rate_per_minute),
+                  ("joins", self.config.joins_per_minute)]
         platform = tuple(str(body.get(k) or "")[:100] or None for k in ("study", "session"))
-        if any(v is not None and not PLATFORM_ID.fullmatch(v) for v in platform):
-            return error_response("The study link carries an id that is not one.")
+        problem = "That is not a participant id (letters, digits, _ and -)." if not PARTICIPANT_ID.fullmatch(
+            participant) else "The study link carries an id that is not one." if any(
+            v is not None and not PLATFORM_ID.fullmatch(v) for v in platform) else None
+        account = participants.joining(participant, platform) if problem is None else None
         try:
-            account = await run_in_threadpool(self._sign_up, participant, platform)
+            key = await self._w(self.ledger.sign_up, limits, account, self.config.max_participants, SESSION_HOURS)
         except Taken:
             return error_response("This participant id has signed up already: please use your personal link.", 409)
         except StudyFull:
             return error_response("Thank you for your interest: this study has all the participants it needs.", 409)
+        if key is None:
+            return error_response("Too many sign-ups right now; please wait a minute.", 429)
+        if problem is not None:  # (counted against the limits all the same)
+            return error_response(problem)
         self.sync.wake.set()  # its Label Studio account is made behind the sign-up
         self._sheet_later()
-        key, message, status = await self._start(account)
-        if key is None:
-            return error_response(message, status)
         link = participants.gateway_link(self.config.public_url, account)
         return self._with_cookie(JSONResponse({"ok": True, "link": link}), key)
-
-    def _sign_up(self, participant: str, platform: tuple[str | None, str | None]) -> participants.Account:
-        return participants.join(participant, self.config.participants_folder, self.config.max_participants,
-                                 platform)
 
     def _sheet_later(self) -> None:
         """The participants' sheet (sign_in.csv, written from the ledger) written again off the sign-up's path, once

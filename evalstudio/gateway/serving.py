@@ -1,12 +1,13 @@
 """Which task a participant of the gateway gets next. The gateway decides, not Label Studio's stream: the order is
 the participant's own (evalstudio/tasks/order.py), the ledger serves each task to at most its overlap of participants in one
 transaction across every gateway process, and Label Studio is asked only for the part's tasks: read as the researcher
-when the gateway first needs them and again in the background every few seconds (a participant never waits for
-that read), with the fields each task shows."""
+when the gateway first needs them and again in the background every few seconds, then only those added or saved
+since (a participant never waits for that read), with the fields each task shows."""
 
 from __future__ import annotations
 
 import asyncio
+import datetime
 import hashlib
 import json
 import os
@@ -28,11 +29,20 @@ from .checks import shown_data, user_ids
 from .setup import Part
 
 # a part's tasks (ids, contexts, Label Studio's answer counts) are read again after this (the variable: for tests,
-# which make the list in hand stale for as long as they need). Each read is one of Label Studio's costliest answers
-# (every task with its annotators): at 10 s, two gateway workers' reads took a fifth of Label Studio's CPU during a
-# 500-participant launch (py-spy, docs/operating.md); a participant is never told "done" from the list in hand
+# which make the list in hand stale for as long as they need). A read of every task is one of Label Studio's
+# costliest answers (every task with its annotators): at 10 s, two gateway workers' reads took a fifth of Label
+# Studio's CPU during a 500-participant launch (py-spy, docs/operating.md); a participant is never told "done" from
+# the list in hand
 CATALOGUE_SECONDS = float(os.environ.get("EVALSTUDIO_CATALOGUE_SECONDS") or 30.0)
 CATALOGUE_PAGE = 1000
+# a read after the first asks Label Studio only for the tasks added or saved since the last (its cost grows with what
+# changed, not with the study), and for their number (a deleted task: all are read again); tasks saved this long
+# before the latest save read are asked for again (a save is stamped before it lands: one can land after a later one,
+# e.g. while Label Studio's SQLite makes it wait for a lock), and every task is read again after
+# CATALOGUE_FULL_SECONDS (a save that landed later still). During a launch a refresh thus reads the tasks saved in
+# the last minute or so (the sync writer's answers among them): its cost follows the answers' rate
+CATALOGUE_WINDOW = 30.0
+CATALOGUE_FULL_SECONDS = float(os.environ.get("EVALSTUDIO_CATALOGUE_FULL_SECONDS") or 600.0)
 
 
 @dataclass
@@ -45,6 +55,9 @@ class Catalogue:
     data: dict[int, dict]  # task id -> the fields the part's view shows (only those), as the ledger records them
     by_user: dict[int, set[int]] = field(default_factory=dict)  # user id -> the tasks they annotated in Label Studio
     started: float = 0.0  # when the read began (time.monotonic())
+    full: float = 0.0  # when the last read of every task began (time.monotonic())
+    newest: int = 0  # the highest task id read
+    changed: datetime.datetime | None = None  # the latest time a task read was saved in Label Studio (its clock)
 
     def __post_init__(self) -> None:
         if not self.by_user:
@@ -60,6 +73,15 @@ class Catalogue:
     def digest(self) -> str:
         """A SHA-256 of the part's task ids: what a participant finished the part on (ledger.finish)."""
         return hashlib.sha256(",".join(map(str, sorted(self.contexts))).encode()).hexdigest()
+
+
+def _when(text) -> datetime.datetime | None:
+    """A time as Label Studio gives it (ISO 8601 with its zone), or None."""
+    try:
+        when = datetime.datetime.fromisoformat(text) if isinstance(text, str) else None
+    except ValueError:
+        return None
+    return when if when is None or when.tzinfo is not None else when.replace(tzinfo=datetime.timezone.utc)
 
 
 class Serving:
@@ -88,37 +110,79 @@ class Serving:
                                        time.monotonic() - cached.read < CATALOGUE_SECONDS):
                 return cached
             started = time.monotonic()
-            contexts, outside, annotators, shown = {}, {}, {}, {}
-            page = 1
-            while True:
-                answer = await self._call("GET", "/api/tasks", params={
-                    "project": part.project_id, "page": page, "page_size": CATALOGUE_PAGE, "fields": "task_only",
-                    "review": "true", "include": "id,data,total_annotations,annotators"})
-                if answer.status_code == 404 and page > 1:
-                    break
-                answer.raise_for_status()
-                tasks = answer.json().get("tasks") or []
-                for task in tasks:
-                    task_id = int(task["id"])
-                    data = task.get("data") or {}
-                    contexts[task_id] = str(data.get("item_id", task_id))
-                    shown[task_id] = json.dumps(shown_data(data, part.fields), sort_keys=True, ensure_ascii=False)
-                    annotators[task_id] = user_ids(task.get("annotators"))
-                    # Label Studio's counter can fall one short when two annotations of a task are saved at once
-                    # (it counts, then saves); the distinct annotators, read live, are a floor it cannot go under
-                    outside[task_id] = max(int(task.get("total_annotations") or 0), len(annotators[task_id]))
-                if len(tasks) < CATALOGUE_PAGE:
-                    break
-                page += 1
+            read = None
+            if cached is not None and started - cached.full < CATALOGUE_FULL_SECONDS:
+                read = await self._changed_tasks(part, cached)
+            if read is None:  # the first read, a task deleted (or added unseen), or the full read's time
+                read = await self._task_pages(part, None)
+                full = started
+            else:
+                full = cached.full
+            contexts, outside, annotators, shown, newest, changed = read
             if cached is not None and cached.contexts == contexts:
                 contexts = cached.contexts  # the same tasks: the participants' orders drawn from them still hold
             # what participants see is the ledger's record of each task (the same for all of them); a change made in
             # Label Studio since is noted there for the operator (status) and shown only once accepted
             held = await self._w(self.ledger.record_tasks, part.name, shown, self.config.accept_changed_tasks)
-            data = {t: json.loads(text) for t, text in held.items()}
+            data = {t: v for t, v in cached.data.items() if t in contexts} if full != started else {}
+            data.update({t: json.loads(text) for t, text in held.items()})
             self._catalogues[part.name] = Catalogue(contexts, outside, annotators, time.monotonic(), data,
-                                                    started=started)
+                                                    started=started, full=full, newest=newest, changed=changed)
             return self._catalogues[part.name]
+
+    async def _changed_tasks(self, part: Part, cached: Catalogue) -> tuple | None:
+        """The part's tasks as `cached` had them, with those Label Studio added or changed since (a new id, or saved
+        within CATALOGUE_WINDOW of the latest change read: an annotation made, changed or deleted, the data
+        edited) read again; None when Label Studio holds another number of tasks than that (one was deleted):
+        read them all."""
+        count = await self._call("GET", "/api/tasks", params={"project": part.project_id, "page": 1, "page_size": 1,
+                                                              "fields": "task_only", "include": "id"})
+        count.raise_for_status()
+        total = count.json().get("total")
+        after = cached.changed - datetime.timedelta(seconds=CATALOGUE_WINDOW) if cached.changed else None
+        items = [{"filter": "filter:tasks:id", "operator": "greater", "type": "Number", "value": cached.newest}]
+        if after is not None:  # Label Studio reads a time as UTC (its TIME_ZONE) in this format only
+            items.append({"filter": "filter:tasks:updated_at", "operator": "greater", "type": "Datetime",
+                          "value": after.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")})
+        contexts, outside, annotators, shown, newest, changed = await self._task_pages(
+            part, {"filters": {"conjunction": "or", "items": items}, "ordering": ["tasks:id"]})
+        merged = ({**cached.contexts, **contexts}, {**cached.outside, **outside},
+                  {**cached.annotators, **annotators}, shown, max(newest, cached.newest),
+                  max(filter(None, (changed, cached.changed)), default=None))
+        return merged if isinstance(total, int) and total == len(merged[0]) else None
+
+    async def _task_pages(self, part: Part, query: dict | None) -> tuple:
+        """The part's tasks (those `query`, a Label Studio data manager query, selects): their contexts, answer
+        counts, annotators and shown fields, the highest id and the latest time any was saved (Label Studio's)."""
+        contexts, outside, annotators, shown = {}, {}, {}, {}
+        newest, changed = 0, None
+        page = 1
+        while True:
+            params = {"project": part.project_id, "page": page, "page_size": CATALOGUE_PAGE, "fields": "task_only",
+                      "review": "true", "include": "id,data,total_annotations,annotators,updated_at"}
+            if query is not None:
+                params["query"] = json.dumps(query)
+            answer = await self._call("GET", "/api/tasks", params=params)
+            if answer.status_code == 404 and page > 1:
+                break
+            answer.raise_for_status()
+            tasks = answer.json().get("tasks") or []
+            for task in tasks:
+                task_id = int(task["id"])
+                data = task.get("data") or {}
+                contexts[task_id] = str(data.get("item_id", task_id))
+                shown[task_id] = json.dumps(shown_data(data, part.fields), sort_keys=True, ensure_ascii=False)
+                annotators[task_id] = user_ids(task.get("annotators"))
+                # Label Studio's counter can fall one short when two annotations of a task are saved at once
+                # (it counts, then saves); the distinct annotators, read live, are a floor it cannot go under
+                outside[task_id] = max(int(task.get("total_annotations") or 0), len(annotators[task_id]))
+                newest = max(newest, task_id)
+                saved = _when(task.get("updated_at"))
+                changed = saved if changed is None or (saved is not None and saved > changed) else changed
+            if len(tasks) < CATALOGUE_PAGE:
+                break
+            page += 1
+        return contexts, outside, annotators, shown, newest, changed
 
     async def _order_of(self, session: Session, part: Part, catalogue: Catalogue) -> list[int]:
         key = (session.key, part.name)
