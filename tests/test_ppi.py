@@ -8,13 +8,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from ppi_py import ppi_mean_ci, ppi_mean_pointestimate  # MIT: test oracle only
+from ppi_py import crossppi_mean_ci, crossppi_mean_pointestimate, ppi_mean_ci, ppi_mean_pointestimate  # oracle
+
 from ppi_py.baselines import classical_mean_ci
 from typer.testing import CliRunner
 
 from evalstudio.cli import app
-from evalstudio.exporters.ppi import calibration
-from evalstudio.stats.ppi import ppi_mean, ppi_means
+from evalstudio.stats.ppi import cross_fitted_lambdas, ppi_mean, ppi_means
 
 from .conftest import ROOT
 from .hall_oracle import lengthened, third_moment
@@ -35,7 +35,7 @@ def _arrays(seed: int, n: int, big_n: int, signal: float, shift: float):
     (4, 100, 1000, -1.0, 2.0)])  # strong, rescaled and biased, weak, useless, anti-correlated predictors
 def test_the_estimate_and_interval_are_ppi_pythons(seed, n, big_n, signal, shift):
     y, f, f_u = _arrays(seed, n, big_n, signal, shift)
-    ours = ppi_mean(y, f, f_u, alpha=0.05, interval="z")  # ppi-python's conventions (the default adds t)
+    ours = ppi_mean(y, f, f_u, alpha=0.05, lam="in-sample", interval="z")  # PPI++ with ppi-python's conventions
     assert ours.estimate == pytest.approx(float(ppi_mean_pointestimate(y, f, f_u)[0]), abs=1e-9)
     lo, hi = ppi_mean_ci(y, f, f_u, alpha=0.05)
     assert (ours.lo, ours.hi) == pytest.approx((float(lo[0]), float(hi[0])), abs=1e-9)
@@ -46,6 +46,79 @@ def test_the_estimate_and_interval_are_ppi_pythons(seed, n, big_n, signal, shift
         assert (fixed.lo, fixed.hi) == pytest.approx((float(lo[0]), float(hi[0])), abs=1e-9)
     if signal <= 0:  # a useless or misleading predictor is not trusted: lambda 0, the classical interval
         assert ours.lam == 0 and (ours.lo, ours.hi) == pytest.approx((ours.classical_lo, ours.classical_hi))
+
+
+@pytest.mark.parametrize("seed, n, big_n, signal, shift", [
+    (0, 50, 400, 1.0, 0.0), (1, 20, 2000, 3.0, -5.0), (2, 200, 50, 0.1, 1.0), (3, 10, 10, 0.0, 0.0),
+    (4, 100, 1000, -1.0, 2.0), (6, 10, 190, 1.0, 0.0)])
+def test_the_cross_fitted_estimate_and_interval_are_ppi_pythons_cross_prediction(seed, n, big_n, signal, shift):
+    """The default (lambda cross-fitted, leave one out) is Zrnic & Candes's cross-prediction-powered mean with the
+    n predictors lambda_i f: ppi-python's crossppi_mean_ci, its column i of the unlabelled predictions lambda_i f."""
+    y, f, f_u = _arrays(seed, n, big_n, signal, shift)
+    ours = ppi_mean(y, f, f_u, alpha=0.05, interval="z")
+    lam = cross_fitted_lambdas(y, f, big_n)[0]
+    assert ours.estimate == pytest.approx(float(crossppi_mean_pointestimate(y, lam * f, np.outer(f_u, lam))[0]),
+                                          abs=1e-9)
+    lo, hi = crossppi_mean_ci(y, lam * f, np.outer(f_u, lam), alpha=0.05)
+    assert (ours.lo, ours.hi) == pytest.approx((float(lo[0]), float(hi[0])), abs=1e-9)
+    assert ours.lam == pytest.approx(lam.mean())
+
+
+def _loo_lambda(y, f, i, c):
+    """Item i's lambda by hand: cov(y, f) / (c var(f)) over the other labelled items, clipped to [0, 1]."""
+    keep = np.arange(len(y)) != i
+    covariance = np.cov(y[keep], f[keep])
+    return float(np.clip(covariance[0, 1] / (c * covariance[1, 1]), 0, 1))
+
+
+@pytest.mark.parametrize("finite", [False, True])
+def test_the_interval_from_its_parts_on_a_tiny_table(finite):
+    """Five rated items and four scored only, computed by hand: each item's lambda from the other four (Zrnic &
+    Candes 2024, c = 1 + n/N for an unlimited population, 1 for the nine items themselves), the estimate, its
+    standard error (with the finite-population correction 1 - n/M), and Hall's (1992) interval solved by root
+    finding (tests/hall_oracle.py) with t on n - 1 degrees of freedom."""
+    from scipy import stats
+
+    y = np.array([3.0, 4.0, 5.0, 4.0, 2.0])
+    f = np.array([2.9, 4.2, 4.8, 3.9, 2.5])
+    f_u = np.array([3.1, 4.4, 2.8, 3.6])
+    n, big_n, m = 5, 4, 9
+    lam = np.array([_loo_lambda(y, f, i, 1 if finite else 1 + n / big_n) for i in range(n)])
+    residual = y - lam * f
+    theta = residual.mean() + lam.mean() * f_u.mean()
+    if finite:
+        estimate = (n * y.mean() + big_n * theta) / m
+        se = np.sqrt((1 - n / m) * np.var(residual, ddof=1) / n)
+        skewness = (1 - 2 * n / m) / np.sqrt(1 - n / m) * third_moment(residual) / n ** 2 / (
+            np.var(residual) / n) ** 1.5
+    else:
+        estimate = theta
+        parts = np.var(lam.mean() * f_u, ddof=1) / big_n, np.var(residual, ddof=1) / n
+        se = np.sqrt(sum(parts))
+        skewness = (third_moment(lam.mean() * f_u) / big_n ** 2 + third_moment(residual) / n ** 2) / (
+            np.var(lam.mean() * f_u) / big_n + parts[1]) ** 1.5
+    lo, hi = lengthened(estimate, se, skewness, stats.t.ppf(0.975, n - 1))
+    ours = ppi_mean(y, f, f_u, finite=finite)
+    assert (ours.estimate, ours.se, ours.lam) == pytest.approx((estimate, se, lam.mean()), abs=1e-12)
+    assert (ours.lo, ours.hi) == pytest.approx((lo, hi), abs=1e-9)
+
+
+@pytest.mark.parametrize("lam, unbiased", [(None, True), ("in-sample", False)])
+def test_a_cross_fitted_lambda_does_not_bias_the_estimate(lam, unbiased):
+    """Every sample of 5 of a set of 10 items (drawn without replacement, the set's mean the target): the
+    estimates average exactly to the set's mean when each item's lambda was chosen without its own label; with
+    lambda tuned on the same labels (PPI++ in-sample, the old default) they do not."""
+    from itertools import combinations
+
+    rng = np.random.default_rng(11)
+    y = np.round(rng.normal(4, 1, 10), 1)
+    f = y + rng.normal(0, 0.8, 10)
+    estimates = []
+    for rated in combinations(range(10), 5):
+        rest = [i for i in range(10) if i not in rated]
+        estimates.append(ppi_mean(y[list(rated)], f[list(rated)], f[rest], lam=lam, finite=True).estimate)
+    bias = np.mean(estimates) - y.mean()
+    assert (abs(bias) < 1e-12) == unbiased, bias
 
 
 def test_many_samples_at_once_are_each_sample_alone():
@@ -61,8 +134,8 @@ def test_many_samples_at_once_are_each_sample_alone():
 @pytest.mark.parametrize("y, f, f_u, message", [
     ([1.0, 2.0], [1.0], [3.0], "2 human scores but 1 predictions"),
     ([1.0, np.nan], [1.0, 2.0], [3.0], "missing or infinite"),
-    ([1.0], [1.0], [3.0], "2 or more labelled items"),
-    ([1.0, 2.0], [1.0, 2.0], [], "1 or more unlabelled"),
+    ([1.0, 2.0], [1.0, 2.0], [3.0], "3 or more labelled items"),
+    ([1.0, 2.0, 3.0], [1.0, 2.0, 3.0], [], "1 or more unlabelled"),
 ])
 def test_inputs_that_do_not_fit_are_refused(y, f, f_u, message):
     with pytest.raises(ValueError, match=message):
