@@ -12,7 +12,8 @@ real ones (HANNA: the metric that correlates best with the criterion over segmen
 reference and the raters' other criteria; SQuALITY: the reviewers' correctness rating; the last two put on the human
 scale by one linear fit, as in benchmarks/active.py), and a good one (the human score plus normal noise of half its
 standard deviation within the system, r about 0.9). Each system's (and each pair's, for a difference: the per-item
-differences of two systems rated on the same items) studies are drawn from its published items, their mean the
+differences of two systems rated on the same items: the systems adjacent in name order, or with --all-pairs every
+pair) studies are drawn from its published items, their mean the
 truth, two ways: an unlimited population (`--population infinite`: drawn with replacement, `rated` rated and
 200 - rated scored only) and a finite set (the default of `analyze --ppi`: the system's published items are the
 study's outputs, `rated` of them rated, drawn without replacement, the rest scored only; USR has 60 a system, so
@@ -24,6 +25,7 @@ import argparse
 import importlib.util
 import os
 import platform
+import resource
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -105,10 +107,11 @@ def predictors(d: dict, rng) -> list[tuple[str, np.ndarray, np.ndarray]]:
 
 def cells(job: tuple) -> list[dict]:
     """One data set's criterion and predictor: every system and pair, size and population."""
-    data, criterion, name, systems, h, p, sizes, studies, seed = job
+    data, criterion, name, systems, h, p, sizes, studies, seed, all_pairs = job
     rng = np.random.default_rng(seed)
     units = [(str(s), h[i], p[i]) for i, s in enumerate(systems)]
-    units += [(f"{systems[a]} - {systems[b]}", h[a] - h[b], p[a] - p[b]) for a, b in combinations(range(len(systems)), 2)]
+    pairs = combinations(range(len(systems)), 2) if all_pairs else zip(range(len(systems) - 1), range(1, len(systems)))
+    units += [(f"{systems[a]} - {systems[b]}", h[a] - h[b], p[a] - p[b]) for a, b in pairs]
     rows = []
     for unit, y, f in units:
         kind = "pair" if " - " in unit else "system"
@@ -130,6 +133,8 @@ def main(argv=None) -> None:
     parser.add_argument("--data", nargs="+", default=["hanna", "usr", "squality"], choices=["hanna", "usr", "squality"])
     parser.add_argument("--seed", type=int, default=2022)
     parser.add_argument("--workers", type=int, default=os.cpu_count())
+    parser.add_argument("--all-pairs", action="store_true", help="every pair of systems (HANNA: 45 a criterion), "
+                        "not only those adjacent in name order (9)")
     parser.add_argument("--csv", type=Path, help="every cell (system or pair, size, population) into this file")
     args = parser.parse_args(argv)
     start = time.perf_counter()
@@ -139,16 +144,18 @@ def main(argv=None) -> None:
         for d in matrices(data):
             for name, h, p in predictors(d, rng):
                 jobs.append((data, d["criterion"], name, list(d["human"].index), h, p, args.rated, args.studies,
-                             int(rng.integers(2 ** 31))))
+                             int(rng.integers(2 ** 31)), args.all_pairs))
     with ProcessPoolExecutor(args.workers) as pool:
         rows = pd.DataFrame([row for part in pool.map(cells, jobs) for row in part])
     if args.csv:
         rows.to_csv(args.csv, index=False)
     load = os.getloadavg()[0]
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
     print(f"{', '.join(args.data)}: {args.studies} studies per system (or pair) and size; 95% intervals (t, "
           f"lengthened on the skewed side: Hall 1992), PPI++ with lambda cross-fitted (leave one out); {date.today()}, "
           f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-          f"{time.perf_counter() - start:.0f} s (load average {load:.1f} at the end)", file=sys.stderr)
+          f"{time.perf_counter() - start:.0f} s ({used.ru_utime + used.ru_stime:.0f} s of CPU in {args.workers} "
+          f"processes; load average {load:.1f} at the end)", file=sys.stderr)
     report(rows)
 
 

