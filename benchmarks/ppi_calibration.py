@@ -136,7 +136,10 @@ def main(argv=None) -> None:
     parser.add_argument("--all-pairs", action="store_true", help="every pair of systems (HANNA: 45 a criterion), "
                         "not only those adjacent in name order (9)")
     parser.add_argument("--csv", type=Path, help="every cell (system or pair, size, population) into this file")
+    parser.add_argument("--report", type=Path, help="print the tables of a --csv file written before, and stop")
     args = parser.parse_args(argv)
+    if args.report:
+        return report(pd.read_csv(args.report))
     start = time.perf_counter()
     rng = np.random.default_rng(args.seed)
     jobs = []
@@ -177,15 +180,18 @@ def report(rows: pd.DataFrame) -> None:
                   f"{low_c.covered_classical:.3f} [{low_c.unit}] | {low_p.covered_ppi:.3f} [{low_p.unit}] | "
                   + (f"{pairs.covered_classical.min():.3f} | {pairs.covered_ppi.min():.3f} |" if len(pairs)
                      else "- | - |"))
-    print("\nOver everything: the lowest coverage of any system or pair at each size, and effective_n's largest "
-          "error against what the studies realised (any system, studies where it is defined)\n")
-    print("| population | rated | human only | PPI++ | effective_n: said / realised, worst system |")
-    print("|---|---:|---:|---:|---:|")
+    print("\nOver everything: the lowest coverage of any system or pair at each size, and the labels a predictor is "
+          "said to be worth (effective_n, the mean over studies) against what it was worth across them, on the system "
+          "where they differed most either way\n")
+    print("| population | rated | human only | PPI++ | effective_n, most overstated: said, worth [system] | effective_n, "
+          "most understated |")
+    print("|---|---:|---:|---:|---|---|")
     for (population, rated), g in rows.groupby(["population", "rated"]):
-        ratio = g.claimed_n / g.realised_n
-        worst = ratio.iloc[int(np.nanargmax(np.abs(np.log(ratio.to_numpy()))))]
+        systems = g[g.kind == "system"].assign(ratio=lambda t: t.claimed_n / t.realised_n)
+        high, low = systems.loc[systems.ratio.idxmax()], systems.loc[systems.ratio.idxmin()]
         print(f"| {population} | {rated} | {g.covered_classical.min():.3f} | {g.covered_ppi.min():.3f} | "
-              f"{worst:.2f} |")
+              + " | ".join(f"{r.ratio - 1:+.0%}: said {r.claimed_n:.0f}, worth {r.realised_n:.0f} [{r.data}, "
+                           f"{r.criterion}, {r.predictor}, {r.unit}]" for r in (high, low)) + " |")
 
 
 if __name__ == "__main__":

@@ -33,12 +33,18 @@ POPULATIONS = ("finite", "infinite")
 # pairs of systems at 10, 20, 30 and 60 rated segments; docs/analyze.md): the smallest calibrated size from which
 # every system's and pair's 95% interval covered the truth at least 0.93 of the time (and effective_n was within 10%
 # of what the studies realised), at that size and every larger one. Each reason cites the figure below it.
-MIN_RATED = {"finite": @MR_F@, "infinite": @MR_I@}
-MIN_RATED_PPI = {"finite": @MP_F@, "infinite": @MP_I@}
-MIN_RATED_EFFECTIVE_N = {"finite": @ME_F@, "infinite": @ME_I@}
-BELOW_MIN_RATED = {"finite": "@BR_F@", "infinite": "@BR_I@"}
-BELOW_MIN_RATED_PPI = {"finite": "@BP_F@", "infinite": "@BP_I@"}
-BELOW_MIN_RATED_EFFECTIVE_N = {"finite": "@BE_F@", "infinite": "@BE_I@"}
+MIN_RATED = {"finite": 10, "infinite": 10}
+MIN_RATED_PPI = {"finite": 10, "infinite": 10}
+MIN_RATED_EFFECTIVE_N = {"finite": 60, "infinite": 60}
+UNCALIBRATED = ("below, nothing was calibrated (benchmarks/ppi_calibration.py starts at 10 rated segments): "
+                "docs/analyze.md")
+BELOW_MIN_RATED = {"finite": UNCALIBRATED, "infinite": UNCALIBRATED}
+BELOW_MIN_RATED_PPI = {"finite": UNCALIBRATED, "infinite": UNCALIBRATED}
+BELOW_MIN_RATED_EFFECTIVE_N = {
+    "finite": "below, drawn from HANNA's published ratings, it overstated what a good predictor was worth to one "
+              "system by 15% at 30 rated segments (said 150 labels, worth 131): docs/analyze.md",
+    "infinite": "below, drawn from HANNA's published ratings, it overstated what a good predictor was worth to one "
+                "system by 13% at 30 rated segments (said 101 labels, worth 90): docs/analyze.md"}
 
 
 def segment_matrices(ratings: pd.DataFrame, metrics: pd.DataFrame, criterion: str, metric: str):
@@ -107,7 +113,8 @@ def ppi_tables(ratings: pd.DataFrame, metrics: pd.DataFrame, spec: Spec, metric:
         for i, system in enumerate(human.index):
             if labelled[i].sum() >= least and unlabelled[i].any():
                 systems_rows.append(base | {"system": system} | _row(
-                    h[i, labelled[i]], p[i, labelled[i]], p[i, unlabelled[i]], int(left_out[i].sum()), alpha, population))
+                    h[i, labelled[i]], p[i, labelled[i]], p[i, unlabelled[i]], int(left_out[i].sum()), alpha,
+                    population))
         for a, b in combinations(range(len(human.index)), 2):
             both = labelled[a] & labelled[b]  # the pair's items rated by humans for both systems
             scored = ~np.isnan(p[a]) & ~np.isnan(p[b])
@@ -125,8 +132,8 @@ def ppi_tables(ratings: pd.DataFrame, metrics: pd.DataFrame, spec: Spec, metric:
                                             "each system's own mean is in ppi_systems.csv")
         if why is not None and not any(r["criterion"] == criterion for r in systems_rows):
             why.add("ppi_systems", criterion, f"no system has {least} or more rated segments that {metric} "
-                                              f"scored ({BELOW_MIN_RATED[population]}) and a segment it scored that no human "
-                                              "rated (PPI adds the unrated ones)")
+                                              f"scored ({BELOW_MIN_RATED[population]}) and a segment it scored that "
+                                              "no human rated (PPI adds the unrated ones)")
     systems = pd.DataFrame(systems_rows, columns=["criterion", "metric", "system"] + COLUMNS[2:])
     pairs = pd.DataFrame(pair_rows, columns=["criterion", "metric", "system_a", "system_b"] + COLUMNS[2:])
     if why is not None:

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Literal, Optional
 
-import click
 import typer
 
 from evalstudio.base.errors import BadInput, EvalstudioError
@@ -52,7 +51,7 @@ def analyze(
         "ones, each printed from the size at which it held on published data, with the labels it is worth "
         "(ppi_systems.csv, ppi_pairs.csv). On comparisons METRIC names a judge of --metrics (or a model version "
         "whose verdicts the tasks store): prediction-powered Bradley-Terry strengths (ppi_bradley_terry.csv)."))] = None,
-    population: Annotated[str, typer.Option(click_type=click.Choice(["finite", "infinite"]), help=(
+    population: Annotated[Literal["finite", "infinite"], typer.Option(help=(
         "--ppi's question: finite, the mean of the study's own segments (the rated ones a sample of them: the "
         "finite-population correction), or infinite, of a population they were drawn from."))] = "finite",
     alt_test: Annotated[Optional[str], typer.Option(
