@@ -6,28 +6,28 @@ f) and N unlabelled ones (prediction only), for any lambda
 
     theta_hat = lambda * mean(f_unlabelled) + mean(y - lambda * f_labelled)
 
-is unbiased for the human mean, and its interval uses
+is unbiased for the human mean, with se^2 = var(lambda * f_unlabelled) / N + var(y - lambda * f_labelled) / n.
+PPI++ takes the lambda that minimises the variance, cov(y, f) / ((1 + n/N) var(f)), clipped to [0, 1]; estimated
+on the same labels it weighs, it biases the estimate. Here (the default) each labelled item's lambda_i is estimated
+from the other labelled items only (leave one out), as in cross-prediction-powered inference (Zrnic & Candes 2024,
+"Cross-prediction-powered inference", PNAS 121(15)) with the predictors lambda_i f:
 
-    se^2 = var(lambda * f_unlabelled) / N + var(y - lambda * f_labelled) / n
+    theta_hat = mean_i (y_i - lambda_i (f_i - mean(f_unlabelled)))
 
-with Student's t quantile (n - 1 degrees of freedom) and a correction for skewness by default, or the normal one
-(see `ppi_mean`).
+which is unbiased at any n (`cross_fitted_lambdas`); its interval takes the spread of those terms, which does not
+change when the predictor is shifted by a constant. lam="in-sample" gives PPI++ as published (ppi-python's
+ppi_mean_ci, the tests' oracle), a number a fixed lambda (0: the classical mean; 1: PPI).
 
-lambda = 0 is the classical human-only mean; lambda = 1 is PPI; PPI++ takes the lambda that minimises the variance,
-cov(y, f) / ((1 + n/N) var(f)), estimated from the data and clipped to [0, 1], so a useless predictor gives about
-the classical interval back and a poor one never makes it wrong. It can make it slightly wider: lambda tuned on the
-labelled items costs a degree of freedom (n - 2 with the t interval), which a predictor that tracks little does not
-pay back (on HANNA's published metrics at 40 labels: by at most 1% on average, 2.5% in a single study;
-docs/analyze.md). With interval="z" the
-conventions (the variances with 1/n, var(f) over labelled and unlabelled predictions together with 1/(n+N-1), the
-z interval) are those of the authors' package ppi-python, which the tests use as the oracle; the estimate and
-lambda are the same either way.
+`finite`: the target is the mean of the n + N items themselves, the n rated ones drawn from them without
+replacement: (n mean(y) + N theta_hat) / (n + N), the difference estimator of survey sampling (Sarndal, Swensson
+& Wretman 1992, "Model Assisted Survey Sampling", 6.3), with the finite-population correction 1 - n / (n + N) on
+its variance; lambda's optimum is then cov(y, f) / var(f).
 
-The effective number of human labels a predictor is worth: the n for which the classical interval would be as
-narrow as the prediction-powered one, n * se_classical^2 / se_ppi^2.
-
-A difference between two systems rated on the same items is the mean of per-item differences: `ppi_mean` on
-y_A - y_B with f_A - f_B. `resampled_studies` checks the intervals' calibration by drawing studies from real data.
+Intervals: Student's t with n - 1 degrees of freedom, lengthened on the side the estimate is skewed to (Hall 1992,
+`small_sample`), or the normal interval with ppi-python's conventions (interval="z"). The effective number of
+human labels a predictor is worth: n * se_classical^2 / se_ppi^2. A difference between two systems rated on the same
+items is `ppi_mean` on y_A - y_B with f_A - f_B. `resampled_studies` checks the intervals' calibration by drawing
+studies from real data (benchmarks/ppi_calibration.py; docs/analyze.md).
 """
 
 from __future__ import annotations
