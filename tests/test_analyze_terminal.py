@@ -52,7 +52,8 @@ def test_the_ppi_table_on_an_80_column_terminal_tells_its_rows_apart():
 
     from evalstudio.cli.analyze import _ppi_results
 
-    rows = pd.DataFrame([{"metric": "BARTScore-SH", "criterion": criterion, "system": system, "n_labelled": 132,
+    rows = pd.DataFrame([{"metric": "BARTScore-SH", "population": "finite", "criterion": criterion, "system": system,
+                          "n_labelled": 132,
                           "n_unlabelled": 64, "classical": 93.123, "classical_lo": 92.9, "classical_hi": 93.3,
                           "ppi": 93.1, "ppi_lo": 92.95, "ppi_hi": 93.25, "effective_n": 1234.0}
                          for criterion in ("Relevance", "Semantically appropriate")

@@ -4,7 +4,7 @@ evalstudio.operations.analyzing; this module parses the options and prints the o
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Literal, Optional
 
 import typer
 
@@ -46,16 +46,15 @@ def analyze(
                                   "several; the spec's lower_is_better list is added.")] = None,
     mace: Annotated[bool, typer.Option("--mace", help="Also aggregate labels with MACE (slow: seconds per "
                                                         "thousand labels).")] = False,
-    ppi: Annotated[Optional[str], typer.Option(
-        "--ppi", metavar="METRIC", help="Prediction-powered estimates (PPI++): when METRIC (a metric or judge of "
-                                        "--metrics) scored segments no human rated, each system's mean human score "
-                                        "and each difference between systems get an interval that uses its scores and "
-                                        "held its coverage on published data from 40 rated segments per system, "
-                                        "whatever the predictor, beside the human-only one (from 30), with the number "
-                                        "of human labels it is worth (ppi_systems.csv, ppi_pairs.csv). On "
-                                        "comparisons METRIC names a judge of --metrics (or a model version whose "
-                                        "verdicts the tasks store): prediction-powered Bradley-Terry strengths and "
-                                        "rank-sets (ppi_bradley_terry.csv).")] = None,
+    ppi: Annotated[Optional[str], typer.Option("--ppi", metavar="METRIC", help=(
+        "Prediction-powered estimates (PPI++, lambda cross-fitted): when METRIC (a metric or judge of --metrics) "
+        "scored segments no human rated, each system's mean human score and each difference, beside the human-only "
+        "ones, each printed from the size at which it held on published data, with the labels it is worth "
+        "(ppi_systems.csv, ppi_pairs.csv). On comparisons METRIC names a judge of --metrics (or a model version "
+        "whose verdicts the tasks store): prediction-powered Bradley-Terry strengths (ppi_bradley_terry.csv)."))] = None,
+    population: Annotated[Literal["finite", "infinite"], typer.Option(help=(
+        "--ppi's question: finite, the mean of the study's own segments (the rated ones a sample of them: the "
+        "finite-population correction), or infinite, of a population they were drawn from."))] = "finite",
     alt_test: Annotated[Optional[str], typer.Option(
         "--alt-test", metavar="JUDGE", help="The alternative annotator test (Calderon et al., ACL 2025): may JUDGE (a "
                                             "metric of --metrics that answers on the criterion's scale, such as an "
@@ -77,7 +76,7 @@ def analyze(
     is analysed."""
     try:
         page, tables = run_analysis(ratings, output, metrics, spec, protocol, bootstrap, resamples, lower_is_better,
-                                    mace, ppi, alt_test, epsilon, projects)
+                                    mace, ppi, alt_test, epsilon, projects, population)
     except EvalstudioError as e:
         raise fail_with(e)
     if tables is not None:  # ratings (comparisons and best-worst annotations said what they found as they went)
@@ -171,12 +170,12 @@ def _ppi_results(rows):
     from rich import box
     from rich.table import Table
 
-    table = Table(title=f"Prediction-powered means (PPI++ with {rows['metric'].iloc[0]}; 95% t intervals; eff.n: "
+    table = Table(title=f"Prediction-powered means (PPI++ with {rows['metric'].iloc[0]}; 95% t intervals, "
+                        f"{rows['population'].iloc[0]} population; eff.n: "
                         "the human labels it is worth; '-': too few rated segments for the number to hold, see "
                         "not_computed.csv; the scored-only segments: ppi_systems.csv)", title_justify="left",
                   box=box.SIMPLE_HEAD)
-    # fits 80 columns with its rows told apart (issue 53): criterion and system in one column that folds a long name,
-    # each interval on a line below its estimate
+    # fits 80 columns, rows told apart (issue 53): criterion / system folds a long name, an interval below its estimate
     table.add_column("criterion / system", min_width=14, overflow="fold")
     for column in ("rated", "human only", "PPI++", "eff.n"):
         table.add_column(column, justify="right", no_wrap=True)

@@ -368,10 +368,11 @@ def system_ranking(ratings: pd.DataFrame, spec: Spec, n_boot: int = 1000, why: R
 
 def analyze(ratings: pd.DataFrame, spec: Spec, metrics: pd.DataFrame | None = None, n_boot: int = 1000,
             resamples: int = 1000, mace: bool = False, ppi: str | None = None, alt: str | None = None,
-            epsilon: float = 0.2) -> dict[str, pd.DataFrame]:
+            epsilon: float = 0.2, population: str = "finite") -> dict[str, pd.DataFrame]:
     """Every table of the analysis, by name (the CSV file names). `ppi`: a metric whose scores give
-    prediction-powered estimates of the systems' means and differences (exporters/analyses/ppi.py); `alt`: a judge put to
-    the alternative annotator test with margin `epsilon` (exporters/analyses/alttest.py)."""
+    prediction-powered estimates of the systems' means and differences, of a finite or infinite `population`
+    (exporters/analyses/ppi.py); `alt`: a judge put to the alternative annotator test with margin `epsilon`
+    (exporters/analyses/alttest.py)."""
     tables = {}
     why, why_metrics = Reasons(), Reasons()  # in this order in not_computed.csv, however the threads finish
     from ..tables.aggregated import aggregate
@@ -398,7 +399,8 @@ def analyze(ratings: pd.DataFrame, spec: Spec, metrics: pd.DataFrame | None = No
     from .ppi import ppi_tables
 
     if ppi is not None:
-        tables["ppi_systems"], tables["ppi_pairs"] = ppi_tables(ratings, metrics, spec, ppi, why=why)
+        tables["ppi_systems"], tables["ppi_pairs"] = ppi_tables(ratings, metrics, spec, ppi, why=why,
+                                                                        population=population)
     if alt is not None:
         tables["alt_test"], tables["alt_test_annotators"] = alt_test_tables(ratings, metrics, spec, alt, epsilon, why=why)
     tables["not_computed"] = pd.DataFrame(why, columns=["table", "criterion", "reason"])
