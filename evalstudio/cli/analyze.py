@@ -10,7 +10,7 @@ import typer
 from evalstudio.base.errors import BadInput, EvalstudioError
 
 from .base import ProjectsOption, app, chosen_spec, console, fail_with, load_registry
-from .reading import label_studio_ratings as _label_studio
+from .reading import read_study, study_ratings
 
 
 @app.command()
@@ -164,7 +164,10 @@ def _ratings_and_scores(ratings, spec, protocol, metrics, ppi, alt_test, lower_i
 
     study = None  # a span study (layout spans) has tables of its own
     if protocol is not None and (ratings is None or ratings.suffix.lower() == ".json"):
-        tidy, full_spec, model = _label_studio(protocol, projects, ratings)
+        from ..exporters.span_analysis import project_span_study
+        read = read_study(protocol, projects, ratings, None)  # (registry, parts, tasks, annotations, users)
+        tidy, full_spec, model = study_ratings(protocol, *read[1:4])
+        tidy, full_spec, study = project_span_study(protocol, *read[1:]) or (tidy, full_spec, None)  # mqm, esa
         scores = read_metrics(metrics, full_spec, list(full_spec.criteria)) if metrics else model
     else:
         tidy, full_spec, study = read_ratings_or_spans(ratings, chosen_spec(spec, protocol, projects))
@@ -184,8 +187,7 @@ def _ratings_and_scores(ratings, spec, protocol, metrics, ppi, alt_test, lower_i
 
 
 def _print_outcome(tables, ppi) -> None:
-    """What the terminal says after an analysis of ratings: the summary, the PPI table, the alt-test's verdicts and
-    what was not computed."""
+    """What the terminal says after an analysis of ratings: summary, PPI table, alt-test verdicts, what was not computed."""
     console.print(_results(tables))
     if ppi is not None and not tables["ppi_systems"].empty:
         console.print(_ppi_results(tables["ppi_systems"]))
@@ -197,8 +199,7 @@ def _print_outcome(tables, ppi) -> None:
                       f"{r.annotators} annotator(s) (epsilon {r.epsilon:g}, q {r.q:g}): "
                       + ("it may replace them" if r.passes else "it may not replace them")
                       + f"; average advantage probability {r.advantage_probability:.3f}")
-    not_computed = tables.get("not_computed")
-    if not_computed is not None and not not_computed.empty:
+    if (not_computed := tables.get("not_computed")) is not None and not not_computed.empty:
         console.print(f"Not computed ({len(not_computed)}; why, in not_computed.csv and the page): "
                       + "; ".join(dict.fromkeys(f"{r.table} for {r.criterion}" if r.criterion else f"parts of {r.table}"
                                                  for r in not_computed.itertuples())))
@@ -413,8 +414,7 @@ def _run_best_worst(annotations, name: str, source: str, output: Path, bootstrap
 
 
 def _written(write, tables, notes: list[str], title: str, output: Path, source: str, left_out=()) -> Path:
-    """What could not be computed said on the terminal, then the tables and page written by `write` (the page also
-    says what was left out of the analysis, `left_out`)."""
+    """What could not be computed said on the terminal, then the tables and page `write` writes (with `left_out`)."""
     for note in notes:
         console.print(f"Not computed: {note}")
     return write(tables, title, output, [source, *left_out] + notes)
