@@ -108,7 +108,7 @@ def test_an_answer_over_the_cap_made_in_label_studio_is_kept_and_flagged():
         1: {"size": 6, "all": True, "any": True}, 2: {"size": 5, "all": False, "any": False}}
     warnings = study.span_limit_warnings(annotation_frame([six, five], project, users), [project])
     assert list(warnings) == ["ann@x"]
-    assert "more than 5 errors spans (max_spans of mt_spans) in 1 answer(s), tasks 1:" in warnings["ann@x"]
+    assert "more than 5 spans with errors (max_spans of mt_spans) in 1 answer(s), tasks 1:" in warnings["ann@x"]
 
 
 def test_status_and_export_of_an_export_say_so(tmp_path):
@@ -125,7 +125,7 @@ def test_status_and_export_of_an_export_say_so(tmp_path):
     status = CliRunner().invoke(app, ["status", "mt_spans", *common, "--participants", str(tmp_path / "none")],
                                 terminal_width=400)
     assert status.exit_code == 0, status.output
-    assert "more than 5 errors spans" in " ".join(status.output.split())
+    assert "more than 5 spans with errors" in " ".join(status.output.split())
     exported = CliRunner().invoke(app, ["export", "mt_spans", *common, "-o", str(tmp_path / "a.csv")])
     assert exported.exit_code == 0, exported.output
     back = pd.read_csv(tmp_path / "a.spans.csv")

@@ -206,7 +206,7 @@ def span_limit_warnings(annotations: pd.DataFrame, parts: list[Project]) -> dict
             for annotator, rows in over.groupby("annotator"):
                 tasks = ", ".join(map(str, rows["task_id"].tolist()[:5])) + (" ..." if len(rows) > 5 else "")
                 out.setdefault(annotator, []).append(
-                    f"marked more than {cap} {control} spans (max_spans of {part.name}) in {len(rows)} answer(s), "
+                    f"marked more than {cap} spans with {control} (max_spans of {part.name}) in {len(rows)} answer(s), "
                     f"tasks {tasks}: kept whole, flagged over_max in exports")
     return {annotator: "; ".join(found) for annotator, found in out.items()}
 
