@@ -181,3 +181,68 @@ def test_a_real_gateway_refuses_six_mqm_errors_and_takes_five(label_studio, clie
     [stored] = [t for page in client.full_task_pages(project_id) for t in page]
     [annotation] = stored["annotations"]
     assert sum(r["type"] == "labels" for r in annotation["result"]) == 5
+
+
+@pytest.mark.server
+@pytest.mark.usefixtures("database_independent")
+def test_a_live_mqm_study_is_analysed_and_published_with_its_spans(label_studio, client, tmp_path):
+    """An mqm project annotated in Label Studio itself (one answer of two errors, one of six: over the cap, which
+    its editor cannot enforce, and one Non-translation): `analyze --protocol mqm` reads it live into the MQM tables
+    (scores from the spans' weights and the Non-translation box), and `publish mqm` releases every span, the six
+    flagged over_max, listed in croissant.json (mlcroissant reads them back) and named in the datasheet with the cap."""
+    import pandas as pd
+
+    from evalstudio.protocols.mapping import importer_for
+    from evalstudio.tasks.importing import import_files
+    from evalstudio.values.results import region
+
+    from .conftest import only_on_the_last_database
+    from .test_cli import _projects_file, run
+
+    only_on_the_last_database(label_studio)
+    projects_file = _projects_file(tmp_path, lambda raw: raw["projects"]["mqm"].update(title="MQM published live"))
+    project = registry.load(projects_file).get("mqm")
+    items = tmp_path / "three.jsonl"
+    items.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in MQM[:3]), encoding="utf-8")
+    project_id = import_files(project, importer_for(project), [items], client).project_id
+    admin = next(iter(client.users()))
+    tasks = sorted(client.tasks(project_id), key=lambda t: t.id)
+
+    def errors(text: str, count: int, severity: str) -> list[dict]:
+        out, at = [], 0
+        for i, word in enumerate(text.split()[:count]):
+            start = text.index(word, at)
+            at = start + len(word)
+            where = {"start": start, "end": at, "text": word}
+            out += [{"id": f"e{i}", "from_name": "errors", "to_name": "target", "type": "labels",
+                     "value": {**where, "labels": [severity]}},
+                    {"id": f"e{i}", "from_name": "category", "to_name": "target", "type": "choices",
+                     "value": {**where, "choices": ["Accuracy/Mistranslation"]}}]
+        return out
+
+    answers = [errors(tasks[0].data["target"], 2, "Major"), errors(tasks[1].data["target"], 6, "Minor"),
+               [region(project.interface, "non_translation", ["Non-translation"])]]
+    for task, result in zip(tasks, answers):
+        client.sdk.annotations.create(id=task.id, completed_by=admin, result=result, lead_time=30.0)
+    env = {"LABEL_STUDIO_URL": label_studio.url, "LABEL_STUDIO_API_KEY": label_studio.credentials().api_key,
+           "EVALSTUDIO_PROJECTS": str(projects_file), "EVALSTUDIO_RECORDS": str(tmp_path / "records")}
+    analysed = run("analyze", "--protocol", "mqm", "-o", str(tmp_path / "analysis"), "--bootstrap", "0",
+                   "--resamples", "100", env=env)
+    assert analysed.returncode == 0, analysed.stderr + analysed.stdout
+    segments = pd.read_csv(tmp_path / "analysis" / "mqm_segments.csv").set_index("item")["score"]
+    items = [task.data["item_id"] for task in tasks]  # (imported in an order of its own)
+    assert segments.to_dict() == dict(zip(items, [10.0, 6.0, 25.0]))  # 2 Major x 5, 6 Minor x 1, Non-translation
+    out = tmp_path / "pub"
+    done = run("publish", "mqm", "-o", str(out), "--participants", str(tmp_path / "no-ledger"), "--key-file",
+               str(tmp_path / "key"), "--bootstrap", "0", env=env)
+    assert done.returncode == 0, done.stderr + done.stdout
+    import mlcroissant
+
+    data = out / "data_release"
+    spans = pd.read_parquet(data / "data" / "spans.parquet")
+    assert len(spans) == 8
+    assert spans.groupby("task_id")["over_max"].all().to_dict() == {tasks[0].id: False, tasks[1].id: True}
+    read = list(mlcroissant.Dataset(jsonld=str(data / "croissant.json")).records(record_set="spans"))
+    assert sorted(r["spans/over_max"] for r in read) == sorted(spans["over_max"])
+    assert "Evaluators mark spans of the shown text: errors (Major, Minor, Neutral; at most 5 per answer" in \
+        (out / "datasheet.md").read_text(encoding="utf-8")

@@ -88,7 +88,8 @@ def _span_text(parts) -> str:
         spans, per_region = span_controls(part.interface)
         for name in spans:
             labels = ", ".join(part.interface.get_control(name).labels)
-            out.append(f"{name} ({labels}" + (f"; per span: {', '.join(per_region)})" if per_region else ")"))
+            cap = f"; at most {part.max_spans[name]} per answer" if name in part.max_spans else ""
+            out.append(f"{name} ({labels}{cap}" + (f"; per span: {', '.join(per_region)})" if per_region else ")"))
     return "; ".join(dict.fromkeys(out))
 
 
