@@ -370,3 +370,71 @@ def test_no_error_rows_weigh_nothing_whatever_the_rules(tmp_path):
     rows = pd.read_csv(path, sep="\t", dtype=str, keep_default_na=False)
     expected = rows.assign(w=rows["severity"].map(weight)).groupby(["system", "seg_id", "rater"])["w"].sum()
     assert study.segments.set_index(["system", "item", "annotator"])["score"].tolist() == expected.tolist()
+
+
+# ---- `analyze --protocol mqm|esa` on a Label Studio export: the same tables as the published file -----------------
+
+def _region(ident, control, to_name, text, start, end, label, category=None):
+    where = {"start": start, "end": end, "text": text[start:end]}
+    out = [{"id": ident, "from_name": control, "to_name": to_name, "type": "labels", "value": {**where, "labels": [label]}}]
+    if category:
+        out.append({"id": ident, "from_name": "category", "to_name": to_name, "type": "choices",
+                    "value": {**where, "choices": [category]}})
+    return out
+
+
+TEXT = "Das ist gut"
+# the spans of TWO_RATERS and ESA above, as Label Studio's editor stores them in a project of the mqm or esa protocol
+AS_EXPORTED = {
+    "mqm": (TWO_RATERS, "two.tsv", "layout: spans\n", {
+        ("A", "r1"): _region("a", "errors", "target", TEXT, 4, 7, "Major", "Accuracy/Mistranslation"),
+        ("A", "r2"): _region("b", "errors", "target", TEXT, 0, 7, "Minor", "Style/Awkward"),
+        ("B", "r1"): [],
+        ("B", "r2"): _region("c", "errors", "target", TEXT, 8, 11, "Minor", "Fluency/Punctuation")}),
+    "esa": (ESA, "esa.csv", "layout: spans\nspans: {format: esa}\n", {
+        ("wmt23.A", "u1"): _region("a", "errors", "target", TEXT, 0, 4, "Major") + [80],
+        ("wmt23.A", "u2"): _region("b", "errors", "target", TEXT, 2, 4, "Minor")
+        + _region("c", "missing_errors", "missing", "[MISSING]", 0, 9, "Major") + [60],
+        ("wmt23.B", "u1"): [100]}),
+}
+
+
+@pytest.mark.parametrize("protocol", ["mqm", "esa"])
+def test_analyze_of_a_label_studio_export_gives_the_published_files_tables(tmp_path, protocol):
+    """The same spans (and ESA's scores) as a published file and as a Label Studio export of the shipped protocol:
+    `evalstudio analyze --protocol` on the export writes the systems, segments and span agreement tables that
+    `evalstudio analyze --spec` writes for the file (ESA's file holds no texts: its alpha is not computed)."""
+    import yaml
+
+    text, name, spec, answers = AS_EXPORTED[protocol]
+    root = Path(__file__).resolve().parents[1]
+    raw = yaml.safe_load((root / "projects.yaml").read_text())
+    entry = {**raw["projects"][protocol], "config": str(root / raw["projects"][protocol]["config"]),
+             "annotators_per_task": 2}
+    (tmp_path / "projects.yaml").write_text(yaml.safe_dump({"projects": {protocol: entry}}))
+    tasks, ids = {}, iter(range(1, 100))
+    for (system, rater), result in answers.items():
+        task = tasks.setdefault(system, {"id": 10 + len(tasks), "annotations": [], "data": {
+            "item_id": "1", "system": system, "source_text": "src", "target": TEXT, "context": "", "missing": "[MISSING]"}})
+        regions = [r for r in result if isinstance(r, dict)]
+        regions += [{"from_name": "score", "to_name": "target", "type": "number", "value": {"number": r}}
+                    for r in result if not isinstance(r, dict)]
+        task["annotations"].append({"id": next(ids), "completed_by": {"id": len(task["annotations"]) + 1, "email": rater},
+                                    "result": regions, "was_cancelled": False})
+    (tmp_path / "export.json").write_text(json.dumps(list(tasks.values())))
+    (tmp_path / name).write_text(text, encoding="utf-8")
+    (tmp_path / "spec.yaml").write_text(spec)
+    runner = CliRunner()
+    exported = runner.invoke(app, ["analyze", str(tmp_path / "export.json"), "--protocol", protocol, "--projects",
+                                   str(tmp_path / "projects.yaml"), "-o", str(tmp_path / "ours"), "--bootstrap", "0",
+                                   "--resamples", "100"])
+    assert exported.exit_code == 0, exported.output
+    published = runner.invoke(app, ["analyze", str(tmp_path / name), "--spec", str(tmp_path / "spec.yaml"), "-o",
+                                    str(tmp_path / "theirs"), "--bootstrap", "0", "--resamples", "100"])
+    assert published.exit_code == 0, published.output
+    for table in (f"{protocol}_systems.csv", f"{protocol}_segments.csv", "span_agreement.csv"):
+        ours, theirs = (pd.read_csv(tmp_path / side / table) for side in ("ours", "theirs"))
+        if protocol == "esa" and table == "span_agreement.csv":
+            assert ours["alpha"].notna().all() and theirs["alpha"].isna().all()  # the export has the texts
+            ours, theirs = ours.drop(columns=["alpha", "characters"]), theirs.drop(columns=["alpha", "characters"])
+        pd.testing.assert_frame_equal(ours, theirs, check_dtype=False)

@@ -264,3 +264,37 @@ def test_an_llm_judge_is_not_given_a_span_protocol_as_text_questions(project):
 
     with pytest.raises(InstrumentError, match=r"cannot mark spans of a text yet \(errors, category, comment\)"):
         Instrument(project)
+
+
+def test_croissant_lists_the_spans_table_with_its_columns_typed(project, tmp_path):
+    """The release's croissant.json names data/spans.csv and .parquet with their SHA-256 and a `spans` record set
+    whose fields are typed from the table (offsets integers, over_max boolean); mlcroissant reads every span back as
+    released, as it reads the ratings."""
+    import mlcroissant
+    import pandas as pd
+
+    from evalstudio.exporters import release
+
+    tasks = [export_task(i, r, span("r1", r["mt"], PIECES[r["id"]], "Major") + [SCORE]) for i, r in enumerate(TASKS, 1)]
+    key = b"k" * 32
+    spans = release.spans_table(span_frame(tasks, project, {7: "a@x"}), key, counted_annotations=[101, 102, 103, 104, 105])
+    ratings = release.ratings_table(annotation_frame(tasks, project, {7: "a@x"}), key, [], project.criteria)
+    data = tmp_path / "data_release"
+    files = release.write_data(data, ratings, pd.DataFrame(columns=["row"]))
+    metadata = release.croissant("mt_spans", "t", ratings, files, data, "CC-BY-4.0", spans,
+                                 release.write_spans(data, spans))
+    release.write_croissant(data / "croissant.json", metadata)
+    listed = {f["contentUrl"]: f["sha256"] for f in metadata["distribution"]}
+    assert listed["data/spans.csv"] == release.sha256_of(data / "data" / "spans.csv") and "data/spans.parquet" in listed
+    [spans_set] = [r for r in metadata["recordSet"] if r["name"] == "spans"]
+    types = {f["name"]: f["dataType"] for f in spans_set["field"]}
+    assert list(types) == list(spans.columns)
+    assert (types["start"], types["end"], types["over_max"], types["text"], types["category"]) == (
+        "sc:Integer", "sc:Integer", "sc:Boolean", "sc:Text", "sc:Text")
+    dataset = mlcroissant.Dataset(jsonld=str(data / "croissant.json"))
+    read = [{k.split("/")[-1]: v for k, v in r.items()} for r in dataset.records(record_set="spans")]
+    assert len(read) == len(spans) == len(TASKS)
+    assert sorted((r["start"], r["end"], r["text"].decode()) for r in read) == sorted(
+        zip(spans["start"], spans["end"], spans["text"]))
+    assert [r["over_max"] for r in read] == [False] * len(TASKS)  # a boolean, as typed
+    assert len(list(dataset.records(record_set="ratings"))) == len(ratings)

@@ -191,6 +191,26 @@ def list_warnings(annotations: pd.DataFrame, parts: list[Project]) -> dict[str, 
     return {annotator: "; ".join(found) for annotator, found in out.items()}
 
 
+def span_limit_warnings(annotations: pd.DataFrame, parts: list[Project]) -> dict[str, str]:
+    """annotator -> warning for participants whose answers mark more spans than a span control's max_spans allows
+    (MQM: five errors per segment): possible only in Label Studio's own editor, which cannot cap the spans (the
+    gateway refuses such an answer). The answers are kept whole; the exports flag their spans (over_max)."""
+    out: dict[str, list[str]] = {}
+    answered = annotations[~annotations["cancelled"].astype(bool)].drop_duplicates("annotation_id")
+    for part in parts:
+        mine = answered[answered["project"] == part.name]
+        for control, cap in part.max_spans.items():
+            if control not in mine:
+                continue
+            over = mine[pd.to_numeric(mine[control], errors="coerce") > cap]
+            for annotator, rows in over.groupby("annotator"):
+                tasks = ", ".join(map(str, rows["task_id"].tolist()[:5])) + (" ..." if len(rows) > 5 else "")
+                out.setdefault(annotator, []).append(
+                    f"marked more than {cap} spans with {control} (max_spans of {part.name}) in {len(rows)} answer(s), "
+                    f"tasks {tasks}: kept whole, flagged over_max in exports")
+    return {annotator: "; ".join(found) for annotator, found in out.items()}
+
+
 def shared_item_warnings(annotations: pd.DataFrame, parts: list[Project],
                          per_part: list[list[dict]]) -> dict[str, str]:
     """annotator -> warning for participants who answered one item (item_id) in two projects of the study that no

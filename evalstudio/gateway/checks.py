@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from evalstudio.protocols.registry import Project
 from evalstudio.values.controls import control_range, control_step
-from evalstudio.values.spans import SPAN_TAGS, is_per_region, span_object_field, span_problem
+from evalstudio.values.spans import MAX_SPANS, SPAN_TAGS, is_per_region, span_object_field, span_problem
 
 PARTICIPANT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 ACCESS_CODE = re.compile(r"[A-Za-z0-9]{16,64}")
@@ -18,7 +18,6 @@ PLATFORM_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")  # a crowd platform's study or 
 ASSET_PATH = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,200}(?:/[A-Za-z0-9][A-Za-z0-9._-]{0,200}){0,6}")
 MAX_TEXT = 20_000  # characters in one text answer (a Sotopia rationale is a few sentences)
 TYPES = {"Choices": "choices", "Number": "number", "Rating": "rating", "TextArea": "textarea", "Labels": "labels"}
-MAX_SPANS = 100  # spans in one answer (MQM allows five errors per segment; a long document a few dozen)
 REGION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")  # Label Studio's editor names a region with 10 such characters
 
 
@@ -51,6 +50,7 @@ class Control:
     per_region: bool = False  # perRegion="true": answered once per span, tied to it by the span's id
     field: str | None = None  # a Labels control: the task field of the text it marks
     max_usages: tuple[tuple[str, int], ...] = ()  # a Labels control: how often each label may be used (maxUsages)
+    max_spans: int | None = None  # a Labels control: the most spans one answer may mark (projects.yaml max_spans)
 
 
 def controls_of(project: Project) -> dict[str, Control]:
@@ -71,7 +71,8 @@ def controls_of(project: Project) -> dict[str, Control]:
             str(control.attr.get("required", "false")).lower() == "true",
             control.tag not in SPAN_TAGS and is_per_region(control),
             span_object_field(project.interface, control) if control.tag in SPAN_TAGS else None,
-            _max_usages(control) if control.tag in SPAN_TAGS else ())
+            _max_usages(control) if control.tag in SPAN_TAGS else (),
+            project.max_spans.get(control.name) if control.tag in SPAN_TAGS else None)
     return out
 
 
@@ -103,7 +104,7 @@ def check_result(result, controls: dict[str, Control], complete: bool = False, d
     project, its object, its type and a value of the control's kind; anything else is refused. With `complete`,
     every required control (required="true" in the labeling config) must be answered, a per-region one for every
     span. A span (a Labels region) must mark a piece of the shown text (`data`: the task's fields) and say which,
-    with labels of its control, each used at most its maxUsages; a per-region answer names a span of the same
+    with labels of its control, each used at most its maxUsages, at most max_spans in all; a per-region answer names a span of the same
     answer by its id. Returns a clean copy (only id, from_name, to_name, type and value; the origin is the gateway's
     to set; a span's text the shown text's own), so nothing extra reaches Label Studio."""
     per_region = sum(1 for c in controls.values() if c.per_region)
@@ -180,6 +181,11 @@ def _spans(regions: list[tuple[Control, dict]], data: dict) -> dict[str, dict]:
         start, end = value["start"], value["end"]
         spans[ident] = {"id": ident, "from_name": control.name, "to_name": region["to_name"], "type": "labels",
                         "value": {"start": start, "end": end, "text": shown[start:end], "labels": list(labels)}}
+    for control in {c.name: c for c, _ in regions if c.max_spans is not None}.values():
+        marked = sum(1 for span in spans.values() if span["from_name"] == control.name)
+        if marked > control.max_spans:
+            raise Refused(f"{control.name}: mark at most {control.max_spans} spans (this protocol's limit); this "
+                          f"answer marks {marked}: remove {marked - control.max_spans}")
     for control, _ in regions:
         for label, limit in control.max_usages:
             if used.get((control.name, label), 0) > limit:

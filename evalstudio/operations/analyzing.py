@@ -12,11 +12,11 @@ from evalstudio.protocols.registry import load as load_registry
 
 from .consoles import console
 from .reading import chosen_spec
-from .reading import label_studio_ratings as _label_studio
+from .reading import read_study, study_ratings
 
 
 def run_analysis(ratings, output: Path, metrics, spec, protocol, bootstrap, resamples, lower_is_better, mace, ppi,
-                 alt_test, epsilon, projects):
+                 alt_test, epsilon, projects, population: str = "finite"):
     """(the page written, the analysis' tables; None for comparisons and best-worst annotations, which said what they
     found on the terminal as they went): ratings from a file or a protocol's projects analysed as `evalstudio
     analyze` asks, the CSVs and index.html written to `output` whole or not at all."""
@@ -41,7 +41,7 @@ def run_analysis(ratings, output: Path, metrics, spec, protocol, bootstrap, resa
         console.print(_summary(tidy, full_spec, scores))
         with console.status("computing statistics..."):
             tables = run(tidy, full_spec, scores, n_boot=bootstrap, resamples=resamples, mace=mace, ppi=ppi,
-                         alt=alt_test, epsilon=epsilon)
+                         alt=alt_test, epsilon=epsilon, population=population)
             if study is not None:  # layout spans: the systems' MQM or ESA scores, span agreement
                 from ..exporters.analyses.span_analysis import add_span_tables
                 tables = add_span_tables(tables, study, resamples)
@@ -105,7 +105,10 @@ def _ratings_and_scores(ratings, spec, protocol, metrics, ppi, alt_test, lower_i
 
     study = None  # a span study (layout spans) has tables of its own
     if protocol is not None and (ratings is None or ratings.suffix.lower() == ".json"):
-        tidy, full_spec, model = _label_studio(protocol, projects, ratings)
+        from ..exporters.analyses.span_analysis import project_span_study
+        read = read_study(protocol, projects, ratings, None)  # (registry, parts, tasks, annotations, users)
+        tidy, full_spec, model = study_ratings(protocol, *read[1:4])
+        tidy, full_spec, study = project_span_study(protocol, *read[1:]) or (tidy, full_spec, None)  # mqm, esa
         scores = read_metrics(metrics, full_spec, list(full_spec.criteria)) if metrics else model
     else:
         tidy, full_spec, study = read_ratings_or_spans(ratings, chosen_spec(spec, protocol, projects))

@@ -63,15 +63,15 @@ def publish_study(protocol: str, projects, folder: Path | None, stage: Path, key
 
     data = stage / "data_release"
     files = release.write_data(data, ratings, review)
-    if spans is not None:
-        release.write_spans(data, spans)
+    span_files = release.write_spans(data, spans) if spans is not None else None
     (stage / "review_free_text.csv").write_bytes(files["review"].read_bytes())
     files["review"].unlink()
     titles = list(dict.fromkeys(p.entry_title for p in parts))
     title = titles[0] if len(titles) == 1 else f"{protocol}: {'; '.join(titles)}"
     (data / "README.md").write_text(release.dataset_card(protocol, title, ratings, facts, licence, len(review)),
                                     encoding="utf-8")
-    release.write_croissant(data / "croissant.json", release.croissant(protocol, title, ratings, files, data, licence))
+    release.write_croissant(data / "croissant.json", release.croissant(protocol, title, ratings, files, data, licence,
+                                                                       spans, span_files))
     (data / "spec.yaml").write_text(release.analysis_spec(protocol, ratings, criteria), encoding="utf-8")
     heds = datasheet.heds_answers(facts)
     datasheet.write_datasheet(stage, title, heds, datasheet.checklist_d(facts))
@@ -88,7 +88,8 @@ def _span_text(parts) -> str:
         spans, per_region = span_controls(part.interface)
         for name in spans:
             labels = ", ".join(part.interface.get_control(name).labels)
-            out.append(f"{name} ({labels}" + (f"; per span: {', '.join(per_region)})" if per_region else ")"))
+            cap = f"; at most {part.max_spans[name]} per answer" if name in part.max_spans else ""
+            out.append(f"{name} ({labels}{cap}" + (f"; per span: {', '.join(per_region)})" if per_region else ")"))
     return "; ".join(dict.fromkeys(out))
 
 

@@ -203,7 +203,8 @@ def study_tables(parts, per_part, frames, folder=None):
     table = study.participant_table(annotations, crowd, pd.concat(golds, ignore_index=True), n_tasks,
                                     study.numeric_criteria(parts), _names(annotations["annotator"].unique(), folder))
     order = study.order_warnings(annotations, parts)
-    for warnings in (study.list_warnings(annotations, parts), study.shared_item_warnings(annotations, parts, per_part)):
+    for warnings in (study.list_warnings(annotations, parts), study.shared_item_warnings(annotations, parts, per_part),
+                     study.span_limit_warnings(annotations, parts)):
         for annotator, warning in warnings.items():
             order[annotator] = "; ".join(w for w in (order.get(annotator), warning) if w)
     if order:

@@ -85,6 +85,7 @@ def check_against_config(project) -> list[str]:
             "task, hidden fields (systems, model outputs, gold answers) included; name the field otherwise (e.g. "
             "$document)"))
     problems += tabulation_problems(project, at)
+    problems += span_limit_problems(project, config)
     for control in li.controls:
         if control.name not in known:
             problems.append(ConfigProblem(
@@ -117,6 +118,15 @@ def tabulation_problems(project, at) -> list[str]:
             continue
         problems.append(ConfigProblem(f"{where}: {problem}"))
     return problems
+
+
+def span_limit_problems(project, config) -> list[str]:
+    """`max_spans:` names span controls (Labels) of the config: the most spans one answer may mark with each (MQM:
+    five errors per segment), which the gateway enforces and `status` and the exports flag."""
+    spans = [c.name for c in project.interface.controls if c.tag in SPAN_TAGS]
+    return [f"max_spans.{name}: '{name}' is not a span control (Labels) of {config}; "
+            + (f"its span controls: {', '.join(spans)}" if spans else "it marks no spans: remove max_spans")
+            for name in project.max_spans if name not in spans]
 
 
 def compare_problems(project) -> list[str]:

@@ -8,7 +8,7 @@ import os
 import re
 from functools import cached_property
 from pathlib import Path
-from typing import Literal, NamedTuple
+from typing import Annotated, Literal, NamedTuple
 
 import yaml
 from label_studio_sdk.label_interface import LabelInterface
@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from evalstudio.base.errors import RegistryError, UnknownName
 from evalstudio.base.files import read_text_file
+from evalstudio.values.spans import MAX_SPANS
 
 from . import part_order
 from .adaptive import Assignment, StopWhen, adaptive_problems
@@ -188,6 +189,7 @@ class Project(BaseModel):
 
     agents: list[str] = []
     metadata_controls: list[str] = []
+    max_spans: dict[str, Annotated[int, Field(ge=1, le=MAX_SPANS)]] = {}  # Labels control: most spans an answer marks
     # Other entries of the study that may hold this one's items (cmv_tom: delta threads, also in cmv_threads); without
     # it an item belongs to one project of a study. The gateway serves a participant an item twice only in parts
     # ordered by crowd.after (blind first); `status` flags one who answered it in two unordered projects.
@@ -202,8 +204,7 @@ class Project(BaseModel):
     # everyone the import's order (no two tasks of one context back to back, no system in a fixed place).
     order: Literal["sequential", "random"] = "random"
     participant_id: Literal["prolific"] | None = None  # ids from the account e-mail (<PID>@email.prolific.com)
-    # Study design checked at import: every item has exactly `versions` systems, the same set for all items (and
-    # exactly `items` items, when given).
+    # Study design checked at import: every item has exactly `versions` systems, the same for all items (and `items`).
     design: dict[str, int] = {}
     # What the ML backend can write where an input lacks it (`evalstudio generate`): model outputs that annotators
     # judge, shown read-only in the item (tom: CMV's ToM values; explanation: Circa Part II's explanations).
@@ -496,5 +497,4 @@ def _lists_of(project: Project, where) -> list[Project]:
 
 def _valid_template(template: str) -> bool:
     """Only {agent} may appear in braces (str.format would fail, or read attributes, on anything else)."""
-    rest = template.replace("{agent}", "")
-    return "{" not in rest and "}" not in rest
+    return not {"{", "}"} & set(template.replace("{agent}", ""))

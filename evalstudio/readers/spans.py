@@ -14,9 +14,10 @@ the tidy ratings frame `analyze` reads, so an MQM or ESA study is re-analysed wi
         - {severity: Minor, category: Fluency/Punctuation, weight: 0.1}
 
 The spans frame has one row per span with the columns of the span frame of a Label Studio export
-(exporters.tidy): project, task_id, item_id, system, annotator, annotation_id, cancelled, surplus, control,
-region_id, start, end, text, labels (the severity, as the mqm and esa protocols' span labels are), ls_text (empty:
-no editor stored it), then category and comment (the mqm protocol's per-region answers) and `line`, the file's line. Offsets count characters (code points) of
+(exporters.tidy): project, task_id, item_id, system, annotator, annotation_id, cancelled, surplus, over_max
+(False: a published file is taken as it is), control, region_id, start, end, text, labels (the severity, as the mqm
+and esa protocols' span labels are), ls_text (empty: no editor stored it), then category and comment (the mqm
+protocol's per-region answers) and `line`, the file's line. Offsets count characters (code points) of
 the target without the <v> marks; an error marked in the source has control `source`, a whole-segment error or an
 ESA span for missing content has no offsets. The segments frame has one row per (system, item, annotator) a
 rater rated, with its score (MQM: the sum of its error weights; ESA: the 0-100 score). The tidy frame holds each
@@ -43,7 +44,7 @@ ESA_COLUMNS = ("annotator", "system", "item", "type", "source_language", "target
                "complete", "error_spans", "start_time", "end_time")
 # the spans table of a Label Studio export (exporters.tidy), then the per-region answers MQM has and the file's line
 SPAN_COLUMNS = ["project", "task_id", "item_id", "system", "annotator", "annotation_id", "cancelled", "surplus",
-                "control", "region_id", "start", "end", "text", "labels", "ls_text", "category", "comment", "line"]
+                "over_max", "control", "region_id", "start", "end", "text", "labels", "ls_text", "category", "comment", "line"]
 OPEN, CLOSE = "<v>", "</v>"
 
 
@@ -181,7 +182,7 @@ def read_mqm(path: Path, spans_spec: Spans, project: str) -> SpanStudy:
     errors = ~no_error
     spans = pd.DataFrame({
         "project": project, "task_id": "", "item_id": item, "system": frame["system"], "annotator": frame["rater"],
-        "annotation_id": "", "cancelled": False, "surplus": False,
+        "annotation_id": "", "cancelled": False, "surplus": False, "over_max": False,
         "control": np.where(on_source, "source", "target"), "region_id": "",
         "start": np.where(on_source, s_start, np.where(t_start >= 0, t_start, np.nan)),
         "end": np.where(on_source, s_end, np.where(t_start >= 0, t_end, np.nan)),
@@ -255,7 +256,7 @@ def read_esa(path: Path, project: str) -> SpanStudy:
     pick = frame.iloc[rows]
     spans = pd.DataFrame({"project": project, "task_id": "", "item_id": pick["item"].to_numpy(),
                           "system": pick["system"].to_numpy(), "annotator": pick["annotator"].to_numpy(),
-                          "annotation_id": "", "cancelled": False, "surplus": False, "control": "target",
+                          "annotation_id": "", "cancelled": False, "surplus": False, "over_max": False, "control": "target",
                           "region_id": "", "start": start, "end": end, "text": "", "labels": sev, "ls_text": "",
                           "category": "", "comment": "", "line": lines[rows]})
     segments = pd.DataFrame({"system": frame["system"], "item": frame["item"], "annotator": frame["annotator"],

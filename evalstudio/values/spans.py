@@ -47,6 +47,8 @@ def loose(text: str) -> str:
 
 
 MAX_SPAN = 1_000_000  # characters in one shown text a span may mark
+MAX_SPANS = 100  # spans in one answer (MQM allows five errors per segment; a long document a few dozen)
+
 
 
 def span_problem(shown: str, start, end, claimed) -> str | None:

@@ -7,7 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from evalstudio.readers.spans import SpanStudy
+from evalstudio.readers.spans import SpanStudy, study_from_export
+from evalstudio.values.results import task_fields
+from evalstudio.values.spans import span_controls, span_object_field
 
 from ...stats import spans as span_stats
 
@@ -86,3 +88,43 @@ def add_span_tables(tables: dict[str, pd.DataFrame], study: SpanStudy, resamples
     not_computed = pd.concat([tables.get("not_computed", pd.DataFrame()), pd.DataFrame(why)], ignore_index=True)
     rest = {k: v for k, v in tables.items() if k != "not_computed"}
     return {**rest, **extra, "not_computed": not_computed.reindex(columns=["table", "criterion", "reason"])}
+
+
+SPAN_PROTOCOLS = ("mqm", "esa")
+
+
+def span_protocol(project) -> str | None:
+    """'mqm' or 'esa' for a project of the shipped span protocols (its projects.yaml entry or its labeling config
+    named so, as a copy of the shipped config keeps it); None for any other."""
+    from pathlib import Path
+
+    return next((kind for kind in SPAN_PROTOCOLS if kind in (project.entry, Path(project.config).stem)), None)
+
+
+def project_span_study(protocol: str, parts, per_part, frames, users):
+    """(tidy ratings, spec, span study) of a Label Studio study of the mqm or esa protocol, live or from its JSON
+    export (`read_study`'s parts, tasks, annotation frames and users): its spans and annotations tables made the
+    study a published file gives (readers.spans.study_from_export), so `analyze --protocol mqm` writes the same
+    tables as `analyze` of an MQM TSV. A span of another control than the first (ESA's span on [MISSING]) keeps no
+    offsets, as in ESA's published export. None for any other protocol."""
+    from evalstudio.readers.spec import CriterionSpec, Spec
+
+    from .tidy import span_frame
+
+    kind = span_protocol(parts[0]) if len(parts) == 1 else None
+    if kind is None:
+        return None
+    part, tasks = parts[0], per_part[0]
+    names = span_controls(part.interface)[0]
+    field = span_object_field(part.interface, part.interface.get_control(names[0]))
+    spans = span_frame(tasks, part, users)
+    elsewhere = (spans["control"] != names[0]).to_numpy()
+    spans["start"] = spans["start"].astype(float).where(~elsewhere)
+    spans["end"] = spans["end"].astype(float).where(~elsewhere)
+    lengths = pd.Series({t["id"]: len(str(task_fields(t).get(field) or "")) for t in tasks}, dtype=float)
+    study = study_from_export(spans, frames[0], kind, lengths)
+    over = spans.loc[spans["over_max"] & ~spans["cancelled"], "annotation_id"].nunique()
+    study.notes += [f"{over} answer(s) mark more spans than max_spans allows (made in Label Studio's editor): "
+                    "counted as marked, flagged over_max in the exports"] if over else []
+    study.tidy.attrs["notes"] = study.notes
+    return study.tidy, Spec(name=protocol, layout="spans", criteria={study.criterion: CriterionSpec(scale="interval")}), study

@@ -110,8 +110,8 @@ def ratings_table(annotations: pd.DataFrame, key: bytes, metadata: Iterable[str]
     return out.drop(columns=empty).reset_index(drop=True)  # value and label always: one schema for every study
 
 
-SPAN_COLUMNS = ["part", "task_id", "item_id", "system", "annotator", "control", "region_id", "start", "end", "text",
-                "labels"]
+SPAN_COLUMNS = ["part", "task_id", "item_id", "system", "annotator", "over_max", "control", "region_id", "start", "end",
+                "text", "labels"]
 
 
 def spans_table(spans: pd.DataFrame, key: bytes, counted_annotations: Iterable) -> pd.DataFrame:
@@ -244,6 +244,8 @@ SPAN_MEANING = {
     "start": "where the span starts in the shown text (a character offset: Python's, which is Label Studio's)",
     "end": "where it ends (exclusive)", "text": "the text the span covers, the shown text's [start:end]",
     "labels": "the span's label(s), several joined with '; '",
+    "over_max": "the answer marks more spans with this control than the protocol allows (projects.yaml max_spans, "
+                "MQM's five errors; possible only in Label Studio's own editor): kept whole, flagged",
 }
 OTHER_COLUMN = "the annotator's answer to the control of this name (projects.yaml metadata_controls)"
 COLUMN_MEANING = {
@@ -270,13 +272,22 @@ COLUMN_MEANING = {
 }
 
 
-def croissant(name: str, title: str, table: pd.DataFrame, files: dict[str, Path], folder: Path, licence: str) -> dict:
-    """Croissant 1.0 metadata (JSON-LD) of the release: its files with their SHA-256, and the ratings' fields."""
-    kinds = {"int64": "sc:Integer", "float64": "sc:Float", "bool": "sc:Boolean"}
-    fields = [{"@type": "cr:Field", "@id": f"ratings/{c}", "name": c,
-               "description": COLUMN_MEANING.get(c, OTHER_COLUMN),
-               "dataType": kinds.get(str(table[c].dtype), "sc:Text"),
-               "source": {"fileObject": {"@id": "ratings-csv"}, "extract": {"column": c}}} for c in table.columns]
+def croissant(name: str, title: str, table: pd.DataFrame, files: dict[str, Path], folder: Path, licence: str,
+              spans: pd.DataFrame | None = None, span_files: dict[str, Path] | None = None) -> dict:
+    """Croissant 1.0 metadata (JSON-LD) of the release: its files with their SHA-256, and the ratings' fields; with
+    `spans` (and `span_files`, write_spans' files) the spans table too, a second record set."""
+    def file(ident: str, path: Path, kind: str) -> dict:
+        return {"@type": "cr:FileObject", "@id": ident, "name": ident, "contentUrl": path.relative_to(folder).as_posix(),
+                "encodingFormat": kind, "sha256": sha256_of(path)}
+
+    distribution = [file("ratings-csv", files["csv"], "text/csv"),
+                    file("ratings-parquet", files["parquet"], "application/x-parquet")]
+    records = [record_set("ratings", "one row per answer and criterion", table, "ratings-csv", COLUMN_MEANING)]
+    if spans is not None and span_files:
+        distribution += [file("spans-csv", span_files["spans_csv"], "text/csv"),
+                         file("spans-parquet", span_files["spans_parquet"], "application/x-parquet")]
+        records.append(record_set("spans", "one row per span an annotator marked in the shown text", spans,
+                                  "spans-csv", {**COLUMN_MEANING, **SPAN_MEANING}, PER_REGION_COLUMN))
     return {
         "@context": CROISSANT_CONTEXT,
         "@type": "sc:Dataset",
@@ -285,16 +296,19 @@ def croissant(name: str, title: str, table: pd.DataFrame, files: dict[str, Path]
         "conformsTo": "http://mlcommons.org/croissant/1.0",
         "license": licence,
         "url": "https://example.invalid/set-the-release-address",
-        "distribution": [
-            {"@type": "cr:FileObject", "@id": "ratings-csv", "name": "ratings-csv",
-             "contentUrl": files["csv"].relative_to(folder).as_posix(), "encodingFormat": "text/csv",
-             "sha256": sha256_of(files["csv"])},
-            {"@type": "cr:FileObject", "@id": "ratings-parquet", "name": "ratings-parquet",
-             "contentUrl": files["parquet"].relative_to(folder).as_posix(), "encodingFormat": "application/x-parquet",
-             "sha256": sha256_of(files["parquet"])}],
-        "recordSet": [{"@type": "cr:RecordSet", "@id": "ratings", "name": "ratings",
-                       "description": "one row per answer and criterion", "field": fields}],
+        "distribution": distribution,
+        "recordSet": records,
     }
+
+
+def record_set(ident: str, description: str, table: pd.DataFrame, source: str, meaning: dict,
+               other: str = OTHER_COLUMN) -> dict:
+    """A Croissant record set of one table: each column a field typed from its dtype, read from the file `source`."""
+    kinds = {"int64": "sc:Integer", "Int64": "sc:Integer", "float64": "sc:Float", "bool": "sc:Boolean"}
+    fields = [{"@type": "cr:Field", "@id": f"{ident}/{c}", "name": c, "description": meaning.get(c, other),
+               "dataType": kinds.get(str(table[c].dtype), "sc:Text"),
+               "source": {"fileObject": {"@id": source}, "extract": {"column": c}}} for c in table.columns]
+    return {"@type": "cr:RecordSet", "@id": ident, "name": ident, "description": description, "field": fields}
 
 
 def write_croissant(path: Path, metadata: dict) -> None:

@@ -15,6 +15,8 @@ annotations: one row per (annotation, criterion[, agent])
   marked; the spans themselves are in `spans`. A per-region control (perRegion="true") has no column here.
 spans:       one row per span an annotation marked with a `<Labels>` control (error spans: MQM, ESA)
   project, task_id, item_id, system, annotator, annotation_id, cancelled, surplus (as in annotations),
+  over_max: the annotation marks more spans with this control than projects.yaml's max_spans allows (made in Label
+  Studio's own editor, which cannot cap them; the gateway refuses such an answer): kept, flagged, never cut;
   control: the Labels control's name; region_id: Label Studio's id of the region;
   start, end: the span's offsets as Label Studio stores them, which count code points as Python does: the
   shown text's [start:end] is the span (evalstudio/values/spans.py says what Label Studio stores);
@@ -47,7 +49,7 @@ ANNOTATION_COLUMNS = ["project", "task_id", "item_id", "system", "annotator", "c
                       "created_at", "lead_time", "cancelled", "agent", "rationale", "from_prediction", "prefilled_unchanged", "surplus"]
 PROLIFIC_EMAIL = re.compile(r"^([0-9a-fA-F]{24})@email\.prolific\.(?:com|co)$")
 SPAN_COLUMNS = ["project", "task_id", "item_id", "system", "annotator", "annotation_id", "cancelled", "surplus",
-                "control", "region_id", "start", "end", "text", "labels", "ls_text"]
+                "over_max", "control", "region_id", "start", "end", "text", "labels", "ls_text"]
 MODEL_COLUMNS = ["project", "task_id", "item_id", "system", "agent", "criterion", "value", "model_version"]
 
 
@@ -229,12 +231,15 @@ def span_frame(tasks: Iterable[dict], project: Project, users: Mapping[int, str]
                     "system": _scalar(data.get("system")), "annotator": _annotator(ann.get("completed_by"), users),
                     "annotation_id": ann.get("id"), "cancelled": bool(ann.get("was_cancelled")),
                     "surplus": id(ann) in surplus}
-            rows += _span_rows(ann.get("result") or [], base, fields, per_region, data)
+            over = {name for name, cap in project.max_spans.items() if span_count(ann.get("result"), name) > cap}
+            rows += [{**row, "over_max": row["control"] in over}
+                     for row in _span_rows(ann.get("result") or [], base, fields, per_region, data)]
     frame = pd.DataFrame(rows, columns=SPAN_COLUMNS + per_region)
     for column in ("start", "end"):
         frame[column] = frame[column].astype("Int64")
     frame["cancelled"] = frame["cancelled"].astype(bool)
     frame["surplus"] = frame["surplus"].astype(bool)
+    frame["over_max"] = frame["over_max"].astype(bool)
     return frame
 
 
