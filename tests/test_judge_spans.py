@@ -9,6 +9,8 @@ from __future__ import annotations
 import csv
 import json
 
+import httpx
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -157,11 +159,13 @@ def test_the_judge_run_gives_a_spans_table_of_the_shown_text(llm, tmp_path, prot
 
 
 @pytest.mark.server
-def test_the_judges_spans_as_predictions_are_the_regions_label_studio_exports(label_studio, client, llm,  # noqa: F811
-                                                                            tmp_path):
+def test_the_judges_spans_are_predictions_and_the_report_scores_them_against_the_annotators(  # noqa: F811
+        label_studio, client, llm, tmp_path):
     """--to-label-studio on ESA: the judge's spans become a prediction of pre-marked regions (labels on the text,
     per task and judge); Label Studio's export of the prediction, read as a spans table, gives exactly the spans of
-    the judge's spans.csv (the pre-marking ESA-AI shows annotators is what the judge said)."""
+    the judge's spans.csv (the pre-marking ESA-AI shows annotators is what the judge said). Two annotators then
+    answer (one marks the judge's spans, the other other spans); the report's LLM judges section gives the judge's
+    character precision, recall and F1 against them, equal to counting sets of marked characters, and its line."""
     from evalstudio.exporters.tidy import span_frame
     from evalstudio.protocols import registry
     from evalstudio.protocols.mapping import importer_for
@@ -172,8 +176,10 @@ def test_the_judges_spans_as_predictions_are_the_regions_label_studio_exports(la
     only_on_the_first_database(label_studio)
     entry = tmp_path / "projects.yaml"
     text = (ROOT / "projects.yaml").read_text(encoding="utf-8")
-    entry.write_text(text.replace('title: "ESA: mark error spans, then score the translation"',
-                                  'title: "ESA judged"'), encoding="utf-8")
+    entry.write_text(text.replace('title: "ESA: mark error spans, then score the translation"\n'
+                                  '    config: labeling_configs/esa.xml\n    annotators_per_task: 1',
+                                  'title: "ESA judged"\n    config: labeling_configs/esa.xml\n'
+                                  '    annotators_per_task: 2'), encoding="utf-8")
     for folder in ("labeling_configs", "examples"):
         (tmp_path / folder).symlink_to(ROOT / folder)
     project = registry.load(entry).get("esa")
@@ -194,3 +200,57 @@ def test_the_judges_spans_as_predictions_are_the_regions_label_studio_exports(la
     key = lambda rows: sorted((str(r["item_id"]), r["control"], int(r["start"]), int(r["end"]), r["labels"])  # noqa
                               for r in rows)
     assert key(from_label_studio.to_dict("records")) == key(judged) and judged
+    # two annotators: H1 marks what the judge marked (the first span relabelled), H2 the first three characters
+    from evalstudio.crowd import participants
+
+    folder = tmp_path / "participants"
+    participants.add(client, ["H1", "H2"], folder)
+    people = participants.load_accounts(folder)
+    headers = {"Authorization": f"Token {label_studio.credentials().api_key}"}
+    marks: dict[str, set] = {"H1": set(), "H2": set(), "judge": set()}  # (task, control, character, label)
+    flip = {"Minor": "Major", "Major": "Minor"}
+    for task in exported:
+        data = task["data"]
+        prediction = next(iter(task["predictions"]))["result"]
+        spans_of = {"judge": [r for r in prediction if r["type"] == "labels"]}
+        spans_of["H1"] = [{**r, "value": {**r["value"], "labels": [flip[r["value"]["labels"][0]]] if i == 0
+                                          else r["value"]["labels"]}} for i, r in enumerate(spans_of["judge"])]
+        spans_of["H2"] = [{"id": "h2", "from_name": "errors", "to_name": "target", "type": "labels",
+                           "value": {"start": 0, "end": 3, "text": data["target"][:3], "labels": ["Major"]}}]
+        for who, regions in spans_of.items():
+            for r in regions:
+                v = r["value"]
+                marks[who] |= {(task["id"], r["from_name"], c, v["labels"][0]) for c in range(v["start"], v["end"])}
+            if who == "judge":
+                continue
+            result = [{k: r[k] for k in ("id", "from_name", "to_name", "type", "value")} for r in regions] + [
+                {"from_name": "score", "to_name": "target", "type": "number", "value": {"number": 50}}]
+            stored = httpx.post(f"{label_studio.url}/api/tasks/{task['id']}/annotations", headers=headers,
+                                json={"result": result, "completed_by": people[who].user_id})
+            assert stored.status_code == 201, stored.text
+    report = run("report", "esa", "-o", str(tmp_path / "report"), "--bootstrap", "0", env=env, cwd=tmp_path)
+    assert report.returncode == 0, report.stderr
+    table = pd.read_csv(tmp_path / "report" / "judges.csv")
+    for control in ("errors", "missing_errors"):
+        def chars(who, labelled):  # a character marked twice has the more severe label (Major), as counted
+            severest = {}
+            for t, c, i, label in marks[who]:
+                if c == control and severest.get((t, c, i)) != "Major":
+                    severest[(t, c, i)] = label
+            return {key + ((label,) if labelled else ()) for key, label in severest.items()}
+
+        for labelled, said in ((False, "any label"), (True, "same label")):
+            judge = chars("judge", labelled)
+            hits = sum(len(judge & chars(h, labelled)) for h in ("H1", "H2"))
+            marked_humans = sum(len(chars(h, labelled)) for h in ("H1", "H2"))
+            row = table[(table["criterion"] == f"{control} spans") & table["statistic"].str.contains(said)]
+            if not judge and not marked_humans:
+                assert row.empty or row["agreement"].isna().all()
+                continue
+            row = row.iloc[0]
+            assert row["segments"] == 2 * len(exported)  # each annotator's tasks the judge judged too
+            assert row["precision"] == pytest.approx(hits / (2 * len(judge)), nan_ok=True)
+            assert row["recall"] == pytest.approx(hits / marked_humans)
+            assert row["agreement"] == pytest.approx(2 * hits / (2 * len(judge) + marked_humans))
+    said = " ".join(report.stdout.split())
+    assert "judge: " in said and "errors spans: character F1 with the annotators (any label)" in said
