@@ -83,7 +83,8 @@ def judge_verdicts(tasks: list[dict], annotations: pd.DataFrame, project, epsilo
                 reasons = [r["reason"] for r in why if r["table"] == "alt_test" and r["criterion"] == criterion]
                 row["alt_test"] = "not run: " + (reasons[-1] if reasons else "no human ratings to test against")
             rows.append(row)
-        lines.append(_line(judge, [r for r in rows if r["judge"] == judge], epsilon))
+        lines.append(_line(judge, [r for r in rows if r["judge"] == judge], epsilon) + _post_edit_note(
+            tasks, project, judge))
     return pd.DataFrame(rows, columns=COLUMNS), lines
 
 
@@ -144,6 +145,22 @@ def judge_span_rows(tasks: list[dict], annotations: pd.DataFrame, project) -> li
                              "precision": hits / counts[1] if counts[1] else np.nan,
                              "recall": hits / counts[0] if counts[0] else np.nan})
     return rows
+
+
+def _post_edit_note(tasks: list[dict], project, judge: str) -> str:
+    """Where the study showed this judge's spans to correct (`prefill: judge:NAME`): what the annotators did with
+    them (exporters.postedit), as a sentence; empty otherwise."""
+    from .postedit import post_edit_shares, post_edits
+
+    if project.prefill != PREFIX + judge:
+        return ""
+    edits = post_edits(tasks, project, project.prefill)
+    if edits.empty or not edits["predicted"].sum():
+        return ""
+    share = post_edit_shares(edits.assign(all="all"), by="all").iloc[0]
+    return (f" Its spans shown to annotators ({int(share['predicted'])} in {int(share['annotations'])} answers): "
+            f"{share['kept']:.0%} kept, {share['edited']:.0%} edited, {share['removed']:.0%} removed; "
+            f"{share['added_per_annotation']:.2f} spans added per answer.")
 
 
 def _spearman(ratings, metrics, judge, criterion) -> dict:
