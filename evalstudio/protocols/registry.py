@@ -20,7 +20,7 @@ from evalstudio.base.files import read_text_file
 from . import part_order
 from .adaptive import Assignment, StopWhen, adaptive_problems
 from .config_checks import check_against_config, compare_problems
-from .judges import read_judges
+from .judges import Prefill, read_judges
 from .mapping import InputMap
 from .mapping import check_against_config as input_problems
 from .yaml_lines import Where, describe
@@ -195,9 +195,7 @@ class Project(BaseModel):
     predictor: Literal["stored", "learner", "llm"] = "stored"
     # Model-assisted labelling: the ML backend's predictions fill the annotator's answer controls. Off by default:
     # in a human evaluation the answers start empty (no anchoring); with it off evalstudio creates no predictions.
-    # `prefill: judge:NAME`: the prediction shown is the LLM judge NAME's (`evalstudio judge --to-label-studio`), e.g.
-    # its error spans for annotators to correct (ESA-AI); no other prediction is made or shown
-    prefill: bool | str = False
+    prefill: Prefill = False  # or judge:NAME, that LLM judge's predictions only (protocols/judges.py: Prefill)
     study: str | None = None  # several Label Studio projects that make one study (Circa: Part I, then Part II)
     # Task order (evalstudio/tasks/order.py): "random" (the default) gives each annotator an order of their own (through
     # the gateway with no two tasks of one context back to back; in Label Studio its uniform sampling), "sequential"
@@ -224,14 +222,6 @@ class Project(BaseModel):
     criteria: dict[str, Criterion] = Field(min_length=1)
     base_dir: Path = Path(".")
 
-
-    @field_validator("prefill")
-    @classmethod
-    def _prefill_is_a_switch_or_a_judge(cls, value):
-        if isinstance(value, str) and not re.fullmatch(r"judge:[A-Za-z0-9][A-Za-z0-9_.:-]*", value):
-            raise ValueError(f"prefill: {value!r} is neither true/false nor judge:NAME (the model version "
-                             "`evalstudio judge --to-label-studio` gives its predictions, e.g. judge:gpt-4o)")
-        return value
     @property
     def config_path(self) -> Path:
         return (self.base_dir / self.config).resolve()
