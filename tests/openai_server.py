@@ -21,6 +21,10 @@ answers vary between tasks and samples but a prompt asked again gets the same an
   nojson     400 when response_format is asked for (a server without JSON mode)
   unmended   prose every time until POST /mend (an endpoint whose answers were broken, then mended)
   toolong    400 "maximum context length" for a prompt holding TOO-LONG (a request refused for its size)
+  misquote   a span question answered with words that are not in the text, every time
+
+A span question (MQM, ESA) is answered with one or two spans, each one or two words of the text it names, quoted
+exactly, with a label and the per-region answers.
 
 GET /stats gives the number of chat requests (and how many were answered) (all, and per prompt digest); every request body is appended to LOG
 (JSON Lines) when given."""
@@ -30,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import re
 import sys
 from collections import Counter
 
@@ -50,12 +55,39 @@ def _pick(seed: str, n: int) -> int:
     return int(hashlib.sha256(seed.encode()).hexdigest()[:8], 16) % n
 
 
+def marked(user: str, name: str, spec: dict, key: str, behaviours: set[str]) -> list[dict]:
+    """A span question's answer (a list of quoted errors): one or two words of the text the question names, quoted
+    exactly (misquote: words that are not in it), each with a label and its per-region answers."""
+    question = re.search(r'\[Question "' + re.escape(name) + r'" [^\n]*?the text \[(\w+)\]', user)
+    text = re.search(r"^\[" + re.escape(question.group(1)) + r"\] (.*)$", user, re.M) if question else None
+    words = text.group(1).split() if text else []
+    if not words:
+        return []
+    out = []
+    for n in range(1 + _pick(key + "|n", 2)):
+        at = _pick(f"{key}|{n}", len(words))
+        quote = " ".join(words[at:at + 1 + _pick(f"{key}|{n}|len", 2)])
+        span = {"text": "WORDS-NOT-IN-THE-TEXT" if "misquote" in behaviours else quote}
+        span.update(answer_properties(spec["items"]["properties"], f"{key}|{n}", None, behaviours,
+                                      skip=("text", "occurrence")))
+        out.append(span)
+    return out
+
+
 def answer(system: str, user: str, seed, behaviours: set[str]) -> dict:
     schema = json.loads(system.rsplit("The form (JSON schema):\n", 1)[1])
+    return answer_properties(schema["properties"], user, seed, behaviours, user=user)
+
+
+def answer_properties(properties: dict, base: str, seed, behaviours: set[str], skip=(), user: str = "") -> dict:
     out = {}
-    for name, spec in schema["properties"].items():
-        key = f"{user}|{name}|{seed}"
-        if "enum" in spec or spec.get("type") == "array":
+    for name, spec in properties.items():
+        key = f"{base}|{name}|{seed}"
+        if name in skip:
+            continue
+        if spec.get("type") == "array" and spec["items"].get("type") == "object":
+            out[name] = marked(user, name, spec, key, behaviours)
+        elif "enum" in spec or spec.get("type") == "array":
             labels = spec.get("enum") or spec["items"]["enum"]
             label = labels[0] if "first" in behaviours else labels[_pick(key, len(labels))]
             out[name] = [label] if spec.get("type") == "array" else label

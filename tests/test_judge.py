@@ -41,6 +41,9 @@ INSTRUMENT = [
     ("health", "health", "Responses are fixed, ignoring user preferences or requirements."),
     ("squality", "squality", None),
     ("squality_pairwise", "squality_pairwise", "Which response answers the question better?"),
+    # (the span protocols' words are their sources' (labeling_configs/mqm.xml, esa.xml), not the seed documents')
+    ("mqm", None, "label it with a severity and an error category"),
+    ("esa", None, "Select the part of translation where you have identified a translation error"),
 ]
 
 
@@ -85,7 +88,7 @@ def test_the_prompt_is_the_instrument_and_nothing_hidden(reg, name, seed, words)
             assert f'"{control}"' in text  # every question, by name, in the page and in the form
         if words:
             assert words in text
-            if seed != "squality_pairwise":  # (squality's wording is evalstudio's: see its config)
+            if seed not in (None, "squality_pairwise"):  # (squality's wording is evalstudio's: see its config)
                 document = "\n".join(p.read_text(encoding="utf-8", errors="replace") for p in sorted(SEEDS.iterdir()))
                 assert " ".join(words.split()) in " ".join(document.split()), "not the seed document's words"
     if instrument.positions > 1:

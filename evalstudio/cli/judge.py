@@ -83,5 +83,8 @@ def judge(
         err.print(f"stopped: {done} of {total} task judgements done and written to {output}; every answer so far "
                   "is cached: the same command again asks only the rest", highlight=False, soft_wrap=True)
         raise typer.Exit(130)
+    spans = (output / "spans.csv").exists()  # (a span protocol's judges' spans)
     console.print(f"{done} task judgement(s) in {output}/ (metrics.csv: `evalstudio analyze --protocol {protocol} "
-                  f"--metrics {output}/metrics.csv`)", highlight=False, markup=False)
+                  f"--metrics {output}/metrics.csv`" + ("; spans.csv: the judges' spans; with --to-label-studio, "
+                                                        "`evalstudio report` compares them with the annotators'"
+                                                        if spans else "") + ")", highlight=False, markup=False)

@@ -77,7 +77,7 @@ def demo(
                            if f.suffix in {".jsonl", ".csv", ".tsv", ".xml"})
             report = import_with_progress(project, files, client)
             prefilled = "answers start empty"
-            if project.prefill:  # model-assisted labelling, only where projects.yaml opts in
+            if project.prefill is True:  # model-assisted labelling, only where projects.yaml opts in
                 client.connect_ml_backend(report.project_id, backend.url, backend.auth)
                 prefilled = f"{client.prefill(report.project_id)[0]} prefilled"
             console.print(f"{project.name:11} {report.created:4} created, {report.already_present:4} already present, "

@@ -25,6 +25,7 @@ from starlette.routing import Route
 from evalstudio.base.errors import EvalstudioError
 from evalstudio.crowd import routing
 from evalstudio.crowd.ledger import Ledger, Ref
+from evalstudio.values.origins import region_key, same_value, shown_prediction
 
 from . import pages, sync
 from .admission import Admission, Session, error_response
@@ -248,7 +249,7 @@ class Gateway(Serving, Admission):
                  # the participant's first task of the part: its guide open (setup.panels_open)
                  "guide": "open" if self.ledger.first_number(ref.participant, part.name) == ref.number else "folded"}
         if part.prefill:
-            shown["predictions"] = [{"id": i + 1, "result": p.get("result") or []}
+            shown["predictions"] = [{"id": i + 1, "result": shown_prediction(p.get("result"), part.prefill)}
                                     for i, p in enumerate(predictions or [])][:1]
         return JSONResponse(shown)
 
@@ -290,25 +291,27 @@ class Gateway(Serving, Admission):
     async def _with_origin(self, part: Part, ref: Ref, result: list[dict]) -> list[dict]:
         """Each region's origin as the gateway knows it: `manual`, or with prefilling on (model-assisted labelling)
         `prediction` where the answer is the prediction shown and `prediction-changed` where the participant changed
-        it. Never what the browser says."""
-        predicted: dict[str, object] = {}
+        it (a span and its per-region answers: the predicted region of the same id, its extent and label compared).
+        Never what the browser says."""
+        predicted: dict[object, object] = {}
         if part.prefill:
-            first = ((await self._predictions(ref.task_id)) or [{}])[0]
-            predicted = {r.get("from_name"): r.get("value") for r in first.get("result") or [] if isinstance(r, dict)}
+            first = ((await self._predictions(ref.task_id, part.prefill)) or [{}])[0]
+            predicted = {region_key(r): r.get("value") for r in shown_prediction(first.get("result"), part.prefill)}
         out = []
         for region in result:
-            name = region["from_name"]
-            origin = "manual" if name not in predicted else (
-                "prediction" if predicted[name] == region["value"] else "prediction-changed")
+            key = region_key(region)
+            origin = "manual" if key not in predicted else (
+                "prediction" if same_value(predicted[key], region["value"]) else "prediction-changed")
             out.append({**region, "origin": origin})
         return out
 
-    async def _predictions(self, task_id: int) -> list[dict]:
+    async def _predictions(self, task_id: int, part_prefill: bool | str = True) -> list[dict]:
         """A prefilled part's predictions of a task (read from Label Studio: prefilling is an opt-in of a study run in
-        Label Studio's pace)."""
+        Label Studio's pace); with `prefill: judge:NAME` that judge's only."""
         task = await self._call("GET", f"/api/tasks/{task_id}")
         task.raise_for_status()
-        return [p for p in task.json().get("predictions") or [] if isinstance(p, dict)]
+        return [p for p in task.json().get("predictions") or [] if isinstance(p, dict)
+                and (part_prefill is True or p.get("model_version") == part_prefill)]
 
     # ---- Label Studio's front-end files, streamed ------------------------------------------------------------
     async def asset(self, request: Request) -> Response:

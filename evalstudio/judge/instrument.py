@@ -10,7 +10,11 @@ on): a system name, gold answer, model rating, `meta` or other annotation never 
 
 Pairwise and best-worst protocols are asked in more than one order: the candidates' displayed fields (FIELD_a,
 FIELD_b, ...) are permuted, and an answer that names positions (compare.outcomes, the best/worst labels) is mapped
-back to the order the task stores (`Instrument.unpermute`)."""
+back to the order the task stores (`Instrument.unpermute`).
+
+Span protocols (MQM, ESA): a Labels control is a span question; the text it marks is named on the page
+("[target] ...") and the judge answers with quotes of that text, each with its label and per-region answers
+(judge/spans.py), turned into the offsets Label Studio stores."""
 
 from __future__ import annotations
 
@@ -27,6 +31,8 @@ from evalstudio.gateway.checks import Control, Refused, check_result, controls_o
 from evalstudio.protocols.mapping import POSITIONS
 from evalstudio.protocols.registry import Project
 from evalstudio.values.spans import SPAN_TAGS
+
+from . import spans
 
 TEXT_TAGS = {"Header", "Text", "HyperText", "Paragraphs", "Table"}
 SKIPPED = {"Style", "Script", "Choice", "Label"}
@@ -101,14 +107,21 @@ class Instrument:
     def __init__(self, project: Project):
         self.project = project
         self.controls = controls_of(project)
-        spans = [c.name for c in self.controls.values() if c.tag in SPAN_TAGS or c.per_region]
-        if spans:  # its prompt would ask for text where annotators mark spans: not the annotators' instrument
-            raise InstrumentError(f"{project.config_path}: an LLM judge cannot mark spans of a text yet "
-                                  f"({', '.join(spans)}); judge a protocol without Labels or perRegion controls")
         try:
             self.root = ET.fromstring(project.config_for("gateway"))  # (comments are dropped by the parser)
         except ET.ParseError as e:
             raise InstrumentError(f"{project.config_path}: not readable as XML ({e})") from None
+        # span questions (judge/spans.py): each Labels control with the per-region questions of its text
+        self.span_questions = {name: spans.per_region_of(self.controls, c) for name, c in self.controls.items()
+                               if c.tag in SPAN_TAGS}
+        asked_per_span = {q.name for questions in self.span_questions.values() for q in questions}
+        unmarkable = [c.name for c in self.controls.values()
+                      if (c.per_region and c.name not in asked_per_span) or (c.tag in SPAN_TAGS and not c.field)]
+        if unmarkable:  # a per-region question of no span, or spans of something other than one shown text
+            raise InstrumentError(f"{project.config_path}: an LLM judge cannot answer {', '.join(unmarkable)}: it "
+                                  f"marks spans of a Text showing one task field, and answers per-region questions "
+                                  f"of those spans only")
+        self.span_fields = {c.field for name, c in self.controls.items() if name in self.span_questions}
         self.instructions = _text(project.instructions_for("gateway"))
         self.fields = frozenset(project.data_fields())  # what the gateway passes on of a task
         candidates = project.input.candidates if project.input is not None else None
@@ -118,9 +131,11 @@ class Instrument:
         # the question whose labels name positions, on a pairwise protocol (None otherwise)
         self.comparison_control = (project.slots(compare.criterion)[0].control
                                    if compare is not None and compare.kind == "pairwise" else None)
+        asked = {name: c for name, c in self.controls.items() if not c.per_region}  # per-region: inside a span
         self.schema = {"type": "object", "additionalProperties": False,
-                       "properties": {name: _schema(c) for name, c in self.controls.items()},
-                       "required": [name for name, c in self.controls.items() if c.required]}
+                       "properties": {name: spans.span_schema(c, self.span_questions[name], _schema)
+                                      if name in self.span_questions else _schema(c) for name, c in asked.items()},
+                       "required": [name for name, c in asked.items() if c.required]}
 
     # ---- the prompt -------------------------------------------------------------------------------------------
     def orders(self, both: bool = True) -> list[tuple[int, ...]]:
@@ -169,6 +184,8 @@ class Instrument:
                 lines.append(("", [f"## {value}"]))
             elif tag in TEXT_TAGS and value is not None:
                 prefix = "# " if tag == "Header" else ""
+                if tag == "Text" and value.startswith("$") and value[1:] in self.span_fields:
+                    prefix = f"[{value[1:]}] "  # a text whose errors are marked: named, as the span question says
                 parts = FIELD.sub(lambda m: "\x00" + m.group(1) + "\x00", value).split("\x00")
                 if len(parts) > 1:
                     lines.append((prefix, parts))
@@ -177,14 +194,20 @@ class Instrument:
             elif tag in self._control_tags and element.attrib.get("name") in self.controls:
                 control = self.controls[element.attrib["name"]]
                 required = "required" if control.required else "optional"
-                lines.append(("", [f"[Question \"{control.name}\" ({required}): answer with {_describe(control)}]"]))
+                if control.name in self.span_questions:
+                    asked = spans.describe_span(control, self.span_questions[control.name],
+                                                spans.hints(self.root, control), _describe)
+                    lines.append(("", [f"[Question \"{control.name}\" ({required}): {asked}]"]))
+                elif not control.per_region:  # (a per-region question is asked inside its span's)
+                    lines.append(("", [f"[Question \"{control.name}\" ({required}): answer with "
+                                       f"{_describe(control)}]"]))
             for child in element:
                 walk(child)
 
         walk(self.root)
         return lines
 
-    _control_tags = {"Rating", "Number", "Choices", "TextArea"}
+    _control_tags = {"Rating", "Number", "Choices", "TextArea", *SPAN_TAGS}
 
     @cached_property
     def _system(self) -> str:
@@ -199,9 +222,10 @@ class Instrument:
         return Prompt(messages, digest(messages), order)
 
     # ---- the answer -------------------------------------------------------------------------------------------
-    def check(self, content: str) -> dict:
+    def check(self, content: str, shown: dict | None = None) -> dict:
         """The judge's answer as {control: value}, checked as a participant's complete answer is (every required
-        question, values on the scale); Refused with the reason otherwise."""
+        question, values on the scale; spans found in the `shown` task fields, judge/spans.py); Refused with the
+        reason otherwise."""
         text = re.sub(r"^```(?:json)?\s*|\s*```$", "", content.strip())
         try:
             answer = json.loads(text)
@@ -212,9 +236,14 @@ class Instrument:
         result = []
         for name, value in answer.items():
             control = self.controls.get(name) if isinstance(name, str) else None
-            if control is None:
+            if control is None or control.per_region:
                 raise Refused(f"{str(name)[:40]!r} is no question of the form")
             if value is None or value == "" or value == []:
+                continue
+            if control.tag in SPAN_TAGS:
+                text = (shown or {}).get(control.field)
+                result += spans.locate(text if isinstance(text, str) else "", value, control,
+                                       self.span_questions[name])
                 continue
             if control.tag == "Choices":
                 value = {"choices": value if isinstance(value, list) else [value]}
@@ -224,10 +253,12 @@ class Instrument:
                 value = {control.tag.lower(): value}
             result.append({"from_name": name, "to_name": (control.to_names or ("",))[0],
                            "type": control.tag.lower(), "value": value})
-        clean = check_result(result, self.controls, complete=True)
-        out = {}
+        clean = check_result(result, self.controls, complete=True, data=shown)
+        out: dict = spans.plain_spans(clean, self.controls)
         for region in clean:
             control, value = self.controls[region["from_name"]], next(iter(region["value"].values()))
+            if control.tag in SPAN_TAGS or control.per_region:
+                continue
             if control.tag == "Choices" and not control.multiple:
                 value = value[0]
             elif control.tag == "TextArea":

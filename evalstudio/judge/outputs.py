@@ -1,5 +1,5 @@
 """What a judge run writes: the metric scores `analyze --metrics` reads, every answer with the digest of the prompt
-it answered, the prompts themselves (once per digest), and a summary per judge (answers, missing and why, cache,
+it answered, the prompts themselves (once per digest), a span protocol's spans table, and a summary per judge (answers, missing and why, cache,
 tokens, cost, order consistency and position bias of comparisons, mean confidence)."""
 
 from __future__ import annotations
@@ -13,8 +13,10 @@ import pandas as pd
 from evalstudio.base.chat import Judge
 from .instrument import Instrument
 from .run import Run, comparison_rows, metric_rows, position_bias
+from .spans import judged_tasks
 
 METRICS, ANSWERS, PROMPTS, SUMMARY = "metrics.csv", "answers.jsonl", "prompts.jsonl", "summary.csv"
+SPANS = "spans.csv"  # a span protocol's: the judges' spans as the annotators' spans table has them (one per span)
 # what `analyze --metrics` reads, then which project (a counterbalanced list) and version of the item was judged
 METRIC_COLUMNS = ["item", "system", "metric", "criterion", "value", "confidence", "project", "version"]
 
@@ -65,6 +67,13 @@ def write(folder: Path, instrument: Instrument, run: Run, tasks: list[dict], pro
     if append and (folder / METRICS).exists():
         metrics = pd.concat([pd.read_csv(folder / METRICS, dtype=str, keep_default_na=False), metrics.astype(str)])
     write_table(metrics, folder / METRICS, "csv")
+    if instrument.span_questions:
+        from evalstudio.exporters.tables.tidy import span_frame
+
+        marked = span_frame(judged_tasks(instrument.controls, run.combined, tasks), instrument.project)
+        if append and (folder / SPANS).exists():
+            marked = pd.concat([pd.read_csv(folder / SPANS, dtype=str, keep_default_na=False), marked.astype(str)])
+        write_table(marked, folder / SPANS, "csv")
     with open(folder / ANSWERS, mode, encoding="utf-8") as out:
         for a in run.asked:
             out.write(json.dumps({"project": instrument.project.name, "judge": a.judge, "task_id": a.task_id,

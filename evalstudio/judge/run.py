@@ -27,6 +27,7 @@ from evalstudio.values.results import task_fields
 
 from evalstudio.base.chat import ChatClient, Judge, Usage
 from .instrument import Instrument
+from .spans import regions_of
 
 MALFORMED_RETRIES = 2  # a malformed answer is asked again this many times, then recorded as missing
 
@@ -76,24 +77,25 @@ async def ask_task(client: ChatClient, instrument: Instrument, judge: Judge, tas
         if prompts is not None:
             prompts[prompt.digest] = prompt.messages
         for sample in range(samples):
-            out.append(await _ask_checked(client, instrument, judge, task["id"], prompt, sample, usage))
+            out.append(await _ask_checked(client, instrument, judge, task["id"], prompt, sample, usage,
+                                          instrument.shown(data, order)))
     return out
 
 
-async def _ask_checked(client, instrument, judge, task_id, prompt, sample, usage) -> Asked:
+async def _ask_checked(client, instrument, judge, task_id, prompt, sample, usage, shown: dict) -> Asked:
     reason = None
     for attempt in range(MALFORMED_RETRIES + 1):
         answer, key = await client.ask(judge, prompt.messages, prompt.digest, sample, attempt, usage)
         if answer.content is None:
             return Asked(judge.name, task_id, sample, prompt.order, prompt.digest, None, error=answer.error)
         try:
-            shown = instrument.check(answer.content)
+            checked = instrument.check(answer.content, shown)
         except Refused as e:
             reason = f"malformed answer: {e}"
             client.forget(key)  # never kept: the next run asks again (the endpoint may have been mended)
             continue
         return Asked(judge.name, task_id, sample, prompt.order, prompt.digest,
-                     instrument.unpermute(shown, prompt.order), shown, cached=answer.cached)
+                     instrument.unpermute(checked, prompt.order), checked, cached=answer.cached)
     return Asked(judge.name, task_id, sample, prompt.order, prompt.digest, None,
                  error=f"{reason} ({MALFORMED_RETRIES + 1} times)")
 
@@ -125,7 +127,7 @@ def combine(instrument: Instrument, asked: list[Asked]) -> Combined:
                     continue
             values[name] = list(best) if control.multiple else best[0]
             confidence[name] = (n / len(answers)) if len(answers) > 1 else None
-        else:  # a written answer: the first sample's, as it was given
+        else:  # a written answer or the spans marked: the first sample's, as it was given
             values[name] = answers[0]
     consistent = None
     if instrument.positions > 1:
@@ -253,6 +255,17 @@ def comparison_rows(instrument: Instrument, run: Run, tasks: list[dict]) -> list
                      "left": str(shown[0]), "right": str(shown[1]), "outcome": outcome,
                      "confidence": "" if confidence is None else round(confidence, 6)})
     return rows
+
+
+def prediction_result(instrument: Instrument, values: dict) -> list[dict]:
+    """A judge's combined answer as the result of a Label Studio prediction: each answer on the scale (`on_scale`),
+    spans as pre-marked regions with their per-region answers (judge/spans.py)."""
+    from evalstudio.values.results import region
+
+    interface = instrument.project.interface
+    marked = {name: v for name, v in values.items() if name in instrument.span_questions and isinstance(v, list)}
+    return [region(interface, control, value) for control, value in on_scale(instrument, values).items()
+            if control not in instrument.span_questions] + regions_of(marked, instrument.controls)
 
 
 def on_scale(instrument: Instrument, values: dict) -> dict:

@@ -188,7 +188,7 @@ class Client(Accounts):
             # No anchoring: predictions fill answer controls only when the project opts in to model-assisted
             # labelling (projects.yaml `prefill: true`). Label Studio never fetches predictions by itself (they
             # come from `evalstudio prefill`, once per task), and evalstudio creates none without the opt-in.
-            show_collab_predictions=project.prefill,
+            show_collab_predictions=bool(project.prefill),
             evaluate_predictions_automatically=False,
             sampling="Uniform sampling" if project.order == "random" else "Sequential sampling",
         )
@@ -415,6 +415,10 @@ class Client(Accounts):
     @staticmethod
     def require_prefill(project: Project) -> None:
         """Predictions are model-assisted labelling: refused unless the project opts in (prefill: true)."""
+        if isinstance(project.prefill, str):
+            raise ServerError(
+                f"{project.name}: prefill is {project.prefill} in projects.yaml: the prediction shown is that LLM "
+                "judge's (`evalstudio judge --to-label-studio`), not the ML backend's")
         if not project.prefill:
             raise ServerError(
                 f"{project.name}: prefill is off in projects.yaml, so evalstudio creates no predictions: in Label Studio a "

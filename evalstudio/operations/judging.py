@@ -169,10 +169,9 @@ def _tasks(part, files: list[Path] | None, limit: int | None) -> list[dict]:
 def _store(part, instrument, run, tasks) -> int:
     """Each judge's combined answers as predictions (model version judge:NAME, the mean confidence as the score);
     an earlier prediction of the same judge is replaced when it differs."""
-    from evalstudio.judge.run import on_scale
+    from evalstudio.judge.run import prediction_result
     from evalstudio.labelstudio.client import Client
     from evalstudio.labelstudio.connection import settings_from_env
-    from evalstudio.values.results import region
 
     client = Client(settings_from_env())
     by_id = {t["id"]: t for t in tasks}
@@ -180,8 +179,7 @@ def _store(part, instrument, run, tasks) -> int:
     for combined in run.combined:
         if not combined.values:
             continue
-        result = [region(part.interface, control, value)
-                  for control, value in on_scale(instrument, combined.values).items()]
+        result = prediction_result(instrument, combined.values)
         version = f"judge:{combined.judge}"
         known = [c for c in combined.confidence.values() if c is not None]
         earlier = [p for p in by_id[combined.task_id]["predictions"] if p.get("model_version") == version]

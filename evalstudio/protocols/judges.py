@@ -15,12 +15,24 @@ A key written into the file is refused: keys come from the environment only."""
 from __future__ import annotations
 
 import re
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from evalstudio.base.errors import RegistryError
 
 from .yaml_lines import describe
+
+def _prefill(value: bool | str) -> bool | str:
+    if isinstance(value, str) and not re.fullmatch(r"judge:[A-Za-z0-9][A-Za-z0-9_.:-]*", value):
+        raise ValueError(f"prefill: {value!r} is neither true/false nor judge:NAME (the model version "
+                         "`evalstudio judge --to-label-studio` gives its predictions, e.g. judge:gpt-4o)")
+    return value
+
+
+# a project's `prefill`: true (the ML backend's predictions fill the answers) or judge:NAME (the LLM judge NAME's
+# predictions only, e.g. its error spans for annotators to correct: ESA-AI); no other prediction is shown
+Prefill = Annotated[bool | str, AfterValidator(_prefill)]
 
 SHAPES = {  # field -> (what it must look like, the message that names the fix)
     "key_env": (r"[A-Za-z_][A-Za-z0-9_]{0,99}", "the name of an environment variable (e.g. OPENAI_API_KEY), never "

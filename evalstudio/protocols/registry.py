@@ -21,7 +21,7 @@ from evalstudio.values.spans import MAX_SPANS
 from . import part_order
 from .adaptive import Assignment, StopWhen, adaptive_problems
 from .config_checks import check_against_config, compare_problems
-from .judges import read_judges
+from .judges import Prefill, read_judges
 from .mapping import InputMap
 from .mapping import check_against_config as input_problems
 from .yaml_lines import Where, describe
@@ -197,7 +197,7 @@ class Project(BaseModel):
     predictor: Literal["stored", "learner", "llm"] = "stored"
     # Model-assisted labelling: the ML backend's predictions fill the annotator's answer controls. Off by default:
     # in a human evaluation the answers start empty (no anchoring); with it off evalstudio creates no predictions.
-    prefill: bool = False
+    prefill: Prefill = False  # or judge:NAME, that LLM judge's predictions only (protocols/judges.py: Prefill)
     study: str | None = None  # several Label Studio projects that make one study (Circa: Part I, then Part II)
     # Task order (evalstudio/tasks/order.py): "random" (the default) gives each annotator an order of their own (through
     # the gateway with no two tasks of one context back to back; in Label Studio its uniform sampling), "sequential"

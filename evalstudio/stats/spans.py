@@ -211,7 +211,8 @@ def span_agreement(spans: pd.DataFrame, lengths: pd.Series, first, second,
     """Agreement of annotators `first` and `second` on the segments both annotated (`spans`: segment, annotator,
     start, end, severity, one row per span; `lengths`: each segment's text length, indexed by segment, for the
     segments both annotated, with or without spans). Character-level precision and recall of `second`'s marked
-    characters against `first`'s, their F1, and Krippendorff's alpha (nominal) on the characters' labels (0: no
+    characters against `first`'s, their F1 (and the same counting only characters both gave the same severity:
+    `_label`), and Krippendorff's alpha (nominal) on the characters' labels (0: no
     error, else the severity's position in `severities`, the last the most severe).
 
     >>> spans = pd.DataFrame({"segment": ["s1", "s1"], "annotator": ["a", "b"], "start": [0, 2], "end": [4, 6],
@@ -225,10 +226,13 @@ def span_agreement(spans: pd.DataFrame, lengths: pd.Series, first, second,
     a = _char_labels(spans[who == first], lengths, codes)
     b = _char_labels(spans[who == second], lengths, codes)
     both = int(np.count_nonzero((a > 0) & (b > 0)))
+    same = int(np.count_nonzero((a > 0) & (a == b)))  # marked by both with the same severity
     marked_a, marked_b = int(np.count_nonzero(a)), int(np.count_nonzero(b))
-    precision = both / marked_b if marked_b else np.nan
-    recall = both / marked_a if marked_a else np.nan
-    f1 = 2 * both / (marked_a + marked_b) if marked_a + marked_b else np.nan
+    rates = {}
+    for suffix, hits in (("", both), ("_label", same)):
+        rates["precision" + suffix] = hits / marked_b if marked_b else np.nan
+        rates["recall" + suffix] = hits / marked_a if marked_a else np.nan
+        rates["f1" + suffix] = 2 * hits / (marked_a + marked_b) if marked_a + marked_b else np.nan
     alpha = nominal_alpha_two_coders(a, b) if len(a) else np.nan
-    return {"characters": int(len(a)), "marked_first": marked_a, "marked_second": marked_b, "precision": precision,
-            "recall": recall, "f1": f1, "alpha": alpha}
+    return {"characters": int(len(a)), "marked_first": marked_a, "marked_second": marked_b, "both": both,
+            "same_label": same, **rates, "alpha": alpha}

@@ -221,7 +221,7 @@ def _import_files(project, importer, paths, client, batch_size, on_progress, ski
     # model-assisted labelling with the stored predictor: each task goes in with its model outputs as its Label
     # Studio prediction (checked against the controls as the ML backend checks them), in the same request: a project
     # is prefilled the moment it is imported, and a task is never sent twice, so neither is its prediction
-    predict = project.prefill and project.predictor == "stored"
+    predict = project.prefill is True and project.predictor == "stored"  # (judge:NAME: the judge's, made apart)
     if predict:
         from evalstudio.ml_backend.predictors import NoPrediction, StoredPredictor, prediction_of
 

@@ -22,7 +22,7 @@ from ..tables.tidy import prediction_frame
 
 PREFIX = "judge:"
 COLUMNS = ["judge", "criterion", "scale", "segments", "agreement", "statistic", "accuracy", "alt_test",
-           "winning_rate", "advantage_probability"]
+           "winning_rate", "advantage_probability", "precision", "recall"]
 
 
 def _metrics(predicted: pd.DataFrame, spec) -> pd.DataFrame:
@@ -46,7 +46,10 @@ def judge_verdicts(tasks: list[dict], annotations: pd.DataFrame, project, epsilo
     """(one row per judge and criterion, one verdict line per judge); empty when no task has a judge's answer."""
     predicted = prediction_frame(tasks, project)
     predicted = predicted[predicted["model_version"].astype(str).str.startswith(PREFIX)]
-    if predicted.empty or annotations.empty:
+    if annotations.empty:
+        return pd.DataFrame(columns=COLUMNS), []
+    marked = judge_span_rows(tasks, annotations, project)
+    if predicted.empty and not marked:
         return pd.DataFrame(columns=COLUMNS), []
     spec = spec_from_protocol(project)
     ratings, _ = from_label_studio(annotations, predicted.iloc[:0], spec)
@@ -56,7 +59,8 @@ def judge_verdicts(tasks: list[dict], annotations: pd.DataFrame, project, epsilo
     why = Reasons()
     checks, _, _ = judge_checks(ratings, metrics, spec, why)
     rows, lines = [], []
-    for judge in sorted(metrics["metric"].unique()):
+    for judge in sorted(set(metrics["metric"]) | {r["judge"] for r in marked}):
+        rows += [r for r in marked if r["judge"] == judge]
         alt, _ = alt_test_tables(ratings, metrics, spec, judge, epsilon, min_items=min_items, why=why)
         for criterion, crit in spec.criteria.items():
             mine = checks[(checks["criterion"] == criterion) & (checks["metric"] == judge)] if not checks.empty \
@@ -79,8 +83,84 @@ def judge_verdicts(tasks: list[dict], annotations: pd.DataFrame, project, epsilo
                 reasons = [r["reason"] for r in why if r["table"] == "alt_test" and r["criterion"] == criterion]
                 row["alt_test"] = "not run: " + (reasons[-1] if reasons else "no human ratings to test against")
             rows.append(row)
-        lines.append(_line(judge, [r for r in rows if r["judge"] == judge], epsilon))
+        lines.append(_line(judge, [r for r in rows if r["judge"] == judge], epsilon) + _post_edit_note(
+            tasks, project, judge))
     return pd.DataFrame(rows, columns=COLUMNS), lines
+
+
+def judge_span_rows(tasks: list[dict], annotations: pd.DataFrame, project) -> list[dict]:
+    """A span protocol's judges against the annotators, per judge and span control: character-level precision and
+    recall of the judge's marks against each annotator's on the tasks both marked (pooled over annotators), F1,
+    and the same counting only characters given the same label (stats.spans.span_agreement). Empty when the
+    protocol has no spans or no judge marked any task; the annotators are those of `annotations` (kept ones)."""
+    from evalstudio.stats.spans import span_agreement
+    from evalstudio.values.spans import span_controls, span_object_field
+
+    from ..tables.tidy import span_frame
+
+    names, _ = span_controls(project.interface)
+    judged = [{**t, "annotations": [{"id": p.get("id"), "completed_by": str(p["model_version"])[len(PREFIX):],
+                                     "result": p.get("result") or []}
+                                    for p in t.get("predictions") or []
+                                    if str(p.get("model_version", "")).startswith(PREFIX)]} for t in tasks]
+    if not names or not any(t["annotations"] for t in judged):
+        return []
+    # the annotators' answers kept (annotation -> annotator, task), their spans named as the annotations name them;
+    # a task an annotator answered without marking anything counts: nothing marked
+    kept = annotations[~annotations["cancelled"].astype(bool)] if "cancelled" in annotations else annotations
+    kept = kept.drop_duplicates("annotation_id")
+    who = dict(zip(kept["annotation_id"].astype(str), kept["annotator"].astype(str)))
+    answered = set(zip(kept["annotator"].astype(str), kept["task_id"].astype(int)))
+    humans = span_frame(tasks, project)
+    humans = humans[humans["annotation_id"].astype(str).isin(who)]
+    humans = humans.assign(annotator=humans["annotation_id"].astype(str).map(who))
+    machines = span_frame(judged, project)
+    by_judge = {(j["completed_by"], int(t["id"])) for t in judged for j in t["annotations"]}
+    rows = []
+    for name in names:
+        field = span_object_field(project.interface, project.interface.get_control(name))
+        lengths = {int(t["id"]): len(t["data"].get(field) or "") for t in tasks
+                   if isinstance((t.get("data") or {}).get(field), str)}
+        for judge in sorted({j for j, _ in by_judge}):
+            counts = np.zeros(5)  # characters: marked by the annotator, by the judge, by both, same label; segments
+            for human in sorted({h for h, _ in answered}):
+                common = sorted(t for h, t in answered if h == human and (judge, t) in by_judge and t in lengths)
+                if not common:
+                    continue
+                pick = lambda f, who: f[(f["control"] == name) & (f["annotator"].astype(str) == who)  # noqa: E731
+                                        & f["task_id"].isin(common)]
+                both = pd.concat([pick(humans, human).assign(annotator="human"),
+                                  pick(machines, judge).assign(annotator="judge")], ignore_index=True)
+                both = pd.DataFrame({"segment": both["task_id"].astype(int), "annotator": both["annotator"],
+                                     "start": both["start"], "end": both["end"], "severity": both["labels"]})
+                r = span_agreement(both, pd.Series({t: lengths[t] for t in common}), "human", "judge",
+                                   severities=tuple(project.interface.get_control(name).labels))
+                counts += [r["marked_first"], r["marked_second"], r["both"], r["same_label"], len(common)]
+            if not counts[4]:
+                continue
+            for suffix, hits, said in (("", counts[2], "any label"), ("_label", counts[3], "same label")):
+                rows.append({"judge": judge, "criterion": f"{name} spans", "scale": "spans", "segments": int(counts[4]),
+                             "agreement": 2 * hits / (counts[0] + counts[1]) if counts[0] + counts[1] else np.nan,
+                             "statistic": f"character F1 with the annotators ({said})",
+                             "precision": hits / counts[1] if counts[1] else np.nan,
+                             "recall": hits / counts[0] if counts[0] else np.nan})
+    return rows
+
+
+def _post_edit_note(tasks: list[dict], project, judge: str) -> str:
+    """Where the study showed this judge's spans to correct (`prefill: judge:NAME`): what the annotators did with
+    them (exporters.analyses.postedit), as a sentence; empty otherwise."""
+    from .postedit import post_edit_shares, post_edits
+
+    if project.prefill != PREFIX + judge:
+        return ""
+    edits = post_edits(tasks, project, project.prefill)
+    if edits.empty or not edits["predicted"].sum():
+        return ""
+    share = post_edit_shares(edits.assign(all="all"), by="all").iloc[0]
+    return (f" Its spans shown to annotators ({int(share['predicted'])} in {int(share['annotations'])} answers): "
+            f"{share['kept']:.0%} kept, {share['edited']:.0%} edited, {share['removed']:.0%} removed; "
+            f"{share['added_per_annotation']:.2f} spans added per answer.")
 
 
 def _spearman(ratings, metrics, judge, criterion) -> dict:

@@ -1,0 +1,82 @@
+"""What annotators did with pre-marked error spans (ESA-AI: Zouhar, Kocmi & Sachan 2024, "AI-Assisted Human
+Evaluation of Machine Translation"): per annotation of a task whose answer started from a judge's spans
+(`prefill: judge:NAME` in projects.yaml), how many of the predicted spans the annotator kept as they were, edited
+(another extent or label), or removed, and how many spans they added.
+
+A span is matched with the predicted span of the same region id (Label Studio's editor keeps the prediction's ids
+in the answer it starts from; evalstudio/values/origins.py), then, among the spans left, with a predicted span of
+the same control, offsets and label (kept). Read from a Label Studio export: the tasks' predictions of that model
+version and their annotations (cancelled and surplus ones left out)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from evalstudio.values.results import task_fields
+from evalstudio.values.spans import SPAN_TAGS
+
+from ..tables.tidy import surplus_annotations
+
+COLUMNS = ["task_id", "item_id", "system", "annotator", "annotation_id", "predicted", "kept", "edited", "removed",
+           "added"]
+
+
+def _spans(result, names: set[str]) -> dict[str, tuple]:
+    """id -> (control, start, end, label) of the spans of a result."""
+    out = {}
+    for region in result or []:
+        if isinstance(region, dict) and region.get("type") == "labels" and region.get("from_name") in names:
+            value = region.get("value") or {}
+            labels = value.get("labels") or [None]
+            out[str(region.get("id"))] = (region["from_name"], value.get("start"), value.get("end"), labels[0])
+    return out
+
+
+def post_edits(tasks: list[dict], project, model_version: str, users=None) -> pd.DataFrame:
+    """One row per annotation of a task with the `model_version` prediction: predicted spans, and how many were
+    kept, edited, removed; spans added (module docstring)."""
+    names = {c.name for c in project.interface.controls if c.tag in SPAN_TAGS}
+    users = users or {}
+    rows = []
+    for task in tasks:
+        prediction = next((p for p in task.get("predictions") or [] if p.get("model_version") == model_version), None)
+        if prediction is None:
+            continue
+        predicted = _spans(prediction.get("result"), names)
+        annotations = [a for a in task.get("annotations") or [] if isinstance(a, dict)]
+        surplus = surplus_annotations(annotations, project.annotators_per_task, users)
+        known = task_fields(task)
+        for annotation in annotations:
+            if annotation.get("was_cancelled") or id(annotation) in surplus:
+                continue
+            given = _spans(annotation.get("result"), names)
+            both = set(given) & set(predicted)
+            kept = {i for i in both if given[i] == predicted[i]}
+            edited = both - kept
+            left = [predicted[i] for i in predicted if i not in both]  # predicted spans not answered under their id
+            added = 0
+            for i in set(given) - both:
+                if given[i] in left:  # the same span under another id: kept
+                    left.remove(given[i])
+                    kept.add(i)
+                else:
+                    added += 1
+            completed_by = annotation.get("completed_by")
+            rows.append({"task_id": task.get("id"), "item_id": known.get("item_id"), "system": known.get("system"),
+                         "annotator": users.get(completed_by, str(completed_by)), "annotation_id": annotation.get("id"),
+                         "predicted": len(predicted), "kept": len(kept), "edited": len(edited), "removed": len(left),
+                         "added": added})
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def post_edit_shares(edits: pd.DataFrame, by: str = "annotator") -> pd.DataFrame:
+    """Per annotator (or system): the predicted spans and the shares kept, edited and removed, and the spans added
+    per annotation."""
+    if edits.empty:
+        return pd.DataFrame(columns=[by, "annotations", "predicted", "kept", "edited", "removed", "added_per_annotation"])
+    sums = edits.groupby(by, sort=True)[["predicted", "kept", "edited", "removed", "added"]].sum()
+    out = pd.DataFrame({"annotations": edits.groupby(by, sort=True).size(), "predicted": sums["predicted"]})
+    for column in ("kept", "edited", "removed"):
+        out[column] = (sums[column] / sums["predicted"]).where(sums["predicted"] > 0)
+    out["added_per_annotation"] = sums["added"] / out["annotations"]
+    return out.reset_index()
