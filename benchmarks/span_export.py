@@ -64,7 +64,7 @@ def annotated_project(client, tasks: int, per_task: int):
 
 def ours(client, project, project_id: int, folder: Path) -> tuple[float, int]:
     """evalstudio's export: (seconds, spans written)."""
-    from evalstudio.exporters.tidy import write_annotations
+    from evalstudio.exporters.tables.tidy import write_annotations
 
     begin = time.perf_counter()
     users = client.users()

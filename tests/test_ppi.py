@@ -256,7 +256,7 @@ def test_each_reason_cites_the_figure_its_calibration_table_gives(population):
     least 0.93 of the time at each calibrated size."""
     import re
 
-    from evalstudio.exporters import ppi
+    from evalstudio.exporters.analyses import ppi
 
     said = re.match(r"\+(\d+)%: said (\d+), worth (\d+)", _effective_n_row(population, 30)[4])
     text = ppi.BELOW_MIN_RATED_EFFECTIVE_N[population]
@@ -272,7 +272,7 @@ def test_each_reason_cites_the_figure_its_calibration_table_gives(population):
 
 def test_the_reasons_are_the_ones_printed():
     """The cited reasons are what `size_notes` and the refusals print."""
-    from evalstudio.exporters import ppi
+    from evalstudio.exporters.analyses import ppi
 
     for population in ppi.POPULATIONS:
         notes = " ".join(ppi.size_notes(pd.DataFrame({"n_labelled": [5]}), pd.DataFrame({"n_labelled": []}),

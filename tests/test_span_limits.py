@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from evalstudio.base.errors import RegistryError
 from evalstudio.crowd import study
-from evalstudio.exporters.tidy import annotation_frame, span_frame
+from evalstudio.exporters.tables.tidy import annotation_frame, span_frame
 from evalstudio.gateway.checks import Refused, check_result, controls_of
 from evalstudio.protocols import registry
 

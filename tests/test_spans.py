@@ -273,7 +273,7 @@ def test_croissant_lists_the_spans_table_with_its_columns_typed(project, tmp_pat
     import mlcroissant
     import pandas as pd
 
-    from evalstudio.exporters import release
+    from evalstudio.exporters.publication import release
 
     tasks = [export_task(i, r, span("r1", r["mt"], PIECES[r["id"]], "Major") + [SCORE]) for i, r in enumerate(TASKS, 1)]
     key = b"k" * 32

@@ -2,7 +2,7 @@
 `judge:NAME` (`evalstudio judge --to-label-studio`), compared with the human answers of the same tasks.
 
 Per judge and criterion: agreement with the humans' plurality label (Cohen's kappa, quadratic weights on ordinal
-scales, and accuracy: evalstudio.exporters.metaeval.judge_checks) or, on an interval scale, Spearman's rho with
+scales, and accuracy: evalstudio.exporters.analyses.metaeval.judge_checks) or, on an interval scale, Spearman's rho with
 the humans' mean; and the alternative annotator test (Calderon et al., ACL 2025; exporters.analyses.alttest) at the
 report's epsilon, which needs annotators with 30 or more segments that the judge and another annotator rated too.
 Each judge then gets one line that cites the numbers: it may replace the annotators on the criteria where the

@@ -109,7 +109,7 @@ def project_span_study(protocol: str, parts, per_part, frames, users):
     offsets, as in ESA's published export. None for any other protocol."""
     from evalstudio.readers.spec import CriterionSpec, Spec
 
-    from .tidy import span_frame
+    from ..tables.tidy import span_frame
 
     kind = span_protocol(parts[0]) if len(parts) == 1 else None
     if kind is None:
