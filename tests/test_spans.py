@@ -258,12 +258,17 @@ def test_publish_releases_the_counted_spans_under_pseudonyms(project):
     assert "data/spans.parquet" in card and "`category` (the annotator's answer about this span" in card
 
 
-def test_an_llm_judge_is_not_given_a_span_protocol_as_text_questions(project):
-    """The judge's instrument would ask for text where annotators mark spans: refused, naming the span controls."""
-    from evalstudio.judge.instrument import Instrument, InstrumentError
+def test_an_llm_judge_is_asked_spans_as_annotators_mark_them(project):
+    """The judge's instrument asks for the spans of the text annotators mark (issue 68: judge/spans.py), with the
+    per-region questions inside the span question, never as questions about the whole text."""
+    from evalstudio.judge.instrument import Instrument
 
-    with pytest.raises(InstrumentError, match=r"cannot mark spans of a text yet \(errors, category, comment\)"):
-        Instrument(project)
+    instrument = Instrument(project)
+    assert set(instrument.schema["properties"]) == {"errors", "score"}  # category and comment: per span
+    span = instrument.schema["properties"]["errors"]["items"]["properties"]
+    assert {"text", "label", "category", "comment"} <= set(span)
+    page = "\n".join(m["content"] for m in instrument.prompt(TASKS[0] | {"translation": TASKS[0]["mt"]}).messages)
+    assert '"category": exactly one of: "Accuracy"; "Fluency"' in page and '"comment": your text (optional)' in page
 
 
 def test_croissant_lists_the_spans_table_with_its_columns_typed(project, tmp_path):
