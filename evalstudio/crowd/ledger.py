@@ -25,11 +25,11 @@ import time
 from dataclasses import dataclass, fields
 from pathlib import Path
 
-from .ledger_schema import LedgerError
+from .ledger_schema import LedgerError, LedgerUnreachable
 from .ledger_store import FILE, POINTER, URL_ENV, Store, Transaction
 from .ledger_sync import Lag, Synced
 
-__all__ = ["FILE", "POINTER", "URL_ENV", "Ledger", "Account", "Ref", "Load", "task_load", "LedgerError", "StudyFull",
+__all__ = ["FILE", "POINTER", "URL_ENV", "Ledger", "Account", "Ref", "Load", "task_load", "LedgerError", "LedgerUnreachable", "StudyFull",
            "Taken", "Lag", "open_ledger", "close_all", "digest"]
 
 OLD_ACCOUNTS = "participants.json"  # where earlier versions kept the accounts (taken over)
