@@ -237,8 +237,8 @@ def run(args) -> bool:
                 print(f"second host: network namespace {host.name} (veth links; a cut takes its link to the ledger "
                       "and Label Studio down)", flush=True)
             else:  # the fallback: a relay that stops forwarding
-                pg_link = partition.Relay(ports.take(), ("127.0.0.1", postgres.port))
-                ls_link = partition.Relay(ports.take(), ("127.0.0.1", server.port))
+                pg_link = partition.Forwarder(("127.0.0.1", ports.take()), ("127.0.0.1", postgres.port))
+                ls_link = partition.Forwarder(("127.0.0.1", ports.take()), ("127.0.0.1", server.port))
                 links = (pg_link, ls_link)
                 far = {**env, "LABEL_STUDIO_URL": f"http://127.0.0.1:{ls_link.port}",
                        ledger.URL_ENV: ledger_url.replace(f":{postgres.port}/", f":{pg_link.port}/")}

@@ -85,10 +85,13 @@ class Host:
 
 
 class Forwarder:
-    """A TCP forwarder from `listen` to `target` (host, port), on a thread of its own."""
+    """A TCP forwarder from `listen` to `target` (host, port), on a thread of its own. Without namespaces it is the
+    campaign's fallback cut (`cut`): while cut it forwards nothing either way and new connections wait. Unlike a link
+    taken down, its own TCP stack still acknowledges what is sent: a cut looks to the gateway like a database that
+    has stopped answering, not like a partition."""
 
     def __init__(self, listen: tuple[str, int], target: tuple[str, int]):
-        self.listen, self.target = listen, target
+        self.listen, self.target, self.port = listen, target, listen[1]
         self.ready = threading.Event()
         threading.Thread(target=self._serve, daemon=True).start()
         if not self.ready.wait(30):
@@ -98,6 +101,7 @@ class Forwarder:
         async def pump(reader, writer):
             try:
                 while data := await reader.read(65536):
+                    await self._open.wait()
                     writer.write(data)
                     await writer.drain()
             except (ConnectionError, OSError):
@@ -106,6 +110,7 @@ class Forwarder:
                 writer.close()
 
         async def handle(reader, writer):
+            await self._open.wait()
             try:
                 up_reader, up_writer = await asyncio.open_connection(*self.target)
             except OSError:
@@ -114,70 +119,24 @@ class Forwarder:
             await asyncio.gather(pump(reader, up_writer), pump(up_reader, writer))
 
         async def main():
+            self._open = asyncio.Event()
+            self._open.set()
             server = await asyncio.start_server(handle, *self.listen)  # (serving from here)
             loop = asyncio.get_running_loop()
+            self._call = loop.call_soon_threadsafe
             self._stop = lambda: loop.call_soon_threadsafe(server.close)
             self.ready.set()
             await asyncio.Event().wait()  # the loop runs as long as the process: its connections end with the link
 
         asyncio.run(main())
 
+    def cut(self, cut: bool) -> None:
+        """Hold everything (True), or forward again (False)."""
+        self._call(self._open.clear if cut else self._open.set)
+
     def stop(self) -> None:
         """No more connections (those open end with the link)."""
         self._stop()
-
-
-class Relay:
-    """The fallback without namespaces: a TCP relay on 127.0.0.1:`port` to `target` (host, port) that can be cut:
-    while cut, it forwards nothing either way and new connections wait. Unlike a link taken down, the relay's own
-    TCP stack still acknowledges what is sent: a cut looks to the gateway like a database that has stopped
-    answering, not like a partition."""
-
-    def __init__(self, port: int, target: tuple[str, int]):
-        self.port, self.target = port, target
-        self.loop = asyncio.new_event_loop()
-        self.open: asyncio.Event | None = None
-        threading.Thread(target=self._serve, daemon=True).start()
-        while self.open is None:
-            time.sleep(0.05)
-
-    def _serve(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        self.open = asyncio.Event()
-        self.open.set()
-
-        async def pump(reader, writer):
-            try:
-                while True:
-                    data = await reader.read(65536)
-                    if not data:
-                        break
-                    await self.open.wait()
-                    writer.write(data)
-                    await writer.drain()
-            except (ConnectionError, OSError):
-                pass
-            finally:
-                writer.close()
-
-        async def handle(reader, writer):
-            await self.open.wait()
-            try:
-                up_reader, up_writer = await asyncio.open_connection(*self.target)
-            except OSError:
-                writer.close()
-                return
-            await asyncio.gather(pump(reader, up_writer), pump(up_reader, writer))
-
-        async def main():
-            server = await asyncio.start_server(handle, "127.0.0.1", self.port)
-            async with server:
-                await server.serve_forever()
-
-        self.loop.run_until_complete(main())
-
-    def cut(self, cut: bool) -> None:
-        self.loop.call_soon_threadsafe(self.open.clear if cut else self.open.set)
 
 
 def wait_until(condition, what: str, limit: float = 300.0, step: float = 0.2):
