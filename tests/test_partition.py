@@ -93,7 +93,7 @@ def result_of(project, rating: int) -> dict:
                        for c in project.interface.controls]}
 
 
-@pytest.mark.parametrize("asked", ["a submission", "a next task"])
+@pytest.mark.parametrize("asked", ["a submission", "a next task", "the start page"])
 def test_a_gateway_cut_off_from_its_ledger_says_so_and_acknowledges_nothing(far_gateway, asked):
     web, host, folder, project, pid = far_gateway
     first = web.get("/api/next/dialogue").json()
@@ -105,9 +105,12 @@ def test_a_gateway_cut_off_from_its_ledger_says_so_and_acknowledges_nothing(far_
     host.cut(True)
     if asked == "a submission":
         answer = web.post(f"/api/submit/{second['ref']}", json=result_of(project, 2))
-    else:
+    elif asked == "a next task":
         answer = web.get("/api/next/dialogue")
-    assert answer.status_code == 503 and answer.json()["error"] == NO_LEDGER, answer.text
+    else:  # a page: the message as text
+        answer = web.get("/")
+    said = answer.json()["error"] if answer.headers["content-type"].startswith("application/json") else answer.text
+    assert answer.status_code == 503 and said == NO_LEDGER, answer.text
     assert book.answered_count(pid, "dialogue") == 1  # nothing acknowledged, nothing recorded
 
     host.cut(False)  # the same request again, as the page asks it, until the gateway has its ledger back

@@ -19,7 +19,7 @@ from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from evalstudio.base.errors import EvalstudioError
@@ -397,7 +397,9 @@ def build_app(config: GatewayConfig) -> Starlette:
 
     async def unreachable(request: Request, exc: Exception) -> Response:
         """A page or sign-in whose ledger did not answer: said, as a 503 (the API's routes say it themselves)."""
-        return error_response(NO_LEDGER, 503)
+        if request.url.path.startswith("/api/"):
+            return error_response(NO_LEDGER, 503)
+        return PlainTextResponse(NO_LEDGER, 503)  # a page: read in the browser as it is
 
     app = Starlette(routes=routes, middleware=[Middleware(_Headers)], lifespan=lifespan,
                     exception_handlers={LedgerUnreachable: unreachable})
