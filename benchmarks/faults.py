@@ -117,7 +117,7 @@ class Campaign:
                 if answer.status_code < 500:
                     return answer
                 body = answer.json() if answer.headers.get("content-type", "").startswith("application/json") else {}
-                self.errors[f"{side} {path.split('/')[2] if path.startswith('/api/') else path}: HTTP "
+                self.errors[f"{side} {path.split('/')[2] if path.startswith('/api/') else 'sign-in link'}: HTTP "
                             f"{answer.status_code}{' (wait)' if body.get('wait') else ''}"] += 1
             except httpx.HTTPError as e:
                 self.errors[f"{side}: {type(e).__name__}"] += 1
