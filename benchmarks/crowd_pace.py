@@ -51,17 +51,20 @@ def q(values: list[float], percent: int) -> float:
 
 
 class Gateway:
-    def __init__(self, env: dict, folder: Path, workers: int):
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+    """`evalstudio gateway dialogue` as a process; `prefix` runs it elsewhere (`ip netns exec NAME`), on `host`."""
+
+    def __init__(self, env: dict, folder: Path, workers: int, prefix: list[str] = (), host: str = "127.0.0.1"):
+        self.port, self.host, self.prefix = free_port(), host, list(prefix)
+        self.url = f"http://{host}:{self.port}"
         self.env, self.folder, self.workers = env, folder, workers
         self.process = None
 
     def start(self) -> None:
         log = open(self.folder.parent / "gateway.log", "ab")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "evalstudio.cli", "gateway", "dialogue", "--port", str(self.port), "--participants",
-             str(self.folder), "--sign-ins-per-minute", "100000", "--workers", str(self.workers)],
+            [*self.prefix, sys.executable, "-m", "evalstudio.cli", "gateway", "dialogue", "--host", self.host, "--port",
+             str(self.port), "--participants", str(self.folder), "--sign-ins-per-minute", "100000", "--workers",
+             str(self.workers)],
             env=self.env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
         wait_healthy(self.url, 300, self.process, "the gateway")
 

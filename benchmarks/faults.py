@@ -2,9 +2,11 @@
 breaks what it stands on, then the run checks what must hold and prints it.
 
 Two gateway processes serve one participants folder whose ledger is in PostgreSQL (the cluster Label Studio keeps its
-data in, as `evalstudio server --database-url` sets it up). The second stands for a second host: its connections to
-the ledger and to Label Studio go through a link this script can cut (a TCP relay that stops forwarding, as a network
-partition does: nothing is refused, nothing arrives). Participants arrive all along (through the study link, and a
+data in, as `evalstudio server --database-url` sets it up). The second runs on a second host: a network namespace
+with its own links to this machine (tests/partition.py; run as root), its connections to the ledger and to Label
+Studio over a link this script takes down to cut it off (packets dropped: nothing is refused, nothing arrives),
+while its participants still reach it. Where namespaces cannot be made (not root), the second gateway runs beside
+the first and its link is a TCP relay that stops forwarding (the output says which). Participants arrive all along (through the study link, and a
 few made by `participants add`), each through one of the two gateways, and answer tasks at a few seconds each,
 changing some answers later. Meanwhile the scheduler (--seed) freezes Label Studio (SIGSTOP, then SIGCONT) for 30-180
 s, kills a gateway or the process holding the sync lease with SIGKILL and starts it again, imports new tasks,
@@ -39,7 +41,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -57,6 +58,7 @@ from evalstudio.crowd import ledger, participants  # noqa: E402
 from evalstudio.labelstudio.client import Client  # noqa: E402
 from evalstudio.labelstudio.server import LocalServer  # noqa: E402
 from evalstudio.tasks.importing import import_files  # noqa: E402
+from tests import partition  # noqa: E402
 from tests.postgres import TempPostgres  # noqa: E402
 
 OVERLAP = 2
@@ -91,57 +93,6 @@ class Ports:
         raise SystemExit("--ports: no free port left in the range")
 
 
-class Link:
-    """A TCP relay to `target` (host, port) that can be cut: while cut, it forwards nothing either way and new
-    connections wait (a network partition: nothing is refused, nothing arrives)."""
-
-    def __init__(self, port: int, target: tuple[str, int]):
-        self.port, self.target = port, target
-        self.loop = asyncio.new_event_loop()
-        self.open: asyncio.Event | None = None
-        threading.Thread(target=self._serve, daemon=True).start()
-        while self.open is None:
-            time.sleep(0.05)
-
-    def _serve(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        self.open = asyncio.Event()
-        self.open.set()
-
-        async def pump(reader, writer):
-            try:
-                while True:
-                    data = await reader.read(65536)
-                    if not data:
-                        break
-                    await self.open.wait()
-                    writer.write(data)
-                    await writer.drain()
-            except (ConnectionError, OSError):
-                pass
-            finally:
-                writer.close()
-
-        async def handle(reader, writer):
-            await self.open.wait()
-            try:
-                up_reader, up_writer = await asyncio.open_connection(*self.target)
-            except OSError:
-                writer.close()
-                return
-            await asyncio.gather(pump(reader, up_writer), pump(up_reader, writer))
-
-        async def main():
-            server = await asyncio.start_server(handle, "127.0.0.1", self.port)
-            async with server:
-                await server.serve_forever()
-
-        self.loop.run_until_complete(main())
-
-    def cut(self, cut: bool) -> None:
-        self.loop.call_soon_threadsafe(self.open.clear if cut else self.open.set)
-
-
 class Campaign:
     """The participants, the scheduler and what they saw."""
 
@@ -166,7 +117,7 @@ class Campaign:
                 if answer.status_code < 500:
                     return answer
                 body = answer.json() if answer.headers.get("content-type", "").startswith("application/json") else {}
-                self.errors[f"{side} {path.split('/')[2] if path.startswith('/api/') else path}: HTTP "
+                self.errors[f"{side} {path.split('/')[2] if path.startswith('/api/') else 'sign-in link'}: HTTP "
                             f"{answer.status_code}{' (wait)' if body.get('wait') else ''}"] += 1
             except httpx.HTTPError as e:
                 self.errors[f"{side}: {type(e).__name__}"] += 1
@@ -259,7 +210,7 @@ def run(args) -> bool:
     with tempfile.TemporaryDirectory(prefix="evalstudio-faults-") as tmp:
         tmp = Path(tmp)
         postgres = TempPostgres(ports.take()).start()
-        server = gateways = links = None
+        server = gateways = links = host = None
         try:
             ledger_url = postgres.create_database("ledger")
             os.environ[ledger.URL_ENV] = ledger_url
@@ -275,15 +226,29 @@ def run(args) -> bool:
             accounts = participants.load_accounts(folder)
             env = {"PATH": "/usr/bin:/bin", "LABEL_STUDIO_URL": server.url, "EVALSTUDIO_PROJECTS": str(projects_file),
                    "LABEL_STUDIO_API_KEY": server.credentials().api_key, ledger.URL_ENV: ledger_url}
-            pg_link = Link(ports.take(), ("127.0.0.1", postgres.port))
-            ls_link = Link(ports.take(), ("127.0.0.1", server.port))
-            links = (pg_link, ls_link)
-            far = {**env, "LABEL_STUDIO_URL": f"http://127.0.0.1:{ls_link.port}",
-                   ledger.URL_ENV: ledger_url.replace(f":{postgres.port}/", f":{pg_link.port}/")}
-            gateways = [Gateway(env, folder, 1), Gateway(far, folder, 1)]
+            why = partition.available()
+            if why is None:  # a second host: a network namespace, cut off by taking its link down
+                host = partition.Host()
+                far = {**env, "LABEL_STUDIO_URL": f"http://{host.back_machine}:{host.forward(server.port)}",
+                       ledger.URL_ENV: ledger_url.replace("@127.0.0.1:", f"@{host.back_machine}:")}
+                host.forward(postgres.port)
+                second = Gateway(far, folder, 1, host.command(), host.front_host)
+                links = (host,)
+                print(f"second host: network namespace {host.name} (veth links; a cut takes its link to the ledger "
+                      "and Label Studio down)", flush=True)
+            else:  # the fallback: a relay that stops forwarding
+                pg_link = partition.Forwarder(("127.0.0.1", ports.take()), ("127.0.0.1", postgres.port))
+                ls_link = partition.Forwarder(("127.0.0.1", ports.take()), ("127.0.0.1", server.port))
+                links = (pg_link, ls_link)
+                far = {**env, "LABEL_STUDIO_URL": f"http://127.0.0.1:{ls_link.port}",
+                       ledger.URL_ENV: ledger_url.replace(f":{postgres.port}/", f":{pg_link.port}/")}
+                second = Gateway(far, folder, 1)
+                print(f"second host: none ({why}); the second gateway runs on this machine behind a TCP relay that "
+                      "stops forwarding (held, not dropped)", flush=True)
+            gateways = [Gateway(env, folder, 1), second]
             for g in gateways:
                 g.port = ports.take()
-                g.url = f"http://127.0.0.1:{g.port}"
+                g.url = f"http://{g.host}:{g.port}"
                 g.start()
             book = ledger.open_ledger(folder)
 
@@ -396,6 +361,8 @@ def run(args) -> bool:
         finally:
             for g in gateways or []:
                 g.stop()
+            if host is not None:
+                host.remove()
             if server is not None:
                 server.stop()
             postgres.stop()

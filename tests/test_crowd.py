@@ -241,3 +241,32 @@ def test_a_participant_who_reached_the_quota_is_closed_out_of_the_stream(client,
     assert done.to_dict() == {"QUOTA1": 2, "QUOTA2": 2}
     close_unknown = run("participants", "close", "NOSUCH", "--folder", str(folder), env=env)
     assert close_unknown.returncode == 2 and "no account created by evalstudio for NOSUCH" in close_unknown.stderr
+
+
+@pytest.mark.server
+@pytest.mark.parametrize("recorded, other_ids, named", [
+    ("this address", False, True),
+    # a second gateway host reaches the same server by another address, and the last gateway started records its
+    # own (issue 64's fault campaign: `status` counted a closed participant's tasks under "removed user N")
+    ("another address", False, True),
+    ("another address", True, False),  # another server's ledger: its user ids are other people here
+])
+def test_closed_participants_keep_their_names_whatever_address_the_ledger_recorded(client, label_studio, tmp_path,
+                                                                                   recorded, other_ids, named):
+    from evalstudio.crowd import ledger
+
+    folder = tmp_path / "participants"
+    stay, leave = f"STAY{tmp_path.name[-6:]}", f"LEAVE{tmp_path.name[-6:]}"
+    participants.add(client, [stay, leave], folder)
+    participants.close(client, [leave], folder)
+    book = ledger.open_ledger(folder)
+    if recorded == "another address":  # the same server, as a gateway with LABEL_STUDIO_URL=http://localhost:... saw it
+        book.set_setting("label_studio", label_studio.url.replace("127.0.0.1", "localhost"))
+    users = client.users()
+    if other_ids:  # the ledger's live account is, by user id, someone else on this server
+        book.update(stay, user_id=next(uid for uid, e in users.items() if uid != book.account(stay).user_id
+                                       and not e.startswith(participants.REMOVED)))
+    gone = book.account(leave)
+    assert users[gone.user_id].startswith(participants.REMOVED)  # Label Studio no longer names the closed member
+    shown = participants.with_closed_named(users, client.url, folder)[gone.user_id]
+    assert (shown == gone.email) is named, shown

@@ -1,4 +1,4 @@
-"""The fault campaign of benchmarks/faults.py, short (2 minutes of arrivals and faults instead of 20): two gateway
+"""The fault campaign of benchmarks/faults.py, short (1.5 minutes of arrivals and faults instead of 20): two gateway
 processes on a PostgreSQL ledger, one behind a link that is cut, Label Studio frozen, gateways and the sync lease
 holder killed with SIGKILL, tasks imported and participants closed while participants work; every invariant it
 prints holds. (The 20-minute runs and their tables: docs/operating.md.)"""
@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.server,
 
 @pytest.mark.parametrize("seed", [7])
 def test_a_short_fault_campaign_keeps_every_invariant(seed):
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "faults.py"), "--minutes", "2", "--seed",
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "faults.py"), "--minutes", "1.5", "--seed",
                            str(seed), "--ports", "auto"], capture_output=True, text=True, cwd=ROOT, timeout=3600)
     said = done.stdout + done.stderr[-5000:]
     rows = re.findall(r"^(\S.{71})\s+(\d+)\s+(\d+)$", done.stdout, flags=re.M)

@@ -25,16 +25,15 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from .ledger_doors import count_attempt, digest, new_session
-from .ledger_schema import LedgerError
+from .ledger_schema import LedgerError, LedgerUnreachable
 from .ledger_store import FILE, POINTER, URL_ENV, Store, Transaction
 from .ledger_sync import Lag, Synced
 
-__all__ = ["FILE", "POINTER", "URL_ENV", "Ledger", "Account", "Ref", "Load", "task_load", "LedgerError", "StudyFull",
+__all__ = ["FILE", "POINTER", "URL_ENV", "Ledger", "Account", "Ref", "Load", "task_load", "LedgerError", "LedgerUnreachable", "StudyFull",
            "Taken", "Lag", "open_ledger", "close_all", "digest"]
 
 OLD_ACCOUNTS = "participants.json"  # where earlier versions kept the accounts (taken over)
 HOLD_SECONDS = 1800  # a task served and not answered is held for its participant this long (Label Studio's lock)
-
 
 
 class StudyFull(LedgerError):

@@ -16,6 +16,11 @@ class LedgerError(EvalstudioError):
     pass
 
 
+class LedgerUnreachable(LedgerError):
+    """The ledger's database did not answer in time, or its connection broke: nothing of the request was recorded
+    (its transaction is rolled back), and the next request tries the database again."""
+
+
 MIGRATIONS: dict[int, list[str]] = {
     1: [
         """CREATE TABLE participants (

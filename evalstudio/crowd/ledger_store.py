@@ -12,17 +12,22 @@ import os
 import secrets
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from evalstudio.base.credentials import private_dir, write_private
 
-from .ledger_schema import MIGRATIONS, LedgerError, take_over
+from .ledger_schema import MIGRATIONS, LedgerError, LedgerUnreachable, take_over
 
 FILE = "ledger.sqlite3"
 POINTER = "ledger.json"  # with a PostgreSQL ledger: which schema holds this folder's ledger
 URL_ENV = "EVALSTUDIO_LEDGER_URL"
 BUSY_SECONDS = 30
+# a PostgreSQL ledger that has not answered for this long (a network partition, a host gone) is reported
+# unreachable (LedgerUnreachable) instead of being waited for: a participant is told so, never left hanging
+TIMEOUT_ENV = "EVALSTUDIO_LEDGER_TIMEOUT"
+RETRY_SECONDS = 3.0  # after a broken connection, requests fail at once for this long before one tries again
 SCHEMA = max(MIGRATIONS)
 
 
@@ -34,6 +39,8 @@ class Store:
         private_dir(self.folder)
         self._lock = threading.RLock()
         self._read_lock = threading.Lock()
+        self._down_until = 0.0  # (time.monotonic()) a broken PostgreSQL connection: unreachable until then
+        self._broken: set[str] = set()  # the connections ("_db", "_reader") to open again before their next use
         url = url if url is not None else os.environ.get(URL_ENV) or None
         if url:
             self._open_postgres(url)
@@ -86,14 +93,26 @@ class Store:
             write_private(pointer, json.dumps({"schema": schema}) + "\n")
         self.kind, self.where = "postgresql", f"{shown_url(url)} (schema {schema})"
 
+        timeout = max(2, round(float(os.environ.get(TIMEOUT_ENV) or 10)))
+
         def connect():
             try:
-                db = psycopg.connect(url, autocommit=True, connect_timeout=30)
+                # both ends give up on a silent peer after `timeout` seconds: the client (libpq's connect timeout,
+                # TCP user timeout and keepalives), and the server, whose session of a cut-off gateway would
+                # otherwise hold the ledger's write lock until its TCP stack gives up (about 15 minutes)
+                db = psycopg.connect(url, autocommit=True, connect_timeout=timeout, tcp_user_timeout=timeout * 1000,
+                                     keepalives=1, keepalives_idle=timeout, keepalives_interval=max(1, timeout // 3),
+                                     keepalives_count=3)
                 db.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
                 db.execute(f"SET search_path TO {schema}")
+                db.execute(f"SET tcp_user_timeout = {timeout * 1000}")
+                db.execute(f"SET tcp_keepalives_idle = {timeout}")
+                db.execute(f"SET tcp_keepalives_interval = {max(1, timeout // 3)}")
+                db.execute("SET tcp_keepalives_count = 3")
+                db.execute(f"SET idle_in_transaction_session_timeout = {3 * timeout * 1000}")
             except psycopg.Error as e:
-                raise LedgerError(f"cannot open the ledger in PostgreSQL at {shown_url(url)} "
-                                  f"({type(e).__name__})") from None
+                raise LedgerUnreachable(f"cannot open the ledger in PostgreSQL at {shown_url(url)} "
+                                        f"({type(e).__name__})") from None
             return db
         self._connect = connect
         self._db = connect()
@@ -129,24 +148,56 @@ class Store:
     @contextlib.contextmanager
     def _write(self) -> Iterator["Transaction"]:
         """One exclusive transaction (writers queue; readers go on)."""
-        with self._lock:
+        with self._lock, self._reachable("_db") as db:
             if self.kind == "sqlite":
-                self._db.execute("BEGIN IMMEDIATE")
+                db.execute("BEGIN IMMEDIATE")
             else:
-                self._db.execute("BEGIN")
-                self._db.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_id,))
+                db.execute("BEGIN")
+                db.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_id,))
             try:
-                yield Transaction(self, self._db)
+                yield Transaction(self, db)
             except BaseException:
-                self._db.execute("ROLLBACK")
+                if not getattr(db, "broken", False):
+                    db.execute("ROLLBACK")
                 raise
-            self._db.execute("COMMIT")
+            db.execute("COMMIT")
 
     @contextlib.contextmanager
     def _read(self) -> Iterator["Transaction"]:
         """A read on the read connection (SQLite: a snapshot of the last commit; it never waits for a writer)."""
-        with self._read_lock:
-            yield Transaction(self, self._reader)
+        with self._read_lock, self._reachable("_reader") as db:
+            yield Transaction(self, db)
+
+    @contextlib.contextmanager
+    def _reachable(self, name: str):
+        """The connection `name`, opened again if it broke; a PostgreSQL connection that breaks in use (the database
+        silent for the timeout, or gone) raises LedgerUnreachable, and so does every use for RETRY_SECONDS after."""
+        if self.kind == "sqlite":
+            yield getattr(self, name)
+            return
+        import psycopg
+
+        if name in self._broken:
+            if time.monotonic() < self._down_until:
+                raise LedgerUnreachable(f"the ledger in PostgreSQL ({self.where}) did not answer just now")
+            with contextlib.suppress(Exception):  # (a connection cut off: closed on this side only)
+                getattr(self, name).close()
+            try:
+                setattr(self, name, self._connect())
+            except LedgerUnreachable:
+                self._down_until = time.monotonic() + RETRY_SECONDS
+                raise
+            self._broken.discard(name)
+        db = getattr(self, name)
+        try:
+            yield db
+        except psycopg.Error as e:
+            if not (db.broken or db.closed):
+                raise
+            self._broken.update(("_db", "_reader"))  # one database behind both: the other is found out the same
+            self._down_until = time.monotonic() + RETRY_SECONDS
+            raise LedgerUnreachable(f"the ledger in PostgreSQL ({self.where}) did not answer "
+                                    f"({type(e).__name__})") from None
 
     def _migrate(self) -> None:
         with self._write() as tx:

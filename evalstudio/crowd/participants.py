@@ -274,11 +274,20 @@ def with_closed_named(users: dict[int, str], url: str, folder: Path = DEFAULT_FO
     for found in ledger_folders(folder):  # every study's ledger of the participants folder
         try:
             book = ledger.open_ledger(found)
-            if book.setting("label_studio") == url:
-                known.update({a.user_id: a.email for a in book.accounts().values() if a.user_id is not None})
+            made = {a.user_id: a.email for a in book.accounts().values() if a.user_id is not None}
+            if book.setting("label_studio") == url or _made_here(made, users):
+                known.update(made)
         except (OSError, EvalstudioError):
             continue
     return {uid: known.get(uid, email) if email.startswith(REMOVED) else email for uid, email in users.items()}
+
+
+def _made_here(made: dict[int, str], users: dict[int, str]) -> bool:
+    """Whether a ledger's accounts (user id -> e-mail) are members of the server whose users are `users` though the
+    ledger names it by another address (a second gateway host, a proxy: the last gateway started records its own):
+    some are members there with their e-mails, and none of their user ids is someone else's."""
+    live = {uid: users[uid].lower() for uid in made if uid in users and not users[uid].startswith(REMOVED)}
+    return bool(live) and all(made[uid].lower() == email for uid, email in live.items())
 
 
 def close(client, ids: Iterable[str], folder: Path = DEFAULT_FOLDER) -> tuple[list[str], list[str]]:

@@ -19,23 +19,28 @@ from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from evalstudio.base.errors import EvalstudioError
 from evalstudio.crowd import routing
-from evalstudio.crowd.ledger import Ledger, Ref
+from evalstudio.crowd.ledger import Ledger, LedgerUnreachable, Ref
 from evalstudio.values.origins import region_key, same_value, shown_prediction
 
 from . import pages, sync
 from .admission import Admission, Session, error_response
 from .checks import ASSET_PATH, REF, Refused, check_result, shown_data
-from .serving import CATALOGUE_SECONDS, Catalogue, Serving
+from .serving import CATALOGUE_SECONDS, Catalogue, LabelStudioSilent, Serving
 from .setup import GatewayConfig, Part
 
 _UPSTREAM: contextvars.ContextVar[float] = contextvars.ContextVar("upstream_seconds", default=0.0)
 UPSTREAM_RETRIES = 3  # a read that failed inside Label Studio (5xx) is tried this many times more
 ASSET_HEADERS = ("content-type", "content-length", "content-encoding", "etag", "last-modified", "cache-control")
+# what a participant is told when the gateway's host cannot reach what it stands on (a 503: the page asks again)
+NO_LEDGER = ("The study server cannot reach its database just now. The answers it confirmed are saved; "
+             "please try again in a minute.")
+NO_LABEL_STUDIO = ("The study server cannot reach Label Studio just now. The answers it confirmed are saved; "
+                   "please try again in a minute.")
 
 
 class Gateway(Serving, Admission):
@@ -221,7 +226,11 @@ class Gateway(Serving, Admission):
             return error_response(str(e), 401)
         except Refused as e:
             return error_response(str(e), 400)
-        except (httpx.HTTPError, EvalstudioError):
+        except LedgerUnreachable:
+            return error_response(NO_LEDGER, 503)
+        except (httpx.HTTPError, LabelStudioSilent):
+            return error_response(NO_LABEL_STUDIO, 503)
+        except EvalstudioError:
             return error_response("The study server is not reachable; please try again in a minute.", 502)
 
     async def _route(self, request: Request, session: Session) -> Response:
@@ -389,7 +398,14 @@ def build_app(config: GatewayConfig) -> Starlette:
             await gateway.write_sheet()
             await gateway.upstream.aclose()
 
-    app = Starlette(routes=routes, middleware=[Middleware(_Headers)], lifespan=lifespan)
+    async def unreachable(request: Request, exc: Exception) -> Response:
+        """A page or sign-in whose ledger did not answer: said, as a 503 (the API's routes say it themselves)."""
+        if request.url.path.startswith("/api/"):
+            return error_response(NO_LEDGER, 503)
+        return PlainTextResponse(NO_LEDGER, 503)  # a page: read in the browser as it is
+
+    app = Starlette(routes=routes, middleware=[Middleware(_Headers)], lifespan=lifespan,
+                    exception_handlers={LedgerUnreachable: unreachable})
     app.router.redirect_slashes = False  # a path is served exactly as routed, or not at all
     app.state.gateway = gateway
     return app

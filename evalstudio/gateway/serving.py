@@ -43,6 +43,13 @@ CATALOGUE_PAGE = 1000
 # the last minute or so (the sync writer's answers among them): its cost follows the answers' rate
 CATALOGUE_WINDOW = 30.0
 CATALOGUE_FULL_SECONDS = float(os.environ.get("EVALSTUDIO_CATALOGUE_FULL_SECONDS") or 600.0)
+# a participant waits at most this long for Label Studio's tasks (a fresh read before "done"); then they are told
+# the study server cannot reach Label Studio (a 503 the page asks again after) while the read goes on behind
+UPSTREAM_WAIT = float(os.environ.get("EVALSTUDIO_UPSTREAM_WAIT") or 10.0)
+
+
+class LabelStudioSilent(Exception):
+    """Label Studio did not give the part's tasks within UPSTREAM_WAIT seconds."""
 
 
 @dataclass
@@ -93,7 +100,7 @@ class Serving:
         at or after that time (time.monotonic()), waited for: Label Studio's tasks now."""
         cached = self._catalogues.get(part.name)
         if since is not None and (cached is None or cached.started < since):
-            return await self._read_catalogue(part, since)
+            return await self._waited(self._read_catalogue(part, since))
         if cached is not None:
             if time.monotonic() - cached.read >= CATALOGUE_SECONDS and part.name not in self._refreshing:
                 task = asyncio.create_task(self._read_catalogue(part))
@@ -101,7 +108,18 @@ class Serving:
                 task.add_done_callback(lambda t, name=part.name: (self._refreshing.pop(name, None),
                                                                    t.cancelled() or t.exception()))
             return cached
-        return await self._read_catalogue(part)
+        return await self._waited(self._read_catalogue(part))
+
+    @staticmethod
+    async def _waited(read) -> Catalogue:
+        """A read of the tasks a participant waits for, for UPSTREAM_WAIT seconds at most (LabelStudioSilent); it
+        goes on behind, and its catalogue serves the next request."""
+        task = asyncio.ensure_future(read)
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        try:
+            return await asyncio.wait_for(asyncio.shield(task), UPSTREAM_WAIT)
+        except asyncio.TimeoutError:
+            raise LabelStudioSilent(f"Label Studio gave no tasks within {UPSTREAM_WAIT:g} s") from None
 
     async def _read_catalogue(self, part: Part, since: float | None = None) -> Catalogue:
         async with self._catalogue_locks.setdefault(part.name, asyncio.Lock()):

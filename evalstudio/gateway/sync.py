@@ -39,7 +39,7 @@ import uuid
 
 import httpx
 
-from evalstudio.crowd.ledger import Ledger
+from evalstudio.crowd.ledger import Ledger, LedgerUnreachable
 from evalstudio.crowd.ledger_sync import LEASE_SECONDS, Pending, owner
 
 from .checks import user_id
@@ -120,6 +120,10 @@ class SyncWriter:
                 self._users = None  # a write whose answer was lost may have made an account: listed again
                 failures = 1 if self.written > before else failures + 1  # (a round that wrote: not down, a lost answer)
                 log.warning("Label Studio did not take the study's writes (%s); trying again", type(e).__name__)
+                stop.wait(min(MOST_PAUSE, 0.25 * 2 ** min(failures, 6)))
+            except LedgerUnreachable:  # this host cut off from the ledger: written once it is back
+                failures += 1
+                log.warning("the ledger did not answer the sync writer; trying again")
                 stop.wait(min(MOST_PAUSE, 0.25 * 2 ** min(failures, 6)))
             except Exception:  # noqa: BLE001 - the writer must outlive any one failure; logged for the operator
                 self._users = None
