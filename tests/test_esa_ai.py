@@ -11,18 +11,16 @@ the results into a new answer shows the spans but no Submit button (tried 2026-1
 from __future__ import annotations
 
 import contextlib
-import json
 
 import pytest
 
 from evalstudio.protocols import registry
-from evalstudio.protocols.mapping import importer_for
-from evalstudio.tasks.importing import import_files
 
 from .conftest import ROOT, gateway_process
 from .test_cli import run
 from .test_gateway import signed_in
 from .test_judge import llm  # noqa: F401 (fixture)
+from .test_judge_spans import judged_esa_study
 
 pytestmark = [pytest.mark.server]
 
@@ -50,17 +48,7 @@ def test_a_participant_corrects_the_judges_spans_and_every_edit_is_counted(label
 
     only_on_the_first_database(label_studio)
     entry = esa_ai_entry(tmp_path)
-    project = registry.load(entry).get("esa")
-    records = [json.loads(line) for line in
-               (ROOT / "examples" / "esa" / "ted_ende.jsonl").read_text(encoding="utf-8").splitlines()]
-    source = tmp_path / "tasks.jsonl"
-    source.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records[:3]), encoding="utf-8")
-    project_id = import_files(project, importer_for(project), [source], client).project_id
-    env = {"LABEL_STUDIO_URL": label_studio.url, "LABEL_STUDIO_API_KEY": label_studio.credentials().api_key,
-           "EVALSTUDIO_PROJECTS": str(entry), "OPENAI_API_KEY": "sk-test"}
-    done = run("judge", "esa", "--model", "judge", "--base-url", llm.url, "--to-label-studio", "-o",
-               str(tmp_path / "judged"), "--cache", str(tmp_path / "cache.sqlite3"), env=env, cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
+    project, project_id, env = judged_esa_study(label_studio, client, llm, tmp_path, entry, 3, tmp_path / "judged")
     folder = tmp_path / "participants"
     participants.add(client, ["PESAAI1"], folder)
     did = {}

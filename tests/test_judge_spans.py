@@ -158,6 +158,26 @@ def test_the_judge_run_gives_a_spans_table_of_the_shown_text(llm, tmp_path, prot
     assert not [s for s in _read(tmp_path / "bad" / "spans.csv") if s["text"] == "WORDS-NOT-IN-THE-TEXT"]
 
 
+def judged_esa_study(label_studio, client, llm, folder, entry, n: int, out):  # noqa: F811
+    """The first `n` ESA example tasks imported into the project of `entry` and judged with --to-label-studio by the
+    test server's judge (spans.csv in `out`): (project, project id, the commands' environment)."""
+    from evalstudio.protocols import registry
+    from evalstudio.protocols.mapping import importer_for
+    from evalstudio.tasks.importing import import_files
+
+    project = registry.load(entry).get("esa")
+    source = folder / "tasks.jsonl"
+    lines = (ROOT / "examples" / "esa" / "ted_ende.jsonl").read_text(encoding="utf-8").splitlines()[:n]
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    project_id = import_files(project, importer_for(project), [source], client).project_id
+    env = {"LABEL_STUDIO_URL": label_studio.url, "LABEL_STUDIO_API_KEY": label_studio.credentials().api_key,
+           "EVALSTUDIO_PROJECTS": str(entry), "OPENAI_API_KEY": "sk-test"}
+    done = run("judge", "esa", "--model", "judge", "--base-url", llm.url, "--to-label-studio", "-o", str(out),
+               "--cache", str(folder / "cache.sqlite3"), env=env, cwd=folder)
+    assert done.returncode == 0, done.stderr
+    return project, project_id, env
+
+
 @pytest.mark.server
 def test_the_judges_spans_are_predictions_and_the_report_scores_them_against_the_annotators(  # noqa: F811
         label_studio, client, llm, tmp_path):
@@ -167,9 +187,6 @@ def test_the_judges_spans_are_predictions_and_the_report_scores_them_against_the
     answer (one marks the judge's spans, the other other spans); the report's LLM judges section gives the judge's
     character precision, recall and F1 against them, equal to counting sets of marked characters, and its line."""
     from evalstudio.exporters.tables.tidy import span_frame
-    from evalstudio.protocols import registry
-    from evalstudio.protocols.mapping import importer_for
-    from evalstudio.tasks.importing import import_files
 
     from .conftest import only_on_the_first_database
 
@@ -182,16 +199,7 @@ def test_the_judges_spans_are_predictions_and_the_report_scores_them_against_the
                                   '    annotators_per_task: 2'), encoding="utf-8")
     for folder in ("labeling_configs", "examples"):
         (tmp_path / folder).symlink_to(ROOT / folder)
-    project = registry.load(entry).get("esa")
-    source = tmp_path / "tasks.jsonl"
-    lines = (ROOT / "examples" / "esa" / "ted_ende.jsonl").read_text(encoding="utf-8").splitlines()[:4]
-    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    project_id = import_files(project, importer_for(project), [source], client).project_id
-    env = {"LABEL_STUDIO_URL": label_studio.url, "LABEL_STUDIO_API_KEY": label_studio.credentials().api_key,
-           "EVALSTUDIO_PROJECTS": str(entry), "OPENAI_API_KEY": "sk-test"}
-    done = run("judge", "esa", "--model", "judge", "--base-url", llm.url, "--to-label-studio", "-o",
-               str(tmp_path / "out"), "--cache", str(tmp_path / "cache.sqlite3"), env=env, cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
+    project, project_id, env = judged_esa_study(label_studio, client, llm, tmp_path, entry, 4, tmp_path / "out")
     exported = [t for page in client.full_task_pages(project_id) for t in page]
     as_annotations = [{**t, "annotations": [{"id": p["id"], "completed_by": "judge", "result": p["result"]}
                                             for p in t.get("predictions") or []]} for t in exported]

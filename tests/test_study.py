@@ -129,15 +129,18 @@ def test_the_rate_is_said_in_whole_annotations_per_hour_from_ten_on(rate, said):
     assert _rate(rate) == said
 
 
+def _crowd_rules(raw):
+    """The dialogue study with attention-check rejections and a bonus for every batch."""
+    raw["projects"]["dialogue"]["crowd"].update({"min_gold_accuracy": 0.5, "bonus": {"rule": "all_batches",
+                                                                                       "amounts": [2.5]}})
+
+
 def test_status_and_approvals_through_the_command_line(dialogue, tmp_path):
     tasks = make_tasks(dialogue)
     export = tmp_path / "export.json"
     export.write_text(json.dumps(tasks), encoding="utf-8")
 
-    def crowd_rules(raw):
-        raw["projects"]["dialogue"]["crowd"].update({"min_gold_accuracy": 0.5, "bonus": {"rule": "all_batches",
-                                                                                           "amounts": [2.5]}})
-    env = {"EVALSTUDIO_PROJECTS": str(_projects_file(tmp_path, crowd_rules))}
+    env = {"EVALSTUDIO_PROJECTS": str(_projects_file(tmp_path, _crowd_rules))}
 
     shown = run("status", "dialogue", "--from-export", str(export), "-o", str(tmp_path / "status"), env=env)
     assert shown.returncode == 0, shown.stderr
@@ -206,10 +209,7 @@ def test_status_and_approvals_run_without_the_command_line(dialogue, tmp_path, m
     export = tmp_path / "export.json"
     export.write_text(json.dumps(tasks), encoding="utf-8")
 
-    def crowd_rules(raw):
-        raw["projects"]["dialogue"]["crowd"].update({"min_gold_accuracy": 0.5, "bonus": {"rule": "all_batches",
-                                                                                           "amounts": [2.5]}})
-    projects = _projects_file(tmp_path, crowd_rules)
+    projects = _projects_file(tmp_path, _crowd_rules)
     seen = study_status.look("dialogue", export, None, tmp_path / "participants", tmp_path / "status", False,
                              projects)
     table = study.participant_table(annotation_frame(tasks, dialogue), dialogue.crowd,
