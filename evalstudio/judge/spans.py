@@ -66,7 +66,7 @@ def locate(shown: str, answer: list, span: Control, questions: list[Control]) ->
     if not isinstance(answer, list):
         raise Refused(f"{name}: not a list of spans")
     taken: dict[str, list[int]] = {}
-    regions = []
+    marked: list[dict] = []
     for number, item in enumerate(answer):
         if not isinstance(item, dict):
             raise Refused(f"{name}: span {number + 1} is not an object")
@@ -90,17 +90,9 @@ def locate(shown: str, answer: list, span: Control, questions: list[Control]) ->
             used = taken.setdefault(quote, [])
             start = next((s for s in starts if s not in used), starts[0])
         taken.setdefault(quote, []).append(start)
-        ident = f"judge-{name}-{number + 1}"
-        where = {"start": start, "end": start + len(quote), "text": quote}
-        regions.append({"id": ident, "from_name": name, "to_name": span.to_names[0], "type": "labels",
-                        "value": {**where, "labels": [item.get(LABEL)]}})
-        for question in questions:
-            value = item.get(question.name)
-            if value is None or value == "" or value == []:
-                continue
-            regions.append({"id": ident, "from_name": question.name, "to_name": question.to_names[0],
-                            "type": question.tag.lower(), "value": {**where, **_value(question, value)}})
-    return regions
+        marked.append({**{q.name: item[q.name] for q in questions if q.name in item},
+                       "start": start, "end": start + len(quote), "text": quote, LABEL: item.get(LABEL)})
+    return _regions(span, questions, marked)
 
 
 def _occurrences(shown: str, quote: str) -> list[int]:
@@ -148,21 +140,24 @@ def plain_spans(clean: list[dict], controls: dict[str, Control]) -> dict[str, li
 def regions_of(spans: dict[str, list[dict]], controls: dict[str, Control]) -> list[dict]:
     """The judge's spans (as `plain_spans` keeps them) as Label Studio result regions again: for the spans table of
     the judge's answers and for pre-marked regions."""
-    out = []
-    for name, items in spans.items():
-        span = controls[name]
-        for number, item in enumerate(items):
-            ident = f"judge-{name}-{number + 1}"
-            where = {"start": item["start"], "end": item["end"], "text": item["text"]}
-            out.append({"id": ident, "from_name": name, "to_name": span.to_names[0], "type": "labels",
-                        "value": {**where, "labels": [item[LABEL]]}})
-            for question in per_region_of(controls, span):
-                if item.get(question.name) not in (None, "", []):
-                    out.append({"id": ident, "from_name": question.name, "to_name": question.to_names[0],
-                                "type": question.tag.lower(),
-                                "value": {**where, **_value(question, item[question.name])}})
-    return out
+    return [region for name, items in spans.items()
+            for region in _regions(controls[name], per_region_of(controls, controls[name]), items)]
 
+
+def _regions(span: Control, questions: list[Control], items: list[dict]) -> list[dict]:
+    """Spans {start, end, text, label, per-region answers} of `span` as result regions: a labels region each, its
+    per-region answers under the same id (judge-CONTROL-N, N its place in `items`)."""
+    out = []
+    for number, item in enumerate(items):
+        ident = f"judge-{span.name}-{number + 1}"
+        where = {"start": item["start"], "end": item["end"], "text": item["text"]}
+        out.append({"id": ident, "from_name": span.name, "to_name": span.to_names[0], "type": "labels",
+                    "value": {**where, "labels": [item[LABEL]]}})
+        for question in questions:
+            if item.get(question.name) not in (None, "", []):
+                out.append({"id": ident, "from_name": question.name, "to_name": question.to_names[0],
+                            "type": question.tag.lower(), "value": {**where, **_value(question, item[question.name])}})
+    return out
 
 def judged_tasks(controls: dict[str, Control], combined: list, tasks: list[dict]) -> list[dict]:
     """Each judge's spans of each task as a Label Studio export holds an annotation (completed_by: the judge), so
