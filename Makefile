@@ -24,9 +24,10 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/evalstudio demo $(DEMO_ARGS)
 
-# two workers (pytest-xdist), one per database: the SQLite and PostgreSQL halves run side by side (tests/conftest.py)
+# four workers (pytest-xdist), two per database, each with its own Label Studio and a fixed half of the modules
+# (tests/conftest.py: SHARDS); one half's waits overlap the others' work
 test: $(STAMP)
-	$(BIN)/python -m pytest -n 2 --dist loadgroup
+	$(BIN)/python -m pytest -n 4 --dist loadgroup
 
 # the documentation site into site/; --strict: a broken link or a page missing from the navigation fails
 docs: $(STAMP)

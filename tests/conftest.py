@@ -5,10 +5,12 @@ EVALSTUDIO_TEST_DATABASES=sqlite (or postgresql) runs one half only."""
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import re
 import secrets
+import shutil
 import socket
 import subprocess
 import sys
@@ -44,7 +46,14 @@ LIVE_FUZZ_EXAMPLES = 10 if FUZZ_PROFILE == "ci" else settings().max_examples
 CLI_FUZZ_EXAMPLES = 25 if FUZZ_PROFILE == "ci" else settings().max_examples
 # the records of what each import made (tamper evidence, `integrity`) go to a temporary folder, not the checkout's
 # .evalstudio/ (each test server has its own address, so its own records); subprocesses inherit it
-os.environ.setdefault("EVALSTUDIO_RECORDS", tempfile.mkdtemp(prefix="evalstudio-test-records-"))
+# (removed when the session ends; pytest-xdist's workers inherit the controller's)
+if "EVALSTUDIO_RECORDS" not in os.environ:
+    os.environ["EVALSTUDIO_RECORDS"] = tempfile.mkdtemp(prefix="evalstudio-test-records-")
+    atexit.register(shutil.rmtree, os.environ["EVALSTUDIO_RECORDS"], True)
+# workers per database under `make test` (pytest -n: SHARDS times the number of databases): each shard is a fixed set
+# of test modules with its own Label Studio, so one shard's waits (a sync writer settling, a gateway restarting)
+# overlap another's work
+SHARDS = max(1, int(os.environ.get("EVALSTUDIO_TEST_SHARDS", "2")))
 DATABASES = [d.strip() for d in os.environ.get("EVALSTUDIO_TEST_DATABASES", "sqlite,postgresql").split(",") if d.strip()]
 
 
@@ -181,8 +190,12 @@ def pytest_collection_modifyitems(config, items):
     databases' halves run side by side; tests without a server go to whichever worker is free. First among the
     hooks: xdist's worker reads the groups in its own pytest_collection_modifyitems, which otherwise ran before this
     one and saw none (each worker then started both databases' servers)."""
+    modules = sorted({item.module.__name__ for item in items if getattr(item, "module", None) is not None})
+    shard_of = {name: i % SHARDS for i, name in enumerate(modules)}
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
         database = params.get("label_studio") or params.get("database")
         if database in ("sqlite", "postgresql"):
-            item.add_marker(pytest.mark.xdist_group(database))
+            module = getattr(item, "module", None)
+            shard = shard_of.get(module.__name__, 0) if module is not None else 0
+            item.add_marker(pytest.mark.xdist_group(f"{database}-{shard}"))
