@@ -183,6 +183,32 @@ def gateway_process(label_studio, protocol: str, folder: Path, projects_file: Pa
         process.wait(timeout=30)
 
 
+# seconds a module's slowest tests take on one database beyond their count (measured in `make test`'s durations,
+# docs/tests.md); every other test is counted as SECONDS_PER_TEST. Only the shards' balance depends on these.
+SLOW_MODULES = {"test_fault_campaign": 170, "test_signup": 220, "test_sync": 170, "test_crowd": 75, "test_gateway": 60,
+                "test_ledger_faults": 70, "test_resume": 50, "test_export_e2e": 45, "test_study": 70, "test_lists": 40,
+                "test_partition": 40, "test_browser": 40, "test_crowd_browser": 40}
+SECONDS_PER_TEST = 3
+
+
+def _shards(items) -> dict[str, int]:
+    """Each test module's shard: the modules, heaviest first, each to the shard with the least estimated time so far
+    (longest-processing-time-first scheduling), so the workers of one database finish at about the same time."""
+    counts: dict[str, int] = {}
+    for item in items:
+        module = getattr(item, "module", None)
+        if module is not None:
+            counts[module.__name__] = counts.get(module.__name__, 0) + 1
+    weight = {name: SECONDS_PER_TEST * n + SLOW_MODULES.get(name.rsplit(".", 1)[-1], 0) for name, n in counts.items()}
+    load = [0.0] * SHARDS
+    shard_of = {}
+    for name in sorted(weight, key=lambda m: (-weight[m], m)):
+        shard = load.index(min(load))
+        shard_of[name] = shard
+        load[shard] += weight[name]
+    return shard_of
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """With pytest-xdist (`-n 2 --dist loadgroup`, as the Makefile runs the suite), every test of one database runs
@@ -190,8 +216,7 @@ def pytest_collection_modifyitems(config, items):
     databases' halves run side by side; tests without a server go to whichever worker is free. First among the
     hooks: xdist's worker reads the groups in its own pytest_collection_modifyitems, which otherwise ran before this
     one and saw none (each worker then started both databases' servers)."""
-    modules = sorted({item.module.__name__ for item in items if getattr(item, "module", None) is not None})
-    shard_of = {name: i % SHARDS for i, name in enumerate(modules)}
+    shard_of = _shards(items)
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
         database = params.get("label_studio") or params.get("database")
