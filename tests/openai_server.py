@@ -22,6 +22,7 @@ answers vary between tasks and samples but a prompt asked again gets the same an
   unmended   prose every time until POST /mend (an endpoint whose answers were broken, then mended)
   toolong    400 "maximum context length" for a prompt holding TOO-LONG (a request refused for its size)
   misquote   a span question answered with words that are not in the text, every time
+  clean      every span question of half the prompts (chosen by the prompt) answered with no span: no error
 
 A span question (MQM, ESA) is answered with one or two spans, each one or two words of the text it names, quoted
 exactly, with a label and the per-region answers.
@@ -61,7 +62,7 @@ def marked(user: str, name: str, spec: dict, key: str, behaviours: set[str]) -> 
     question = re.search(r'\[Question "' + re.escape(name) + r'" [^\n]*?the text \[(\w+)\]', user)
     text = re.search(r"^\[" + re.escape(question.group(1)) + r"\] (.*)$", user, re.M) if question else None
     words = text.group(1).split() if text else []
-    if not words:
+    if not words or ("clean" in behaviours and _pick(user + "|clean", 2) == 0):
         return []
     out = []
     for n in range(1 + _pick(key + "|n", 2)):

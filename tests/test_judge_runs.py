@@ -44,6 +44,21 @@ def test_a_malformed_answer_is_asked_again_by_the_next_run(llm, tmp_path):
     assert llm.stats()["requests"] == asked + 4
 
 
+def test_a_valid_later_attempt_is_found_by_the_next_run(llm, tmp_path, protocol="mqm", tasks=8):
+    """The endpoint answers prose the first time a prompt is asked and valid JSON the second: the malformed first
+    attempts are forgotten and the valid second ones kept, so a second run with the same cache sends nothing and
+    has every answer from the cache (it once asked the first attempt of every task again)."""
+    first = judge_cli(llm, tmp_path, protocol, "--limit", str(tasks), model="malformed")
+    assert first.returncode == 0, first.stderr
+    assert llm.stats()["requests"] == 2 * tasks
+    assert summary_of(tmp_path)[0]["missing"] == "0"
+    again = judge_cli(llm, tmp_path, protocol, "--limit", str(tasks), model="malformed")
+    assert again.returncode == 0, again.stderr
+    row = summary_of(tmp_path)[0]
+    assert (row["answers"], row["missing"], row["requests"], row["from_cache"]) == (str(tasks), "0", "0", str(tasks))
+    assert llm.stats()["requests"] == 2 * tasks
+
+
 def test_only_a_refusal_of_the_response_format_turns_json_mode_off(llm, tmp_path):
     """The first task's prompt is too long for the model (HTTP 400 "maximum context length"): that task is missing
     with the server's reason, asked once (a refusal, not a missing JSON mode), and every other task is still asked

@@ -329,7 +329,7 @@ def test_hostile_esa_exports_are_read_or_refused_at_a_line(rows):
             return
         assert study.segments["score"].between(0, 100).all()
         marked = study.spans.dropna(subset=["start"])
-        assert (marked["end"] >= marked["start"]).all() and set(study.spans["labels"]) <= {"Minor", "Major"}
+        assert (marked["end"] >= marked["start"]).all() and set(study.spans["labels"]) <= {"Minor", "Major", "Undecided"}
 
 
 def test_a_label_studio_export_gives_the_study_a_published_file_gives(tmp_path):
@@ -381,6 +381,38 @@ def _region(ident, control, to_name, text, start, end, label, category=None):
         out.append({"id": ident, "from_name": "category", "to_name": to_name, "type": "choices",
                     "value": {**where, "choices": [category]}})
     return out
+
+
+UNDECIDED = '[{""start_i"":0,""end_i"":4,""severity"":""undecided"",""error_type"":null}]'
+# what ESA's released campaigns hold (ErrorSpanAnnotation data/campaign-ruction-rc5): one row per case, the rows
+# (annotator, system, item, score, document, spans, end time), and what the reader must make of them
+RELEASED = [
+    ("a span whose severity was never chosen", [("u1", "A", "1", "70", "d1#A", f'"{UNDECIDED}"', "5")],
+     [("A", "1", "u1", 70.0)], ["Undecided"], None),
+    ("a row exported twice, cell for cell", [("u1", "A", "1", "70", "d1#A", "[]", "5")] * 2,
+     [("A", "1", "u1", 70.0)], [], "repeating an earlier row cell for cell"),
+    ("an answer given again: the last one counts", [("u1", "A", "1", "90", "d1#A", "[]", "9"),
+                                                    ("u1", "A", "1", "70", "d1#A", "[]", "5")],
+     [("A", "1", "u1", 90.0)], [], "answered again left out"),
+    ("one item number in two documents: two segments", [("u1", "A", "1", "70", "d1#A", "[]", "5"),
+                                                       ("u2", "A", "1", "40", "d2#A", "[]", "6")],
+     [("A", "1#d1#A", "u1", 70.0), ("A", "1#d2#A", "u2", 40.0)], [], "item numbers repeat across documents"),
+]
+
+
+@pytest.mark.parametrize("why, rows, segments, labels, note", RELEASED, ids=[r[0] for r in RELEASED])
+def test_what_the_released_esa_campaigns_hold_is_read(tmp_path, why, rows, segments, labels, note):
+    """The released ESA campaigns were refused whole: an 'undecided' severity, a row exported twice, an answer
+    given again, and Appraise's item numbers (positions in a batch) naming segments of several documents, which
+    were taken for one segment (agreement between annotators of different segments)."""
+    path = tmp_path / "esa.csv"
+    path.write_text("".join(f"{who},{system},{item},TGT,eng,deu,{score},{doc},False,{spans},1,{end}\n"
+                            for who, system, item, score, doc, spans, end in rows), encoding="utf-8")
+    study = read_span_study(path, Spec(layout="spans", spans={"format": "esa"}))
+    got = sorted(zip(study.segments["system"], study.segments["item"], study.segments["annotator"],
+                     study.segments["score"]))
+    assert got == segments and list(study.spans["labels"]) == labels
+    assert note is None or any(note in n for n in study.notes), study.notes
 
 
 TEXT = "Das ist gut"

@@ -9,7 +9,9 @@ hosted APIs), with a resumable cache.
   stopped with Ctrl-C (or killed) asks only what it did not have. A writer thread commits the answers in batches as
   they arrive, off the event loop (one fsync for every answer that came in during the last one); a killed process
   loses at most the batch not yet committed, asked again next time. An answer the caller finds malformed is
-  forgotten (`ChatClient.forget`): asked again next time. Several processes may share one cache.
+  forgotten (`ChatClient.forget`): asked again next time. A valid answer to a later attempt (the first was
+  malformed) is kept under that attempt, and the next run finds it (`ChatClient.recall`) instead of asking the
+  first attempt again. Several processes may share one cache.
 - **Tokens and cost** are read from each answer's `usage` and added up per judge (cached answers cost nothing now;
   what they cost when asked is kept).
 
@@ -133,15 +135,25 @@ class Cache:
         atexit.register(self.close)  # (an interpreter that ends without close still commits what was put)
 
     def get(self, key: str) -> Answer | None:
+        """The answer kept under `key` (None: none, or forgotten)."""
+        return self.get_many([key]).get(key)
+
+    def get_many(self, keys: list[str]) -> dict[str, Answer]:
+        """The answers kept under any of `keys`, by key (one query; a key without an answer is left out)."""
+        found, asked = {}, []
         with self._pending_lock:
-            if key in self._pending:
-                found = self._pending[key]
-                return None if found is None else Answer(found.content, found.tokens_in, found.tokens_out,
-                                                         cached=True)
-        with self._lock:
-            row = self._db.execute("SELECT content, tokens_in, tokens_out FROM answers WHERE key = ?",
-                                   (key,)).fetchone()
-        return Answer(row[0], row[1], row[2], cached=True) if row else None
+            for key in keys:
+                if key in self._pending:
+                    if (put := self._pending[key]) is not None:
+                        found[key] = Answer(put.content, put.tokens_in, put.tokens_out, cached=True)
+                else:
+                    asked.append(key)
+        if asked:
+            with self._lock:
+                rows = self._db.execute("SELECT key, content, tokens_in, tokens_out FROM answers WHERE key IN "
+                                        f"({', '.join('?' * len(asked))})", asked).fetchall()
+            found.update((row[0], Answer(row[1], row[2], row[3], cached=True)) for row in rows)
+        return found
 
     def put(self, key: str, answer: Answer) -> None:
         """Kept (committed by the writer thread soon after; the first answer of a key stays)."""
@@ -304,7 +316,7 @@ class ChatClient:
                   attempt: int = 0, usage: Usage | None = None) -> tuple[Answer, str]:
         """(the answer, its cache key): from the cache, else asked (and then cached). Counted in `self.usage` and,
         when given, in `usage` (e.g. one part's of a study)."""
-        tallies = [self.usage.setdefault(judge.name, Usage())] + ([usage] if usage is not None else [])
+        tallies = self._tallies(judge, usage)
         key = cache_key(judge, digest, sample, attempt)
         found = self.cache.get(key)
         if found is not None:
@@ -323,6 +335,21 @@ class ChatClient:
         for tally in tallies:
             tally.add(spent)
         return answer, key
+
+    def recall(self, judge: Judge, digest: str, sample: int, attempts: int,
+               usage: Usage | None = None) -> list[tuple[int, Answer, str]]:
+        """(attempt, answer, cache key) of every answer cached for attempts 0 .. `attempts` - 1 of a prompt, in
+        their order, each counted as cached: a malformed first attempt is forgotten and a valid later one kept, and
+        the next run must find that one rather than ask the first attempt again."""
+        keys = {attempt: cache_key(judge, digest, sample, attempt) for attempt in range(attempts)}
+        found = self.cache.get_many(list(keys.values()))
+        out = [(attempt, found[key], key) for attempt, key in keys.items() if key in found]
+        for tally in self._tallies(judge, usage):
+            tally.cached += len(out)
+        return out
+
+    def _tallies(self, judge: Judge, usage: Usage | None) -> list[Usage]:
+        return [self.usage.setdefault(judge.name, Usage())] + ([usage] if usage is not None else [])
 
     def forget(self, key: str) -> None:
         """An answer the caller found malformed: out of the cache, asked again next time (what it cost stays

@@ -44,6 +44,18 @@ def _ratings(ratings: Path, spec: Path | None, protocol: str | None, projects):
     return read_ratings(ratings, chosen_spec(spec, protocol, projects))
 
 
+def _error_study(path: Path, spec: Path | None, protocol: str | None, projects):
+    from evalstudio.readers.spec import read_spec
+
+    from ..exporters.analyses.error_filter import error_study
+    from .base import load_registry
+
+    if spec is not None and protocol is not None:
+        raise BadInput("give --spec or --protocol, not both")
+    return error_study(path, read_spec(spec) if spec else None,
+                       load_registry(projects).get(protocol) if protocol else None)
+
+
 def _draws(path: Path):
     from evalstudio.readers.tables import read_table
 
@@ -73,6 +85,10 @@ def draw(
                                                                "more labels: docs/active.md).")] = 0.8,
     seed: Annotated[int, typer.Option(help="The draw's seed (written in the file).")] = 0,
     output: Annotated[Path, typer.Option("--output", "-o", help="The draws file (CSV).")] = Path("draws.csv"),
+    protocol: Annotated[Optional[str], typer.Option(
+        help="With --criterion has_error: the span protocol (mqm, esa) of the judge's span tables, METRICS being "
+             "its annotations.csv (spans.csv beside it). docs/spans.md.")] = None,
+    projects: ProjectsOption = None,
 ):
     """Which segments humans should label, drawn from the judge's uncertainty.
 
@@ -84,7 +100,13 @@ def draw(
     try:
         if output.exists() and output.is_dir():
             raise BadInput(f"--output {output}: is a folder; give a file name, e.g. {output / 'draws.csv'}")
-        table = make_draws(_scores(metrics), metric, criterion, budget, design, mix, seed)
+        if criterion == "has_error":  # "has an error" of each segment, from the judge's span tables
+            from ..exporters.analyses.error_filter import judge_error_scores
+
+            scores = judge_error_scores(_error_study(metrics, None, protocol, projects), metric)
+        else:
+            scores = _scores(metrics)
+        table = make_draws(scores, metric, criterion, budget, design, mix, seed)
         write_table(table, output, "csv")
     except EvalstudioError as e:
         raise fail_with(e)
@@ -154,7 +176,10 @@ def pac(
     ratings: Annotated[Path, typer.Argument(help="The human labels of the calibration sample (and, once collected, "
                                                  "of every segment `pac` said needs one).")],
     draws: Annotated[Path, typer.Option(help="The calibration sample: `active draw --design pac`.")],
-    criterion: Annotated[str, typer.Option(help="The categorical criterion to label.")],
+    criterion: Annotated[str, typer.Option(help="The categorical criterion to label; has_error: whether a segment "
+                                                "has an error, from span tables (--protocol mqm / esa: an export's "
+                                                "annotations.csv with its spans beside it; --spec with layout "
+                                                "spans: a published span file). docs/spans.md.")],
     epsilon: Annotated[float, typer.Option(min=0.001, max=0.999, help="The largest share of wrong labels "
                                                                       "accepted.")] = 0.05,
     alpha: Annotated[float, typer.Option(min=0.001, max=0.5, help="The chance the error may exceed epsilon.")] = 0.1,
@@ -172,13 +197,24 @@ def pac(
     Candès, Ilyas & Zrnic 2025: the judge keeps the segments it is surest of, humans label the rest,
     and with probability at least 1 - alpha at most a share epsilon of the final labels differ from the humans'
     majority label. From the calibration sample's human labels, the file says which segments need a human label
-    (needs_human); once they have one, run again for the final labels and their source."""
+    (needs_human); once they have one, run again for the final labels and their source. With --criterion
+    has_error, segments the judge marks error-free are skipped only where the bound allows (every segment it marks
+    an error in goes to humans), and the share skipped and the realised error on the calibration sample are
+    printed."""
     from ..exporters.analyses.active import pac as pac_table
     from ..exporters.tables.files import write_table
 
+    from ..exporters.analyses.error_filter import HAS_ERROR, LABELS, filter_summary, has_error_spec, \
+        human_error_ratings
+
     try:
-        tidy, full_spec = _ratings(ratings, spec, protocol, projects)
-        table, result, tied = pac_table(tidy, full_spec, _draws(draws), criterion, epsilon, alpha, ties)
+        design = _draws(draws)
+        if criterion == HAS_ERROR:  # the humans' "has an error" from their spans; the judge's "yes" go to humans
+            tidy, full_spec = human_error_ratings(_error_study(ratings, spec, protocol, projects)), has_error_spec()
+        else:
+            tidy, full_spec = _ratings(ratings, spec, protocol, projects)
+        table, result, tied = pac_table(tidy, full_spec, design, criterion, epsilon, alpha, ties,
+                                        LABELS[1] if criterion == HAS_ERROR else None)
         write_table(table, output, "csv")
     except EvalstudioError as e:
         raise fail_with(e)
@@ -190,6 +226,13 @@ def pac(
     console.print(f"humans label {needed} of {len(table)} segments ({result.human_share:.0%}): the calibration "
                   f"sample of {result.sample} and every segment with uncertainty >= {result.threshold:.4g}; the "
                   f"error is at most {epsilon:g} with probability {1 - alpha:g} (bound {result.bound:.4f})")
+    if criterion == HAS_ERROR:
+        f = filter_summary(table, design, result.threshold)
+        console.print(f"skipped by the judge (marked error-free, left unannotated): {f['skipped']} of {f['segments']} "
+                      f"segments ({f['skipped'] / f['segments']:.1%}); on the calibration sample the threshold would "
+                      f"skip {f['sample_would_skip']} of {f['sample']} segments, {f['sample_wrong']} of them with an "
+                      f"error by the humans: a realised error of {f['realised_error']:.1%} of the sample (epsilon "
+                      f"{epsilon:g})")
     if collected < needed:
         console.print(f"{needed - collected} of them have no human label yet (needs_human in {output}); "
                       "collect them and run again for the final labels")

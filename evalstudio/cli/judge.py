@@ -86,5 +86,7 @@ def judge(
     spans = (output / "spans.csv").exists()  # (a span protocol's judges' spans)
     console.print(f"{done} task judgement(s) in {output}/ (metrics.csv: `evalstudio analyze --protocol {protocol} "
                   f"--metrics {output}/metrics.csv`" + ("; spans.csv: the judges' spans; with --to-label-studio, "
-                                                        "`evalstudio report` compares them with the annotators'"
+                                                        "`evalstudio report` compares them with the annotators'; "
+                                                        "annotations.csv: every answer (`active draw "
+                                                        "--criterion has_error`)"
                                                         if spans else "") + ")", highlight=False, markup=False)

@@ -1,5 +1,5 @@
 """What a judge run writes: the metric scores `analyze --metrics` reads, every answer with the digest of the prompt
-it answered, the prompts themselves (once per digest), a span protocol's spans table, and a summary per judge (answers, missing and why, cache,
+it answered, the prompts themselves (once per digest), a span protocol's spans and annotations tables, and a summary per judge (answers, missing and why, cache,
 tokens, cost, order consistency and position bias of comparisons, mean confidence)."""
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from .spans import judged_tasks
 
 METRICS, ANSWERS, PROMPTS, SUMMARY = "metrics.csv", "answers.jsonl", "prompts.jsonl", "summary.csv"
 SPANS = "spans.csv"  # a span protocol's: the judges' spans as the annotators' spans table has them (one per span)
+# and every answer of theirs as the annotators' annotations table has it (a segment they marked no span in too)
+ANNOTATIONS = "annotations.csv"
 # what `analyze --metrics` reads, then which project (a counterbalanced list) and version of the item was judged
 METRIC_COLUMNS = ["item", "system", "metric", "criterion", "value", "confidence", "project", "version"]
 
@@ -68,12 +70,14 @@ def write(folder: Path, instrument: Instrument, run: Run, tasks: list[dict], pro
         metrics = pd.concat([pd.read_csv(folder / METRICS, dtype=str, keep_default_na=False), metrics.astype(str)])
     write_table(metrics, folder / METRICS, "csv")
     if instrument.span_questions:
-        from evalstudio.exporters.tables.tidy import span_frame
+        from evalstudio.exporters.tables.tidy import annotation_frame, span_frame
 
-        marked = span_frame(judged_tasks(instrument.controls, run.combined, tasks), instrument.project)
-        if append and (folder / SPANS).exists():
-            marked = pd.concat([pd.read_csv(folder / SPANS, dtype=str, keep_default_na=False), marked.astype(str)])
-        write_table(marked, folder / SPANS, "csv")
+        judged = judged_tasks(instrument.controls, run.combined, tasks)
+        for name, table_of in ((SPANS, span_frame), (ANNOTATIONS, annotation_frame)):
+            rows = table_of(judged, instrument.project)
+            if append and (folder / name).exists():
+                rows = pd.concat([pd.read_csv(folder / name, dtype=str, keep_default_na=False), rows.astype(str)])
+            write_table(rows, folder / name, "csv")
     with open(folder / ANSWERS, mode, encoding="utf-8") as out:
         for a in run.asked:
             out.write(json.dumps({"project": instrument.project.name, "judge": a.judge, "task_id": a.task_id,

@@ -84,8 +84,13 @@ async def ask_task(client: ChatClient, instrument: Instrument, judge: Judge, tas
 
 async def _ask_checked(client, instrument, judge, task_id, prompt, sample, usage, shown: dict) -> Asked:
     reason = None
-    for attempt in range(MALFORMED_RETRIES + 1):
-        answer, key = await client.ask(judge, prompt.messages, prompt.digest, sample, attempt, usage)
+    # what an earlier run kept first (a malformed first attempt was forgotten, a valid later one kept), then the
+    # attempts it did not keep, asked
+    kept = client.recall(judge, prompt.digest, sample, MALFORMED_RETRIES + 1, usage)
+    done = {attempt for attempt, _, _ in kept}
+    for attempt, found, key in kept + [(a, None, "") for a in range(MALFORMED_RETRIES + 1) if a not in done]:
+        answer, key = (found, key) if found is not None else \
+            await client.ask(judge, prompt.messages, prompt.digest, sample, attempt, usage)
         if answer.content is None:
             return Asked(judge.name, task_id, sample, prompt.order, prompt.digest, None, error=answer.error)
         try:

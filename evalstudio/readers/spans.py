@@ -224,8 +224,11 @@ def _esa_spans(cells: np.ndarray, lines: np.ndarray, problems: Problems) -> list
                 problems.add(int(lines[row]), "error_spans", f"span offsets {str(start)[:20]}, {str(end)[:20]} are not "
                                                              "whole numbers with 0 <= start <= end (or 'missing')")
                 continue
-            if not isinstance(severity, str) or severity.lower() not in ("minor", "major"):
-                problems.add(int(lines[row]), "error_spans", f"severity {str(severity)[:20]!r} is not minor or major")
+            # undecided: Appraise's severity of a span the annotator never gave one (the released ESA campaigns
+            # hold them; ESA's own scripts weigh them 0): kept as marked, as Undecided
+            if not isinstance(severity, str) or severity.lower() not in ("minor", "major", "undecided"):
+                problems.add(int(lines[row]), "error_spans", f"severity {str(severity)[:20]!r} is not minor, major "
+                                                             "or undecided")
                 continue
             found.append((row, start, end, severity.capitalize()))
     return found
@@ -240,6 +243,28 @@ def read_esa(path: Path, project: str) -> SpanStudy:
     kept = (frame["type"].str.strip() == "TGT").to_numpy()
     notes = [f"{path.name}: {int((~kept).sum())} row(s) that are not TGT (attention checks) left out"] if (~kept).any() else []
     frame, lines = frame[kept].reset_index(drop=True), lines[kept]
+    twice = frame.duplicated().to_numpy()  # a row exported twice, every cell the same (the released campaigns have some)
+    if twice.any():
+        notes.append(f"{path.name}: {int(twice.sum())} row(s) repeating an earlier row cell for cell (the same answer "
+                     "exported twice) read once")
+        frame, lines = frame[~twice].reset_index(drop=True), lines[~twice]
+    documents = frame.groupby(["system", "item"])["document"].nunique()
+    if (documents > 1).any():  # Appraise numbers items within a batch: the same number names other segments elsewhere
+        notes.append(f"{path.name}: item numbers repeat across documents ({int((documents > 1).sum())} system and item "
+                     "pairs name segments of several documents): segments are named item#document, as ESA's own "
+                     "loader keys them; segments of two systems then share no name (the export does not say which "
+                     "translate the same source)")
+        frame = frame.assign(item=frame["item"].str.strip() + "#" + frame["document"].str.strip())
+    # an annotator who answered a segment again (Appraise keeps the corrected answer as a new row): the last one
+    # (by end time, then by place in the file) is the answer; the earlier ones are said, never averaged in
+    ended = pd.to_numeric(frame["end_time"], errors="coerce").fillna(-np.inf).to_numpy()
+    order = np.lexsort((np.arange(len(frame)), ended))
+    again = np.zeros(len(frame), dtype=bool)
+    again[order] = frame.iloc[order].duplicated(["annotator", "system", "item"], keep="last").to_numpy()
+    if again.any():
+        notes.append(f"{path.name}: {int(again.sum())} earlier answer(s) of a segment its annotator answered again "
+                     "left out (the last answer counts; e.g. line " f"{int(lines[again][0])})")
+        frame, lines = frame[~again].reset_index(drop=True), lines[~again]
     for col in ("annotator", "system", "item"):
         problems.add_rows((frame[col].str.strip() == "").to_numpy(), lines, col, "empty")
     score = pd.to_numeric(frame["score"].str.strip(), errors="coerce").to_numpy(dtype=float)
@@ -261,9 +286,6 @@ def read_esa(path: Path, project: str) -> SpanStudy:
                           "category": "", "comment": "", "line": lines[rows]})
     segments = pd.DataFrame({"system": frame["system"], "item": frame["item"], "annotator": frame["annotator"],
                              "doc": frame["document"], "score": score, "line": lines, "length": np.nan})
-    duplicated = segments.duplicated(["system", "item", "annotator"]).to_numpy()
-    problems.add_rows(duplicated, lines, "item", "this annotator scored this system's segment twice")
-    problems.raise_if_any()
     tidy = pd.DataFrame({"project": project, "item": segments["item"], "system": segments["system"], "agent": "",
                          "annotator": segments["annotator"], "criterion": "ESA", "value": score, "line": lines})
     return SpanStudy(spans, segments, tidy, "ESA", True, notes)

@@ -10,6 +10,7 @@ rating of a segment not drawn is left out (and counted)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from itertools import combinations
 
 import numpy as np
@@ -239,10 +240,12 @@ def estimates_figure(systems: pd.DataFrame, pairs: pd.DataFrame, criterion: str,
 
 def _label(value, crit) -> str:
     """A judge's or a human's label as text: a label's position (1 = the first, as judge scores store ordinal
-    labels) becomes the label."""
-    if crit.labels and isinstance(value, (int, float, np.number)) and float(value).is_integer() \
-            and 1 <= int(value) <= len(crit.labels):
-        return crit.labels[int(value) - 1]
+    labels; in a draws file read back, as text: "2.0") becomes the label."""
+    number = pd.to_numeric(value, errors="coerce") if isinstance(value, str) and crit.labels and \
+        value not in crit.labels else value
+    if crit.labels and isinstance(number, (int, float, np.number)) and float(number).is_integer() \
+            and 1 <= int(number) <= len(crit.labels):
+        return crit.labels[int(number) - 1]
     text = str(value)
     return text[:-2] if text.endswith(".0") and text[:-2].lstrip("-").isdigit() else text
 
@@ -251,12 +254,14 @@ TIE_RULES = ("judge-wrong", "refuse")  # what a tie of the humans' most frequent
 
 
 def pac(ratings: pd.DataFrame, spec: Spec, draws: pd.DataFrame, criterion: str, epsilon: float, alpha: float,
-        ties: str = "judge-wrong"):
+        ties: str = "judge-wrong", to_humans: str | None = None):
     """(labels table, result, tied): PAC labels of a categorical criterion from a "pac" draws file (its drawn
     segments rated by humans): the threshold, the segments humans must label, and, where they have been, the final
     labels with their source. A segment whose humans' most frequent answers tie (three raters, three labels) has no
     majority label: `ties` "judge-wrong" (the gateway's rule) labels it NO_MAJORITY, which counts as the judge being
-    wrong; "refuse" asks for more labels. `tied`: how many rated segments tie."""
+    wrong; "refuse" asks for more labels. `tied`: how many rated segments tie. `to_humans`: a judge label whose
+    segments always go to humans (has_error's "yes": they correct its spans; more human labels only lower the
+    error, so the bound still holds)."""
     crit = spec.criteria.get(criterion)
     if crit is None:
         raise BadInput(f"--criterion {criterion}: the ratings have {', '.join(spec.criteria)}")
@@ -290,6 +295,8 @@ def pac(ratings: pd.DataFrame, spec: Spec, draws: pd.DataFrame, criterion: str, 
                        "`evalstudio judge --samples 5`, then `active draw --design pac` again)")
     result = pac_threshold(judge, uncertainty, sampled,
                            [majority[keys[i]] for i in sampled], epsilon, alpha)
+    if to_humans is not None:
+        result = replace(result, human=result.human | (judge == to_humans))
     humans = {i: majority[k] for i, k in enumerate(keys) if k in majority and result.human[i]}
     table = draws[["system", "item"]].assign(judge_label=judge, uncertainty=uncertainty,
                                              needs_human=result.human, human_label=[humans.get(i, "") for i in

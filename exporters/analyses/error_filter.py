@@ -1,0 +1,145 @@
+"""Filtering with the judge, with a guarantee: segments an LLM judge marks error-free are left out of the humans'
+work only as far as PAC labels (Candès, Ilyas & Zrnic 2025; evalstudio.stats.pac) allow on the binary "has an
+error", never silently.
+
+ESA-AI (Zouhar, Kocmi & Sachan 2024, "AI-Assisted Human Evaluation of Machine Translation") saved about a quarter of
+its budget by not showing humans the segments GEMBA-MQM found no error in, with no guarantee of what that cost.
+Here the judge's "has an error" is a label of each segment (its spans table: any span it marked; MQM: any span
+that weighs something, or Non-translation), the humans' the same of their spans, and `active pac` gives the
+threshold from a uniform calibration sample the humans annotate: with probability at least 1 - alpha, at most a
+share epsilon of all segments are skipped while the humans would have marked an error in them. A segment the judge
+marks an error in always goes to humans (they correct its spans); only error-free ones may be skipped.
+
+The judge's side is `evalstudio judge`'s folder for a span protocol (annotations.csv, every segment it answered,
+and spans.csv, every span it marked); the humans' side is an export's annotations table with its spans table
+beside it (annotations.csv and annotations.spans.csv), or a published span study (`layout: spans`: an MQM TSV, an
+ESA Appraise export). Both are read as span studies (readers.spans), as `analyze` reads them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from evalstudio.base.errors import BadInput
+from evalstudio.readers.spans import SpanStudy, study_from_export
+from evalstudio.readers.spec import CriterionSpec, Spec
+from evalstudio.readers.tables import read_table
+
+from ..tables.tidy import spans_path
+
+HAS_ERROR = "has_error"  # the criterion `active draw` and `active pac` read from span tables
+LABELS = ["no", "yes"]  # its labels: the position of "yes" (2) is the judge's score in the draws file
+JUDGE_SPANS = "spans.csv"  # a judge's folder: the spans beside its annotations.csv
+
+
+def has_error_spec(name: str = HAS_ERROR) -> Spec:
+    """The analysis spec of the binary criterion: nominal, no / yes."""
+    return Spec(name=name, criteria={HAS_ERROR: CriterionSpec(scale="nominal", labels=LABELS)})
+
+
+def has_error(study: SpanStudy) -> pd.DataFrame:
+    """One row per rated segment and annotator: system, item, annotator, has_error (bool). An error is any span
+    (ESA: its span on [MISSING] too); on MQM, a span that weighs something or a ticked Non-translation (a segment
+    score above 0: Neutral spans weigh 0)."""
+    seg = study.segments
+    keys = list(zip(seg["system"].astype(str), seg["item"].astype(str), seg["annotator"].astype(str)))
+    if study.criterion == "MQM":
+        marked = (pd.to_numeric(seg["score"], errors="coerce").fillna(0) > 0).to_numpy()
+    else:
+        spans = study.spans
+        found = set(zip(spans["system"].astype(str), spans["item_id"].astype(str), spans["annotator"].astype(str)))
+        marked = np.array([k in found for k in keys], dtype=bool)
+    return pd.DataFrame({"system": [k[0] for k in keys], "item": [k[1] for k in keys],
+                         "annotator": [k[2] for k in keys], HAS_ERROR: marked})
+
+
+def _flags(column: pd.Series) -> pd.Series:
+    return column.astype(str).str.strip().str.lower().isin(["true", "1"])
+
+
+def read_span_tables(path: Path, protocol: str) -> SpanStudy:
+    """The span study of an annotations table (an export's, or a judge's folder's annotations.csv) and its spans
+    table beside it (NAME.spans.EXT, or spans.csv in a judge's folder)."""
+    if protocol not in ("mqm", "esa"):
+        raise BadInput(f"--protocol {protocol}: the binary has_error is read from the span tables of mqm or esa")
+    beside = [p for p in (spans_path(path), path.with_name(JUDGE_SPANS)) if p.exists() and p != path]
+    if not beside:
+        raise BadInput(f"{path}: no spans table beside it ({spans_path(path).name}, as `export` writes, or "
+                       f"{JUDGE_SPANS}, as `judge` writes): has_error needs the spans")
+    annotations, _ = read_table(path)
+    spans, _ = read_table(beside[0])
+    missing = [c for c in ("task_id", "system", "annotator", "criterion", "value", "annotation_id", "cancelled")
+               if c not in annotations]
+    if missing:
+        raise BadInput(f"{path}: not an annotations table (`export` or `judge` writes one): no column "
+                       f"{', '.join(missing)}")
+    frames = []
+    for frame in (annotations, spans):
+        frame = frame.replace({"": np.nan}).assign(cancelled=_flags(frame.get("cancelled", pd.Series(["false"] *
+                                                                                              len(frame)))))
+        frame["surplus"] = _flags(frame["surplus"]) if "surplus" in frame else False
+        # a judge's answers have no annotation id: the task and the judge name one
+        frame["annotation_id"] = frame["annotation_id"].where(frame["annotation_id"].notna(),
+                                                              frame["task_id"].astype(str) + "|" +
+                                                              frame["annotator"].astype(str))
+        frames.append(frame)
+    return study_from_export(frames[1], frames[0], protocol)
+
+
+def judge_error_scores(study: SpanStudy, judge: str) -> pd.DataFrame:
+    """The judge's has_error of each segment as metric scores for `active draw` (system, item, metric, criterion,
+    value: the label's position, 1 no / 2 yes; confidence: 1 where it marked no error, 0 where it marked one, so
+    that only error-free segments can fall below a PAC threshold)."""
+    marked = has_error(study)
+    mine = marked[marked["annotator"] == judge]
+    if mine.empty:
+        raise BadInput(f"--metric {judge}: no segments of this judge in the span tables (they have: "
+                       f"{', '.join(sorted(set(marked['annotator']))[:20])})")
+    return pd.DataFrame({"system": mine["system"], "item": mine["item"], "metric": judge, "criterion": HAS_ERROR,
+                         "value": np.where(mine[HAS_ERROR], 2.0, 1.0),
+                         "confidence": np.where(mine[HAS_ERROR], 0.0, 1.0)}).reset_index(drop=True)
+
+
+def human_error_ratings(study: SpanStudy) -> pd.DataFrame:
+    """The humans' has_error of each segment and annotator as tidy ratings (value: no / yes)."""
+    marked = has_error(study)
+    return pd.DataFrame({"project": HAS_ERROR, "item": marked["item"], "system": marked["system"], "agent": "",
+                         "annotator": marked["annotator"], "criterion": HAS_ERROR,
+                         "value": np.where(marked[HAS_ERROR], LABELS[1], LABELS[0]), "line": 0})
+
+
+def filter_summary(table: pd.DataFrame, draws: pd.DataFrame, threshold: float) -> dict:
+    """What skipping by the judge means in `active pac`'s table on has_error: segments, skipped (left to the judge's
+    "no error"), the calibration sample, and on it the segments the threshold would skip that the humans marked an
+    error in (the realised error on the calibration sample: their share of the sample)."""
+    sampled = draws["drawn"].to_numpy(bool)
+    below = (table["judge_label"] == LABELS[0]).to_numpy() & (pd.to_numeric(table["uncertainty"]) <
+                                                             threshold).to_numpy()
+    wrong = below & sampled & (table["human_label"] == LABELS[1]).to_numpy()
+    skipped = int((~table["needs_human"].astype(bool)).sum())
+    return {"segments": len(table), "skipped": skipped, "sample": int(sampled.sum()),
+            "sample_would_skip": int((below & sampled).sum()), "sample_wrong": int(wrong.sum()),
+            "realised_error": float(wrong.sum() / max(int(sampled.sum()), 1))}
+
+
+def error_study(path: Path, spec: Spec | None, project) -> SpanStudy:
+    """The span study has_error is read from: a published span file (`spec` with layout spans) or the span tables
+    of a protocol's export or judge run (`project`: the mqm or esa entry, or a copy of it)."""
+    if spec is not None:
+        if spec.layout != "spans":
+            raise BadInput(f"--criterion {HAS_ERROR}: the spec must have layout: spans (an MQM TSV or an ESA export); "
+                           "or give --protocol mqm / esa for an export's or a judge's span tables")
+        from evalstudio.readers.spans import read_span_study
+
+        return read_span_study(path, spec)
+    if project is None:
+        raise BadInput(f"--criterion {HAS_ERROR}: give --protocol (mqm, esa) for the span tables of an export or a "
+                       "judge run, or --spec with layout: spans for a published span file")
+    from .span_analysis import span_protocol
+
+    kind = span_protocol(project)
+    if kind is None:
+        raise BadInput(f"--protocol {project.name}: not a span protocol (mqm, esa, or a copy of one)")
+    return read_span_tables(path, kind)
