@@ -29,11 +29,13 @@ HEADERS = {"X-Evalstudio": "1"}
 METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
 
 
-def part_of(project, name=None, after=None) -> Part:
+def part_of(project) -> Part:
+    """The gateway's Part of a project, as load_parts makes it (without Label Studio: project id 1, overlap 3)."""
     config = without_comments(project.config_for("gateway"))
-    return Part(name or project.name, project.entry_title, 1, config, without_comments(
-        project.instructions_for("gateway")), frozenset(project.data_fields()), controls_of(project), None, after,
-        False, name or project.entry, None, None, project.order, None, 3, None, panels_open(config))
+    return Part(project.name, project.entry_title, 1, config, without_comments(project.instructions_for("gateway")),
+                frozenset(project.data_fields()), controls_of(project), None,
+                project.crowd.after if project.crowd else None, False, project.entry, project.list_number, None,
+                project.order, None, 3, None, panels_open(config))
 
 
 @pytest.fixture(scope="module")
@@ -195,3 +197,64 @@ def test_a_participant_who_declines_gets_the_platforms_return_route_never_a_comp
         assert gw.ledger.steps_of(name)["consent"].outcome == "declined"
     finally:
         gw.config.front = saved
+
+
+FRONT = {"consent": {"text": "<p>An example consent text.</p>", "statements": ["I agree."]},
+         "background": [{"name": "age", "text": "Age?", "type": "number", "min": 18, "max": 99}],
+         "exit_survey": [{"name": "said", "text": "Anything else?", "type": "text", "required": False}]}
+# one row per study and its part ordering: (study, the part that declares the front matter, its parts in order)
+ORDERINGS = [
+    ("squality_pairwise", None, ["squality_pairwise"]),  # the worked example: one part, with practice
+    ("cmv", "cmv_tom", ["cmv_threads", "cmv_tom"]),  # the blind part first; declared on the part done second
+    ("circa", "circa_part1", ["circa_part1", "circa_part2"]),  # Part II's gate, and its counterbalanced lists
+]
+
+
+@pytest.mark.parametrize("study, declaring, order", ORDERINGS, ids=[o[0] for o in ORDERINGS])
+def test_the_front_matter_comes_before_every_part_and_the_exit_survey_after_the_last(tmp_path, study, declaring,
+                                                                                     order):
+    from .test_cli import _projects_file
+
+    def declare(raw):
+        if declaring:
+            raw["projects"][declaring]["crowd"].update(FRONT)
+    projects = registry.load(_projects_file(tmp_path, declare)).parts(study)
+    config = GatewayConfig(study=study, parts=[part_of(p) for p in projects], label_studio_url=UNREACHABLE,
+                           api_key="k", participants_folder=tmp_path / "participants",
+                           public_url="http://127.0.0.1:23000", completion_code=CODE, front=front_of(projects),
+                           front_end={})
+    app = build_app(config)
+    gw = app.state.gateway
+    web = participant((gw, app, projects[0]), "ORDERED")
+    entries = list(dict.fromkeys(p.entry for p in projects))
+    assert entries == order
+    for entry in entries:  # before consent: no part's tasks
+        assert web.get(f"/api/next/{entry}", headers=HEADERS).json()["error"] == NOT_YET
+    ticks = [True] * len(config.front.statements)
+    web.post("/api/front/consent", json={"accept": True, "statements": ticks}, headers=HEADERS)
+    for number, item in enumerate(config.front.practice, 1):
+        web.post(f"/api/practice/{number}", json={"result": answer(projects[0], item, True)}, headers=HEADERS)
+    for entry in entries:  # before the background questions: none either
+        assert web.get(f"/api/next/{entry}", headers=HEADERS).json()["error"] == NOT_YET
+    background = {q.name: 30 if q.type == "number" else q.options[0] for q in config.front.background}
+    assert web.post("/api/front/background", json={"answers": background}, headers=HEADERS).status_code == 200
+    assert web.post("/api/front/background", json={"answers": background}, headers=HEADERS).status_code == 409
+    start = web.get("/").text
+    if study == "circa":
+        assert "Starts once you have finished" in start  # Part II's gate stands after the front matter
+    for number, entry in enumerate(entries, 1):
+        assert web.get(f"/api/next/{entry}", headers=HEADERS).json().get("error") != NOT_YET  # let through
+        assert "Before you go" not in web.get("/").text and CODE not in web.get("/").text
+        for project in projects:
+            if project.entry == entry:
+                if project.list_number is not None:
+                    gw.ledger.assign_list(entry, "ORDERED", [1, 2], 1)
+                gw.ledger.finish("ORDERED", project.name)
+    end = web.get("/").text
+    assert ("Before you go" in end) == bool(config.front.exit_survey) and CODE not in end
+    if config.front.exit_survey:
+        answers = {q.name: q.options[0] if q.type == "choice" else "fine" for q in config.front.exit_survey}
+        assert web.post("/api/front/exit", json={"answers": answers}, headers=HEADERS).status_code == 200
+    assert CODE in web.get("/").text
+    assert sorted(gw.ledger.steps_of("ORDERED")) == sorted(
+        ["consent", "background", "exit"] + [f"practice:{n}" for n in range(1, len(config.front.practice) + 1)])
