@@ -258,3 +258,56 @@ def test_the_front_matter_comes_before_every_part_and_the_exit_survey_after_the_
     assert CODE in web.get("/").text
     assert sorted(gw.ledger.steps_of("ORDERED")) == sorted(
         ["consent", "background", "exit"] + [f"practice:{n}" for n in range(1, len(config.front.practice) + 1)])
+
+
+def test_status_export_and_datasheet_read_the_front_matter_as_counts_never_rows(tmp_path):
+    """Five participants at every step: `status`'s table says where each is, the background table holds one row per
+    participant who answered (apart from the ratings), and the datasheet's D3, D5, 3.2.4 and 3.2.5 give the consent
+    wording, the counts and the practice pass rate without any participant's id or free text."""
+    from evalstudio.crowd.front_record import background_frame, front_facts, where_each
+    from evalstudio.crowd.ledger import Ledger
+    from evalstudio.exporters.publication import datasheet
+
+    project = registry.load().get(EXAMPLE)
+    book = Ledger(tmp_path)
+    given = json.dumps({"accepted": True})
+    plan = {  # participant -> (consent, practice outcomes, background, exit)
+        "PDECLINE": ("declined", [], None, None),
+        "PPRACTICE": ("given", ["correct"], None, None),
+        "PSCREENED": ("given", ["wrong", "wrong", "correct"], None, None),
+        "PWORKING": ("given", ["correct", "wrong", "correct"], {"age": 30, "english": "Yes", "reading": "Every week"},
+                     None),
+        "PSURVEYED": ("given", ["correct"] * 3, {"age": "Prefer not to say", "english": "No", "reading": "Every week"},
+                      {"difficulty": "Easy", "comments": "my name is Jo"}),
+    }
+    for who, (consent, practice, background, exit_) in plan.items():
+        book.reserve(Account(who, f"{who.lower()}@participants.invalid", "pw"))
+        book.take_step(who, "consent", given, consent)
+        for number, outcome in enumerate(practice, 1):
+            book.take_step(who, f"practice:{number}", "[]", outcome)
+        if background:
+            book.take_step(who, "background", json.dumps(background))
+        if exit_:
+            book.take_step(who, "exit", json.dumps(exit_))
+    steps = dict(zip(*where_each(book, project)[["participant", "step"]].to_dict("list").values()))
+    assert steps == {"PDECLINE": "declined", "PPRACTICE": "practice", "PSCREENED": "screened_out",
+                     "PWORKING": "working", "PSURVEYED": "surveyed"}
+    frame = background_frame(book, project)
+    assert list(frame["participant"]) == ["PWORKING", "PSURVEYED"] and "rating" not in frame.columns
+    assert frame.loc[1, "exit.comments"] == "my name is Jo"
+    facts = {"annotators": 2, "live": True, "items_per_system": {}, "label_studio": "x", "evalstudio": "y",
+             "flagged": 0, "rejected": 0, "gold_items": 0, "criteria": [], "parts": [], "free_text": 0,
+             "front": front_facts(book, project)}
+    assert facts["front"]["practice"] == {"items": 3, "min_correct": 2, "finished": 3, "passed": 2,
+                                          "pass_rate": 2 / 3}
+    answers = {a.number: a for a in datasheet.heds_answers(facts) + datasheet.checklist_d(facts)}
+    d3, d5 = answers["D3"], answers["D5"]
+    assert d3.status == datasheet.ANSWERED and "This consent text is an example." in d3.answer
+    assert "4 participant(s) consented, 1 declined" in d3.answer
+    assert "“Is English your first language?” (2 answered, 0 preferred not to say; Yes: 1, No: 1)" in d5.answer
+    assert "“What is your age (in years)?” (2 answered, 1 preferred not to say; median 30, middle half 30 to 30)" \
+        in d5.answer
+    assert "2 of 3 participants who finished it passed (66.67%)" in answers["3.2.4"].answer
+    assert answers["3.2.5"].answer == d5.answer
+    text = json.dumps([a.answer for a in answers.values()])
+    assert not any(who in text for who in plan) and "my name is Jo" not in text

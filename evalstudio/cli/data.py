@@ -20,6 +20,7 @@ from evalstudio.tasks.scanning import scan
 
 from evalstudio.operations.reading import (import_with_progress, ledger_check, one_project_for, project_tasks,
                                            study_ledger, sync_lag, user_names)
+from evalstudio.operations import status as study_status
 from evalstudio.operations.reporting import write_report
 from evalstudio.operations.waiting import WAIT_SECONDS, say, within
 
@@ -243,11 +244,15 @@ def export(
                 spans_written = len(span_rows)
         else:
             rows, annotations, spans_written = _export_live(protocol, parts, project_id, output, format, wait, spans)
+        # the front matter's background and exit-survey answers: a file of their own, apart from the ratings
+        background = None if from_export else study_status.write_background(protocol, parts, output, format)
     except EvalstudioError as e:
         raise fail_with(e)
     console.print(f"{rows} rows ({annotations} annotations) written to {output}")
     if spans:
         console.print(f"{spans_written} spans written to {spans}")
+    if background:
+        console.print(f"{background[1]} participants' background answers written to {background[0]}")
 
 
 def _export_live(protocol, parts, project_id, output: Path, format: str, wait: float,

@@ -16,13 +16,13 @@ from dataclasses import dataclass, field
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
+from evalstudio.crowd import front_record
 from evalstudio.protocols.front_matter import Question, check_answers, consent_text, practice_items
 
 from . import front_pages
 from .admission import Session, error_response
 from .checks import Refused, check_result, shown_data
 
-PROLIFIC_RETURN = "https://app.prolific.com/submissions/complete?cc="
 # what a participant is told where a step is not theirs to take now (a task route before the front matter)
 NOT_YET = "Please complete the study's first steps (consent, practice, questions) on the study's start page first."
 
@@ -44,7 +44,7 @@ class Front:
 
 def front_of(projects) -> Front | None:
     """The front matter of a study's projects (declared once, on one of them), or None."""
-    declaring = next((p for p in projects if p.crowd and p.crowd.consent), None)
+    declaring = front_record.declaring(projects)
     if declaring is None:
         return None
     crowd = declaring.crowd
@@ -56,21 +56,8 @@ def front_of(projects) -> Front | None:
 
 
 def stage(front: Front, steps: dict) -> str:
-    """Where a participant is in the front matter: consent, declined, practice, screened_out, background or working
-    (the tasks, then the exit survey)."""
-    consent = steps.get("consent")
-    if consent is None:
-        return "consent"
-    if consent.outcome != "given":
-        return "declined"
-    answered = [steps.get(f"practice:{n}") for n in range(1, len(front.practice) + 1)]
-    if any(a is None for a in answered):
-        return "practice"
-    if front.min_correct is not None and sum(a.outcome == "correct" for a in answered) < front.min_correct:
-        return "screened_out"
-    if front.background and "background" not in steps:
-        return "background"
-    return "working"
+    """Where a participant is in the front matter (evalstudio/crowd/front_record.py's stage)."""
+    return front_record.stage(steps, len(front.practice), front.min_correct, bool(front.background))
 
 
 def matches(result: list[dict], expected: dict) -> bool:
