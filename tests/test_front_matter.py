@@ -28,6 +28,12 @@ def _practice_file(tmp_path, lines: list[str]) -> str:
     return str(path)
 
 
+def _item(old: str, new: str):
+    """A change of the worked example whose practice file is one item, GOOD_ITEM with `old` replaced by `new`."""
+    return lambda raw, tmp: raw["projects"][EXAMPLE]["crowd"]["practice"].update(
+        items=_practice_file(tmp, [GOOD_ITEM.replace(old, new)]))
+
+
 GOOD_ITEM = json.dumps({"data": {"story": "s", "question": "q", "response_a": "a", "response_b": "b"},
                         "expected": {"preference": "Response A is better"}, "explanation": "A says it."})
 
@@ -47,17 +53,13 @@ BAD = [
         items=_practice_file(tmp, [GOOD_ITEM, "{not json"])),
      r"practice\.jsonl:2: not a JSON object; each line is one item: .*\(named at .*projects\.yaml:\d+: "
      r"projects\.squality_pairwise\.crowd\.practice\.items\)"),
-    ("a practice answer off the scale", lambda raw, tmp: raw["projects"][EXAMPLE]["crowd"]["practice"].update(
-        items=_practice_file(tmp, [GOOD_ITEM.replace("Response A is better", "A")])),
+    ("a practice answer off the scale", _item("Response A is better", "A"),
      r"practice\.jsonl:1: expected\.preference: .*'A'.* not among preference's choices"),
-    ("a practice control unknown", lambda raw, tmp: raw["projects"][EXAMPLE]["crowd"]["practice"].update(
-        items=_practice_file(tmp, [GOOD_ITEM.replace('"preference"', '"winner"')])),
+    ("a practice control unknown", _item('"preference"', '"winner"'),
      r"practice\.jsonl:1: expected: 'winner' is not a control of the labeling config; valid names: preference"),
-    ("a practice item without a field", lambda raw, tmp: raw["projects"][EXAMPLE]["crowd"]["practice"].update(
-        items=_practice_file(tmp, [GOOD_ITEM.replace('"story": "s", ', "")])),
+    ("a practice item without a field", _item('"story": "s", ', ""),
      r"practice\.jsonl:1: data lacks story \(the fields the labeling config shows\)"),
-    ("a practice item without explanation", lambda raw, tmp: raw["projects"][EXAMPLE]["crowd"]["practice"].update(
-        items=_practice_file(tmp, [GOOD_ITEM.replace('"A says it."', '""')])),
+    ("a practice item without explanation", _item('"A says it."', '""'),
      r"practice\.jsonl:1: give data .* expected .* and explanation"),
     ("min_correct above the items", lambda raw, tmp: raw["projects"][EXAMPLE]["crowd"]["practice"].update(
         min_correct=9), r"projects\.yaml:\d+: projects\.squality_pairwise\.crowd\.practice\.min_correct: 9 is more "
