@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import time
 
+import numpy
 import pytest
 from starlette.testclient import TestClient
 
@@ -280,6 +281,9 @@ def test_status_export_and_datasheet_read_the_front_matter_as_counts_never_rows(
         "PSURVEYED": ("given", ["correct"] * 3, {"age": "Prefer not to say", "english": "No", "reading": "Every week"},
                       {"difficulty": "Easy", "comments": "my name is Jo"}),
     }
+    for n in range(3):  # (five background answers: enough for counts to be published)
+        plan[f"PEXTRA{n}"] = ("given", ["correct"] * 3, {"age": 40 + 2 * n, "english": "Yes", "reading": "Every week"},
+                              None)
     for who, (consent, practice, background, exit_) in plan.items():
         book.reserve(Account(who, f"{who.lower()}@participants.invalid", "pw"))
         book.take_step(who, "consent", given, consent)
@@ -291,23 +295,29 @@ def test_status_export_and_datasheet_read_the_front_matter_as_counts_never_rows(
             book.take_step(who, "exit", json.dumps(exit_))
     steps = dict(zip(*where_each(book, project)[["participant", "step"]].to_dict("list").values()))
     assert steps == {"PDECLINE": "declined", "PPRACTICE": "practice", "PSCREENED": "screened_out",
-                     "PWORKING": "working", "PSURVEYED": "surveyed"}
+                     "PWORKING": "working", "PSURVEYED": "surveyed", **{f"PEXTRA{n}": "working" for n in range(3)}}
     frame = background_frame(book, project)
-    assert list(frame["participant"]) == ["PWORKING", "PSURVEYED"] and "rating" not in frame.columns
+    assert list(frame["participant"])[:2] == ["PWORKING", "PSURVEYED"] and "rating" not in frame.columns
+    assert list(frame["annotator"])[:2] == ["pworking@participants.invalid", "psurveyed@participants.invalid"]
     assert frame.loc[1, "exit.comments"] == "my name is Jo"
     facts = {"annotators": 2, "live": True, "items_per_system": {}, "label_studio": "x", "evalstudio": "y",
              "flagged": 0, "rejected": 0, "gold_items": 0, "criteria": [], "parts": [], "free_text": 0,
              "front": front_facts(book, project)}
-    assert facts["front"]["practice"] == {"items": 3, "min_correct": 2, "finished": 3, "passed": 2,
-                                          "pass_rate": 2 / 3}
+    assert facts["front"]["practice"] == {"items": 3, "min_correct": 2, "finished": 6, "passed": 5,
+                                          "pass_rate": 5 / 6}
     answers = {a.number: a for a in datasheet.heds_answers(facts) + datasheet.checklist_d(facts)}
     d3, d5 = answers["D3"], answers["D5"]
     assert d3.status == datasheet.ANSWERED and "This consent text is an example." in d3.answer
-    assert "4 participant(s) consented, 1 declined" in d3.answer
-    assert "“Is English your first language?” (2 answered, 0 preferred not to say; Yes: 1, No: 1)" in d5.answer
-    assert "“What is your age (in years)?” (2 answered, 1 preferred not to say; median 30, middle half 30 to 30)" \
-        in d5.answer
-    assert "2 of 3 participants who finished it passed (66.67%)" in answers["3.2.4"].answer
+    assert "7 participant(s) consented, 1 declined" in d3.answer
+    assert "“Is English your first language?” (5 answered, 0 preferred not to say; Yes: 4, No: 1)" in d5.answer
+    ages = [30, 40, 42, 44]  # (the fifth preferred not to say) numpy's quartiles as the independent computation
+    low, middle, high = (f"{v:g}" for v in numpy.percentile(ages, [25, 50, 75]))
+    assert (f"“What is your age (in years)?” (5 answered, 1 preferred not to say; median {middle}, middle half "
+            f"{low} to {high})") in d5.answer
+    assert "5 of 6 participants who finished it passed (83.33%)" in answers["3.2.4"].answer
     assert answers["3.2.5"].answer == d5.answer
     text = json.dumps([a.answer for a in answers.values()])
     assert not any(who in text for who in plan) and "my name is Jo" not in text
+    # fewer than five answers: not broken down
+    facts["front"]["background"][0]["answered"] = 4
+    assert "(4 answered; fewer than 5: not broken down" in datasheet.checklist_d(facts)[4].answer

@@ -48,7 +48,7 @@ def _by_participant(book) -> dict[str, dict]:
 
 def where_each(book, project) -> pd.DataFrame:
     """One row per participant who began the front matter: participant, step (consent, declined, practice,
-    screened_out, background, working or surveyed), consented (server time, ISO), practice_correct,
+    screened_out, background, working or surveyed), consented (server time, UTC), practice_correct,
     practice_answered."""
     crowd = project.crowd
     n = len(practice_items(project))
@@ -61,7 +61,7 @@ def where_each(book, project) -> pd.DataFrame:
         consent = steps.get("consent")
         answered = [s for k, s in steps.items() if k.startswith("practice:")]
         rows.append({"participant": names.get(who, who), "step": now,
-                     "consented": pd.Timestamp(consent.at, unit="s", tz="UTC").isoformat()
+                     "consented": pd.Timestamp(consent.at, unit="s", tz="UTC").strftime("%Y-%m-%d %H:%M:%S UTC")
                      if consent and consent.outcome == "given" else None,
                      "practice_correct": sum(s.outcome == "correct" for s in answered),
                      "practice_answered": len(answered)})
@@ -69,16 +69,18 @@ def where_each(book, project) -> pd.DataFrame:
 
 
 def background_frame(book, project) -> pd.DataFrame:
-    """The background and exit-survey answers, one row per participant (`participant`: their id as given; exit
-    questions as exit.NAME), apart from the ratings: a participant who skipped a question has it empty."""
+    """The background and exit-survey answers, one row per participant (`participant`: their id as given,
+    `annotator`: as the annotations name them; exit questions as exit.NAME), apart from the ratings: a participant
+    who skipped a question has it empty."""
     crowd = project.crowd
-    names = {a.lower(): a for a in book.accounts()}
-    columns = ["participant", *[q.name for q in crowd.background], *[f"exit.{q.name}" for q in crowd.exit_survey]]
+    accounts = {a.lower(): account for a, account in book.accounts().items()}
+    columns = ["participant", "annotator", *[q.name for q in crowd.background], *[f"exit.{q.name}" for q in crowd.exit_survey]]
     rows = []
     for who, steps in _by_participant(book).items():
         if "background" not in steps and "exit" not in steps:
             continue
-        row = {"participant": names.get(who, who)}
+        account = accounts.get(who)  # annotator: as the annotations name the participant (their account's e-mail)
+        row = {"participant": account.participant_id if account else who, "annotator": account.email if account else None}
         for key, prefix in (("background", ""), ("exit", "exit.")):
             if key in steps:
                 row.update({f"{prefix}{k}": v for k, v in json.loads(steps[key].answer).items()})

@@ -25,8 +25,13 @@ def consent_text(front: dict) -> str:
             "completion code).")
 
 
+MIN_GROUP = 5  # answers a question needs before its counts are published: fewer could point at a participant
+
+
 def _question(q: dict) -> str:
     said = f"“{q['text']}” ({q['answered']} answered"
+    if q["answered"] < MIN_GROUP:
+        return said + f"; fewer than {MIN_GROUP}: not broken down, so that no participant's answer shows)"
     if q.get("prefer_not_to_say") is not None:  # (asked with "prefer not to say")
         said += f", {q['prefer_not_to_say']} preferred not to say"
     if q["type"] == "choice":
