@@ -208,7 +208,9 @@ def export(
     annotator, criterion, value, annotation_id, created_at, lead_time, cancelled, agent, rationale. A protocol
     with span controls (<Labels>: error spans) also gets one row per span in a second file beside it,
     NAME.spans.FORMAT (annotations.spans.csv): control, region_id, start, end, text, labels and the per-region
-    answers.
+    answers. A study with a front matter (projects.yaml crowd: consent, background, exit_survey) also gets its
+    participants' background and exit-survey answers, one row per participant and apart from the ratings, in
+    NAME.background.FORMAT (annotations.background.csv).
 
     Live exports are read through Label Studio's export endpoint, 500 tasks per request (each retried on
     transient failures), and written as they arrive, so memory stays flat however large the project is. Label
