@@ -67,6 +67,17 @@ def static_texts(project) -> list[str]:
             and "value" in e.attrib and "$" not in e.attrib["value"] and _text(e.attrib["value"])]
 
 
+def front_texts(project) -> list[str]:
+    """The words of a study's front matter (consent statements, practice explanations, questions): none in a prompt."""
+    from evalstudio.protocols.front_matter import practice_items
+
+    crowd = project.crowd
+    if crowd is None or crowd.consent is None:
+        return []
+    return [*crowd.consent.statements, *(i["explanation"] for i in practice_items(project)),
+            *(q.text for q in crowd.background + crowd.exit_survey)]
+
+
 @pytest.mark.parametrize("name, seed, words", INSTRUMENT, ids=[row[0] for row in INSTRUMENT])
 def test_the_prompt_is_the_instrument_and_nothing_hidden(reg, name, seed, words):
     project = reg.get(name)
@@ -81,6 +92,8 @@ def test_the_prompt_is_the_instrument_and_nothing_hidden(reg, name, seed, words)
         prompt = instrument.prompt(task["data"], order)
         text = "\n".join(m["content"] for m in prompt.messages)
         assert HIDDEN not in text
+        for front in front_texts(project):  # the study's front matter is the participants' alone (issue 70)
+            assert front not in text, front
         for static in static_texts(project):
             for line in static.splitlines():
                 assert line.strip(" |") in text, line

@@ -270,3 +270,22 @@ def test_each_study_has_its_ledger_in_the_participants_folder(tmp_path, backend,
         ledger.open_ledger(got)  # (the gateway opens it)
         if study is not None:  # and read back without claiming, as status and report find it
             assert participants.study_folder(root, study) == got
+
+
+def _steps(folder: str, participant: str, outcome: str) -> str:
+    return Ledger(Path(folder)).take_step(participant, "consent", json.dumps({"accepted": outcome == "given"}),
+                                          outcome).outcome
+
+
+def test_a_front_matter_step_is_recorded_once_whatever_the_race(backend, tmp_path):
+    """Issue 70: two processes record one participant's consent at once, one as given and one as declined (a
+    participant clicking both in two tabs): the ledger keeps one, both processes read that one, and a later step
+    of another kind is kept beside it with the server's time."""
+    outcomes = _in_processes(_steps, [(str(tmp_path), "P1", "given"), (str(tmp_path), "p1", "declined")])
+    assert outcomes[0] == outcomes[1] in ("given", "declined")
+    book = Ledger(tmp_path)
+    book.take_step("P1", "background", json.dumps({"age": 30}))
+    steps = book.steps_of("p1")
+    assert sorted(steps) == ["background", "consent"] and steps["consent"].outcome == outcomes[0]
+    assert steps["consent"].at <= steps["background"].at and [s.step for s in book.all_steps()] == ["consent",
+                                                                                                   "background"]

@@ -20,6 +20,7 @@ from evalstudio.tasks.scanning import scan
 
 from evalstudio.operations.reading import (import_with_progress, ledger_check, one_project_for, project_tasks,
                                            study_ledger, sync_lag, user_names)
+from evalstudio.operations import status as study_status
 from evalstudio.operations.reporting import write_report
 from evalstudio.operations.waiting import WAIT_SECONDS, say, within
 
@@ -207,7 +208,9 @@ def export(
     annotator, criterion, value, annotation_id, created_at, lead_time, cancelled, agent, rationale. A protocol
     with span controls (<Labels>: error spans) also gets one row per span in a second file beside it,
     NAME.spans.FORMAT (annotations.spans.csv): control, region_id, start, end, text, labels and the per-region
-    answers.
+    answers. A study with a front matter (projects.yaml crowd: consent, background, exit_survey) also gets its
+    participants' background and exit-survey answers, one row per participant and apart from the ratings, in
+    NAME.background.FORMAT (annotations.background.csv).
 
     Live exports are read through Label Studio's export endpoint, 500 tasks per request (each retried on
     transient failures), and written as they arrive, so memory stays flat however large the project is. Label
@@ -243,11 +246,15 @@ def export(
                 spans_written = len(span_rows)
         else:
             rows, annotations, spans_written = _export_live(protocol, parts, project_id, output, format, wait, spans)
+        # the front matter's background and exit-survey answers: a file of their own, apart from the ratings
+        background = None if from_export else study_status.write_background(protocol, parts, output, format)
     except EvalstudioError as e:
         raise fail_with(e)
     console.print(f"{rows} rows ({annotations} annotations) written to {output}")
     if spans:
         console.print(f"{spans_written} spans written to {spans}")
+    if background:
+        console.print(f"{background[1]} participants' background answers written to {background[0]}")
 
 
 def _export_live(protocol, parts, project_id, output: Path, format: str, wait: float,

@@ -225,6 +225,14 @@ def _print_status(seen) -> None:
         for who, warnings in zip(shown["participant"], shown["warnings"]):
             if warnings:
                 console.print(f"{who}: {warnings}", highlight=False, soft_wrap=True)
+    if seen.front is not None:  # the study's front matter: where each participant is
+        import pandas as pd
+
+        steps = Table(*seen.front.columns, title="front matter: " + ", ".join(
+            f"{n} {k}" for k, n in seen.front["step"].value_counts().items()))
+        for row in seen.front.itertuples(index=False):
+            steps.add_row(*(printable("" if pd.isna(v) else str(v)) for v in row))
+        console.print(steps)
     console.print(time_left_text(seen.annotations, seen.remaining))
     for line in study_status.adaptive_lines(seen.parts, seen.per_part, seen.folder):
         console.print(line, highlight=False, soft_wrap=True)

@@ -25,6 +25,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from .ledger_doors import count_attempt, digest, new_session
+from .ledger_front import FrontSteps
 from .ledger_schema import LedgerError, LedgerUnreachable
 from .ledger_store import FILE, POINTER, URL_ENV, Store, Transaction
 from .ledger_sync import Lag, Synced
@@ -106,7 +107,7 @@ def _key(participant: str) -> str:
     return participant.lower()
 
 
-class Ledger(Synced, Store):
+class Ledger(FrontSteps, Synced, Store):
     """One study's ledger (see the module's docstring): what it records, on its Store's connections. Thread-safe."""
 
     # ---- settings ---------------------------------------------------------------------------------------------

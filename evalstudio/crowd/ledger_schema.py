@@ -137,6 +137,20 @@ MIGRATIONS: dict[int, list[str]] = {
         "ALTER TABLE finished ADD COLUMN tasks TEXT",
         "UPDATE finished SET tasks = ''",
     ],
+    6: [
+        # a study's front matter (projects.yaml crowd: consent, practice, background, exit_survey): each step a
+        # participant took, once (the first answer stays), with the server's time. `step` is consent, practice:N (the
+        # N-th practice item, from 1), background or exit; `answer` the checked answer (JSON); `outcome` consent's
+        # given or declined, a practice item's correct or wrong
+        """CREATE TABLE front (
+             participant TEXT NOT NULL,
+             step TEXT NOT NULL,
+             at DOUBLE PRECISION NOT NULL,
+             answer TEXT NOT NULL,
+             outcome TEXT,
+             PRIMARY KEY (participant, step)
+           )""",
+    ],
 }
 
 def take_over(folder: Path, tx) -> None:

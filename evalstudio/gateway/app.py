@@ -30,6 +30,7 @@ from evalstudio.values.origins import region_key, same_value, shown_prediction
 from . import pages, sync
 from .admission import Admission, Session, error_response
 from .checks import ASSET_PATH, REF, Refused, check_result, shown_data
+from .front import FrontMatter
 from .serving import CATALOGUE_SECONDS, Catalogue, LabelStudioSilent, Serving
 from .setup import GatewayConfig, Part
 
@@ -43,7 +44,7 @@ NO_LABEL_STUDIO = ("The study server cannot reach Label Studio just now. The ans
                    "please try again in a minute.")
 
 
-class Gateway(Serving, Admission):
+class Gateway(FrontMatter, Serving, Admission):
     def __init__(self, config: GatewayConfig):
         self.config = config
         self.parts = {p.name: p for p in config.parts}
@@ -74,6 +75,14 @@ class Gateway(Serving, Admission):
         session = await self.session(request)
         if session is None:
             return self._html(pages.sign_in, self.config.study)
+        states = self._part_states(session)
+        # the study's front matter first (consent, practice, background), and its exit survey at the end
+        if (front := self.front_page(session, states)) is not None:
+            return front
+        return self._html(pages.start, self.config.study, session.participant, states, self.config.completion_code)
+
+    def _part_states(self, session: Session) -> list[dict]:
+        """Each entry of the study as the participant's start page shows it: finished, open, or after another."""
         finished = self.ledger.finished_on(session.participant)
         states = []
         for entry, choices in self.entries.items():
@@ -88,7 +97,7 @@ class Gateway(Serving, Admission):
             else:
                 state = "open"
             states.append({"name": entry, "title": first.title, "state": state})
-        return self._html(pages.start, self.config.study, session.participant, states, self.config.completion_code)
+        return states
 
     async def label(self, request: Request) -> Response:
         entry = request.path_params["part"]
@@ -96,7 +105,7 @@ class Gateway(Serving, Admission):
             return error_response("not found", 404)
         part = self.entries[entry][0]  # the lists of an entry share config, instructions and title
         session = await self.session(request)
-        if session is None:
+        if session is None or self.front_block(session) is not None:
             return RedirectResponse("/", status_code=303)
         return self._html(pages.labeling, self.config.study, part.title, entry, part.config, part.instructions,
                           self.config.chunks, self.config.module, self.config.front_end, part.first_config)
@@ -235,6 +244,10 @@ class Gateway(Serving, Admission):
 
     async def _route(self, request: Request, session: Session) -> Response:
         action, arg = request.path_params["action"], request.path_params["arg"]
+        if action in ("front", "practice"):  # the study's front matter: each step only at its turn
+            return await self.front_route(request, session, action, arg)
+        if (blocked := self.front_block(session)) is not None:  # no task route before consent, practice, background
+            return error_response(blocked, 403)
         if request.method == "GET" and action == "next":
             part = await self._part_for(session, arg)
             if part is None:
@@ -376,6 +389,7 @@ def build_app(config: GatewayConfig) -> Starlette:
         Route("/s/{participant}/{code}", gateway.personal_link, methods=["GET"]),
         Route("/join/{key}", gateway.join_page, methods=["GET"]),
         Route("/label/{part}", gateway.label, methods=["GET"]),
+        Route("/practice", gateway.practice_page, methods=["GET"]),
         Route("/api/sign-in", gateway.sign_in, methods=["POST"]),
         Route("/api/sign-out", gateway.sign_out, methods=["POST"]),
         Route("/api/join", gateway.join, methods=["POST"]),

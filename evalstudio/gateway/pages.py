@@ -31,7 +31,7 @@ details.instructions > summary { cursor: pointer; font-weight: 600; }
 """
 
 
-def _json(value) -> str:
+def script_json(value) -> str:
     """JSON that is safe inside a <script> element."""
     return (json.dumps(value, ensure_ascii=False).replace("<", "\\u003c").replace(">", "\\u003e")
             .replace("&", "\\u0026").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
@@ -43,7 +43,7 @@ def page(title: str, body: str, nonce: str, head: str = "") -> str:
             f"<style nonce=\"{nonce}\">{STYLE}</style></head><body>{body}</body></html>")
 
 
-_API = """
+API_SCRIPT = """
 async function api(path, body, method) {
   let answer;
   try {
@@ -64,7 +64,7 @@ function say(id, text) { const el = document.getElementById(id); el.textContent 
 
 
 def sign_in(nonce: str, study: str, participant: str = "", message: str = "") -> str:
-    script = _API + """
+    script = API_SCRIPT + """
 document.getElementById('form').addEventListener('submit', async (event) => {
   event.preventDefault();
   const answer = await api('/api/sign-in', {participant: document.getElementById('participant').value.trim(),
@@ -84,8 +84,8 @@ document.getElementById('form').addEventListener('submit', async (event) => {
 
 def join(nonce: str, study: str, key: str, participant: str, platform: dict | None = None) -> str:
     # the crowd platform's study and session ids from the study link (kept with the sign-up)
-    script = _API + f"""
-const KEY = {_json(key)}, PLATFORM = {_json(platform or {})};
+    script = API_SCRIPT + f"""
+const KEY = {script_json(key)}, PLATFORM = {script_json(platform or {})};
 document.getElementById('form').addEventListener('submit', async (event) => {{
   event.preventDefault();
   const answer = await api('/api/join', {{...PLATFORM, key: KEY,
@@ -120,7 +120,7 @@ def start(nonce: str, study: str, participant: str, parts: list[dict], completio
             f"<p>Your completion code: <b>{escape(completion)}</b></p>" if completion else "") + "</div>"
     body = f"""<header><span class="title">{escape(study)}</span><span>{escape(participant)}</span>
 <button id="out">Sign out</button></header><main>{end}{''.join(rows)}</main>
-<script nonce="{nonce}">{_API}
+<script nonce="{nonce}">{API_SCRIPT}
 document.getElementById('out').addEventListener('click', async () => {{ await api('/api/sign-out', {{}}); location.href = '/'; }});
 </script>"""
     return page(study, body, nonce)
@@ -162,16 +162,37 @@ async function patiently(path, body) {
 }
 // Only the answer is sent: the gateway measures the time on the task itself and sets every answer's origin.
 async function send(annotation) {
-  const path = current.update ? '/api/update/' + current.ref : '/api/submit/' + current.ref;
+  const path = SETUP.practice ? '/api/practice/' + current.ref
+    : current.update ? '/api/update/' + current.ref : '/api/submit/' + current.ref;
   const answer = await patiently(path, {result: annotation.serializeAnnotation()});
   if (answer.error && !answer.next) { status(answer.error); return; }
+  if (answer.practice) { explain(answer); return; }  // a practice item: its explanation, then on
   status(answer.next ? answer.error : '');  // "next": the task had its answers from others; on to the next one
   delete document.getElementById('editor').dataset.task;  // saved: no task is open until the next one renders
   // the editor finishes its own submit after this callback: move on once it has. Its submit first waits for a
   // draft being saved with a 100 ms interval (waitForDraftSubmission) that reads the selected annotation at its
   // first tick, even when nothing was saving; a timer of the same delay set after it (here, later) fires after that
   // tick, so the editor is never destroyed under it (the gateway now answers a submission within milliseconds)
-  setTimeout(() => load('/api/next/' + PART), 100);
+  setTimeout(() => load(SETUP.next), 100);
+}
+// a practice item answered (the study's front matter): whether it matched, the expected answer and the item's
+// explanation, as the researcher wrote them; the participant moves on when they have read it
+function explain(answer) {
+  const box = document.getElementById('explanation');
+  const expected = Object.values(answer.expected).map((v) => Array.isArray(v) ? v.join(', ') : String(v)).join('; ');
+  box.replaceChildren();
+  for (const [tag, text] of [['h3', answer.correct ? 'Your answer matches the expected answer.'
+                                                   : 'Your answer differs from the expected answer.'],
+                             ['p', 'Expected: ' + expected], ['p', answer.explanation]]) {
+    const el = document.createElement(tag); el.textContent = text; box.appendChild(el);
+  }
+  const next = document.createElement('button');
+  next.className = 'primary'; next.id = 'continue'; next.textContent = 'Continue';
+  next.addEventListener('click', () => {
+    box.hidden = true;
+    if (answer.last) location.href = '/'; else load(SETUP.next);
+  });
+  box.appendChild(next); box.hidden = false;
 }
 function render(task) {
   if (editor) { editor.destroy(); editor = null; }
@@ -285,19 +306,21 @@ document.addEventListener('pointerup', (event) => {
   }, 0);
 }, true);
 queue.push([['evalstudio-gateway'], {}, (require) => {
-  Promise.all(SETUP.chunks.map((id) => require.e(id))).then(() => { require(SETUP.module); load('/api/next/' + PART); });
+  Promise.all(SETUP.chunks.map((id) => require.e(id))).then(() => { require(SETUP.module); load(SETUP.next); });
 }]);
 """
 
 
 def labeling(nonce: str, study: str, title: str, part: str, config: str, instructions: str, chunks: list[int],
-             module: int, front_end: dict, first_config: str | None = None) -> str:
-    # first_config: the participant's first task of the part has the config's guide open (setup.panels_open)
-    setup = _json({"part": part, "config": config, "first_config": first_config or config, "chunks": chunks,
-                   "module": module, "spans": bool(re.search(r"<Labels[\s>/]", config))})
+             module: int, front_end: dict, first_config: str | None = None, practice: bool = False) -> str:
+    # first_config: the participant's first task of the part has the config's guide open (setup.panels_open);
+    # practice: the study's practice items in the part's view (their answers go to /api/practice/N, evalstudio/gateway/front.py)
+    setup = script_json({"part": part, "config": config, "first_config": first_config or config, "chunks": chunks,
+                   "module": module, "spans": bool(re.search(r"<Labels[\s>/]", config)), "practice": practice,
+                   "next": "/api/practice/next" if practice else f"/api/next/{part}"})
     # Label Studio's editor reads its feature flags when main.js loads: the same as Label Studio's own app gives it
     # (without them it would, for one, show "->" in a Text tag as "-&gt;")
-    app_settings = _json({key: front_end[key] for key in ("feature_flags", "feature_flags_default_value",
+    app_settings = script_json({key: front_end[key] for key in ("feature_flags", "feature_flags_default_value",
                                                            "sentry_environment")})
     # the project's instructions come from the researcher's projects.yaml (trusted HTML); scripts in them do not
     # run (the page's Content-Security-Policy allows only the gateway's own scripts)
@@ -307,13 +330,14 @@ def labeling(nonce: str, study: str, title: str, part: str, config: str, instruc
     body = f"""<header><span class="title">{escape(title)}</span><span id="progress"></span>
 <button id="previous" disabled>&larr; Previous</button><a class="button" href="/">Study overview</a></header>
 <main class="labeling">{box}
-<p id="status" class="message" hidden></p><div id="editor"></div></main>
+<p id="status" class="message" hidden></p><div id="explanation" class="box message" hidden></div>
+<div id="editor"></div></main>
 <script nonce="{nonce}">window.APP_SETTINGS = {app_settings};</script>
 <script nonce="{nonce}" src="/react-app/runtime.js"></script>
 <script nonce="{nonce}">{LABELING_SCRIPT}</script>
 <script nonce="{nonce}" src="/react-app/vendor.js"></script>
 <script nonce="{nonce}" src="/react-app/main.js"></script>
-<script nonce="{nonce}">const SETUP = {setup};{_API}{LABELING_APP}</script>"""
+<script nonce="{nonce}">const SETUP = {setup};{API_SCRIPT}{LABELING_APP}</script>"""
     head = '<link rel="stylesheet" href="/react-app/main.css">'
     # the browser tab names the part once: a study of one part has the part's title (Circa's parts begin with it)
     return page(title if title.startswith(study) else f"{study}: {title}", body, nonce, head)

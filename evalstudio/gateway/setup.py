@@ -14,6 +14,7 @@ from evalstudio.crowd.routing import Active, Pac, Routing, active_of, pac_of, ro
 from evalstudio.protocols.registry import Project
 
 from .checks import Control, controls_of
+from .front import Front
 
 # where Label Studio's front end is: the labeling editor's chunks and module, found in main.js (see pages.py)
 _LOADER = re.compile(r"Promise\.all\(\[((?:n\.e\(\d+\),?)+)\]\)\.then\(n\.bind\(n,(\d+)\)\)")
@@ -63,6 +64,7 @@ class GatewayConfig:
     front_end: dict = field(default_factory=dict)
     sync_name: str = "study"  # whose sync lease the gateway's writer takes (one writer per study)
     accept_changed_tasks: bool = False  # tasks changed in Label Studio since the ledger recorded them: shown as now
+    front: Front | None = None  # the study's front matter (consent, practice, background, exit survey)
 
 
 def load_parts(client, projects: list[Project]) -> list[Part]:

@@ -63,6 +63,7 @@ def publish_study(protocol: str, projects, folder: Path | None, stage: Path, key
 
     data = stage / "data_release"
     files = release.write_data(data, ratings, review)
+    _front_matter(parts, folder, key, facts, data)
     span_files = release.write_spans(data, spans) if spans is not None else None
     (stage / "review_free_text.csv").write_bytes(files["review"].read_bytes())
     files["review"].unlink()
@@ -79,6 +80,26 @@ def publish_study(protocol: str, projects, folder: Path | None, stage: Path, key
     instrument.write_manifest(stage, shown, protocol)
     return {"ratings": len(ratings), "annotators": facts["annotators"], "free_text": len(review),
             "open": sum(a.status == datasheet.OPEN for a in heds), "warnings": facts["warnings"]}
+
+
+def _front_matter(parts, folder: Path, key: bytes, facts: dict, data: Path) -> None:
+    """The front matter's facts for the datasheet (counts) and data/background.csv: each participant's background
+    answers under the pseudonym their ratings have, apart from the ratings; free-text answers are not released."""
+    from evalstudio.crowd import front_record, ledger, participants
+
+    from ..exporters.tables.files import write_csv
+
+    project = front_record.declaring(parts)
+    if project is None or not participants.has_ledger(folder):
+        return
+    book = ledger.open_ledger(folder)
+    facts["front"] = front_record.front_facts(book, project)
+    frame = front_record.background_frame(book, project)
+    kept = [q.name for q in project.crowd.background if q.type != "text"] + \
+        [f"exit.{q.name}" for q in project.crowd.exit_survey if q.type != "text"]
+    released = frame[kept].copy()
+    released.insert(0, "annotator", [release.pseudonym(key, a) for a in frame["annotator"]])
+    write_csv(released, data / "data" / "background.csv")
 
 
 def _span_text(parts) -> str:

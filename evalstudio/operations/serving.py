@@ -64,6 +64,7 @@ def gateway_config(protocol, port, host, public_url, folder, join, new_join_link
     from evalstudio.labelstudio.connection import check_address, check_url, settings_from_env
 
     from ..gateway import GatewayConfig, load_parts
+    from ..gateway.front import front_of
     from ..gateway.setup import find_frontend, front_end
     from evalstudio.crowd.ledger import open_ledger
 
@@ -94,7 +95,7 @@ def gateway_config(protocol, port, host, public_url, folder, join, new_join_link
                            joins_per_minute=crowd.sign_ups_per_minute if crowd else 1000,
                            max_participants=crowd.max_participants if crowd else None,
                            front_end=settings_shown, sync_name=protocol,
-                           accept_changed_tasks=accept_changed_tasks)
+                           accept_changed_tasks=accept_changed_tasks, front=front_of(parts))
     proxies = [check_address(a, "--trusted-proxy") for a in trusted_proxy or []]
     return config, target, key, crowd, proxies, shown_public
 

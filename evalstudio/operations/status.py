@@ -50,6 +50,37 @@ def adaptive_lines(parts, per_part, folder) -> list[str]:
     return routing.progress_lines(parts, per_part, book)
 
 
+def front_table(parts, folder):
+    """Where each participant is in the study's front matter (consent, practice, background, working, surveyed),
+    from the ledger; None when the study declares none or has no ledger yet."""
+    from evalstudio.crowd import front_record, ledger, participants
+
+    project = front_record.declaring(parts)
+    folder = Path(folder or participants.DEFAULT_FOLDER)
+    if project is None or not ((folder / ledger.FILE).exists() or (folder / ledger.POINTER).exists()):
+        return None
+    return front_record.where_each(ledger.open_ledger(folder), project)
+
+
+def write_background(protocol, parts, output: Path, format: str, folder=None) -> tuple[Path, int] | None:
+    """The study's background and exit-survey answers, one row per participant, into their own file beside the
+    annotations (OUTPUT.background.FORMAT: never in the ratings' table): (path, rows), or None when the study
+    declares no front matter or has no ledger yet."""
+    from evalstudio.crowd import front_record, ledger
+
+    from ..exporters.tables.files import write_table
+    from .reading import study_ledger
+
+    project = front_record.declaring(parts)
+    folder = study_ledger(protocol, folder)
+    if project is None or not ((folder / ledger.FILE).exists() or (folder / ledger.POINTER).exists()):
+        return None
+    frame = front_record.background_frame(ledger.open_ledger(folder), project)
+    path = output.with_name(f"{output.stem}.background{output.suffix}")
+    write_table(frame, path, format)
+    return path, len(frame)
+
+
 RESTORE = {
     "settings": "`evalstudio setup {study}` writes projects.yaml's settings back",
     "tasks": "the imported values are in your input files: export the project first (the task's annotations go "
@@ -118,7 +149,9 @@ def look(protocol, from_export, project_id, participants_folder, output, close_f
             write_status(stage, protocol, crowd, table, coverage, remaining, annotations, tampered,
                          adaptive_lines(parts, per_part, participants_folder))
     closed = close_finished(table, crowd, participants_folder) if close_finished_too else []
+    front = front_table(parts, participants_folder)
     return Status(parts=parts, per_part=per_part, crowd=crowd, table=table, coverage=coverage, remaining=remaining,
+                  front=front,
                   annotations=annotations, tampered=tampered, unchecked=unchecked, closed=closed,
                   folder=participants_folder)
 

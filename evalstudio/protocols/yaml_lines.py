@@ -33,6 +33,9 @@ class Where:
             if isinstance(problem, ConfigProblem):  # the config's own file and line, then the entry using it
                 out.append(f"{problem} (the config of {self})")
                 continue
+            if getattr(problem, "key", ""):  # a problem inside a file the entry names (front_matter.FileProblem)
+                out.append(f"{problem} (named at {self.at(problem.key)})")
+                continue
             key, sep, message = problem.partition(": ")
             if sep and re.fullmatch(r"[\w.\- {}]+", key) and " " not in key.strip():
                 out.append(f"{self.at(key)}: {message}")

@@ -20,6 +20,8 @@ from pathlib import Path
 
 from evalstudio.base.numbers import percent
 
+from . import front_answers
+
 OPEN = "open"
 ANSWERED = "answered"
 PARTLY = "partly answered"  # facts given, a part only the researcher knows left open
@@ -183,6 +185,9 @@ def heds_answers(facts: dict) -> list[Answer]:
         Answer("3.2.4", "What training and/or practice are evaluators given before starting on the evaluation?",
                PARTLY if live else OPEN, _training(f) if live else "",
                "instrument/; add any training beyond the instructions" if live else "the instructions given"),
+        Answer("3.2.5", "What other characteristics do the evaluators have?", PARTLY,
+               front_answers.demographics(f["front"]), "the background questions (the gateway's ledger, as counts); "
+               "qualifications: the researchers") if f.get("front") and f["front"]["background"] else
         _open("3.2.5", "What other characteristics do the evaluators have?",
               "demographics or qualifications, with the numbers per subgroup"),
         _open("3.3.1", "Has the experimental design been preregistered? If yes, on which registry?", "Yes/No"),
@@ -308,6 +313,7 @@ def _recruitment(f: dict) -> str:
 def _training(f: dict) -> str:
     return ("The instructions shown with the study (quoted in instrument/instructions/, SHA-256 in MANIFEST.json); "
             "through the gateway the first task of each part opens with every instruction panel unfolded."
+            + (front_answers.practice_text(f["front"]) if f.get("front") else "")
             + (f" Parts in a fixed order: {f['order_of_parts']}." if f.get("order_of_parts") else ""))
 
 
@@ -356,10 +362,17 @@ def checklist_d(facts: dict) -> list[Answer]:
                      "demographic (e.g., country of residence)?", PARTLY,
                _recruitment(f) + (f" Pay: {f['pay']}." if f.get("pay") else " Pay: give --pay."),
                "whether the pay is adequate for the participants' country: the researchers"),
+        Answer("D3", "Did you discuss whether and how consent was obtained from people whose data you're "
+                     "using/curating?", ANSWERED, front_answers.consent_text(f["front"]),
+               "projects.yaml crowd.consent and the gateway's ledger") if f.get("front") else
         _open("D3", "Did you discuss whether and how consent was obtained from people whose data you're "
                     "using/curating?", "the consent wording and how it was given"),
         _open("D4", "Was the data collection protocol approved (or determined exempt) by an ethics review board?",
               "the board's decision"),
+        Answer("D5", "Did you report the basic demographic and geographic characteristics of the annotator "
+                     "population that is the source of the data?", PARTLY, front_answers.demographics(f["front"]),
+               "the background questions (counts); what they did not ask: the researchers")
+        if f.get("front") and f["front"]["background"] else
         _open("D5", "Did you report the basic demographic and geographic characteristics of the annotator "
                     "population that is the source of the data?", "the annotators' demographics"),
     ]
