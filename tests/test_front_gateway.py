@@ -321,3 +321,33 @@ def test_status_export_and_datasheet_read_the_front_matter_as_counts_never_rows(
     # fewer than five answers: not broken down
     facts["front"]["background"][0]["answered"] = 4
     assert "(4 answered; fewer than 5: not broken down" in datasheet.checklist_d(facts)[4].answer
+
+
+# (served protocol, the part that declares the front matter, refused?): a part served alone, while its study's front
+# matter is declared on another part, would let its participants reach tasks without consenting
+SERVED_ALONE = [
+    ("circa_part2", "circa_part1", True),
+    ("circa_part2_list1", "circa_part1", True),
+    ("cmv_threads", "cmv_tom", True),
+    ("circa", "circa_part1", False),
+    ("circa_part1", "circa_part1", False),
+    ("circa_part2", None, False),
+]
+
+
+@pytest.mark.parametrize("served, declaring, refused", SERVED_ALONE)
+def test_a_part_is_not_served_alone_without_its_studys_front_matter(tmp_path, served, declaring, refused):
+    from evalstudio.base.errors import BadInput
+    from evalstudio.operations.serving import check_front_matter_served
+
+    from .test_cli import _projects_file
+
+    def declare(raw):
+        if declaring:
+            raw["projects"][declaring]["crowd"].update(FRONT)
+    reg = registry.load(_projects_file(tmp_path, declare))
+    if refused:
+        with pytest.raises(BadInput, match=f"evalstudio gateway {reg.get(declaring).study}"):
+            check_front_matter_served(reg, served, reg.parts(served))
+    else:
+        check_front_matter_served(reg, served, reg.parts(served))

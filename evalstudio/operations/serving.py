@@ -53,6 +53,22 @@ def join_key(folder: Path, renew: bool = False) -> str:
     return book.setting("join_key", make)
 
 
+def check_front_matter_served(registry, protocol, parts) -> None:
+    """Refuse to serve a part of a study alone when the study's front matter (consent, practice, background) is
+    declared on another part: its participants would reach tasks without consenting."""
+    from evalstudio.crowd.front_record import declaring
+
+    if declaring(parts) is not None:
+        return
+    whole = {p.study or p.list_of for p in parts} - {None}
+    for study in sorted(whole):
+        owner = declaring(registry.parts(study))
+        if owner is not None:
+            raise BadInput(f"{protocol} is a part of the study {study}, whose front matter (consent, practice, "
+                           f"background questions) is declared on {owner.name}: serve the whole study "
+                           f"(`evalstudio gateway {study}`) so that every participant consents before any task")
+
+
 def gateway_config(protocol, port, host, public_url, folder, join, new_join_link, sign_ins_per_minute, trusted_proxy,
                    shared_pool, accept_changed_tasks, projects):
     """(config, the study's ledger folder, the study link's key, crowd, trusted proxies, public address): a study's
@@ -70,6 +86,7 @@ def gateway_config(protocol, port, host, public_url, folder, join, new_join_link
 
     registry = load_registry(projects)
     parts = registry.parts(protocol)
+    check_front_matter_served(registry, protocol, parts)
     settings = settings_from_env()
     client = Client(settings)
     if not 1 <= port <= 65535:
