@@ -21,6 +21,7 @@ from evalstudio.values.spans import MAX_SPANS
 from . import part_order
 from .adaptive import Assignment, StopWhen, adaptive_problems
 from .config_checks import check_against_config, compare_problems
+from .crowd_rules import Bonus, Crowd  # noqa: F401 - (Bonus: imported from here too)
 from .judges import Prefill, read_judges
 from .mapping import InputMap
 from .mapping import check_against_config as input_problems
@@ -60,6 +61,7 @@ class Criterion(BaseModel):
 
     @property
     def is_numeric(self) -> bool:
+        """Whether the criterion is a number (it has no labels)."""
         return self.labels is None
 
 
@@ -72,56 +74,6 @@ class Slot(NamedTuple):
     rationale: str | None
     model_output: str | None
     model_rationale: str | None
-
-
-class Bonus(BaseModel):
-    """A bonus rule of a crowd study. all_batches: `amounts[0]` for a participant who completed `max_batches`
-    batches; most_tasks: `amounts[i]` for the participant ranked i+1 by tasks done (ties share the better rank)."""
-
-    model_config = ConfigDict(extra="forbid")
-    rule: Literal["all_batches", "most_tasks"]
-    amounts: list[float] | None = None  # None: the document promises a bonus without an amount; set it
-    currency: str = "USD"
-
-    @model_validator(mode="after")
-    def _check(self):
-        if self.amounts is not None and (not self.amounts or any(not (a >= 0) for a in self.amounts)):
-            raise ValueError("amounts lists non-negative amounts (or is left out until you set them)")
-        return self
-
-
-class Crowd(BaseModel):
-    """How a study runs with paid participants (`status` and `approvals` apply it)."""
-
-    model_config = ConfigDict(extra="forbid")
-    platform: Literal["prolific", "mturk"] | None = None  # None: lab annotators, no approvals file
-    # tasks each participant does: a number, or "all" (every task of the project)
-    per_participant: int | Literal["all"] | None = Field(default=None)
-    batch_size: int | None = Field(default=None, ge=1)  # tasks per submission (an MTurk HIT)
-    max_batches: int | None = Field(default=None, ge=1)  # batches a participant may do
-    bonus: Bonus | None = None
-    completion_code: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{1,40}$")  # Prolific: shown at the end
-    after: str | None = None  # a project of the same study the participant completes first (Circa: Part I)
-    min_gold_accuracy: float | None = Field(default=None, ge=0, le=1)  # below it: rejected (failed attention checks)
-    min_median_seconds: float | None = Field(default=None, ge=0)  # a lower median time per task: flagged as speeder
-    # share of each participant's tasks that are gold items: Label Studio's uniform sampling mixes the pool's gold
-    # share into every stream, so `status` checks that the pool holds at least this share (and random order)
-    gold_rate: float | None = Field(default=None, gt=0, lt=1)
-    # participants the study takes in all (the gateway's study link refuses sign-ups beyond it, politely)
-    max_participants: int | None = Field(default=None, ge=1)
-    # the gateway's limits: sign-in and sign-up requests per client address and minute (a lab whose participants
-    # share one address passes; wrong codes for one id are held at 10 a minute per address whatever this says), and
-    # study-link sign-ups per minute in all (a launch of several hundred passes; a sign-up is a ledger row, cheap)
-    sign_ins_per_minute: int = Field(default=300, ge=1, le=100_000)
-    sign_ups_per_minute: int = Field(default=1000, ge=1, le=100_000)
-
-    @model_validator(mode="after")
-    def _check(self):
-        if isinstance(self.per_participant, int) and self.per_participant < 1:
-            raise ValueError("per_participant is a positive number of tasks, or all")
-        if self.bonus and self.bonus.rule == "all_batches" and not (self.batch_size and self.max_batches):
-            raise ValueError("the all_batches bonus needs batch_size and max_batches")
-        return self
 
 
 class Lists(BaseModel):
@@ -161,6 +113,7 @@ class Compare(BaseModel):
 
     @property
     def kind(self) -> str:
+        """'pairwise' when a criterion is compared, else 'best_worst'."""
         return "pairwise" if self.criterion else "best_worst"
 
 
@@ -225,10 +178,12 @@ class Project(BaseModel):
 
     @property
     def config_path(self) -> Path:
+        """The labeling config's file, relative paths taken from the projects.yaml's folder."""
         return (self.base_dir / self.config).resolve()
 
     @cached_property
     def label_config(self) -> str:
+        """The labeling config's XML as Label Studio stores it; RegistryError naming the entry if unreadable."""
         try:
             return read_text_file(self.config_path).strip()  # as Label Studio stores it
         except OSError as e:
@@ -249,6 +204,7 @@ class Project(BaseModel):
 
     @cached_property
     def interface(self) -> LabelInterface:
+        """The config as a LabelInterface, checked by Label Studio's schema and the channels' rules."""
         from .channels import config_channel_problems
 
         config = self.label_config  # (its own error when the file cannot be read)
@@ -284,6 +240,7 @@ class Project(BaseModel):
 
     @property
     def study_name(self) -> str:
+        """The study this project is part of: `study`, else its entry's name."""
         return self.study or self.entry
 
     def instructions_for(self, channel: str) -> str:
@@ -335,6 +292,7 @@ class Registry:
         return list(dict.fromkeys(studies + entries + list(self.projects)))
 
     def get(self, name: str) -> Project:
+        """The project of this name; UnknownName listing the names there are."""
         try:
             return self.projects[name]
         except KeyError:
