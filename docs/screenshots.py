@@ -6,7 +6,7 @@
   docs/plan.png      `evalstudio plan`'s curves for USR's PersonaChat ratings (the README's worked example)
   docs/active.png    `evalstudio active estimate`'s figure for USR's Overall ratings, 200 of 300 responses drawn from
                      a proxy judge's uncertainty (the mean of the Natural, Context and Engaging ratings; its
-                     confidence their agreement), as tests/test_active.py draws them
+                     confidence their agreement), as tests/test_active_command.py draws them
 
 Run from the repository: `.venv/bin/python docs/screenshots.py` (needs /usr/bin/chromium, as the browser tests).
 The annotator views (docs/sotopia.png, ...) come from the browser tests; see tests/test_browser.py."""

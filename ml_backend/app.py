@@ -189,6 +189,7 @@ class Trainer:
         self.thread: threading.Thread | None = None
 
     def submit(self, project_id: int, label_config: str | None) -> bool:
+        """Queue the project's retraining (False if one is pending already), starting the training thread."""
         with self.lock:
             if project_id in self.pending:
                 return False

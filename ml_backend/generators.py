@@ -72,6 +72,7 @@ class Generator:
 
     @property
     def model_version(self) -> str:
+        """The LLM's model version, recorded with what it wrote."""
         return self.llm.model_version
 
     def generate(self, kind: str, item: dict) -> dict:

@@ -112,6 +112,7 @@ def fetch_annotated_tasks(project: registry.Project, settings: Settings, project
 class EvalstudioModel(LabelStudioMLBase):
     """The label-studio-ml model: predictions and training for evalstudio's protocols."""
     def predict(self, tasks, **kwargs):
+        """Predictions for the tasks of the project the request's label config identifies (none if no project)."""
         from flask import has_request_context, request
 
         config = (request.json or {}).get("label_config") if has_request_context() else self.label_config

@@ -89,6 +89,7 @@ class StoredPredictor:
     name = "stored"
 
     def predict(self, project: Project, task: dict) -> Output:
+        """The model outputs the task carries at the projects.yaml paths as control values; NoPrediction if none."""
         data = task_fields(task)
         values, looked_for = {}, []
         for slot in project.slots():
@@ -119,6 +120,7 @@ class LearnerPredictor:
         self._cache: dict[str, tuple[float, dict]] = {}
 
     def path(self, project: Project) -> Path:
+        """Where the entry's learner is saved (the lists of an entry share one)."""
         return self.model_dir / project.entry / "learner.joblib"  # the lists of an entry share one learner
 
     def train(self, project: Project, tasks: list[dict]) -> dict:
@@ -184,6 +186,7 @@ class LearnerPredictor:
         return cached[1]
 
     def predict(self, project: Project, task: dict) -> Output:
+        """The trained learner's value and score per control for the task."""
         bundle = self._load(project)
         X = bundle["vectorizer"].transform([task_features(project, task["data"])])
         values, scores = {}, {}
@@ -242,6 +245,7 @@ class LLMPredictor:
         self._cache = None
 
     def schema(self, project: Project) -> dict:
+        """The JSON shape the LLM must answer in: a rating per control within its range or labels, and rationales."""
         ratings = {}
         for slot in project.slots():
             spec = project.criteria[slot.criterion]
@@ -250,6 +254,7 @@ class LLMPredictor:
         return {"ratings": ratings, "rationales": {slot.control: "string" for slot in project.slots() if slot.rationale}}
 
     def messages(self, project: Project, task: dict) -> list[dict]:
+        """The messages: instructions and the config's texts as the system prompt, the task's text as the user's."""
         rubric = re.sub(r"<[^>]+>", " ", html.unescape(project.instructions))
         # every static text of the config (instructions, definitions, anchors, examples), in the order annotators see it
         help_texts = re.findall(r'<Text name="\w+" value="([^"$][^"]*)"', project.label_config)
@@ -263,6 +268,7 @@ class LLMPredictor:
 
     @property
     def model_version(self) -> str:
+        """'llm:MODEL', the version Label Studio records with the predictions."""
         return f"llm:{self.model}"
 
     def _answer(self, messages: list[dict], usage):
@@ -302,6 +308,7 @@ class LLMPredictor:
         return _json_object(content), content
 
     def predict(self, project: Project, task: dict) -> Output:
+        """The LLM's ratings and rationales for the task as control values; NoPrediction if its answer has none."""
         answer, content = self.ask(self.messages(project, task))
         ratings, rationales = answer.get("ratings"), answer.get("rationales") or {}
         if not isinstance(ratings, dict) or not isinstance(rationales, dict):

@@ -63,6 +63,7 @@ class Judge:
     api_key: str | None = field(default=None, repr=False)  # else read from key_env (never shown)
 
     def key(self) -> str | None:
+        """The judge's API key: the one given, else the environment variable named by key_env (None if neither)."""
         return self.api_key or os.environ.get(self.key_env) or None
 
 
@@ -135,7 +136,7 @@ class Cache:
         atexit.register(self.close)  # (an interpreter that ends without close still commits what was put)
 
     def get(self, key: str) -> Answer | None:
-        """The answer kept under `key` (None: none, or forgotten)."""
+        """The cached answer to `key` (put but not yet committed ones too; None when absent or forgotten)."""
         return self.get_many([key]).get(key)
 
     def get_many(self, keys: list[str]) -> dict[str, Answer]:
@@ -276,6 +277,7 @@ class Pace:
         self._lock = asyncio.Lock()
 
     async def wait(self) -> None:
+        """Wait until the next request may start within the pace (at once when there is no limit)."""
         if not self.gap:
             return
         async with self._lock:
@@ -309,6 +311,7 @@ class ChatClient:
         self._no_json_mode: set[str] = set()
 
     async def close(self) -> None:
+        """Close the client's HTTP connections."""
         for web in self._webs:
             await web.aclose()
 

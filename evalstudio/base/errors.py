@@ -81,6 +81,7 @@ class Problems:
         self.count = 0
 
     def add(self, line: int | None, field: str | None, message: str) -> None:
+        """Count a problem at this line and field; keep it while fewer than `limit` are kept."""
         self.count += 1
         if len(self.items) < self.limit:
             self.items.append(Problem(self.path, line, field, message))
@@ -96,6 +97,7 @@ class Problems:
             self.items.append(Problem(self.path, int(lines[i]), field, message if isinstance(message, str) else message(i)))
 
     def raise_if_any(self, outcome: str = "nothing was analysed") -> None:
+        """InvalidInput with the kept problems in line order and the total count, if any was found."""
         if self.count:
             raise InvalidInput(sorted(self.items, key=lambda p: p.line or 0), outcome, total=self.count)
 

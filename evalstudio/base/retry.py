@@ -24,6 +24,7 @@ class RetryPolicy:
             raise ValueError(f"invalid retry policy {self}: attempts must be >= 1 and delays >= 0")
 
     def delays(self) -> Iterator[float]:
+        """The seconds to wait before each retry: doubling from `delay`, at most `max_delay`, attempts - 1 of them."""
         for attempt in range(self.attempts - 1):
             yield min(self.delay * 2 ** attempt, self.max_delay)
 

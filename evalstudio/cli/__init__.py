@@ -1,6 +1,7 @@
 """`evalstudio` command line: one module per command group (data, model, servers, ...) on the app of cli/base.py,
 which holds what the groups share. A command parses its options (typer), calls one function of the room below
-(evalstudio.operations, or a room below it where one call does it) and prints; the top floor: nothing imports it."""
+(evalstudio.operations, or a room below it where one call does it) and prints; the top floor: nothing imports it.
+Uses typer and rich, evalstudio.operations and the rooms below it."""
 
 from __future__ import annotations
 

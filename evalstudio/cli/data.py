@@ -13,14 +13,12 @@ from evalstudio.base.errors import BadInput, EvalstudioError, InvalidInput, Serv
 from evalstudio.labelstudio.client import Client
 from evalstudio.labelstudio.connection import settings_from_env
 from evalstudio.protocols.mapping import importer_for
-from evalstudio.tasks import lists
-from evalstudio.tasks.importing import check_in_flight
-from evalstudio.tasks.placement import placement_problems
 from evalstudio.tasks.scanning import scan
 
-from evalstudio.operations.reading import (import_with_progress, ledger_check, one_project_for, project_tasks,
-                                           study_ledger, sync_lag, user_names)
 from evalstudio.operations import status as study_status
+from evalstudio.operations.importing import import_study, imported_lines
+from evalstudio.operations.reading import (ledger_check, one_project_for, project_tasks, study_ledger, sync_lag,
+                                           user_names)
 from evalstudio.operations.reporting import write_report
 from evalstudio.operations.waiting import WAIT_SECONDS, say, within
 
@@ -112,79 +110,12 @@ def import_(
     are skipped, so running the same import twice adds nothing. A project with `prefill: true` and the stored
     predictor gets each task's model outputs as its Label Studio prediction in the same request (no ML backend
     round trip); an entry with counterbalanced lists is imported into each list's project."""
-    scans = []
     try:
-        reg = load_registry(projects)
-        parts = reg.parts(protocol)
-        for part in parts:
-            check_in_flight(part, in_flight)
-        for part in parts:  # each valid task also spooled as it will be sent: the import does not convert it again
-            scans.append(scan(part, importer_for(part), files, spool=True))
-        problems = list(dict.fromkeys(pr for result in scans for pr in result.problems))
-        if problems and skip_invalid:
-            from evalstudio.base.files import check_output_file  # pandas: loaded only when needed
-
-            check_output_file(rejected)
-            unskippable = [pr for result in scans for pr in result.design] + [pr for pr in problems if not pr.line]
-            if unskippable:  # a missing or empty file, or a broken study design: no record to leave out
-                raise InvalidInput(list(dict.fromkeys(unskippable)))
-            count = write_rejected(problems, rejected)
-            err.print(f"{count} invalid record(s) left out; they and their problems are in {rejected}", highlight=False)
-        elif problems:
-            raise InvalidInput(problems)
-        client = Client(settings_from_env())
-        study = list({p.name: p for part in parts for p in reg.parts(part.study_name)}.values())
-        moves: dict[int, dict[str, str]] = {}
-        misplaced = placement_problems(client, parts, scans, study, moves)
-        if misplaced:  # nothing is imported: the study's projects stay as they are
-            from evalstudio.tasks.integrity import mark_moving, record_path
-
-            for project_id, keys in moves.items():  # deleting them, as the message asks, is then no tampering
-                mark_moving(record_path(client.url, project_id), keys)
-            raise InvalidInput(misplaced)
-        reports = [(project, import_with_progress(project, files, client, batch_size, skip_invalid, checked, in_flight))
-                   for project, checked in zip(parts, scans)]
+        imported = import_study(protocol, files, batch_size, in_flight, skip_invalid, rejected, projects)
     except EvalstudioError as e:
         raise fail_with(e)
-    finally:
-        for checked in scans:
-            checked.discard()  # the spooled tasks (private temporary files), imported or not
-    for (project, report), checked in zip(reports, scans):
-        console.print(f"{project.name}: {report.created} task(s) created, {report.already_present} already present "
-                      f"(project id {report.project_id}).", highlight=False)
-        if report.predicted is not None:  # prefill: true with the stored predictor
-            console.print(f"  prefill: {report.predicted} of the {report.created} new task(s) imported with the model "
-                          "outputs they carry as Label Studio predictions"
-                          + (f"; {report.values_left_out} value(s) left out (refused by their control, see the "
-                             "projects.yaml model_output paths)" if report.values_left_out else ""), highlight=False)
-        if project.lists and checked.versions is not None:
-            held = lists.balance(checked.versions, project.lists)[project.list_number]
-            console.print(f"  list {project.list_number} of {project.lists.count}: "
-                          + ", ".join(f"{n} {version}" for version, n in sorted(held.items())), highlight=False)
-
-
-def write_rejected(problems, path: Path) -> int:
-    """One JSON line per rejected record: file, line, its problems and the text of that line. Returns the count."""
-    import json
-    from itertools import islice
-
-    from evalstudio.base.files import open_output
-
-    by_record: dict[tuple[str, int], list[str]] = {}
-    for problem in problems:
-        by_record.setdefault((problem.path, problem.line), []).append(
-            f"{problem.field}: {problem.message}" if problem.field else problem.message)
-    with open_output(path) as out:
-        for (file, line), messages in sorted(by_record.items()):
-            try:
-                with open(file, encoding="utf-8", errors="replace") as f:
-                    text = next(islice(f, line - 1, None), "").rstrip("\n")
-            except OSError:
-                text = None
-            out.write(json.dumps({"file": file, "line": line, "problems": messages, "text": text},
-                                 ensure_ascii=False) + "\n")
-    return len(by_record)
-
+    for line in imported_lines(imported):
+        console.print(line, highlight=False)
 
 
 ProjectIdOption = Annotated[Optional[int], typer.Option(

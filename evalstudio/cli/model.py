@@ -38,50 +38,15 @@ def ml_backend(
     can reach a backend on loopback only with ML_BLOCK_LOCAL_IP=false and SSRF_PROTECTION_ENABLED=false (set by
     `evalstudio server`). The learner retrains when Label Studio sends annotation webhooks; it reads
     LABEL_STUDIO_URL / LABEL_STUDIO_API_KEY to fetch the annotations."""
-    import logging
-    import os
+    from ..ml_backend.serving import backend_app, serve_backend
 
-    if projects:
-        os.environ["EVALSTUDIO_PROJECTS"] = str(projects.resolve())
-    os.environ["EVALSTUDIO_MODEL_DIR"] = str(model_dir.resolve())
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
-    from evalstudio.base.credentials import ML_AUTH_ENV, ml_auth
-
-    from ..ml_backend.app import create_app
-
-    auth_file = basic_auth_file or model_dir.resolve().parent / ML_AUTH_FILE
-    from_env = bool(os.environ.get(ML_AUTH_ENV, "").strip())
     try:
-        load_registry(projects)
-        os.environ[ML_AUTH_ENV] = ml_auth(auth_file, create=True)  # gunicorn's workers inherit it; argv stays clean
-        flask_app = create_app()
+        flask_app, where = backend_app(model_dir, basic_auth_file, projects)
     except (EvalstudioError, ValueError) as e:
         raise fail_with(e)
-    where = "$" + ML_AUTH_ENV if from_env else str(auth_file)
     console.print(f"ML backend on http://{host}:{port} (models in {model_dir}; basic auth required, credentials in {where})",
                   soft_wrap=True, highlight=False)
-    if dev:
-        from werkzeug.serving import WSGIRequestHandler
-
-        WSGIRequestHandler.protocol_version = "HTTP/1.1"  # keep-alive: no new TCP connection per prediction
-        flask_app.run(host=host, port=port, threaded=True)
-        return
-    from gunicorn.app.base import BaseApplication
-
-    class Server(BaseApplication):
-        def load_config(self):
-            for key, value in {"bind": f"{host}:{port}", "workers": workers, "worker_class": "gthread", "threads": 8,
-                               "timeout": 120, "loglevel": "info"}.items():
-                self.cfg.set(key, value)
-            # gunicorn >= 25 opens a control socket at one path per user ($XDG_RUNTIME_DIR or ~/.gunicorn/gunicorn.ctl):
-            # every backend of the user would share it (the last started takes it over). Nothing here uses it.
-            if "control_socket_disable" in self.cfg.settings:
-                self.cfg.set("control_socket_disable", True)
-
-        def load(self):
-            return flask_app
-
-    Server().run()
+    serve_backend(flask_app, host, port, workers, dev)
 
 
 @app.command()

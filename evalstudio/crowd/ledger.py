@@ -47,6 +47,7 @@ class Taken(LedgerError):
 
 @dataclass
 class Account:
+    """A participant's account in the ledger: ids, e-mail, Label Studio password and user, sign-in code, origin."""
     participant_id: str
     email: str
     password: str | None  # None: the account existed before evalstudio knew it (its password is the person's)
@@ -122,22 +123,26 @@ class Ledger(FrontSteps, Synced, Store):
             return tx.one("SELECT value FROM settings WHERE key = ?", (key,))[0]
 
     def set_setting(self, key: str, value: str) -> None:
+        """Store a study setting (replacing its value)."""
         with self._write() as tx:
             tx.run("INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = ?",
                    (key, value, value))
 
     # ---- participants -----------------------------------------------------------------------------------------
     def accounts(self) -> dict[str, Account]:
+        """Every participant's account by participant id, in the order they joined."""
         with self._read() as tx:
             rows = tx.all(f"SELECT {', '.join(ACCOUNT_COLUMNS)} FROM participants ORDER BY joined, key")
         return {row[0]: Account(*row) for row in rows}
 
     def account(self, participant: str) -> Account | None:
+        """The participant's account, or None."""
         with self._read() as tx:
             row = tx.one(f"SELECT {', '.join(ACCOUNT_COLUMNS)} FROM participants WHERE key = ?", (_key(participant),))
         return Account(*row) if row else None
 
     def count(self) -> int:
+        """How many participants the ledger holds."""
         with self._read() as tx:
             return int(tx.one("SELECT COUNT(*) FROM participants")[0])
 
@@ -179,6 +184,7 @@ class Ledger(FrontSteps, Synced, Store):
 
     # ---- sessions ---------------------------------------------------------------------------------------------
     def open_session(self, participant: str, hours: float) -> str:
+        """A new session key for the participant, valid for `hours`."""
         with self._write() as tx:
             return new_session(tx, _key(participant), hours, time.time())
 
@@ -191,6 +197,7 @@ class Ledger(FrontSteps, Synced, Store):
         return row[0] if row and row[1] >= time.time() else None
 
     def end_session(self, key: str) -> None:
+        """End the session of this key."""
         with self._write() as tx:
             tx.run("DELETE FROM sessions WHERE digest = ?", (digest(key),))
 
@@ -350,6 +357,7 @@ class Ledger(FrontSteps, Synced, Store):
         return None if row is None or row[0] is None else int(row[0])
 
     def answered_count(self, participant: str, part: str) -> int:
+        """How many tasks of the part the participant has answered."""
         with self._read() as tx:
             return int(tx.one("SELECT COUNT(*) FROM refs WHERE participant = ? AND part = ? AND answered IS NOT NULL",
                               (_key(participant), part))[0])
@@ -393,6 +401,7 @@ class Ledger(FrontSteps, Synced, Store):
                                             (_key(participant),))}
 
     def list_of(self, entry: str, participant: str) -> int | None:
+        """The counterbalanced list the participant was given in this entry, or None."""
         with self._read() as tx:
             row = tx.one("SELECT number FROM lists WHERE entry = ? AND participant = ?", (entry, participant))
         return int(row[0]) if row else None
@@ -413,6 +422,7 @@ class Ledger(FrontSteps, Synced, Store):
             return chosen
 
     def lists(self) -> dict[str, dict[str, int]]:
+        """Every entry's lists: entry -> participant -> list number."""
         with self._read() as tx:
             rows = tx.all("SELECT entry, participant, number FROM lists ORDER BY entry, participant")
         out: dict[str, dict[str, int]] = {}

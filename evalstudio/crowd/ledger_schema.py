@@ -13,6 +13,7 @@ OLD_ACCOUNTS, OLD_LISTS = "participants.json", "lists.json"
 
 
 class LedgerError(EvalstudioError):
+    """A participants file the ledger would take over is not one evalstudio wrote."""
     pass
 
 

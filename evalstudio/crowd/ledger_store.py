@@ -119,6 +119,7 @@ class Store:
         self._lock_id = int.from_bytes(hashlib.sha256(schema.encode()).digest()[:7], "big")
 
     def close(self) -> None:
+        """Close the writing and reading connections."""
         with self._lock, self._read_lock:
             self._db.close()
             self._reader.close()
@@ -223,10 +224,13 @@ class Transaction:
         self.ledger, self.connection = ledger, connection
 
     def run(self, sql: str, params: tuple = ()):
+        """Execute one statement (written with ? placeholders) in this transaction."""
         return self.connection.execute(self.ledger._sql(sql), params)
 
     def one(self, sql: str, params: tuple = ()):
+        """The first row of the statement's result, or None."""
         return self.run(sql, params).fetchone()
 
     def all(self, sql: str, params: tuple = ()):
+        """Every row of the statement's result."""
         return self.run(sql, params).fetchall()

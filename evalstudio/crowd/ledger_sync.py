@@ -45,10 +45,12 @@ class Lag:
 
     @property
     def behind(self) -> int:
+        """Answers and accounts Label Studio has not received yet."""
         return self.answers + self.accounts
 
 
 def owner() -> str:
+    """This process's name as a sync owner: host:pid."""
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
@@ -94,11 +96,13 @@ class Synced:
         return [(p, e, source != "join") for p, e, source in rows]
 
     def account_made(self, participant: str, user_id: int) -> None:
+        """Record the Label Studio user made for the participant (clearing any earlier refusal)."""
         with self._write() as tx:
             tx.run("UPDATE participants SET user_id = ?, sync_error = NULL WHERE key = ? AND user_id IS NULL",
                    (int(user_id), participant.lower()))
 
     def account_refused(self, participant: str, reason: str) -> None:
+        """Record why Label Studio refused the participant's account."""
         with self._write() as tx:
             tx.run("UPDATE participants SET sync_error = ? WHERE key = ?", (reason[:500], participant.lower()))
 
@@ -129,10 +133,12 @@ class Synced:
                    "sync_error = NULL WHERE ref = ?", (int(annotation_id), version, version, ref))
 
     def answer_refused(self, ref: str, reason: str) -> None:
+        """Record why Label Studio refused this answer."""
         with self._write() as tx:
             tx.run("UPDATE refs SET sync_error = ? WHERE ref = ?", (reason[:500], ref))
 
     def lag(self) -> Lag:
+        """What Label Studio still lacks: answers and accounts not synced, the oldest's age, and the refusals."""
         now = time.time()
         with self._read() as tx:
             answers, oldest = tx.one("SELECT COUNT(*), MIN(answered) FROM refs WHERE synced < version AND "

@@ -41,6 +41,7 @@ SHEET_FILE = "sign_in.csv"
 
 
 def email_for(participant_id: str) -> str:
+    """The Label Studio e-mail of a participant id (lower-case, at the study's domain)."""
     return f"{participant_id.lower()}@{DOMAIN}"
 
 
@@ -164,10 +165,12 @@ def load_accounts(folder: Path) -> dict[str, Account]:
 
 def new_password(length: int = 18) -> str:
     # letters and digits only: safe in a CSV cell (never read as a formula) and in a chat message
+    """A random password of letters and digits."""
     return "".join(secrets.choice(string.ascii_letters + string.digits) for _ in range(length))
 
 
 def new_access_code() -> str:
+    """A random sign-in code for the gateway (24 letters and digits)."""
     return new_password(24)
 
 
@@ -178,6 +181,7 @@ def gateway_link(gateway_url: str, account: Account) -> str:
 
 @dataclass
 class Added:
+    """What `add` did: accounts created, already present, and foreign (existing, password unknown)."""
     created: list[str]
     present: list[str]  # already there, created by an earlier `add`
     foreign: list[str]  # an account with that e-mail exists but evalstudio does not know its password

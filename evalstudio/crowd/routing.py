@@ -40,10 +40,12 @@ class Routing:
 
     @property
     def categorical(self) -> bool:
+        """Whether the routed criterion has labels (else it is a number)."""
         return bool(self.labels)
 
     @property
     def target(self) -> str | None:
+        """The stopping rule's target in words, or None without one."""
         if self.posterior is not None:
             return f"every task's label posterior at least {self.posterior:g}"
         if self.width is not None:
@@ -78,6 +80,7 @@ class Active:
 
 
 def active_of(project) -> Active | None:
+    """The project's active design (judge, budget, mix, control), or None."""
     assignment = project.assignment
     if assignment is None or assignment.strategy != "active":
         return None
@@ -299,6 +302,7 @@ class Pac:
 
 
 def pac_of(project) -> Pac | None:
+    """The project's PAC stopping rule with its control and labels, or None."""
     stop = project.stop_when
     if stop is None or stop.pac is None:
         return None

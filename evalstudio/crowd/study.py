@@ -108,6 +108,7 @@ def study_crowd(parts: list[Project]) -> Crowd:
 
 
 def numeric_criteria(parts: list[Project]) -> list[str]:
+    """The criteria of the parts that are numbers."""
     return [c for p in parts for c, s in p.criteria.items() if s.is_numeric]
 
 

@@ -1,4 +1,5 @@
-"""The participant gateway: what crowd participants reach instead of Label Studio.
+"""The participant gateway: what crowd participants reach instead of Label Studio. Uses evalstudio.crowd (the
+study's ledger), evalstudio.labelstudio, protocols, values, tasks (the serving order) and base; Starlette, uvicorn.
 
 Label Studio Community has no roles: every account can read every task's `meta` (model ratings, gold answers,
 system names), every annotation and export, the webhooks (with the ML backend's secret), and can change projects,

@@ -31,6 +31,7 @@ SHEET_SECONDS = 2.0  # the participants' sheet is written again at most this oft
 
 
 def error_response(message: str, status: int = 400) -> JSONResponse:
+    """A JSON error for the participant's page, with its HTTP status."""
     return JSONResponse({"error": message}, status_code=status)
 
 
@@ -42,6 +43,7 @@ class Session:
 
     @property
     def key(self) -> str:
+        """The participant's ledger key (the id in lower case)."""
         return self.participant.lower()
 
 
@@ -56,6 +58,7 @@ class Admission:
 
     # ---- sessions ---------------------------------------------------------------------------------------------
     async def session(self, request: Request) -> Session | None:
+        """The signed-in participant of the request's cookie, or None (no session, closed or foreign account)."""
         participant = self.ledger.session(request.cookies.get(COOKIE, ""))
         account = self.ledger.account(participant) if participant else None
         if account is None or account.closed or account.password is None:
@@ -124,6 +127,7 @@ class Admission:
         return await self._start(account)
 
     async def personal_link(self, request: Request) -> Response:
+        """GET /s/PARTICIPANT/CODE: sign in with a personal link and go to the start page."""
         key, message, status = await self._admit(request, request.path_params["participant"][:100],
                                                  request.path_params["code"][:100], ("This link is not valid.", 404))
         if key is None:
@@ -131,6 +135,7 @@ class Admission:
         return self._with_cookie(RedirectResponse("/", status_code=303), key)
 
     async def join_page(self, request: Request) -> Response:
+        """GET /join/KEY: the sign-up page of the study link, with the platform's ids it passes."""
         key = request.path_params["key"]
         if not self.config.join_key or not hmac.compare_digest(key, self.config.join_key):
             return error_response("not found", 404)
@@ -163,6 +168,7 @@ class Admission:
         return body
 
     async def sign_in(self, request: Request) -> Response:
+        """POST /api/sign-in: sign in with participant id and code; a session cookie when they match."""
         try:
             body = await self._body(request)
         except Refused as e:
@@ -175,6 +181,7 @@ class Admission:
         return self._with_cookie(JSONResponse({"ok": True}), key)
 
     async def sign_out(self, request: Request) -> Response:
+        """POST /api/sign-out: end the session and clear its cookie."""
         try:
             self._check_header(request)
         except Refused as e:
@@ -185,6 +192,7 @@ class Admission:
         return response
 
     async def join(self, request: Request) -> Response:
+        """POST /api/join: sign up through the study link (rate-limited): account and session in one transaction."""
         try:
             body = await self._body(request)
         except Refused as e:

@@ -45,6 +45,8 @@ NO_LABEL_STUDIO = ("The study server cannot reach Label Studio just now. The ans
 
 
 class Gateway(FrontMatter, Serving, Admission):
+    """The gateway's routes: the study's front matter (FrontMatter), sign-in and sign-up (Admission), next task and
+    answers (Serving), pages, assets."""
     def __init__(self, config: GatewayConfig):
         self.config = config
         self.parts = {p.name: p for p in config.parts}
@@ -72,6 +74,7 @@ class Gateway(FrontMatter, Serving, Admission):
 
     # ---- pages ------------------------------------------------------------------------------------------------
     async def home(self, request: Request) -> Response:
+        """GET /: the sign-in page, or the participant's parts with their state and the completion code."""
         session = await self.session(request)
         if session is None:
             return self._html(pages.sign_in, self.config.study)
@@ -100,6 +103,7 @@ class Gateway(FrontMatter, Serving, Admission):
         return states
 
     async def label(self, request: Request) -> Response:
+        """GET /label/PART: the labeling page of a part for a signed-in participant."""
         entry = request.path_params["part"]
         if entry not in self.entries:
             return error_response("not found", 404)
@@ -337,6 +341,7 @@ class Gateway(FrontMatter, Serving, Admission):
 
     # ---- Label Studio's front-end files, streamed ------------------------------------------------------------
     async def asset(self, request: Request) -> Response:
+        """GET /react-app/... and /static/...: Label Studio's editor files, streamed from Label Studio."""
         path = request.path_params["path"]
         if not ASSET_PATH.fullmatch(path) or ".." in path:
             return error_response("not found", 404)
@@ -355,6 +360,7 @@ class Gateway(FrontMatter, Serving, Admission):
                                  background=BackgroundTask(upstream.aclose))
 
     async def health(self, request: Request) -> Response:
+        """GET /health: the gateway is up."""
         return JSONResponse({"status": "UP"})
 
 
@@ -382,6 +388,7 @@ class _Headers:
 
 
 def build_app(config: GatewayConfig) -> Starlette:
+    """The gateway's Starlette app for this configuration: its routes, headers and lifespan."""
     gateway = Gateway(config)
     routes = [
         Route("/", gateway.home, methods=["GET"]),

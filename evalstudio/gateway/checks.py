@@ -38,6 +38,7 @@ class Refused(ValueError):
 
 @dataclass(frozen=True)
 class Control:
+    """A config's control as answers are checked against it (labels, range, step, required, per region)."""
     name: str
     tag: str
     to_names: tuple[str, ...]

@@ -111,6 +111,7 @@ class FrontMatter:
         return None
 
     async def practice_page(self, request: Request) -> Response:
+        """GET /practice: the practice items in the practice part's labeling view, for a participant at that step."""
         session = await self.session(request)
         front = self.config.front
         if session is None or front is None or not front.practice or \

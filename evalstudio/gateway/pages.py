@@ -38,6 +38,7 @@ def script_json(value) -> str:
 
 
 def page(title: str, body: str, nonce: str, head: str = "") -> str:
+    """An HTML page with the gateway's style (the request's nonce) around `body`."""
     return (f"<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{escape(title)}</title>"
             f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">{head}"
             f"<style nonce=\"{nonce}\">{STYLE}</style></head><body>{body}</body></html>")
@@ -64,6 +65,7 @@ function say(id, text) { const el = document.getElementById(id); el.textContent 
 
 
 def sign_in(nonce: str, study: str, participant: str = "", message: str = "") -> str:
+    """The sign-in page (participant id and code)."""
     script = API_SCRIPT + """
 document.getElementById('form').addEventListener('submit', async (event) => {
   event.preventDefault();
@@ -84,6 +86,7 @@ document.getElementById('form').addEventListener('submit', async (event) => {
 
 def join(nonce: str, study: str, key: str, participant: str, platform: dict | None = None) -> str:
     # the crowd platform's study and session ids from the study link (kept with the sign-up)
+    """The sign-up page of the study link (the participant's id; the platform's ids kept with it)."""
     script = API_SCRIPT + f"""
 const KEY = {script_json(key)}, PLATFORM = {script_json(platform or {})};
 document.getElementById('form').addEventListener('submit', async (event) => {{
@@ -107,6 +110,7 @@ share it):</p><p><code id="link"></code></p><p><a class="button primary" href="/
 
 
 def start(nonce: str, study: str, participant: str, parts: list[dict], completion: str | None) -> str:
+    """The start page: each part with its state, and the completion code once every part is finished."""
     rows = []
     for part in parts:
         state = part["state"]
@@ -313,6 +317,7 @@ queue.push([['evalstudio-gateway'], {}, (require) => {
 
 def labeling(nonce: str, study: str, title: str, part: str, config: str, instructions: str, chunks: list[int],
              module: int, front_end: dict, first_config: str | None = None, practice: bool = False) -> str:
+    """The labeling page of a part: Label Studio's editor with the part's config and instructions."""
     # first_config: the participant's first task of the part has the config's guide open (setup.panels_open);
     # practice: the study's practice items in the part's view (their answers go to /api/practice/N, evalstudio/gateway/front.py)
     setup = script_json({"part": part, "config": config, "first_config": first_config or config, "chunks": chunks,

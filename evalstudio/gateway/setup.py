@@ -46,6 +46,7 @@ class Part:
 
 @dataclass
 class GatewayConfig:
+    """What a gateway serves: study, parts, Label Studio, participants' folder, links, limits, editor files."""
     study: str
     parts: list[Part]
     label_studio_url: str

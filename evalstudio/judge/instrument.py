@@ -214,6 +214,7 @@ class Instrument:
         return SYSTEM + "\n\nThe form (JSON schema):\n" + json.dumps(self.schema, ensure_ascii=False)
 
     def prompt(self, data: dict, order: tuple[int, ...] | None = None) -> Prompt:
+        """The prompt for one task: instructions and task as participants see them, candidates in `order`."""
         order = tuple(order if order is not None else range(self.positions))
         system = self._system
         user = ("## Instructions\n" + self.instructions + "\n\n" if self.instructions else "") + \

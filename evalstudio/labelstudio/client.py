@@ -35,8 +35,6 @@ class _RequestTooLong(Exception):
     """The server refused a request line as too long (HTTP 414): ask for fewer task ids at a time."""
 
 
-
-
 def _translate(error: Exception, url: str, action: str) -> ServerError | None:
     """A ServerError a user can act on for an SDK/HTTP failure (None for anything else)."""
     if isinstance(error, httpx.ConnectError):
@@ -122,6 +120,7 @@ class Client(Accounts):
             page += 1
 
     def find_project(self, title: str) -> int | None:
+        """The id of the project with this title, or None."""
         found = self._listed(title, "id,title")
         return found.id if found is not None else None
 
@@ -202,6 +201,7 @@ class Client(Accounts):
         return {k: v for k, v in self.project_fields(project).items() if getattr(current, k, None) != v}
 
     def project(self, project_id: int):
+        """The project as Label Studio's API returns it (retried on transient failures)."""
         return self._read(f"read project {project_id}", lambda: self.sdk.projects.get(id=project_id))
 
     def require_protocol(self, project: Project, project_id: int) -> int:
@@ -220,6 +220,7 @@ class Client(Accounts):
         return project_id
 
     def task_count(self, project_id: int) -> int:
+        """How many tasks the project holds."""
         return self.project(project_id).task_number or 0
 
     def tasks(self, project_id: int) -> Iterator:

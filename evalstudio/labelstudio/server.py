@@ -140,10 +140,12 @@ class LocalServer:
 
     @property
     def url(self) -> str:
+        """The server's base URL (http://host:port)."""
         return f"http://{self.host}:{self.port}"
 
     @property
     def log_path(self) -> Path:
+        """Where the server's output is logged, in its data folder."""
         return self.data_dir / "label-studio.log"
 
     def credentials(self) -> Credentials:
@@ -156,12 +158,15 @@ class LocalServer:
         return creds
 
     def settings(self) -> Settings:
+        """The connection settings for this server: its URL and the admin's API key."""
         return Settings(self.url, self.credentials().api_key)
 
     def healthy(self) -> bool:
+        """Whether something answers Label Studio's health check at the URL."""
         return answers(self.url)
 
     def start(self, timeout: float = 300) -> "LocalServer":
+        """Start Label Studio (own process group, admin account) and wait up to `timeout` s until it answers."""
         if self.healthy():
             raise ServerError(f"something already answers on {self.url}; choose another --port")
         creds = self.credentials()
@@ -236,6 +241,7 @@ class LocalServer:
         return {"DJANGO_SETTINGS_MODULE": SETTINGS_MODULE, "PYTHONPATH": path}
 
     def stop(self) -> None:
+        """Stop the server this object started (its process group: SIGTERM, then SIGKILL after 20 s)."""
         if self.process is None or self.process.poll() is not None:
             return
         try:
@@ -257,6 +263,7 @@ class LocalServer:
         return path
 
     def log_tail(self, lines: int = 30) -> str:
+        """The log's last `lines` lines (for an error message), or '(no log)'."""
         try:
             return "\n".join(self.log_path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
         except OSError:

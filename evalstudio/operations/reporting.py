@@ -30,8 +30,8 @@ def write_report(protocol: str, output: Path, from_export, bootstrap: int, min_c
 
     verdicts: list[str] = []  # the LLM judges' section, also said here
 
-    def judged(tasks, kept, study):
-        table, lines = judge_verdicts(tasks, kept, study)
+    def judged(tasks, kept, study, spans):
+        table, lines = judge_verdicts(tasks, kept, study, spans=spans)
         verdicts.extend(lines)
         return table, lines
 
@@ -61,7 +61,7 @@ def write_report(protocol: str, output: Path, from_export, bootstrap: int, min_c
                                                 ignore_index=True),
                                 exclude_prefilled=exclude_prefilled, keep_bad_instances=keep_bad_instances,
                                 quotas=quotas(parts, per_part),
-                                judges=lambda kept: judged(tasks, kept, reg.study(protocol)),
+                                judges=lambda kept, spans: judged(tasks, kept, reg.study(protocol), spans),
                                 spans=study_spans(parts, per_part, users),
                                 active=active)
         if crowd_study:  # its status page goes with the report

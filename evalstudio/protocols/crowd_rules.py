@@ -1,5 +1,6 @@
-"""A crowd study's rules in projects.yaml (`crowd:`): platform, quota, batches, bonus, completion code, limits,
-gold rules and the front matter (consent, practice, background, exit survey: evalstudio/protocols/front_matter.py)."""
+"""The crowd rules of a projects.yaml entry (`crowd:`): how a study runs with paid participants (platform, quota,
+batches, bonus, completion code, the gateway's limits, gold rules) and its front matter (consent, practice, background,
+exit survey: evalstudio/protocols/front_matter.py). Uses pydantic only."""
 
 from __future__ import annotations
 

@@ -64,6 +64,7 @@ class JudgeEntry(BaseModel):
 
     @property
     def shown_name(self) -> str:
+        """The judge's name as shown: its `name`, else its model."""
         return self.name or self.model
 
 

@@ -245,6 +245,7 @@ class MappingImporter:
     prepare = staticmethod(no_context)  # no cross-file context, like most importer modules
 
     def read(self, path: Path) -> Iterator[tuple[int, dict | Problem]]:
+        """(line, record or Problem) of an input file in one of the formats `input.formats` allows."""
         suffix = path.suffix.lower()
         kind = next((k for k, suffixes in FORMATS.items() if suffix in suffixes), None)
         if kind == "tsv" and "mqm" in self.spec.formats:  # one record per translated segment, not per error row
@@ -268,6 +269,7 @@ class MappingImporter:
     # ---- one record -> its tasks ----------------------------------------------------------------------------------
 
     def convert(self, record: dict, project, context) -> list[dict]:
+        """The tasks of one record as the mapping says (one per element of `expand:`), or its field errors."""
         spec, errors = self.spec, []
         elements = [None]
         if spec.expand:

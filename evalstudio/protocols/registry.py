@@ -62,6 +62,7 @@ class Criterion(BaseModel):
 
     @property
     def is_numeric(self) -> bool:
+        """Whether the criterion is a number (it has no labels)."""
         return self.labels is None
 
 
@@ -113,6 +114,7 @@ class Compare(BaseModel):
 
     @property
     def kind(self) -> str:
+        """'pairwise' when a criterion is compared, else 'best_worst'."""
         return "pairwise" if self.criterion else "best_worst"
 
 
@@ -177,10 +179,12 @@ class Project(BaseModel):
 
     @property
     def config_path(self) -> Path:
+        """The labeling config's file, relative paths taken from the projects.yaml's folder."""
         return (self.base_dir / self.config).resolve()
 
     @cached_property
     def label_config(self) -> str:
+        """The labeling config's XML as Label Studio stores it; RegistryError naming the entry if unreadable."""
         try:
             return read_text_file(self.config_path).strip()  # as Label Studio stores it
         except OSError as e:
@@ -201,6 +205,7 @@ class Project(BaseModel):
 
     @cached_property
     def interface(self) -> LabelInterface:
+        """The config as a LabelInterface, checked by Label Studio's schema and the channels' rules."""
         from .channels import config_channel_problems
 
         config = self.label_config  # (its own error when the file cannot be read)
@@ -236,6 +241,7 @@ class Project(BaseModel):
 
     @property
     def study_name(self) -> str:
+        """The study this project is part of: `study`, else its entry's name."""
         return self.study or self.entry
 
     def instructions_for(self, channel: str) -> str:
@@ -287,6 +293,7 @@ class Registry:
         return list(dict.fromkeys(studies + entries + list(self.projects)))
 
     def get(self, name: str) -> Project:
+        """The project of this name; UnknownName listing the names there are."""
         try:
             return self.projects[name]
         except KeyError:

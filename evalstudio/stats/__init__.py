@@ -1,5 +1,6 @@
 """The statistics of evalstudio: pure, vectorised functions on arrays and tidy frames, each citing its paper, that
-know nothing of Label Studio.
+know nothing of Label Studio. Uses numpy, scipy, pandas, statsmodels, scikit-learn and crowd-kit; nothing else of
+evalstudio.
 
 - agreement: Krippendorff's alpha (O(N) kernel, vectorised bootstrap), Cohen's and Fleiss' kappa, percent
   agreement, majority vote, leave-one-annotator-out correlation

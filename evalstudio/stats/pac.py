@@ -70,6 +70,7 @@ class PACResult:
 
     @property
     def human_share(self) -> float:
+        """The share of items labelled by humans."""
         return float(self.human.mean())
 
 

@@ -135,6 +135,7 @@ class PPIStrengths:
         return self.n * classical / ppi if ppi > 0 else float("inf")
 
     def intervals(self, alpha: float = 0.05, classical: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """Normal (1 - alpha) intervals (lo, hi) of the strengths, PPI++'s or (classical) the humans' alone."""
         centre, cov = (self.classical, self.classical_cov) if classical else (self.strength, self.cov)
         half = stats.norm.ppf(1 - alpha / 2) * np.sqrt(np.clip(np.diag(cov), 0, None))
         return centre - half, centre + half

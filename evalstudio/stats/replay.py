@@ -36,9 +36,11 @@ class Labels:
 
     @property
     def n_tasks(self) -> int:
+        """How many tasks there are (the highest task index + 1)."""
         return int(self.tasks.max()) + 1
 
     def certainty(self, keep: np.ndarray | None = None, weighted: bool = False) -> adaptive.Certainty:
+        """The adaptive posterior's certainty per task from the labels kept (`keep`: all by default)."""
         keep = np.ones(len(self.tasks), dtype=bool) if keep is None else keep
         args = (self.tasks[keep], self.annotators[keep], self.values[keep])
         if self.categorical:

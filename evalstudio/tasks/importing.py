@@ -159,150 +159,188 @@ def check_in_flight(project: Project, in_flight: int) -> None:
 
 def _import_files(project, importer, paths, client, batch_size, on_progress, skip_invalid, checked: Scan,
                   record: bool, in_flight: int = 1, as_listed: bool = False) -> ImportReport:
+    """import_files once the files are checked: the records to leave out, the project's tasks already there, then
+    every task not yet there sent in batches (from the spool, or converted again) and the record of what was
+    imported saved, also when Label Studio fails part-way."""
     checked.warn_unknown(project)
-    skip = set()
-    if checked.problems and skip_invalid and not checked.design and all(p.line for p in checked.problems):
-        skip = checked.rejected()  # import the valid records only (the caller reports the rejected ones)
-    elif checked.problems:
-        raise InvalidInput(checked.problems)
+    skip = _records_to_skip(checked, skip_invalid)
     try:
         project_id, _, count = client.ensure_project_counted(project)
         existing = client.task_ids(project_id) if count else {}
     except ServerError as e:
         raise ImportIncomplete(e, checked.tasks, 0, 0) from None
-    watermark = max(existing.values(), default=0)
-    seen = set(existing)
-    report = ImportReport(project_id, 0, 0)
-    batch: list[tuple[str, dict | str]] = []
-
-    # batches in flight (in_flight > 1): each is sent by a thread with the watermark of the batches settled before
-    # it, which the ids of every batch still in flight are above, so its recovery sees them and keeps only its own
-    pool = ThreadPoolExecutor(in_flight, thread_name_prefix="evalstudio-import") if in_flight > 1 else None
-    pending: deque[tuple[Future, int]] = deque()  # (batch in flight, its size)
-
-    def settle(result: tuple[dict[str, int], bool]):
-        nonlocal watermark
-        written, recovered = result
-        written_ids.extend(written.values())
-        written_keys.update(written)
-        report.created += len(written)
-        report.recovered += recovered
-        watermark = max([watermark, *written.values()])
-
-    def flush(final: bool = False):
-        if batch and pool is None:
-            settle(send_batch(client, project_id, batch, watermark, client.retry))
-        elif batch:
-            pending.append((pool.submit(send_batch, client, project_id, list(batch), watermark, client.retry),
-                            len(batch)))
-        batch.clear()
-        while pending and (final or len(pending) >= in_flight):
-            settle(pending.popleft()[0].result())
-
-    def sent() -> int:
-        return report.created + report.already_present + len(batch) + sum(size for _, size in pending)
-
-    def changed() -> list[Problem]:
-        now = fingerprints(paths)
-        return [Problem(p, None, None, "the file changed after it was validated; run the import again")
-                for p, before in checked.files.items() if now.get(p) != before]
-
-    if problems := changed():
+    if problems := _changed(paths, checked):
         raise FileChanged(problems)
-    written_ids: list[int] = []
-    written_keys: set[str] = set()
-
-    def rollback(problems: list[Problem]):
-        """The files changed while importing: remove what this run wrote, so the project is as it was."""
-        client.delete_tasks(project_id, written_ids)
-        raise FileChanged(problems, f"the {len(written_ids)} task(s) this run had written were removed again")
-
+    sender = _Sender(project, client, project_id, existing, batch_size, in_flight)
     digests: dict[str, dict | str] = {}  # evalstudio id -> digest (from the spool: its JSON text, 5x smaller)
-    # model-assisted labelling with the stored predictor: each task goes in with its model outputs as its Label
-    # Studio prediction (checked against the controls as the ML backend checks them), in the same request: a project
-    # is prefilled the moment it is imported, and a task is never sent twice, so neither is its prediction
-    predict = project.prefill is True and project.predictor == "stored"  # (judge:NAME: the judge's, made apart)
-    if predict:
-        from evalstudio.ml_backend.predictors import NoPrediction, StoredPredictor, prediction_of
 
-        stored, report.predicted = StoredPredictor(), 0
-
-    def save_record():
-        if record and digests:
-            integrity.save_record(integrity.record_path(client.url, project_id), client.url, project_id, digests)
-
-    def add(key: str, task: dict | str) -> None:
-        """A task not yet in the project goes into the batch (with its prediction, when prefill asks for one)."""
-        if predict:
-            task = json.loads(task) if isinstance(task, str) else task
-            try:
-                prediction, skipped = prediction_of(project, task, stored)
-                task["predictions"] = [prediction]
-                report.predicted += 1
-                report.values_left_out += len(skipped)
-            except NoPrediction:
-                pass
-        batch.append((key, task))
-        seen.add(key)
-        if len(batch) >= batch_size:
-            flush()
+    def progress() -> None:
+        if on_progress:
+            on_progress(sender.sent(), checked.tasks)
 
     try:
         if checked.spool is not None:  # what the scan validated, converted and serialised: sent as it is
-            for line in _spool_lines(checked, as_listed):
-                key_text, where_text, digest_text, task_text = line.rstrip("\n").split("\t", 3)
-                key = json.loads(key_text)
-                if skip and parse_where(json.loads(where_text)) in skip:
-                    continue  # a task of a record that also had a problem (e.g. a duplicate id)
-                digests[str(key)] = digest_text
-                if key in seen:
-                    report.already_present += 1
-                else:
-                    add(key, task_text)
-                if on_progress:
-                    on_progress(sent(), checked.tasks)
-            flush(final=True)
-            if problems := changed():
-                rollback(problems)
-            items = ()
+            _send_spooled(sender, checked, as_listed, skip, digests, progress)
         else:
-            items = iter_tasks(project, importer, paths, versions=checked.versions)
-        for item in items:
-            if isinstance(item, Problem) and (item.path, item.line) in skip:
-                continue
-            if skip and not isinstance(item, Problem) and parse_where(item[0]) in skip:
-                continue  # a task of a record that also had a problem (e.g. a duplicate id)
-            if isinstance(item, Problem) or sent() >= checked.tasks:
-                flush(final=True)
-                rollback(changed() or [item if isinstance(item, Problem) else
-                                       Problem(str(paths[0]), None, None, "more records than validated")])
-            _, data = item
-            task = split_task(project, data)
-            digests[str(data[ID_FIELD])] = integrity.task_digest(task)
-            if data[ID_FIELD] in seen:
-                report.already_present += 1
-            else:
-                add(data[ID_FIELD], task)
-            if on_progress:
-                on_progress(sent(), checked.tasks)
-        if checked.spool is None:
-            flush(final=True)
-            if problems := changed():
-                rollback(problems)
+            _send_converted(sender, project, importer, paths, checked, skip, digests, progress)
+        sender.flush(final=True)
+        if problems := _changed(paths, checked):
+            sender.rollback(problems)
     except ServerError as e:
-        while pending:  # what the other batches in flight wrote (they end by themselves: the failure is recorded)
-            try:
-                settle(pending.popleft()[0].result())
-            except ServerError:
-                pass
-        landed = set(map(str, existing)) | set(map(str, written_keys))  # not the batch in flight: the resumed import records it
-        digests = {k: v for k, v in digests.items() if k in landed}
-        save_record()
-        raise ImportIncomplete(e, checked.tasks, report.created, report.already_present) from None
+        sender.settle_pending()
+        # not the batch in flight: the resumed import records it
+        landed = set(map(str, existing)) | set(map(str, sender.written_keys))
+        _save_record(record, client, project_id, {k: v for k, v in digests.items() if k in landed})
+        raise ImportIncomplete(e, checked.tasks, sender.report.created, sender.report.already_present) from None
     finally:
-        if pool is not None:  # (Ctrl-C) the batches in flight end; none starts
-            pool.shutdown(wait=True, cancel_futures=True)
-    save_record()
+        sender.close()
+    _save_record(record, client, project_id, digests)
     if on_progress:
         on_progress(checked.tasks, checked.tasks)
-    return report
+    return sender.report
+
+
+def _records_to_skip(checked: Scan, skip_invalid: bool) -> set:
+    """The records to leave out (skip_invalid and every problem is a record's: the caller reports them), else
+    InvalidInput for the scan's problems."""
+    if checked.problems and skip_invalid and not checked.design and all(p.line for p in checked.problems):
+        return checked.rejected()  # import the valid records only (the caller reports the rejected ones)
+    if checked.problems:
+        raise InvalidInput(checked.problems)
+    return set()
+
+
+def _changed(paths, checked: Scan) -> list[Problem]:
+    """A problem per input file that changed since it was validated."""
+    now = fingerprints(paths)
+    return [Problem(p, None, None, "the file changed after it was validated; run the import again")
+            for p, before in checked.files.items() if now.get(p) != before]
+
+
+def _save_record(record: bool, client, project_id: int, digests: dict) -> None:
+    """The record of tamper evidence (integrity) of the tasks' digests, when asked and there are any."""
+    if record and digests:
+        integrity.save_record(integrity.record_path(client.url, project_id), client.url, project_id, digests)
+
+
+class _Sender:
+    """The tasks not yet in the project, sent in batches of `batch_size` (with their predictions when prefill
+    asks for them), `in_flight` batches at a time, and what they wrote (the report, the task ids and keys)."""
+
+    def __init__(self, project, client, project_id: int, existing: dict, batch_size: int, in_flight: int):
+        self.project, self.client, self.project_id = project, client, project_id
+        self.batch_size, self.in_flight = batch_size, in_flight
+        self.watermark = max(existing.values(), default=0)
+        self.seen = set(existing)
+        self.report = ImportReport(project_id, 0, 0)
+        self.batch: list[tuple[str, dict | str]] = []
+        self.written_ids: list[int] = []
+        self.written_keys: set[str] = set()
+        # batches in flight (in_flight > 1): each is sent by a thread with the watermark of the batches settled
+        # before it, which the ids of every batch still in flight are above, so its recovery sees them and keeps
+        # only its own
+        self.pool = ThreadPoolExecutor(in_flight, thread_name_prefix="evalstudio-import") if in_flight > 1 else None
+        self.pending: deque[tuple[Future, int]] = deque()  # (batch in flight, its size)
+        # model-assisted labelling with the stored predictor: each task goes in with its model outputs as its Label
+        # Studio prediction (checked against the controls as the ML backend checks them), in the same request: a
+        # project is prefilled the moment it is imported, and a task is never sent twice, so neither is its prediction
+        self.predict = project.prefill is True and project.predictor == "stored"  # (judge:NAME: the judge's, made apart)
+        if self.predict:
+            from evalstudio.ml_backend import predictors
+
+            self.predictors, self.stored, self.report.predicted = predictors, predictors.StoredPredictor(), 0
+
+    def settle(self, result: tuple[dict[str, int], bool]) -> None:
+        """Count what a batch wrote."""
+        written, recovered = result
+        self.written_ids.extend(written.values())
+        self.written_keys.update(written)
+        self.report.created += len(written)
+        self.report.recovered += recovered
+        self.watermark = max([self.watermark, *written.values()])
+
+    def flush(self, final: bool = False) -> None:
+        """Send the batch (or put it in flight); settle batches in flight down to `in_flight` (all when final)."""
+        if self.batch and self.pool is None:
+            self.settle(send_batch(self.client, self.project_id, self.batch, self.watermark, self.client.retry))
+        elif self.batch:
+            self.pending.append((self.pool.submit(send_batch, self.client, self.project_id, list(self.batch),
+                                                  self.watermark, self.client.retry), len(self.batch)))
+        self.batch.clear()
+        while self.pending and (final or len(self.pending) >= self.in_flight):
+            self.settle(self.pending.popleft()[0].result())
+
+    def settle_pending(self) -> None:
+        """What the other batches in flight wrote (they end by themselves: the failure is recorded)."""
+        while self.pending:
+            try:
+                self.settle(self.pending.popleft()[0].result())
+            except ServerError:
+                pass
+
+    def close(self) -> None:
+        """(Ctrl-C) the batches in flight end; none starts."""
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+
+    def sent(self) -> int:
+        """Tasks counted so far: created, already present, in the batch and in flight."""
+        return (self.report.created + self.report.already_present + len(self.batch)
+                + sum(size for _, size in self.pending))
+
+    def rollback(self, problems: list[Problem]):
+        """The files changed while importing: remove what this run wrote, so the project is as it was."""
+        self.client.delete_tasks(self.project_id, self.written_ids)
+        raise FileChanged(problems, f"the {len(self.written_ids)} task(s) this run had written were removed again")
+
+    def add(self, key: str, task: dict | str) -> None:
+        """A task: counted when the project has it, else into the batch (with its prediction, when prefill asks
+        for one)."""
+        if key in self.seen:
+            self.report.already_present += 1
+            return
+        if self.predict:
+            task = json.loads(task) if isinstance(task, str) else task
+            try:
+                prediction, skipped = self.predictors.prediction_of(self.project, task, self.stored)
+                task["predictions"] = [prediction]
+                self.report.predicted += 1
+                self.report.values_left_out += len(skipped)
+            except self.predictors.NoPrediction:
+                pass
+        self.batch.append((key, task))
+        self.seen.add(key)
+        if len(self.batch) >= self.batch_size:
+            self.flush()
+
+
+def _send_spooled(sender: _Sender, checked: Scan, as_listed: bool, skip: set, digests: dict, progress) -> None:
+    """The spool's tasks, as the scan validated, converted and serialised them, each added to the sender."""
+    for line in _spool_lines(checked, as_listed):
+        key_text, where_text, digest_text, task_text = line.rstrip("\n").split("\t", 3)
+        key = json.loads(key_text)
+        if skip and parse_where(json.loads(where_text)) in skip:
+            continue  # a task of a record that also had a problem (e.g. a duplicate id)
+        digests[str(key)] = digest_text
+        sender.add(key, task_text)
+        progress()
+
+
+def _send_converted(sender: _Sender, project, importer, paths, checked: Scan, skip: set, digests: dict,
+                    progress) -> None:
+    """The files read and converted again (no spool), each task added to the sender; a record that now has a
+    problem, or more records than were validated, removes what this run wrote."""
+    for item in iter_tasks(project, importer, paths, versions=checked.versions):
+        if isinstance(item, Problem) and (item.path, item.line) in skip:
+            continue
+        if skip and not isinstance(item, Problem) and parse_where(item[0]) in skip:
+            continue  # a task of a record that also had a problem (e.g. a duplicate id)
+        if isinstance(item, Problem) or sender.sent() >= checked.tasks:
+            sender.flush(final=True)
+            sender.rollback(_changed(paths, checked) or [
+                item if isinstance(item, Problem) else Problem(str(paths[0]), None, None, "more records than validated")])
+        _, data = item
+        task = split_task(project, data)
+        digests[str(data[ID_FIELD])] = integrity.task_digest(task)
+        sender.add(data[ID_FIELD], task)
+        progress()

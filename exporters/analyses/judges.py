@@ -42,13 +42,14 @@ def _metrics(predicted: pd.DataFrame, spec) -> pd.DataFrame:
 
 
 def judge_verdicts(tasks: list[dict], annotations: pd.DataFrame, project, epsilon: float = 0.2,
-                   min_items: int = 30) -> tuple[pd.DataFrame, list[str]]:
-    """(one row per judge and criterion, one verdict line per judge); empty when no task has a judge's answer."""
+                   min_items: int = 30, spans: pd.DataFrame | None = None) -> tuple[pd.DataFrame, list[str]]:
+    """(one row per judge and criterion, one verdict line per judge); empty when no task has a judge's answer.
+    `spans`: the annotators' spans of `tasks` (exporters.tables.tidy.span_frame) when the caller has them."""
     predicted = prediction_frame(tasks, project)
     predicted = predicted[predicted["model_version"].astype(str).str.startswith(PREFIX)]
     if annotations.empty:
         return pd.DataFrame(columns=COLUMNS), []
-    marked = judge_span_rows(tasks, annotations, project)
+    marked = judge_span_rows(tasks, annotations, project, spans)
     if predicted.empty and not marked:
         return pd.DataFrame(columns=COLUMNS), []
     spec = spec_from_protocol(project)
@@ -88,11 +89,13 @@ def judge_verdicts(tasks: list[dict], annotations: pd.DataFrame, project, epsilo
     return pd.DataFrame(rows, columns=COLUMNS), lines
 
 
-def judge_span_rows(tasks: list[dict], annotations: pd.DataFrame, project) -> list[dict]:
+def judge_span_rows(tasks: list[dict], annotations: pd.DataFrame, project,
+                    spans: pd.DataFrame | None = None) -> list[dict]:
     """A span protocol's judges against the annotators, per judge and span control: character-level precision and
     recall of the judge's marks against each annotator's on the tasks both marked (pooled over annotators), F1,
     and the same counting only characters given the same label (stats.spans.span_agreement). Empty when the
-    protocol has no spans or no judge marked any task; the annotators are those of `annotations` (kept ones)."""
+    protocol has no spans or no judge marked any task; the annotators are those of `annotations` (kept ones).
+    `spans`: the annotators' spans of `tasks` as span_frame gives them (read here when not given)."""
     from evalstudio.stats.spans import span_agreement
     from evalstudio.values.spans import span_controls, span_object_field
 
@@ -111,7 +114,7 @@ def judge_span_rows(tasks: list[dict], annotations: pd.DataFrame, project) -> li
     kept = kept.drop_duplicates("annotation_id")
     who = dict(zip(kept["annotation_id"].astype(str), kept["annotator"].astype(str)))
     answered = set(zip(kept["annotator"].astype(str), kept["task_id"].astype(int)))
-    humans = span_frame(tasks, project)
+    humans = span_frame(tasks, project) if spans is None else spans
     humans = humans[humans["annotation_id"].astype(str).isin(who)]
     humans = humans.assign(annotator=humans["annotation_id"].astype(str).map(who))
     machines = span_frame(judged, project)

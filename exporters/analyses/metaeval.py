@@ -69,6 +69,7 @@ class Reasons(list):
     a table's CSV when nothing of it could be (an empty output always says why)."""
 
     def add(self, table: str, criterion: str, reason: str) -> None:
+        """Note why a table has no row for this criterion."""
         self.append({"table": table, "criterion": criterion, "reason": reason})
 
 

@@ -45,25 +45,41 @@ def build_report(project: Project, tasks: list[dict], out_dir: Path, users: dict
     Values accepted unchanged from a model prediction (prefill opt-in) would make agreement and alignment measure
     the model: the report refuses them unless `exclude_prefilled`, which leaves them out and says how many. Items
     an annotator marked as a bad instance (CMV) are left out of agreement and alignment unless `keep_bad_instances`.
-    `judges(annotations)`: (the LLM judges' table, one verdict line per judge) on the annotations the report keeps.
+    `judges(annotations, spans)`: (the LLM judges' table, one verdict line per judge) on the annotations the report
+    keeps, with the spans table the report has (None when the protocol marks none).
     `active`: (per system, per pair, notes) of a study whose parts have an active design (exporters.analyses.active.estimates
     from the ledger's design). `spans`: the study's spans (exporters.tables.tidy.span_frame), written as spans.csv."""
     out_dir.mkdir(parents=True, exist_ok=True)
     ann = annotations if annotations is not None else annotation_frame(tasks, project, users)
     model = model if model is not None else model_frame(tasks, project)
     tinfo = task_frame(tasks)
-    sections: list[str] = []
-    tables: dict[str, pd.DataFrame] = {"annotations": ann, "model_outputs": model}
     if spans is None and span_controls(project.interface)[0]:
         spans = span_frame(tasks, project, users)
+    ann, tables, sections = _kept(project, tasks, ann, model, tinfo, spans, min_control_accuracy, exclude_prefilled,
+                                  keep_bad_instances, quotas)
+    verdicts, active_notes = _statistics(project, ann, model, tinfo, spans, tables, n_boot, judges, active)
+    for name, table in tables.items():  # spreadsheet-safe: annotators' free text cannot run as a formula
+        write_csv(table, out_dir / f"{name}.csv")
+    rated = ann[~ann["cancelled"] & ann["value"].notna()] if not ann.empty else ann
+    body = (_summary(project, tasks, rated, sections, tables, spans) + _figures(project, rated, model, tables)
+            + _findings(tables, verdicts, active_notes))
+    page = out_dir / "index.html"
+    write_output(page, html_page(project.title, "\n".join(body)))
+    return page
+
+
+def _kept(project, tasks, ann, model, tinfo, spans, min_control_accuracy, exclude_prefilled, keep_bad_instances,
+          quotas) -> tuple[pd.DataFrame, dict[str, pd.DataFrame], list[str]]:
+    """(the annotations the statistics use, the tables so far, the page's notes on what was left out): the read
+    tables, the exclusions (prefilled, bad instances, quotas), CMV's value shift and Circa's control questions."""
+    tables: dict[str, pd.DataFrame] = {"annotations": ann, "model_outputs": model}
     if spans is not None:  # every span with its per-region answers (error spans: MQM, ESA)
         tables["spans"] = spans
     ann, notes = analysis.exclusions(ann, exclude_prefilled=exclude_prefilled, keep_bad_instances=keep_bad_instances,
                                      quotas=quotas)
-    sections += [f"<p>{html.escape(note)}</p>" for note in notes]
+    sections = [f"<p>{html.escape(note)}</p>" for note in notes]
     if project.study_name == "cmv":
         tables["value_shift"] = analysis.cmv_value_shift(tinfo_tasks(tasks), ann)
-
     if project.importer == "circa" and "is_control" in tinfo:
         min_control_accuracy = project.min_control_accuracy if min_control_accuracy is None else min_control_accuracy
         accuracy = analysis.circa_control_accuracy(ann, tinfo)
@@ -72,26 +88,31 @@ def build_report(project: Project, tasks: list[dict], out_dir: Path, users: dict
             ann = analysis.drop_low_accuracy_annotators(ann, accuracy, min_control_accuracy)
             sections.append(f"<p>Annotators with control accuracy below {min_control_accuracy:g} were left out: "
                             f"{html.escape(', '.join(accuracy.loc[accuracy.control_accuracy < min_control_accuracy, 'annotator']) or 'none')}.</p>")
+    return ann, tables, sections
 
+
+def _statistics(project, ann, model, tinfo, spans, tables, n_boot, judges, active) -> tuple[list[str], list[str]]:
+    """(the judges' verdict lines, the active design's notes): agreement, alignment, annotator QC, labels with error
+    bars, the judges, the active design, lists and Circa's explanation roles, added to `tables`."""
     tables["agreement"] = analysis.agreement_table(ann, project, n_boot=n_boot)
     tables["alignment"] = analysis.alignment_table(ann, model, project, n_boot=n_boot)
     tables["annotator_qc"] = analysis.annotator_qc(ann, project) if not ann.empty else pd.DataFrame()
     tables["labels"], tables["annotator_accuracy"] = (analysis.label_tables(ann, project, n_boot) if not ann.empty
                                                       else (pd.DataFrame(), pd.DataFrame()))
-    verdicts = []
+    verdicts, active_notes = [], []
     if judges is not None:  # (exporters.analyses.judges.judge_verdicts, computed by the caller on the same annotations)
-        tables["judges"], verdicts = judges(ann)
+        tables["judges"], verdicts = judges(ann, spans)
     if active is not None:
         tables["active_systems"], tables["active_pairs"], active_notes = active
     if "list" in ann and ann["list"].notna().any():
         tables["lists"] = analysis.lists_table(ann)
     if project.importer == "circa" and "shown_label_is" in tinfo:
         tables["explanation_roles"] = analysis.circa_explanation_roles(ann, tinfo, n_boot=n_boot)
+    return verdicts, active_notes
 
-    for name, table in tables.items():  # spreadsheet-safe: annotators' free text cannot run as a formula
-        write_csv(table, out_dir / f"{name}.csv")
 
-    rated = ann[~ann["cancelled"] & ann["value"].notna()] if not ann.empty else ann
+def _summary(project, tasks, rated, sections, tables, spans) -> list[str]:
+    """The page's head: title, counts, the notes on what was left out, agreement and the spans."""
     body = [
         f"<h1>{html.escape(project.title)}</h1>",
         f"<p>{len(tasks)} tasks, {rated['annotation_id'].nunique() if not rated.empty else 0} annotations by "
@@ -104,6 +125,12 @@ def build_report(project: Project, tasks: list[dict], out_dir: Path, users: dict
     ]
     if spans is not None:
         body += span_section(spans)
+    return body
+
+
+def _figures(project, rated, model, tables) -> list[str]:
+    """The rating distributions and human vs model, with their plots."""
+    body = []
     if not rated.empty:
         body += ["<h2>Rating distributions</h2>", html_image(_distributions(rated, model, project))]
     if not tables["alignment"].empty:
@@ -113,6 +140,13 @@ def build_report(project: Project, tasks: list[dict], out_dir: Path, users: dict
         scatter = _scatter(rated, model, project)
         if scatter is not None:
             body.append(html_image(scatter))
+    return body
+
+
+def _findings(tables, verdicts, active_notes) -> list[str]:
+    """The sections a study has when it has their tables: judges, active design, Circa's explanation roles, CMV's
+    value shift, lists, control questions; then the annotators and the labels with error bars."""
+    body = []
     if verdicts:
         body += ["<h2>LLM judges</h2>",
                  "<p>The answers of <code>evalstudio judge --to-label-studio</code> (predictions judge:NAME, never "
@@ -157,9 +191,7 @@ def build_report(project: Project, tasks: list[dict], out_dir: Path, users: dict
                  f"and a 95% bootstrap interval: {uncertain} of {len(tables['labels'])} labels are less than 80% "
                  "probable. Each annotator's estimated accuracy, with its interval:</p>",
                  html_table(tables["annotator_accuracy"])]
-    page = out_dir / "index.html"
-    write_output(page, html_page(project.title, "\n".join(body)))
-    return page
+    return body
 
 
 def span_section(spans: pd.DataFrame) -> list[str]:

@@ -29,6 +29,7 @@ PARTLY = "partly answered"  # facts given, a part only the researcher knows left
 
 @dataclass
 class Answer:
+    """One datasheet question with its status (answered, partly answered, open), answer and source."""
     number: str
     question: str
     status: str  # answered | partly answered | open

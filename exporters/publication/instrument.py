@@ -154,16 +154,19 @@ class PackageImporter:
 
     @staticmethod
     def prepare(paths):
+        """No context to prepare: the files as given."""
         return {}, list(paths)
 
     @staticmethod
     def read(path: Path):
+        """The package's tasks.jsonl, one record per line."""
         from evalstudio.values.sources import read_jsonl
 
         yield from read_jsonl(path)
 
     @staticmethod
     def convert(record: dict, project, context) -> list[dict]:
+        """The record's task (data and meta) when it belongs to this project, as publish wrote it."""
         from evalstudio.values.sources import FieldError
 
         if record.get(PROJECT_FIELD) != project.name:  # another part's (or list's) task

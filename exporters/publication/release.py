@@ -195,6 +195,7 @@ def analysis_spec(name: str, table: pd.DataFrame, criteria: dict) -> str:
 
 
 def sha256_of(path: Path) -> str:
+    """The file's SHA-256 as hex."""
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
@@ -312,6 +313,7 @@ def record_set(ident: str, description: str, table: pd.DataFrame, source: str, m
 
 
 def write_croissant(path: Path, metadata: dict) -> None:
+    """Write the Croissant metadata as indented UTF-8 JSON."""
     path.write_text(json.dumps(metadata, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
