@@ -4,9 +4,7 @@ serves each task with the judge's spans to start from (the judge's prediction on
 keeps them on one task, removes one on another and adds one on a third; Label Studio then holds each span with the
 origin the gateway decided, and the post-edit table (exporters/analyses/postedit.py) counts what the participant did.
 
-Not yet in a browser: the gateway's page starts the editor from a prediction with Label Studio's
-addAnnotationFromPrediction, which finds no prediction in the editor's store at that moment (the page stops); laying
-the results into a new answer shows the spans but no Submit button (tried 2026-11-28)."""
+The same in a real browser, through the gateway's page: tests/test_prefill_browser.py."""
 
 from __future__ import annotations
 
