@@ -6,7 +6,6 @@ import copy
 import functools
 import os
 import re
-from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Literal, NamedTuple
 
@@ -20,10 +19,10 @@ from evalstudio.values.spans import MAX_SPANS
 
 from . import part_order
 from .adaptive import Assignment, StopWhen, adaptive_problems
+from .attention import AttentionChecks
 from .config_checks import check_against_config, compare_problems
 from .judges import Prefill, read_judges
-from .mapping import InputMap
-from .mapping import check_against_config as input_problems
+from .mapping import InputMap, check_against_config as input_problems
 from .yaml_lines import Where, describe
 
 PACKAGED_PROJECTS = Path(__file__).resolve().parents[1] / "projects.yaml"  # evalstudio/projects.yaml
@@ -190,6 +189,7 @@ class Project(BaseModel):
     agents: list[str] = []
     metadata_controls: list[str] = []
     max_spans: dict[str, Annotated[int, Field(ge=1, le=MAX_SPANS)]] = {}  # Labels control: most spans an answer marks
+    attention_checks: AttentionChecks | None = None  # ESA's spoiled copies of tasks (protocols/attention.py)
     # Other entries of the study that may hold this one's items (cmv_tom: delta threads, also in cmv_threads); without
     # it an item belongs to one project of a study. The gateway serves a participant an item twice only in parts
     # ordered by crowd.after (blind first); `status` flags one who answered it in two unordered projects.
@@ -227,7 +227,7 @@ class Project(BaseModel):
     def config_path(self) -> Path:
         return (self.base_dir / self.config).resolve()
 
-    @cached_property
+    @functools.cached_property
     def label_config(self) -> str:
         try:
             return read_text_file(self.config_path).strip()  # as Label Studio stores it
@@ -247,7 +247,7 @@ class Project(BaseModel):
         from .channels import config_for
         return config_for(self.label_config, channel)
 
-    @cached_property
+    @functools.cached_property
     def interface(self) -> LabelInterface:
         from .channels import config_channel_problems
 
@@ -313,7 +313,7 @@ class Project(BaseModel):
         """Task data keys the labeling config reads: object tags' $variables and any $x in a value (e.g. Headers)."""
         return set(self._data_fields)
 
-    @cached_property
+    @functools.cached_property
     def _data_fields(self) -> frozenset[str]:  # read once: every imported task is split by it
         objects = {o.value_name for o in self.interface.objects if o.value_is_variable}
         return frozenset(objects | set(re.findall(r'value="[^"]*?\$(\w+)', self.label_config)))

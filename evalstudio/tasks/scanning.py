@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from evalstudio.base.errors import Problem
+from evalstudio.protocols.attention import CHECK_FIELD, check_of
 from evalstudio.protocols.registry import Project
 from evalstudio.values.results import ID_FIELD
 from evalstudio.values.sources import (
@@ -146,8 +147,10 @@ class _Converter:
             if isinstance(gold, list):
                 return gold
         out: list = []
-        for data in datas:
-            if gold is not None:
+        checks = project.attention_checks
+        copies = [c for d in datas if (c := check_of(d, checks, ID_FIELD))] if checks else []
+        for data in datas + copies:
+            if gold is not None and CHECK_FIELD not in data:  # (a copy's gold is its check: score below the original)
                 data[GOLD_FIELD] = gold
             if extra and unknown is not None:
                 unknown.setdefault(str(path), set()).update(map(str, extra))
