@@ -31,8 +31,11 @@ REGION = ".lsf-tree__node_type_richtextregion"
 
 def next_task(page, shown):
     """Wait for the gateway's page to open its next task (with its Submit button); returns its number."""
-    page.wait_for_function("(shown) => { const t = document.getElementById('editor').dataset.task; "
-                           "return t && t !== shown; }", arg=shown, timeout=120_000)
+    try:
+        page.wait_for_function("(shown) => { const t = document.getElementById('editor').dataset.task; "
+                               "return t && t !== shown; }", arg=shown, timeout=120_000)
+    except Exception:
+        raise AssertionError(f"no next task after {shown}; the page says: {page.inner_text('#status')!r}") from None
     page.locator("button", has_text="Submit").first.wait_for(timeout=60_000)
     return page.locator("#editor").get_attribute("data-task")
 
