@@ -8,10 +8,12 @@ import json
 import re
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from evalstudio.protocols.attention import CHECK_FIELD, corrupt, phrase_words
 from evalstudio.protocols.mapping import importer_for
-from evalstudio.tasks.scanning import iter_tasks, split_task
+from evalstudio.tasks.scanning import iter_tasks, scan, split_task
 from evalstudio.values.results import ID_FIELD, region
 
 from .conftest import ROOT
@@ -69,6 +71,7 @@ def test_the_import_makes_checks_a_participant_cannot_tell_apart(reg):
     share = project.attention_checks.share
     assert 0 < len(checks) < 3 * share * (len(tasks) - len(checks)), len(checks)
     assert checks == [t for _, t in iter_tasks(project, importer_for(project), [SAMPLE]) if CHECK_FIELD in t]
+    assert scan(project, importer_for(project), [SAMPLE]).checks == len(checks)  # (validate and import say it)
     by_id = {t[ID_FIELD]: t for t in tasks}
     ids = re.compile(r"esa-[^:]+:[0-9a-f]{16}")
     for check in checks:
@@ -134,3 +137,15 @@ def test_status_and_approvals_flag_who_misses_the_checks(reg, tmp_path):
     answering = min(sum(o is not None for _, o, _, _ in BEHAVIOUR), project.annotators_per_task)  # (others surplus)
     assert len(tidy) == answering * (len(tasks) - len(checks)), len(tidy)  # every original's score, no check's
     assert set(tidy["value"].astype(float)) == {70.0}
+
+
+@given(st.text(alphabet=st.sampled_from("ab é\n\t "), max_size=60), st.sampled_from(["replace", "drop"]))
+def test_any_text_is_spoiled_in_one_place_or_left_without_a_check(text, how):
+    """Hostile input (empty, only spaces, runs of spaces, line breaks): no exception; a check is a text that keeps
+    the original before `start` and after `end` and differs from it."""
+    made = corrupt(text, "k", how)
+    if made is None:
+        return
+    new, start, end = made
+    assert new != text and new[:start] == text[:start] and 0 <= start <= end <= len(new)
+    assert new[end:] == text[len(text) - (len(new) - end):]

@@ -91,7 +91,7 @@ def test_a_participant_corrects_the_judges_spans_in_the_browser(label_studio, cl
     counts each task's kept / edited / removed / added as the participant did them."""
     from evalstudio.crowd import ledger, participants
 
-    entry = esa_ai_entry(tmp_path)
+    entry = esa_ai_entry(tmp_path, "ESA-AI in the browser")  # (not test_esa_ai's project, answered there)
     project, project_id, _ = judged_esa_study(label_studio, client, llm, tmp_path, entry, 3, tmp_path / "judged")
     tasks = [t for p in client.full_task_pages(project_id) for t in p]
     predicted = {t["data"]["target"]: [r for r in t["predictions"][0]["result"] if r["from_name"] == "errors"]

@@ -46,6 +46,7 @@ class Scan:
     """Result of a dry run over the input files."""
 
     tasks: int = 0
+    checks: int = 0  # of them, attention checks made at import (protocols/attention.py)
     problems: list[Problem] = field(default_factory=list)
     files: dict[str, tuple[int, int]] = field(default_factory=dict)  # path -> (size, mtime) when validated
     design: list[Problem] = field(default_factory=list)  # study-design problems (not of one record: never skipped)
@@ -297,6 +298,8 @@ def _scan(project: Project, importer, paths: Sequence[Path], result: Scan, out, 
             continue
         first_seen[key] = where
         result.tasks += 1
+        if project.attention_checks is not None and CHECK_FIELD in json.loads(item.text)["meta"]:
+            result.checks += 1
         if out is not None:
             out.write(f"{json.dumps(key)}\t{json.dumps(where)}\t{json.dumps(item.digest)}\t{item.text}\n")
     if project.design:
