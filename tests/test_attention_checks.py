@@ -71,7 +71,7 @@ def test_the_import_makes_checks_a_participant_cannot_tell_apart(reg):
     share = project.attention_checks.share
     assert 0 < len(checks) < 3 * share * (len(tasks) - len(checks)), len(checks)
     assert checks == [t for _, t in iter_tasks(project, importer_for(project), [SAMPLE]) if CHECK_FIELD in t]
-    assert scan(project, importer_for(project), [SAMPLE]).checks == len(checks)  # (validate and import say it)
+    assert scan(project, importer_for(project), [SAMPLE]).checks == len(checks)  # (validate says it)
     by_id = {t[ID_FIELD]: t for t in tasks}
     ids = re.compile(r"esa-[^:]+:[0-9a-f]{16}")
     for check in checks:
