@@ -88,7 +88,8 @@ def test_a_participant_corrects_the_judges_spans_in_the_browser(label_studio, cl
     """ESA-AI through the gateway's page: each task opens with the judge's spans pre-marked (its score not shown: the
     slider starts unset) and a Submit button; on one task the participant removes a span, on one relabels a span,
     on one adds a span; Label Studio's export then holds the origins the gateway decided, and the post-edit table
-    counts each task's kept / edited / removed / added as the participant did them."""
+    counts each task's kept / edited / removed / added as the participant did them. (About 25 s on a quiet machine:
+    the judge's run and three tasks answered in a browser, the fewest that show all four post-edits.)"""
     from evalstudio.crowd import ledger, participants
 
     entry = esa_ai_entry(tmp_path, "ESA-AI in the browser")  # (not test_esa_ai's project, answered there)
