@@ -131,6 +131,8 @@ def test_status_and_approvals_flag_who_misses_the_checks(reg, tmp_path):
         if scored:
             assert table.loc[pid, "gold_accuracy"] == (1.0 if check < original else 0.0)
         assert ("failed gold" in table.loc[pid, "warnings"]) == (decision == "reject")
+        unscored = f"{len(checks)} attention check(s) not scored (the participant did not answer their originals)"
+        assert (unscored in table.loc[pid, "warnings"]) == (original is None), table.loc[pid, "warnings"]
         assert decided.loc[pid, "decision"] == decision, decided.loc[pid].to_dict()
     assert decided.loc["inattentive", "reason"].startswith("failed attention checks: 0% correct on")
     tidy, _, _ = label_studio_ratings("esa", projects, export)

@@ -77,13 +77,16 @@ def gold_accuracy(annotations: pd.DataFrame, gold: pd.DataFrame) -> pd.DataFrame
     attention check with `below` counts where the annotator answered its original too, and is right when lower."""
     rated = annotations[~annotations["cancelled"] & annotations["value"].notna()]  # surplus answers count here too
     joined = rated.merge(gold, on=["task_id", "criterion"])
+    unscored = None  # per annotator: checks answered without their original (counted in `checks_unscored`)
     if "below" in joined and joined["below"].notna().any():
         mine = rated.drop_duplicates(["annotator", "task_id", "criterion"])[["annotator", "task_id", "criterion",
                                                                             "value"]]
         joined = joined.merge(mine.rename(columns={"task_id": "below", "value": "original"}),
                               on=["annotator", "below", "criterion"], how="left")
-        joined = joined[joined["below"].isna() | joined["original"].notna()]  # a check without its original: unscored
-    if joined.empty:
+        alone = joined["below"].notna() & joined["original"].isna()
+        unscored = joined[alone].groupby("annotator").size().rename("checks_unscored")
+        joined = joined[~alone]
+    if joined.empty and not (unscored is not None and len(unscored)):
         return pd.DataFrame(columns=["annotator", "gold_items", "gold_accuracy"])
 
     def same(a, b) -> bool:
@@ -102,7 +105,11 @@ def gold_accuracy(annotations: pd.DataFrame, gold: pd.DataFrame) -> pd.DataFrame
     joined["correct"] = [lower(a, o) if c else same(a, b) for a, b, c, o in
                          zip(joined["value"], joined["gold"], checks, joined.get("original", joined["gold"]))]
     per = joined.groupby("annotator")["correct"]
-    return pd.DataFrame({"gold_items": per.size(), "gold_accuracy": per.mean()}).reset_index()
+    out = pd.DataFrame({"gold_items": per.size(), "gold_accuracy": per.mean().astype(float)})
+    if unscored is not None and len(unscored):
+        out = out.join(unscored, how="outer")
+    out.index.name = "annotator"
+    return out.reset_index()
 
 
 def _straight_lined(annotations: pd.DataFrame, numeric: list[str]) -> pd.Series:
@@ -173,6 +180,9 @@ def participant_table(annotations: pd.DataFrame, crowd: Crowd, gold: pd.DataFram
         if crowd.min_gold_accuracy is not None and pd.notna(row.get("gold_accuracy")) and \
                 row["gold_accuracy"] < crowd.min_gold_accuracy:
             found.append(f"failed gold ({percent(row['gold_accuracy'])} < {percent(crowd.min_gold_accuracy)})")
+        if pd.notna(row.get("checks_unscored")) and row["checks_unscored"] > 0:
+            found.append(f"{int(row['checks_unscored'])} attention check(s) not scored (the participant did not "
+                         "answer their originals)")
         if quota and row["tasks_done"] > quota:
             found.append(f"over quota ({row['tasks_done']} > {quota})")
         warnings.append("; ".join(found))
