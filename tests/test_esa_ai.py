@@ -4,9 +4,7 @@ serves each task with the judge's spans to start from (the judge's prediction on
 keeps them on one task, removes one on another and adds one on a third; Label Studio then holds each span with the
 origin the gateway decided, and the post-edit table (exporters/analyses/postedit.py) counts what the participant did.
 
-Not yet in a browser: the gateway's page starts the editor from a prediction with Label Studio's
-addAnnotationFromPrediction, which finds no prediction in the editor's store at that moment (the page stops); laying
-the results into a new answer shows the spans but no Submit button (tried 2026-11-28)."""
+The same in a real browser, through the gateway's page: tests/test_prefill_browser.py."""
 
 from __future__ import annotations
 
@@ -25,14 +23,15 @@ from .test_judge_spans import judged_esa_study
 pytestmark = [pytest.mark.server]
 
 
-def esa_ai_entry(folder):
-    """projects.yaml with the ESA protocol under a title of its own, prefilled with the judge's spans."""
+def esa_ai_entry(folder, title: str = "ESA-AI scripted"):
+    """projects.yaml with the ESA protocol under a title of its own (a project of its own on the shared server),
+    prefilled with the judge's spans."""
     text = (ROOT / "projects.yaml").read_text(encoding="utf-8")
     old = 'title: "ESA: mark error spans, then score the translation"\n    config: labeling_configs/esa.xml\n'
     if old not in text:
         raise AssertionError("projects.yaml's esa entry moved: update this test")
     entry = folder / "projects.yaml"
-    entry.write_text(text.replace(old, 'title: "ESA-AI scripted"\n    config: labeling_configs/esa.xml\n'
+    entry.write_text(text.replace(old, f'title: "{title}"\n    config: labeling_configs/esa.xml\n'
                                        '    prefill: judge:judge\n'), encoding="utf-8")
     for name in ("labeling_configs", "examples"):
         (folder / name).symlink_to(ROOT / name)

@@ -208,6 +208,7 @@ def test_the_judges_spans_are_predictions_and_the_report_scores_them_against_the
     key = lambda rows: sorted((str(r["item_id"]), r["control"], int(r["start"]), int(r["end"]), r["labels"])  # noqa
                               for r in rows)
     assert key(from_label_studio.to_dict("records")) == key(judged) and judged
+    exported = [t for t in exported if "attention_check" not in t["meta"]]  # (ESA's checks: not in the report)
     # two annotators: H1 marks what the judge marked (the first span relabelled), H2 the first three characters
     from evalstudio.crowd import participants
 

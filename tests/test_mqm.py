@@ -235,8 +235,11 @@ def test_the_ted_tsv_imports_as_one_task_per_translated_segment(reg, tmp_path, p
     result = scan(project, importer_for(project), [path])
     with gzip.open(TED, "rt", encoding="utf-8") as f:
         raw = pd.read_csv(f, sep="\t", dtype=str, quoting=csv.QUOTE_NONE, keep_default_na=False)
-    assert result.problems == [] and result.tasks == len(raw.drop_duplicates(["system", "seg_id"]))
     tasks = [split_task(project, data) for _, data in iter_tasks(project, importer_for(project), [path])]
+    originals = [t for t in tasks if "attention_check" not in t["meta"]]  # (esa: and its attention checks)
+    assert result.problems == [] and result.tasks == len(tasks)
+    assert len(originals) == len(raw.drop_duplicates(["system", "seg_id"]))
+    assert (len(tasks) > len(originals)) == (project.attention_checks is not None)
     first = next(t for t in tasks if t["meta"]["system"] == "Nemo" and t["data"]["target"].startswith("Ich"))
     shown = json.dumps([t["data"] for t in tasks], ensure_ascii=False)
     assert "<v>" not in shown and "</v>" not in shown and "Nemo" not in shown  # the system is hidden

@@ -85,7 +85,10 @@ def validate(
         for name, r in results.items():
             console.print(f"  {name}: {r.tasks}")
     else:
-        console.print(f"{next(iter(results.values())).tasks} valid task(s) for '{protocol}' in {files_text}.")
+        result = next(iter(results.values()))
+        checks = (f" ({result.checks} of them attention checks made from the others: attention_checks in "
+                  "projects.yaml)") if result.checks else ""
+        console.print(f"{result.tasks} valid task(s) for '{protocol}' in {files_text}{checks}.")
 
 
 @app.command("import")

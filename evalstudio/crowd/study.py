@@ -16,7 +16,7 @@ import pandas as pd
 from evalstudio.base.numbers import percent
 from evalstudio.protocols import part_order
 from evalstudio.protocols.registry import Crowd, Project
-from evalstudio.values.results import task_fields
+from evalstudio.values.results import ID_FIELD, task_fields
 
 STRAIGHT_LINE_SHARE = 0.8  # flagged when at least this share of a participant's tasks (and >= 5) have one value
 STRAIGHT_LINE_MIN_TASKS = 5
@@ -46,27 +46,47 @@ def coverage(annotations: pd.DataFrame, task_ids: Iterable, per_task: int) -> pd
 
 
 def gold_answers(tasks: Iterable[dict], project: Project) -> pd.DataFrame:
-    """(task_id, criterion, gold) for tasks with a known answer: a `gold: {criterion: answer}` field of the
-    imported record, or Circa's control questions (is_control with gold_label, for the project's criterion)."""
+    """(task_id, criterion, gold, below) for tasks with a known answer: a `gold: {criterion: answer}` field of the
+    imported record, or Circa's control questions (is_control with gold_label, for the project's criterion). An
+    attention check made by spoiling a task (protocols/attention.py: `gold: {criterion: {below: ORIGINAL}}`) has no
+    answer but `below`, the original's task id: its answer must be lower than the same annotator's there."""
     rows = []
+    tasks = list(tasks)
     first = next(iter(project.criteria), None)
+    ids = {str(task_fields(t).get(ID_FIELD)): t["id"] for t in tasks}
     for task in tasks:
         fields = task_fields(task)
         gold = fields.get("gold")
         if isinstance(gold, Mapping):
-            rows += [{"task_id": task["id"], "criterion": c, "gold": v} for c, v in gold.items() if c in project.criteria]
+            for c, v in gold.items():
+                if c not in project.criteria:
+                    continue
+                below = ids.get(str(v.get("below"))) if isinstance(v, Mapping) else None
+                if isinstance(v, Mapping) and below is None:  # its original is not in this project: not scored
+                    continue
+                rows.append({"task_id": task["id"], "criterion": c, "gold": None if below else v, "below": below})
         elif fields.get("is_control") and fields.get("gold_label") is not None and first and \
                 fields["gold_label"] in (project.criteria[first].labels or ()):
             # (Circa Part II's tasks know the gold label too, but rate an explanation 1-5: no gold answer there)
-            rows.append({"task_id": task["id"], "criterion": first, "gold": fields["gold_label"]})
-    return pd.DataFrame(rows, columns=["task_id", "criterion", "gold"])
+            rows.append({"task_id": task["id"], "criterion": first, "gold": fields["gold_label"], "below": None})
+    return pd.DataFrame(rows, columns=["task_id", "criterion", "gold", "below"])
 
 
 def gold_accuracy(annotations: pd.DataFrame, gold: pd.DataFrame) -> pd.DataFrame:
-    """Per annotator: gold answers given and the share equal to the known answer (numbers: equal values)."""
+    """Per annotator: gold answers given and the share equal to the known answer (numbers: equal values); an
+    attention check with `below` counts where the annotator answered its original too, and is right when lower."""
     rated = annotations[~annotations["cancelled"] & annotations["value"].notna()]  # surplus answers count here too
     joined = rated.merge(gold, on=["task_id", "criterion"])
-    if joined.empty:
+    unscored = None  # per annotator: checks answered without their original (counted in `checks_unscored`)
+    if "below" in joined and joined["below"].notna().any():
+        mine = rated.drop_duplicates(["annotator", "task_id", "criterion"])[["annotator", "task_id", "criterion",
+                                                                            "value"]]
+        joined = joined.merge(mine.rename(columns={"task_id": "below", "value": "original"}),
+                              on=["annotator", "below", "criterion"], how="left")
+        alone = joined["below"].notna() & joined["original"].isna()
+        unscored = joined[alone].groupby("annotator").size().rename("checks_unscored")
+        joined = joined[~alone]
+    if joined.empty and not (unscored is not None and len(unscored)):
         return pd.DataFrame(columns=["annotator", "gold_items", "gold_accuracy"])
 
     def same(a, b) -> bool:
@@ -75,9 +95,21 @@ def gold_accuracy(annotations: pd.DataFrame, gold: pd.DataFrame) -> pd.DataFrame
         except (TypeError, ValueError, OverflowError):
             return str(a) == str(b)
 
-    joined["correct"] = [same(a, b) for a, b in zip(joined["value"], joined["gold"])]
+    def lower(a, b) -> bool:
+        try:
+            return float(a) < float(b)
+        except (TypeError, ValueError, OverflowError):
+            return False
+
+    checks = joined["below"].notna() if "below" in joined else pd.Series(False, index=joined.index)
+    joined["correct"] = [lower(a, o) if c else same(a, b) for a, b, c, o in
+                         zip(joined["value"], joined["gold"], checks, joined.get("original", joined["gold"]))]
     per = joined.groupby("annotator")["correct"]
-    return pd.DataFrame({"gold_items": per.size(), "gold_accuracy": per.mean()}).reset_index()
+    out = pd.DataFrame({"gold_items": per.size(), "gold_accuracy": per.mean().astype(float)})
+    if unscored is not None and len(unscored):
+        out = out.join(unscored, how="outer")
+    out.index.name = "annotator"
+    return out.reset_index()
 
 
 def _straight_lined(annotations: pd.DataFrame, numeric: list[str]) -> pd.Series:
@@ -149,6 +181,9 @@ def participant_table(annotations: pd.DataFrame, crowd: Crowd, gold: pd.DataFram
         if crowd.min_gold_accuracy is not None and pd.notna(row.get("gold_accuracy")) and \
                 row["gold_accuracy"] < crowd.min_gold_accuracy:
             found.append(f"failed gold ({percent(row['gold_accuracy'])} < {percent(crowd.min_gold_accuracy)})")
+        if pd.notna(row.get("checks_unscored")) and row["checks_unscored"] > 0:
+            found.append(f"{int(row['checks_unscored'])} attention check(s) not scored (the participant did not "
+                         "answer their originals)")
         if quota and row["tasks_done"] > quota:
             found.append(f"over quota ({row['tasks_done']} > {quota})")
         warnings.append("; ".join(found))

@@ -207,12 +207,13 @@ function render(task) {
   current = task;
   document.getElementById('previous').disabled = !task.previous;
   document.getElementById('progress').textContent = task.progress || '';
+  // a prefilled study (prefill: in projects.yaml) starts the answer from the task's prediction, the one the gateway
+  // sent: the regions' ids are kept, so the gateway tells each region's origin apart by id (server side)
+  const prefilled = !task.update && task.predictions && task.predictions.length ? task.predictions : null;
   editor = new window.LabelStudio('label-studio', {
     config: task.guide === 'open' ? SETUP.first_config : SETUP.config, interfaces: interfaces(task.update),
     user: {id: 1, pk: 1, firstName: '', lastName: ''},
-    task: {id: task.number, data: task.data,
-           annotations: [],
-           predictions: task.predictions || []},
+    task: {id: task.number, data: task.data, annotations: [], predictions: prefilled || []},
     onLabelStudioLoad: (store) => {
       const annotations = store.annotationStore;
       if (task.update) {  // the participant's saved answer, to change (Label Studio's "Update")
@@ -222,11 +223,18 @@ function render(task) {
         saved.reinitHistory();
         return;
       }
-      if (task.predictions && task.predictions.length) {
-        const made = annotations.addAnnotationFromPrediction(annotations.predictions[0]);
-        annotations.selectAnnotation(made.id); return;
-      }
+      if (prefilled) return;  // below, once the editor holds the prediction
       const made = annotations.addAnnotation({userGenerate: true});
+      annotations.selectAnnotation(made.id);
+    },
+    // The editor calls onLabelStudioLoad before its store holds the task's predictions (initializeStore runs after
+    // it and then selects the prediction, read only: no Submit). Label Studio's own app (its data manager's
+    // LSFWrapper: initializeStore, then addAnnotationFromPrediction) starts the answer once the store holds them;
+    // so does this page, when the editor says its store is initialised.
+    onStorageInitialized: (store) => {
+      if (!prefilled) return;
+      const annotations = store.annotationStore;
+      const made = annotations.addAnnotationFromPrediction(annotations.predictions[0]);
       annotations.selectAnnotation(made.id);
     },
     onSubmitAnnotation: (store, annotation) => send(annotation),

@@ -12,7 +12,7 @@ from evalstudio.protocols.registry import load as load_registry
 
 from .consoles import console
 from .reading import chosen_spec
-from .reading import read_study, study_ratings
+from .reading import read_study, study_ratings, without_attention_checks
 
 
 def run_analysis(ratings, output: Path, metrics, spec, protocol, bootstrap, resamples, lower_is_better, mace, ppi,
@@ -107,6 +107,7 @@ def _ratings_and_scores(ratings, spec, protocol, metrics, ppi, alt_test, lower_i
     if protocol is not None and (ratings is None or ratings.suffix.lower() == ".json"):
         from ..exporters.analyses.span_analysis import project_span_study
         read = read_study(protocol, projects, ratings, None)  # (registry, parts, tasks, annotations, users)
+        read = (read[0], read[1], *without_attention_checks(read[2], read[3]), read[4])
         tidy, full_spec, model = study_ratings(protocol, *read[1:4])
         tidy, full_spec, study = project_span_study(protocol, *read[1:]) or (tidy, full_spec, None)  # mqm, esa
         scores = read_metrics(metrics, full_spec, list(full_spec.criteria)) if metrics else model
@@ -312,9 +313,10 @@ def _preference_project(protocol: str, projects, export: Path | None, output: Pa
         judge_comparisons_from_tasks,
         positions_of,
     )
-    from .reading import read_study, quotas
+    from .reading import quotas, read_study, without_attention_checks
 
     reg, parts, per_part, frames, _ = read_study(protocol, projects, export, None)
+    per_part, frames = without_attention_checks(per_part, frames)
     project = reg.study(protocol)
     if (judges_file is not None or ppi is not None) and project.compare.kind != "pairwise":
         raise BadInput("--metrics and --ppi take an LLM judge's verdicts on comparisons; a best-worst protocol has "

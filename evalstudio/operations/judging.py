@@ -131,6 +131,7 @@ def _tasks(part, files: list[Path] | None, limit: int | None) -> list[dict]:
     if files:
         import json
 
+        from evalstudio.protocols.attention import CHECK_FIELD
         from evalstudio.protocols.mapping import importer_for
         from evalstudio.tasks.scanning import scan
 
@@ -144,6 +145,8 @@ def _tasks(part, files: list[Path] | None, limit: int | None) -> list[dict]:
             with open(checked.spool, encoding="utf-8") as spooled:
                 for number, line in enumerate(spooled, 1):
                     task = json.loads(line.split("\t", 3)[3])
+                    if CHECK_FIELD in (task.get("meta") or {}):  # an attention check the import would add: the
+                        continue  # judge of input files judges the translations given (protocols/attention.py)
                     tasks.append({**task, "id": number})  # (ids as the order of the files)
                     if limit and len(tasks) >= limit:
                         break

@@ -139,6 +139,23 @@ def read_study(protocol, projects, from_export, project_id, folder: Path | None 
     return reg, parts, per_part, frames, users
 
 
+def without_attention_checks(per_part, frames):
+    """(tasks, annotation frames) of a study read, without its attention checks (protocols/attention.py: spoiled
+    copies of tasks, which `status` and `approvals` score and no analysis counts, as ESA leaves out its BAD items);
+    says how many it left out."""
+    from evalstudio.protocols.attention import CHECK_FIELD
+    from evalstudio.values.results import task_fields
+
+    kept = [[t for t in tasks if CHECK_FIELD not in task_fields(t)] for tasks in per_part]
+    left = sum(len(t) for t in per_part) - sum(len(t) for t in kept)
+    if not left:
+        return per_part, frames
+    console.print(f"Left out: {left} attention check task(s) (copies of tasks with a spoiled text, scored by "
+                  "`status` and `approvals`, not analysed).")
+    frames = [f[f["task_id"].isin({t["id"] for t in k})] for f, k in zip(frames, kept)]
+    return kept, frames
+
+
 def study_spans(parts, per_part, users):
     """The spans of a study's parts whose configs mark spans (<Labels>), one table (exporters.tables.tidy.span_frame); None
     when no part does."""
@@ -339,7 +356,7 @@ def label_studio_ratings(protocol: str, projects, export: Path | None):
     """(tidy ratings, spec, model outputs as the metric `model`) of a protocol's projects, live or from an export;
     what `report` leaves out (surplus annotations, bad instances) is left out here too."""
     _, parts, per_part, frames, _ = read_study(protocol, projects, export, None)
-    return study_ratings(protocol, parts, per_part, frames)
+    return study_ratings(protocol, parts, *without_attention_checks(per_part, frames))
 
 
 def study_ratings(protocol: str, parts, per_part, frames):

@@ -10,7 +10,8 @@ from pathlib import Path
 from evalstudio.base.errors import BadInput
 
 from .consoles import console, err
-from .reading import quotas, read_study, study_ledger, study_spans, study_tables, write_status
+from .reading import (quotas, read_study, study_ledger, study_spans, study_tables, without_attention_checks,
+                      write_status)
 from .waiting import WAIT_SECONDS
 
 
@@ -38,11 +39,12 @@ def write_report(protocol: str, output: Path, from_export, bootstrap: int, min_c
     with staged_folder(output) as stage:  # written whole or not at all
         reg, parts, per_part, frames, users = read_study(protocol, projects, from_export, project_id, participants,
                                                          wait)
-        tasks = [task for part_tasks in per_part for task in part_tasks]
-        annotations = pd.concat(frames, ignore_index=True)
         crowd_study = any(part.crowd for part in parts)
         if exclude_rejected or crowd_study:
             state = study_tables(parts, per_part, frames, study_ledger(protocol, participants))
+        per_part, frames = without_attention_checks(per_part, frames)  # scored in the status above, not analysed
+        tasks = [task for part_tasks in per_part for task in part_tasks]
+        annotations = pd.concat(frames, ignore_index=True)
         if exclude_rejected:
             annotations = without_rejected(annotations, parts, *state[:2])
         active = None

@@ -10,6 +10,7 @@ from evalstudio.base.files import read_text_file
 from evalstudio.values.controls import control_range
 from evalstudio.values.spans import SPAN_TAGS, TABULATED, is_per_region, span_object_field
 
+from .attention import attention_problems
 from .mapping import POSITIONS
 
 NUMERIC_TAGS = {"Number", "Rating"}
@@ -86,6 +87,7 @@ def check_against_config(project) -> list[str]:
             "$document)"))
     problems += tabulation_problems(project, at)
     problems += span_limit_problems(project, config)
+    problems += attention_problems(project)
     for control in li.controls:
         if control.name not in known:
             problems.append(ConfigProblem(

@@ -6,7 +6,6 @@ import copy
 import functools
 import os
 import re
-from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Literal, NamedTuple
 
@@ -20,12 +19,12 @@ from evalstudio.values.spans import MAX_SPANS
 
 from . import part_order
 from .adaptive import Assignment, StopWhen, adaptive_problems
+from .attention import AttentionChecks
 from .config_checks import check_against_config, compare_problems
 from .crowd_rules import Bonus, Crowd  # noqa: F401 (Bonus: the registry's, as before)
 from .front_matter import front_matter_problems
 from .judges import Prefill, read_judges
-from .mapping import InputMap
-from .mapping import check_against_config as input_problems
+from .mapping import InputMap, check_against_config as input_problems
 from .yaml_lines import Where, describe
 
 PACKAGED_PROJECTS = Path(__file__).resolve().parents[1] / "projects.yaml"  # evalstudio/projects.yaml
@@ -144,6 +143,7 @@ class Project(BaseModel):
     agents: list[str] = []
     metadata_controls: list[str] = []
     max_spans: dict[str, Annotated[int, Field(ge=1, le=MAX_SPANS)]] = {}  # Labels control: most spans an answer marks
+    attention_checks: AttentionChecks | None = None  # ESA's spoiled copies of tasks (protocols/attention.py)
     # Other entries of the study that may hold this one's items (cmv_tom: delta threads, also in cmv_threads); without
     # it an item belongs to one project of a study. The gateway serves a participant an item twice only in parts
     # ordered by crowd.after (blind first); `status` flags one who answered it in two unordered projects.
@@ -182,7 +182,7 @@ class Project(BaseModel):
         """The labeling config's file, relative paths taken from the projects.yaml's folder."""
         return (self.base_dir / self.config).resolve()
 
-    @cached_property
+    @functools.cached_property
     def label_config(self) -> str:
         """The labeling config's XML as Label Studio stores it; RegistryError naming the entry if unreadable."""
         try:
@@ -203,7 +203,7 @@ class Project(BaseModel):
         from .channels import config_for
         return config_for(self.label_config, channel)
 
-    @cached_property
+    @functools.cached_property
     def interface(self) -> LabelInterface:
         """The config as a LabelInterface, checked by Label Studio's schema and the channels' rules."""
         from .channels import config_channel_problems
@@ -271,7 +271,7 @@ class Project(BaseModel):
         """Task data keys the labeling config reads: object tags' $variables and any $x in a value (e.g. Headers)."""
         return set(self._data_fields)
 
-    @cached_property
+    @functools.cached_property
     def _data_fields(self) -> frozenset[str]:  # read once: every imported task is split by it
         objects = {o.value_name for o in self.interface.objects if o.value_is_variable}
         return frozenset(objects | set(re.findall(r'value="[^"]*?\$(\w+)', self.label_config)))

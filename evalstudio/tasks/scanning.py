@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from evalstudio.base.errors import Problem
+from evalstudio.protocols.attention import CHECK_FIELD, check_of
 from evalstudio.protocols.registry import Project
 from evalstudio.values.results import ID_FIELD
 from evalstudio.values.sources import (
@@ -45,6 +46,7 @@ class Scan:
     """Result of a dry run over the input files."""
 
     tasks: int = 0
+    checks: int = 0  # of them, attention checks made at import (protocols/attention.py)
     problems: list[Problem] = field(default_factory=list)
     files: dict[str, tuple[int, int]] = field(default_factory=dict)  # path -> (size, mtime) when validated
     design: list[Problem] = field(default_factory=list)  # study-design problems (not of one record: never skipped)
@@ -146,8 +148,10 @@ class _Converter:
             if isinstance(gold, list):
                 return gold
         out: list = []
-        for data in datas:
-            if gold is not None:
+        checks = project.attention_checks
+        copies = [c for d in datas if (c := check_of(d, checks, ID_FIELD))] if checks else []
+        for data in datas + copies:
+            if gold is not None and CHECK_FIELD not in data:  # (a copy's gold is its check: score below the original)
                 data[GOLD_FIELD] = gold
             if extra and unknown is not None:
                 unknown.setdefault(str(path), set()).update(map(str, extra))
@@ -294,6 +298,8 @@ def _scan(project: Project, importer, paths: Sequence[Path], result: Scan, out, 
             continue
         first_seen[key] = where
         result.tasks += 1
+        if project.attention_checks is not None and CHECK_FIELD in json.loads(item.text)["meta"]:
+            result.checks += 1
         if out is not None:
             out.write(f"{json.dumps(key)}\t{json.dumps(where)}\t{json.dumps(item.digest)}\t{item.text}\n")
     if project.design:
