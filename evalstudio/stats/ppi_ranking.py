@@ -16,9 +16,13 @@ Inference", arXiv:2311.01453) minimises the rectified loss
 and uses the sandwich covariance H^-1 (n/N lambda^2 Cov(judge gradients, unlabelled) + Cov(human gradients - lambda
 judge gradients, labelled)) H^-1 / n; lambda is tuned to minimise the trace of that covariance and clipped to [0, 1],
 so that a useless judge gives the human-only (classical) estimate back and no judge, however poor, makes the
-interval invalid. Every step (the starting point, the optimiser and its tolerance, the two rounds of tuning lambda,
-the Hessian over labelled and unlabelled units) is that of the authors' package ppi-python
-(`ppi_logistic_pointestimate`, `ppi_logistic_ci`), which the tests use as the oracle.
+interval invalid. Every step (the human-only fit as the start, the two rounds of tuning lambda, the Hessian over
+labelled and unlabelled units, the covariance) is that of the authors' package ppi-python
+(`ppi_logistic_pointestimate`, `ppi_logistic_ci`), which the tests use as the oracle (equal within 1e-6). The
+loss, its gradient and Hessian and every covariance of per-unit gradients depend on a unit only through its pair
+of systems and its outcomes, so the fits are computed from each pair's sums (`PairSums`) by Newton's method (the
+loss is convex for lambda in [0, 1]) and vectorised over studies (`ppi_bradley_terry`): a calibration fits
+thousands of studies at once (benchmarks/ppi_ranking.py).
 
 Prediction-powered ranking (Chatzi, Straitouri, Thejaswi & Gomez-Rodriguez 2024, "Prediction-Powered Ranking of
 Large Language Models", NeurIPS 2024): a system's rank-set is every rank its strength can take given simultaneous
