@@ -395,3 +395,26 @@ def test_systems_rated_on_different_items_get_means_and_the_reason_there_is_no_d
     pairs = pd.read_csv(tmp_path / "out" / "ppi_pairs.csv", keep_default_na=False)
     assert list(pairs["criterion"]) == ["q"]
     assert "the most any pair shares: 0" in pairs["reason"].iat[0] and "ppi_systems.csv" in pairs["reason"].iat[0]
+
+
+@pytest.mark.parametrize("size, rated", [(9, 2), (9, 4), (10, 5), (10, 7), (11, 3)])
+def test_the_moments_behind_the_without_replacement_factor_are_exact(size, rated):
+    """The two moments `without_replacement_factor` is derived from (docs/analyze.md), against every sample of
+    `rated` of a skewed set of `size` (all of them enumerated): E(mean - mu)^3 = (M - n)(M - 2n) / ((M - 1)(M - 2))
+    mu3 / n^2 and Cov(mean, s^2) = (M - n) M / ((M - 1)(M - 2)) mu3 / n; and their large-set limits give the factor:
+    (3 sqrt(1 - f) - (1 - 2f) / sqrt(1 - f)) / 2, from the covariance's sqrt(1 - f) and the mean's (1 - 2f) /
+    sqrt(1 - f) (with replacement both are 1)."""
+    from itertools import combinations
+
+    from evalstudio.stats.small_sample import without_replacement_factor
+
+    x = np.random.default_rng(size * rated).exponential(size=size)
+    mu, m3 = x.mean(), np.mean((x - x.mean()) ** 3)
+    samples = x[np.array(list(combinations(range(size), rated)))]
+    mean, var = samples.mean(1), samples.var(1, ddof=1)
+    exact = (size - rated) / ((size - 1) * (size - 2))
+    assert np.mean((mean - mu) ** 3) == pytest.approx(exact * (size - 2 * rated) * m3 / rated ** 2, rel=1e-9, abs=1e-12)
+    assert np.mean((mean - mu) * (var - var.mean())) == pytest.approx(exact * size * m3 / rated, rel=1e-9)
+    f = rated / size
+    mean_part, covariance_part = (1 - 2 * f) / np.sqrt(1 - f), np.sqrt(1 - f)  # their M -> infinity limits
+    assert without_replacement_factor(f) == pytest.approx((3 * covariance_part - mean_part) / 2, rel=1e-12)

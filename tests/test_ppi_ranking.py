@@ -20,7 +20,8 @@ from evalstudio.cli import app
 from evalstudio.stats.ppi_ranking import (
     ELO_SCALE,
     _design,
-    ppi_logistic,
+    pair_sums,
+    ppi_bradley_terry,
     ppi_strengths,
     resampled_strengths,
     verdicts_from_scores,
@@ -58,11 +59,15 @@ def _quiet(monkeypatch):
     (0, 6, 300, 3000, 0.85), (1, 4, 120, 400, 0.7), (2, 8, 500, 5000, 0.5), (3, 5, 200, 2000, 0.3),
     (4, 3, 60, 100, 0.95)])  # good, fair, useless, misleading and near-perfect judges
 def test_the_estimates_and_intervals_are_ppi_pythons(seed, k, n, big_n, accuracy):
+    """The fit from the pairs' sums (Newton's method) against ppi-python's from the units (scikit-learn's start and
+    L-BFGS): the same coefficients and intervals to 1e-6, for the tuned lambda and fixed ones."""
     first, second, won, judge, n = _comparisons(seed, k, n, big_n, accuracy)
     X, Xu = _design(first[:n], second[:n], k), _design(first[n:], second[n:], k)
     args = (X, won[:n], judge[:n], Xu, judge[n:])
+    sums = pair_sums(first[:n], second[:n], won[:n], judge[:n], first[n:], second[n:], judge[n:], k)
     for lam in (None, 0.0, 0.5, 1.0):
-        theta, cov, tuned = ppi_logistic(*args, lam=lam)
+        fit = ppi_bradley_terry(sums, k, lam)
+        theta, cov, tuned = fit["theta"][0], fit["cov"][0], fit["lam"][0]
         lo, hi = ppi_logistic_ci(*args, alpha=0.05, lam=lam)
         se = np.sqrt(np.diag(cov))
         assert np.abs(theta - Z * se - lo).max() < 1e-6 and np.abs(theta + Z * se - hi).max() < 1e-6, lam
@@ -70,10 +75,10 @@ def test_the_estimates_and_intervals_are_ppi_pythons(seed, k, n, big_n, accuracy
             assert tuned == lam
             assert np.abs(theta - ppi_logistic_pointestimate(*args, lam=lam)).max() < 1e-6
     lo, hi = classical_logistic_ci(X, won[:n], alpha=0.05)  # lambda 0 is the human-only fit and its sandwich
-    theta, cov, _ = ppi_logistic(*args, lam=0.0)
-    assert np.abs(theta - Z * np.sqrt(np.diag(cov)) - lo).max() < 1e-6
+    fit = ppi_bradley_terry(sums, k, 0.0)
+    assert np.abs(fit["classical"][0] - Z * np.sqrt(np.diag(fit["classical_cov"][0])) - lo).max() < 1e-6
     if accuracy <= 0.5:  # a useless or misleading judge is not trusted: lambda near 0, the human-only interval
-        assert ppi_logistic(*args)[2] < 0.1
+        assert ppi_bradley_terry(sums, k)["lam"][0] < 0.1
 
 
 def test_the_human_only_strengths_with_ties_are_hunters_mm_fit():
@@ -133,23 +138,29 @@ def _scores(frame, column, systems):
     return frame.pivot(index="item", columns="system", values=column)[systems].to_numpy()
 
 
-@pytest.mark.parametrize("judge", ["Engagement", "chrF"])
-def test_calibrated_on_hanna_the_intervals_cover_and_the_effective_labels_are_real(hanna, judge):
+@pytest.mark.parametrize("judge, finite", [("Engagement", False), ("chrF", False), ("Engagement", True)])
+def test_calibrated_on_hanna_the_intervals_cover_and_the_effective_labels_are_real(hanna, judge, finite):
     """Coherence comparisons implied by HANNA's published ratings (96 prompts x 45 pairs of 10 systems) as the
     population; the judge's verdicts from another criterion's ratings (Engagement, a judge that helps) or from a
-    metric (chrF, one that barely does). 120 studies of 500 human-judged and 3,000 judge-only units each."""
+    metric (chrF, one that barely does). 400 studies of 10 human-judged comparisons a pair, and 190 judge-only ones a
+    pair (an unlimited population) or the other 86 of each pair's 96 (the study's own set), per system."""
     ratings, metrics, systems = hanna
     first, second, human = verdicts_from_scores(_scores(ratings, "Coherence", systems))
     source = ratings if judge in ratings else metrics[metrics["metric"] == judge]
     verdict = verdicts_from_scores(_scores(source, judge if judge in ratings else "value", systems))[2]
-    result = resampled_strengths(first, second, human, verdict, systems, 500, 3000, 120, np.random.default_rng(3))
-    assert 0.925 <= result["covered_ppi"] <= 0.975 and 0.925 <= result["covered_classical"] <= 0.975, result
-    assert result["rank_sets_hold_ppi"] >= 0.95, result
-    assert 0.85 <= result["claimed_n"] / result["realised_n"] <= 1.15, result
+    result = resampled_strengths(first, second, human, verdict, len(systems), 10, 190, 400, np.random.default_rng(3),
+                                 finite=finite)
+    assert result["finite"] == 1.0 and len(result["covered_ppi"]) == len(systems), result
+    for kind in ("ppi", "classical"):
+        covered = result[f"covered_{kind}"]  # per system; 400 studies: a system's within about 0.022 of its own
+        assert covered.min() >= 0.9 and (0.925 <= covered.mean() <= 0.99), result
+        assert result[f"rank_sets_hold_{kind}"] >= 0.95, result
+    if not finite:  # drawn with replacement, the units a judge is said to be worth are what it is worth
+        assert 0.85 <= result["claimed_n"] / result["realised_n"] <= 1.15, result
     if judge == "Engagement":  # agreeing with the humans on two units in three, it is worth many human-judged units
-        assert result["width_ratio"] < 0.9 and result["claimed_n"] > 600, result
+        assert result["width_ratio"].mean() < 0.9 and result["claimed_n"] > 1.2 * 450, result
     else:  # agreeing on about half, it is worth almost nothing; never a wider interval on average
-        assert result["width_ratio"] <= 1.0 and result["claimed_n"] < 560, result
+        assert result["width_ratio"].mean() <= 1.0 and result["claimed_n"] < 1.1 * 450, result
 
 
 def _files(hanna, tmp_path):
@@ -197,6 +208,11 @@ def test_analyze_gives_prediction_powered_strengths_beside_the_human_only_ones(h
     assert (table["ppi_lo"] < table["ppi_elo"]).all() and (table["ppi_rank_best"] <= table["ppi_rank_worst"]).all()
     assert (table["ppi_hi"] - table["ppi_lo"]).mean() < (table["classical_hi"] - table["classical_lo"]).mean()
     assert "Prediction-powered strengths" in (tmp_path / "a" / "index.html").read_text()
+    # 20.5 a pair: the strengths are printed, what the judge is worth not yet (from 30 a pair), and the notes say why
+    from evalstudio.exporters.analyses.preference import BELOW_MIN_UNITS_EFFECTIVE_N
+
+    assert table["effective_n"].isna().all()
+    assert " ".join(BELOW_MIN_UNITS_EFFECTIVE_N.split()) in " ".join(result.output.split())
 
 
 @pytest.mark.parametrize("options, message", [
@@ -213,18 +229,23 @@ def test_ppi_options_on_comparisons_that_do_not_fit_are_refused(hanna, tmp_path,
     assert not (tmp_path / "a").exists()
 
 
-def test_below_the_calibrated_size_no_strengths_but_the_reason(hanna, tmp_path):
-    """Three prompts' comparisons (about 130 units of 10 systems, under 15 a system): the human-only strengths are
-    still analysed, the prediction-powered ones are not printed, and the notes say from how many they are."""
-    from evalstudio.exporters.analyses.preference import MIN_UNITS_PER_SYSTEM
+@pytest.mark.parametrize("prompts", [3, 12])
+def test_below_the_calibrated_size_no_strengths_but_the_reason(hanna, tmp_path, prompts):
+    """3 or 12 prompts' comparisons (about 115 or 460 units of 10 systems' 45 pairs: 2.6 or 10 a pair, under the
+    calibrated 20; 12 prompts were printed under the earlier rule of 15 per system): the human-only strengths are
+    still analysed, the prediction-powered ones are not printed, and the notes say from how many they are and the
+    figure below."""
+    from evalstudio.exporters.analyses.preference import BELOW_MIN_UNITS, MIN_UNITS_PER_PAIR
 
     humans, _, systems = _files(hanna, tmp_path)
-    few = humans[humans["item"].isin(sorted(set(humans["item"]))[:3])]
-    assert len(few) < MIN_UNITS_PER_SYSTEM * len(systems)
+    few = humans[humans["item"].isin(sorted(set(humans["item"]))[:prompts])]
+    assert len(few) < MIN_UNITS_PER_PAIR * 45
     few.to_csv(tmp_path / "few.csv", index=False)
     result = CliRunner().invoke(app, ["analyze", str(tmp_path / "few.csv"), "--metrics", str(tmp_path / "judge.csv"),
                                       "--ppi", "engagement-judge", "--bootstrap", "20", "-o", str(tmp_path / "a")])
     assert result.exit_code == 0, result.output
     assert not (tmp_path / "a" / "ppi_bradley_terry.csv").exists()
+    assert (tmp_path / "a" / "bradley_terry.csv").exists()
     said = " ".join(result.output.split()) + (tmp_path / "a" / "index.html").read_text()
-    assert f"given from {MIN_UNITS_PER_SYSTEM} per system ({MIN_UNITS_PER_SYSTEM * len(systems)} for 10 systems)" in said
+    assert f"given from {MIN_UNITS_PER_PAIR} per pair of systems ({MIN_UNITS_PER_PAIR * 45} for 10 systems)" in said
+    assert " ".join(BELOW_MIN_UNITS.split()) in said

@@ -51,6 +51,37 @@ def test_no_csv_cell_starts_a_formula(texts):
         assert not (cell.startswith(FORMULA) and neutralise(cell) != cell)
 
 
+_CELL = st.one_of(st.none(), st.text(max_size=6), st.integers(-5, 5), st.floats(allow_nan=True, allow_infinity=False),
+                  st.booleans(), st.sampled_from(["=1", "-2", "+x", "a\rb", "@", "\t", "'"]))
+
+
+@settings(deadline=None)
+@given(st.lists(st.tuples(_CELL, _CELL, st.text(max_size=4)), min_size=0, max_size=6),
+       st.sampled_from([object, "str", None]))
+def test_the_csv_is_byte_for_byte_that_of_neutralising_every_text_column(rows, kind):
+    """write_csv skips the per-cell pass where a text column cannot change; its bytes are those of the rule it
+    stands for (every non-numeric column mapped through `neutralise`, the lines ending in \\r\\n where a cell or
+    name holds a carriage return), whatever the column types: numbers in an object column, missing values, text."""
+    import io
+
+    from evalstudio.exporters.tables.files import write_csv
+
+    frame = pd.DataFrame(rows, columns=["mixed", "other", "text"])
+    if kind is not None:
+        frame["text"] = frame["text"].astype(kind)
+    reference = frame.copy()
+    for column in reference.columns:
+        if not pd.api.types.is_numeric_dtype(reference[column]) and not pd.api.types.is_bool_dtype(reference[column]):
+            reference[column] = reference[column].map(neutralise, na_action="ignore")
+    carriage = any(isinstance(v, str) and "\r" in v for c in reference.columns
+                   if pd.api.types.is_object_dtype(reference[c]) or pd.api.types.is_string_dtype(reference[c])
+                   for v in reference[c])
+    expected = reference.to_csv(index=False, lineterminator="\r\n" if carriage else "\n")
+    written = io.StringIO()
+    write_csv(frame, written)
+    assert written.getvalue() == expected
+
+
 @pytest.mark.server
 def test_export_and_report_csv_are_safe_and_raw_formats_keep_the_text(reg, importer_for, client, label_studio, tmp_path):
     only_on_the_last_database(label_studio)  # what is written is evalstudio's; the database only stores the text

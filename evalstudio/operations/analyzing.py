@@ -203,13 +203,16 @@ def _run_comparisons(comparisons, judges, name: str, source: str, output: Path, 
 
 
 def _ppi_strengths(rows):
+    import pandas as pd
     from rich import box
     from rich.table import Table
 
     first = rows.iloc[0]
     table = Table(title=f"Prediction-powered Bradley-Terry strengths (PPI++ with {first.judge}, lambda "
                         f"{first['lambda']:.2f}; {first.n_labelled} items and pairs judged by humans, "
-                        f"{first.n_unlabelled} by the judge only; worth {first.effective_n:.0f} human-judged ones)",
+                        f"{first.n_unlabelled} by the judge only; " + (
+                            f"worth {first.effective_n:.0f} human-judged ones)" if pd.notna(first.effective_n)
+                            else "what it is worth: see the notes)"),
                   title_justify="left", box=box.SIMPLE_HEAD)
     for column in ("system", "human only (95% interval)", "ranks", "PPI++ (95% interval)", "ranks "):
         table.add_column(column, justify="left" if column == "system" else "right", overflow="fold")

@@ -16,9 +16,13 @@ Inference", arXiv:2311.01453) minimises the rectified loss
 and uses the sandwich covariance H^-1 (n/N lambda^2 Cov(judge gradients, unlabelled) + Cov(human gradients - lambda
 judge gradients, labelled)) H^-1 / n; lambda is tuned to minimise the trace of that covariance and clipped to [0, 1],
 so that a useless judge gives the human-only (classical) estimate back and no judge, however poor, makes the
-interval invalid. Every step (the starting point, the optimiser and its tolerance, the two rounds of tuning lambda,
-the Hessian over labelled and unlabelled units) is that of the authors' package ppi-python
-(`ppi_logistic_pointestimate`, `ppi_logistic_ci`), which the tests use as the oracle.
+interval invalid. Every step (the human-only fit as the start, the two rounds of tuning lambda, the Hessian over
+labelled and unlabelled units, the covariance) is that of the authors' package ppi-python
+(`ppi_logistic_pointestimate`, `ppi_logistic_ci`), which the tests use as the oracle (equal within 1e-6). The
+loss, its gradient and Hessian and every covariance of per-unit gradients depend on a unit only through its pair
+of systems and its outcomes, so the fits are computed from each pair's sums (`PairSums`) by Newton's method (the
+loss is convex for lambda in [0, 1]) and vectorised over studies (`ppi_bradley_terry`): a calibration fits
+thousands of studies at once (benchmarks/ppi_ranking.py).
 
 Prediction-powered ranking (Chatzi, Straitouri, Thejaswi & Gomez-Rodriguez 2024, "Prediction-Powered Ranking of
 Large Language Models", NeurIPS 2024): a system's rank-set is every rank its strength can take given simultaneous
@@ -34,85 +38,168 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy import stats
-from scipy.optimize import minimize
 from scipy.special import expit
 
 ELO_SCALE = 400 / np.log(10)  # Chatbot Arena's Elo scale: 400 log10(strength) + 1000
 
 
-def _log1pexp(x: np.ndarray) -> np.ndarray:
-    return np.where(x > 10, x, np.log1p(np.exp(np.minimum(x, 10))))
+@dataclass(frozen=True)
+class PairSums:
+    """What a Bradley-Terry fit needs of a study's units, per ordered pair of systems (columns) and study (rows):
+    the labelled units' count and sums of the human share y, the judge's h, y^2, h^2 and y h; the unlabelled units'
+    count and sums of h and h^2. The loss, its gradient and Hessian, and every covariance of per-unit gradients that
+    PPI++ takes are sums over units of a pair's design row times these, so a fit costs the pairs, not the units."""
+    pairs: np.ndarray  # P x 2 system codes (first, second)
+    n: np.ndarray
+    y: np.ndarray
+    h: np.ndarray
+    yy: np.ndarray
+    hh: np.ndarray
+    yh: np.ndarray
+    big_n: np.ndarray
+    u: np.ndarray
+    uu: np.ndarray
 
 
-def _start(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
-    """ppi-python's starting point: scikit-learn's unpenalised logistic regression on the labelled units. A
-    fractional outcome (a tie, or annotators who differ) is fitted as a weighted win and loss, the same loss."""
-    from sklearn.linear_model import LogisticRegression
+def pair_sums(first, second, human, judge, first_u, second_u, judge_u, k: int) -> PairSums:
+    """One study's `PairSums` from its units: first/second system codes, the human share and the judge's on the
+    labelled units, the judge's on the unlabelled ones."""
+    key, key_u = np.asarray(first) * k + np.asarray(second), np.asarray(first_u) * k + np.asarray(second_u)
+    groups, index = np.unique(np.r_[key, key_u], return_inverse=True)
+    lab, unl = index[:len(key)], index[len(key):]
+    y, h, u = (np.asarray(a, dtype=float) for a in (human, judge, judge_u))
 
-    # C = inf: unpenalised (ppi-python's penalty=None, which scikit-learn 1.8 deprecates; the same fit)
-    model = LogisticRegression(C=np.inf, solver="lbfgs", max_iter=10000, tol=1e-15, fit_intercept=False)
-    binary = np.isin(Y, (0.0, 1.0)).all() and len(set(Y)) == 2
-    if binary:
-        return model.fit(X, Y).coef_.reshape(-1)
-    return model.fit(np.vstack([X, X]), np.r_[np.ones(len(Y)), np.zeros(len(Y))],
-                     sample_weight=np.r_[Y, 1 - Y]).coef_.reshape(-1)
+    def total(at, values):
+        return np.bincount(at, values, minlength=len(groups))[None, :]
 
-
-def _fit(X, Y, Yhat, Xu, Yhat_u, lam: float, start: np.ndarray) -> np.ndarray:
-    n, big_n = len(Y), len(Yhat_u)
-
-    def loss_and_gradient(theta):  # one pass over the units for both (the same values as two functions)
-        a, b = X @ theta, Xu @ theta
-        loss = (lam / big_n * np.sum(-Yhat_u * b + _log1pexp(b)) - lam / n * np.sum(-Yhat * a + _log1pexp(a))
-                + 1 / n * np.sum(-Y * a + _log1pexp(a)))
-        mu, mu_u = expit(a), expit(b)
-        return loss, lam / big_n * Xu.T @ (mu_u - Yhat_u) - lam / n * X.T @ (mu - Yhat) + 1 / n * X.T @ (mu - Y)
-
-    return minimize(loss_and_gradient, start, jac=True, method="L-BFGS-B", tol=1e-15, options={"ftol": 1e-15}).x
+    ones, ones_u = np.ones(len(y)), np.ones(len(u))
+    return PairSums(np.c_[groups // k, groups % k], total(lab, ones), total(lab, y), total(lab, h), total(lab, y * y),
+                    total(lab, h * h), total(lab, y * h), total(unl, ones_u), total(unl, u), total(unl, u * u))
 
 
-def _statistics(theta, X, Y, Yhat, Xu, Yhat_u, use_unlabelled: bool):
-    """Per-unit gradients (humans and judge on the labelled units, judge on the unlabelled) and the inverse Hessian,
-    over labelled and unlabelled units together (over the labelled only when lambda is 0)."""
-    n, big_n = len(Y), len(Yhat_u)
-    mu, mu_u = expit(X @ theta), expit(Xu @ theta)
-    hessian = (X * (mu * (1 - mu))[:, None]).T @ X
-    if use_unlabelled:
-        hessian = (hessian + (Xu * (mu_u * (1 - mu_u))[:, None]).T @ Xu) / (n + big_n)
-    else:
-        hessian = hessian / n
-    return (X * (mu - Y)[:, None], X * (mu - Yhat)[:, None], Xu * (mu_u - Yhat_u)[:, None] if use_unlabelled
-            else np.zeros_like(Xu), np.linalg.inv(hessian))
+def _outer(weights: np.ndarray, design: np.ndarray) -> np.ndarray:
+    """sum over pairs of weight x row row^T, per study: (R, d, d) (one matrix product)."""
+    d = design.shape[1]
+    return (weights @ (design[:, :, None] * design[:, None, :]).reshape(len(design), d * d)).reshape(-1, d, d)
 
 
-def _tuned_lambda(grads, grads_hat, grads_hat_u, inverse) -> float:
+def _fit(design, s: PairSums, lam: np.ndarray, theta: np.ndarray) -> np.ndarray:
+    """The minimiser of PPI++'s rectified logistic loss, lam/N L(judge, unlabelled) - lam/n L(judge, labelled) +
+    1/n L(humans, labelled), per study, by Newton's method from `theta` (the loss is convex for lam in [0, 1]: its
+    Hessian is lam/N H_unlabelled + (1 - lam)/n H_labelled). Steps are capped at 2 on the log scale; a study
+    whose strengths run off to infinity ends with a value above 50 (`_fits` calls it not finite)."""
+    n, big_n = s.n.sum(1, keepdims=True), np.maximum(s.big_n.sum(1, keepdims=True), 1)
+    lam = lam[:, None]
+    ridge = 1e-12 * np.eye(design.shape[1])  # keeps a diverging study's solve finite; the optimum is the gradient's
+    for _ in range(200):
+        mu = expit(theta @ design.T)
+        gradient = (lam / big_n * (s.big_n * mu - s.u) + ((1 - lam) * s.n * mu + lam * s.h - s.y) / n) @ design
+        curvature = (lam / big_n * s.big_n + (1 - lam) / n * s.n) * mu * (1 - mu)
+        step = np.nan_to_num(np.linalg.solve(_outer(curvature, design) + ridge, gradient[..., None])[..., 0])
+        step *= np.minimum(1, 2 / np.maximum(np.abs(step).max(1, keepdims=True), 1e-300))
+        step[np.abs(theta).max(1) > 50] = 0  # run off to infinity: left there
+        theta = theta - step
+        if np.abs(step).max() < 1e-12:
+            break
+    return theta
+
+
+def _statistics(theta, design, s: PairSums, use_unlabelled: np.ndarray):
+    """ppi-python's `_logistic_get_stats` from the sums: the inverse Hessian (over labelled and unlabelled units,
+    or the labelled only where use_unlabelled is False), and per study the sums (over units, per pair) of the
+    gradients' scalars and their products: (s1 human, s1 judge, s1 judge unlabelled), (human^2, judge^2, human
+    judge, judge unlabelled^2)."""
+    mu = expit(theta @ design.T)
+    w = mu * (1 - mu)
+    n, big_n = s.n.sum(1), s.big_n.sum(1)
+    both = np.where(use_unlabelled[:, None], s.n + s.big_n, s.n) * w
+    total = np.where(use_unlabelled, n + big_n, n)
+    inverse = np.linalg.pinv(_outer(both, design) / total[:, None, None])
+    big = np.where(use_unlabelled[:, None], 1.0, 0.0)
+    first = (s.n * mu - s.y, s.n * mu - s.h, big * (s.big_n * mu - s.u))
+    second = (s.n * mu ** 2 - 2 * mu * s.y + s.yy, s.n * mu ** 2 - 2 * mu * s.h + s.hh,
+              s.n * mu ** 2 - mu * (s.y + s.h) + s.yh, big * (s.big_n * mu ** 2 - 2 * mu * s.u + s.uu))
+    return inverse, first, second
+
+
+def _covariance(mean_sum, square_sum, count, design):
+    """np.cov (ddof 1) of per-unit vectors row_p x scalar, from the scalars' sums and squares' sums per pair."""
+    mean = (mean_sum @ design) / count[:, None]
+    return (_outer(square_sum, design) - count[:, None, None] * mean[:, :, None] * mean[:, None, :]) / (
+        count[:, None, None] - 1)
+
+
+def _trace(inverse, matrix):
+    return np.einsum("rij,rjk,rki->r", inverse, matrix, inverse)
+
+
+def _tuned_lambda(design, s: PairSums, inverse, first, second) -> np.ndarray:
     """ppi-python's `_calc_lam_glm` (overall mode, clipped): the lambda minimising the trace of the covariance."""
-    n, big_n = len(grads), len(grads_hat_u)
-    centred, centred_hat = grads - grads.mean(0), grads_hat - grads_hat.mean(0)
-    cov = (centred.T @ centred_hat + centred_hat.T @ centred) / n
-    var_hat = np.atleast_2d(np.cov(np.concatenate([grads_hat, grads_hat_u]).T))
-    lam = np.trace(inverse @ cov @ inverse) / (2 * (1 + n / big_n) * np.trace(inverse @ var_hat @ inverse))
-    return float(np.clip(lam, 0, 1)) if np.isfinite(lam) else 0.0
+    n, big_n = s.n.sum(1), s.big_n.sum(1)
+    mean_g, mean_h = (first[0] @ design) / n[:, None], (first[1] @ design) / n[:, None]
+    products = mean_g[:, :, None] * mean_h[:, None, :]
+    cross = (2 * _outer(second[2], design) - n[:, None, None] * (products + products.transpose(0, 2, 1))) / (
+        n[:, None, None])
+    var_hat = _covariance(first[1] + first[2], second[1] + second[3], n + big_n, design)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        lam = _trace(inverse, cross) / (2 * (1 + n / big_n) * _trace(inverse, var_hat))
+    return np.where(np.isfinite(lam), np.clip(lam, 0, 1), 0.0)
 
 
-def ppi_logistic(X, Y, Yhat, X_unlabelled, Yhat_unlabelled, lam: float | None = None, start=None):
-    """(coefficients, their covariance, lambda) of PPI++ logistic regression, exactly as ppi-python's
-    `ppi_logistic_ci` computes them (lam None: power-tuned; 0: the human-only fit and its sandwich covariance).
-    `start`: the starting point if already computed (`_start(X, Y)`)."""
-    X, Xu = np.asarray(X, dtype=float), np.asarray(X_unlabelled, dtype=float)
-    Y, Yhat, Yhat_u = (np.asarray(a, dtype=float) for a in (Y, Yhat, Yhat_unlabelled))
-    start = _start(X, Y) if start is None else start
-    data = (X, Y, Yhat, Xu, Yhat_u)
-    if lam is None:  # ppi_logistic_pointestimate tunes lambda at the PPI fit and refits; the interval tunes again
-        first = _fit(*data, 1.0, start)
-        theta = _fit(*data, _tuned_lambda(*_statistics(first, *data, True)), start)
-        lam = _tuned_lambda(*_statistics(theta, *data, True))
-    theta = _fit(*data, lam, start)
-    grads, grads_hat, grads_hat_u, inverse = _statistics(theta, *data, lam != 0)
-    n, big_n, d = len(Y), len(Yhat_u), X.shape[1]
-    var_u = np.atleast_2d(np.cov((lam * grads_hat_u).T)).reshape(d, d)
-    var = np.atleast_2d(np.cov((grads - lam * grads_hat).T)).reshape(d, d)
-    return theta, inverse @ (n / big_n * var_u + var) @ inverse / n, float(lam)
+def _fitted_covariance(design, s: PairSums, theta, lam) -> np.ndarray:
+    """ppi-python's interval covariance at theta: H^-1 (n/N Cov(lam judge gradients, unlabelled) + Cov(human -
+    lam judge gradients, labelled)) H^-1 / n, the Hessian over labelled units only where lam is 0."""
+    n, big_n = s.n.sum(1), s.big_n.sum(1)
+    inverse, first, second = _statistics(theta, design, s, lam != 0)
+    lam_ = lam[:, None]
+    var_u = lam[:, None, None] ** 2 * _covariance(first[2], second[3], big_n, design)
+    var = _covariance(first[0] - lam_ * first[1], second[0] - 2 * lam_ * second[2] + lam_ ** 2 * second[1], n, design)
+    return inverse @ ((n / big_n)[:, None, None] * var_u + var) @ inverse / n[:, None, None]
+
+
+def strongly_connected(s: PairSums, k: int) -> np.ndarray:
+    """Per study, Hunter's (2004) condition for finite Bradley-Terry strengths in the humans' labelled comparisons:
+    with i -> j when i won a share of a comparison with j (a tie counts both ways), every system reaches every
+    other (the condition `stats.preference.bradley_terry` checks)."""
+    beats = np.zeros((s.n.shape[0], k, k), dtype=bool)
+    first, second = s.pairs[:, 0], s.pairs[:, 1]
+    for p in range(len(s.pairs)):  # a pair's (first won, second won) shares
+        beats[:, first[p], second[p]] |= s.y[:, p] > 0
+        beats[:, second[p], first[p]] |= s.n[:, p] - s.y[:, p] > 0
+    reach = beats | np.eye(k, dtype=bool)
+    for _ in range(int(np.ceil(np.log2(max(k, 2))))):  # paths of up to 2^steps comparisons
+        reach = (reach.astype(np.int32) @ reach.astype(np.int32)) > 0
+    return reach.all((1, 2))
+
+
+def ppi_bradley_terry(s: PairSums, k: int, lam=None) -> dict[str, np.ndarray]:
+    """PPI++ Bradley-Terry coefficients (system 0 the reference, its strength 0) for many studies at once, exactly
+    the steps of ppi-python's `ppi_logistic_ci` (the human-only fit as the start, PPI with lambda 1, lambda tuned at
+    it, refitted, tuned again, refitted; the covariance at the last fit) on the design rows e_first - e_second:
+    {theta, cov, lam, classical, classical_cov, finite}. `lam` None: power-tuned; a number: that lambda. `finite`:
+    the studies whose humans' comparisons have finite strengths (`strongly_connected`) and whose fits converged to
+    them; the others hold NaN (analyze refuses them)."""
+    design = _design(s.pairs[:, 0], s.pairs[:, 1], k)
+    studies = s.n.shape[0]
+    zero = np.zeros(studies)
+    classical = _fit(design, s, zero, np.zeros((studies, k - 1)))  # the human-only fit, ppi-python's start
+    if lam is None:
+        lam = np.ones(studies)
+        for _ in range(2):
+            theta = _fit(design, s, lam, classical)
+            lam = _tuned_lambda(design, s, *_statistics(theta, design, s, np.ones(studies, dtype=bool)))
+    else:
+        lam = np.full(studies, float(lam))
+    theta = _fit(design, s, lam, classical)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        cov = _fitted_covariance(design, s, theta, lam)
+        classical_cov = _fitted_covariance(design, s, classical, zero)
+    finite = (strongly_connected(s, k) & (np.abs(theta) < 50).all(1) & (np.abs(classical) < 50).all(1)
+              & np.isfinite(cov).all((1, 2)) & np.isfinite(classical_cov).all((1, 2)))
+    nan = np.where(finite, 1.0, np.nan)
+    return {"theta": theta * nan[:, None], "cov": cov * nan[:, None, None], "lam": lam,
+            "classical": classical * nan[:, None], "classical_cov": classical_cov * nan[:, None, None],
+            "finite": finite}
 
 
 @dataclass(frozen=True)
@@ -144,12 +231,21 @@ class PPIStrengths:
         """(best, worst) rank each system can hold (1 = strongest) given Bonferroni-simultaneous (1 - alpha)
         intervals for every difference of strengths (Chatzi et al. 2024's rank-sets)."""
         centre, cov = (self.classical, self.classical_cov) if classical else (self.strength, self.cov)
-        k = len(centre)
-        z = stats.norm.ppf(1 - alpha / (k * (k - 1))) if k > 1 else 0.0  # alpha / 2 over K(K-1)/2 differences
-        difference = centre[:, None] - centre[None, :]
-        variance = np.diag(cov)[:, None] + np.diag(cov)[None, :] - 2 * cov
-        above = difference - z * np.sqrt(np.clip(variance, 0, None)) > 0  # above[i, j]: i surely stronger than j
-        return 1 + above.sum(0), k - above.sum(1)
+        best, worst = rank_sets(centre[None], cov[None], alpha)
+        return best[0], worst[0]
+
+
+def rank_sets(centre, cov, alpha: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
+    """(best, worst) rank of each system (1 = strongest) per study, from strengths (R x K) and their covariances
+    (R x K x K): every rank a system can hold given Bonferroni-simultaneous (1 - alpha) intervals for all K(K-1)/2
+    differences of strengths (Chatzi et al. 2024's rank-sets, with Bonferroni's region)."""
+    k = centre.shape[1]
+    z = stats.norm.ppf(1 - alpha / (k * (k - 1))) if k > 1 else 0.0  # alpha / 2 over K(K-1)/2 differences
+    difference = centre[:, :, None] - centre[:, None, :]
+    diagonal = np.diagonal(cov, axis1=1, axis2=2)
+    variance = diagonal[:, :, None] + diagonal[:, None, :] - 2 * cov
+    above = difference - z * np.sqrt(np.clip(variance, 0, None)) > 0  # above[r, i, j]: i surely stronger than j
+    return 1 + above.sum(1), k - above.sum(2)
 
 
 def _design(first: np.ndarray, second: np.ndarray, k: int) -> np.ndarray:
@@ -174,69 +270,89 @@ def ppi_strengths(first, second, human, judge, first_u, second_u, judge_u, syste
     if k < 2 or len(human) < k or len(judge_u) < 1:
         raise ValueError(f"prediction-powered strengths need 2 or more systems, as many human-judged units as "
                          f"systems and a unit only the judge judged (got {k}, {len(human)} and {len(judge_u)})")
-    X, Xu = _design(first, second, k), _design(first_u, second_u, k)
-    start = _start(X, human)
-    try:
-        theta, cov, lam = ppi_logistic(X, human, judge, Xu, judge_u, start=start)
-        classical, classical_cov, _ = ppi_logistic(X, human, judge, Xu, judge_u, lam=0.0, start=start)
-    except np.linalg.LinAlgError:
-        theta = np.full(k - 1, np.nan)
-    if not (np.isfinite(theta).all() and np.isfinite(cov).all() and np.isfinite(classical_cov).all()):
+    fit = ppi_bradley_terry(pair_sums(first, second, human, judge, first_u, second_u, judge_u, k), k)
+    if not fit["finite"][0]:
         raise ValueError(f"the strengths did not converge to finite values with {len(human)} human-judged units "
                          f"of {k} systems: too few, or some system always wins or always loses")
-    centre = np.eye(k)[:, 1:] - 1 / k  # theta (reference 0) -> strengths centred on their mean
-    return PPIStrengths(list(systems), centre @ theta, centre @ cov @ centre.T, centre @ classical,
-                        centre @ classical_cov @ centre.T, lam, len(human), len(judge_u))
+    centre = _centring(k)
+    return PPIStrengths(list(systems), centre @ fit["theta"][0], centre @ fit["cov"][0] @ centre.T,
+                        centre @ fit["classical"][0], centre @ fit["classical_cov"][0] @ centre.T,
+                        float(fit["lam"][0]), len(human), len(judge_u))
 
 
-def resampled_strengths(first, second, human, judge, systems, n: int, big_n: int, draws: int, rng,
-                        alpha: float = 0.05) -> dict[str, float]:
-    """A calibration check on real data: `draws` studies drawn (with replacement) from a population of units whose
-    human share and judge's share are both known, each with n human-judged and big_n judge-only units. The truth is
-    the human-only fit on the whole population. Returns the share of the systems' (1 - alpha) intervals that cover
-    the truth (PPI++ and human-only), the share of studies whose rank-sets all hold the true ranks, the mean ratio
-    of the interval widths, and the human-judged units the judge is said to be worth (mean `effective_n`) against
-    what it is worth across the studies (n times the total variance of the human-only strengths over that of the
-    PPI++ ones); the studies without finite strengths (which analyze refuses) are counted (`finite`: the share
-    with) and left out of the rest."""
+def _centring(k: int) -> np.ndarray:
+    """theta (system 0 the reference) -> strengths centred on the systems' mean."""
+    return np.eye(k)[:, 1:] - 1 / k
+
+
+def resampled_strengths(first, second, human, judge, k: int, n: int, big_n: int, draws: int, rng,
+                        finite: bool = False, alpha: float = 0.05) -> dict[str, np.ndarray]:
+    """A calibration check on real data, per system: `draws` studies drawn from a population of units (item and
+    pair) whose human share and judge's share are both known, every pair of systems with the same number M of
+    units. Each study has n human-judged units of every pair; `finite` False: drawn with replacement, and big_n
+    judge-only units per pair (an unlimited population); True: the n drawn without replacement from the pair's M,
+    the other M - n judge-only (the study's own set; big_n ignored). The truth is the human-only fit of the whole
+    population. Returns per system (arrays of K) the share of studies whose (1 - alpha) interval covers the truth
+    (PPI++ and human-only) and the median width ratio; and the share of studies whose rank-sets hold every true rank,
+    the share with finite strengths (the rest, which analyze refuses, are left out of everything else), the
+    human-judged units the judge is said to be worth (mean `effective_n`) and what it is worth across the studies
+    (n times the total variance of the human-only strengths over that of the PPI++ ones)."""
     first, second = np.asarray(first, dtype=int), np.asarray(second, dtype=int)
-    human, judge = np.asarray(human, dtype=float), np.asarray(judge, dtype=float)
-    k = len(systems)
-    centre = np.eye(k)[:, 1:] - 1 / k
-    X = _design(first, second, k)
-    truth = centre @ ppi_logistic(X, human, judge, X, judge, lam=0.0)[0]  # the human-only fit of the population
+    key = first * k + second
+    pairs, index, size = np.unique(key, return_inverse=True, return_counts=True)
+    if len(set(size)) != 1:
+        raise ValueError(f"every pair needs as many units: {dict(zip(pairs.tolist(), size.tolist()))}")
+    order = np.argsort(index, kind="stable")
+    y, h = (np.asarray(a, dtype=float)[order].reshape(len(pairs), -1) for a in (human, judge))
+    big_m = y.shape[1]
+    full = PairSums(np.c_[pairs // k, pairs % k], *(v[None] for v in (
+        np.full(len(pairs), float(big_m)), y.sum(1), h.sum(1), (y * y).sum(1), (h * h).sum(1), (y * h).sum(1),
+        np.full(len(pairs), float(big_m)), h.sum(1), (h * h).sum(1))))
+    if not strongly_connected(full, k)[0]:
+        raise ValueError("in the population some group of systems never beats (or never loses to) the rest: its "
+                         "strengths are not finite, so there is no truth to cover")
+    centre = _centring(k)
+    truth = centre @ ppi_bradley_terry(full, k, lam=0.0)["classical"][0]
     true_rank = np.argsort(np.argsort(-truth)) + 1
-    covered, covered_classical, ranks_hold, ranks_hold_classical, width, claimed = [], [], [], [], [], []
-    estimates, classical_estimates = [], []
-    infinite = 0
-    for _ in range(draws):
-        picked = rng.integers(0, len(human), size=n + big_n)
-        lab, unl = picked[:n], picked[n:]
-        try:
-            fit = ppi_strengths(first[lab], second[lab], human[lab], judge[lab], first[unl], second[unl],
-                                judge[unl], systems)
-        except ValueError:  # no finite strengths in this study: analyze refuses it, so it is counted, not scored
-            infinite += 1
-            continue
-        lo, hi = fit.intervals(alpha)
-        c_lo, c_hi = fit.intervals(alpha, classical=True)
-        covered.append((lo <= truth) & (truth <= hi))
-        covered_classical.append((c_lo <= truth) & (truth <= c_hi))
-        best, worst = fit.rank_sets(alpha)
-        c_best, c_worst = fit.rank_sets(alpha, classical=True)
-        ranks_hold.append(((best <= true_rank) & (true_rank <= worst)).all())
-        ranks_hold_classical.append(((c_best <= true_rank) & (true_rank <= c_worst)).all())
-        width.append(np.mean((hi - lo) / (c_hi - c_lo)))
-        claimed.append(fit.effective_n)
-        estimates.append(fit.strength)
-        classical_estimates.append(fit.classical)
-    if not estimates:
-        raise ValueError(f"no study of {n} human-judged units of {k} systems had finite strengths")
-    realised = n * np.var(classical_estimates, axis=0).sum() / np.var(estimates, axis=0).sum()
-    return {"n": n, "N": big_n, "draws": draws, "finite": 1 - infinite / draws, "covered_ppi": float(np.mean(covered)),
-            "covered_classical": float(np.mean(covered_classical)), "rank_sets_hold_ppi": float(np.mean(ranks_hold)),
-            "rank_sets_hold_classical": float(np.mean(ranks_hold_classical)), "width_ratio": float(np.mean(width)),
-            "claimed_n": float(np.mean(claimed)), "realised_n": float(realised)}
+    parts = []
+    for chunk in np.array_split(np.arange(draws), max(1, draws // 250)):
+        shape = (len(chunk), len(pairs), big_m)
+        if finite:
+            rated = np.argsort(rng.random(shape), axis=2)[:, :, :n]
+            counts = np.zeros(shape)
+            np.put_along_axis(counts, rated, 1.0, axis=2)
+            rest = 1 - counts
+        else:
+            uniform = np.full(big_m, 1 / big_m)
+            counts = rng.multinomial(n, uniform, size=shape[:2]).astype(float)
+            rest = rng.multinomial(big_n, uniform, size=shape[:2]).astype(float)
+        s = PairSums(full.pairs, counts.sum(2), np.einsum("rpm,pm->rp", counts, y),
+                     np.einsum("rpm,pm->rp", counts, h), np.einsum("rpm,pm->rp", counts, y * y),
+                     np.einsum("rpm,pm->rp", counts, h * h), np.einsum("rpm,pm->rp", counts, y * h), rest.sum(2),
+                     np.einsum("rpm,pm->rp", rest, h), np.einsum("rpm,pm->rp", rest, h * h))
+        parts.append(ppi_bradley_terry(s, k))
+    fit = {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
+    ok = fit["finite"]
+    if not ok.any():
+        raise ValueError(f"no study of {n} human-judged units a pair of {k} systems had finite strengths")
+    z = stats.norm.ppf(1 - alpha / 2)
+    out = {"n": n, "N": big_m - n if finite else big_n, "draws": draws, "finite": float(ok.mean())}
+    widths = {}
+    for kind, theta, cov in (("ppi", fit["theta"][ok], fit["cov"][ok]),
+                             ("classical", fit["classical"][ok], fit["classical_cov"][ok])):
+        strength, covariance = theta @ centre.T, centre @ cov @ centre.T
+        half = z * np.sqrt(np.clip(np.diagonal(covariance, axis1=1, axis2=2), 0, None))
+        out[f"covered_{kind}"] = (np.abs(strength - truth) <= half).mean(0)
+        best, worst = rank_sets(strength, covariance, alpha)
+        out[f"rank_sets_hold_{kind}"] = float(((best <= true_rank) & (true_rank <= worst)).all(1).mean())
+        widths[kind], out[f"variance_{kind}"] = half, np.var(strength, axis=0).sum()
+        out[f"trace_{kind}"] = np.trace(covariance, axis1=1, axis2=2)
+    with np.errstate(invalid="ignore", divide="ignore"):  # the median: a human-only width near 0 makes any ratio
+        out["width_ratio"] = np.nanmedian(np.where(widths["classical"] > 0, widths["ppi"] / widths["classical"],
+                                                   np.nan), axis=0)
+    out["claimed_n"] = float(np.mean(n * len(pairs) * out.pop("trace_classical") / out.pop("trace_ppi")))
+    out["realised_n"] = float(n * len(pairs) * out.pop("variance_classical") / out.pop("variance_ppi"))
+    return out
 
 
 def verdicts_from_scores(scores) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

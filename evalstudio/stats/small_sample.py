@@ -63,6 +63,23 @@ def skewness_of_sum(parts) -> np.ndarray:
         return np.nan_to_num(np.where(var > 0, k3 / np.maximum(var, 1e-300) ** 1.5, 0.0))
 
 
+def without_replacement_factor(share) -> np.ndarray:
+    """The factor on Hall's g (the studentised mean's skewness over -2) when n of a set of M are drawn without
+    replacement, f = n / M the share: (3 sqrt(1 - f) - (1 - 2f) / sqrt(1 - f)) / 2, to first order in 1/sqrt(n).
+    The studentised mean's third cumulant is the mean's own minus 3 times the mean's covariance with the variance
+    (scaled); without replacement the first scales by (1 - 2f) / sqrt(1 - f), the second by sqrt(1 - f) (from the
+    exact moments E(mean - mu)^3 = (M - n)(M - 2n) / ((M - 1)(M - 2)) mu3 / n^2 and Cov(mean, s^2) = (M - n) M /
+    ((M - 1)(M - 2)) mu3 / n). Derived in this project (docs/analyze.md, checked by simulation in
+    benchmarks/finite_skewness.py), for comparison with Babu & Singh 1985 (J. Multivariate Anal. 17), which it was
+    not compared with.
+
+    >>> [round(float(without_replacement_factor(f)), 4) for f in (0.0, 0.5, 0.75)]
+    [1.0, 1.0607, 1.25]
+    """
+    f = np.asarray(share, dtype=float)
+    return (3 * np.sqrt(1 - f) - (1 - 2 * f) / np.sqrt(1 - f)) / 2
+
+
 def third_cumulant_of_mean(values, axis: int = -1) -> np.ndarray:
     """The third cumulant of the mean of `values` (iid along `axis`): m3 / n^2."""
     z = np.asarray(values, dtype=float)

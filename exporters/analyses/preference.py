@@ -116,12 +116,23 @@ def _shares(units: pd.DataFrame) -> pd.DataFrame:
                                                           share=("share", "mean"))
 
 
-# From its calibration on HANNA's Coherence comparisons (10 systems, benchmarks/ppi_ranking.py, docs/preferences.md,
-# 500 studies per size): among studies with finite strengths, the 95% intervals (human-only and PPI++) covered the
-# true strengths 0.84-0.92 of the time with 5 human-judged units per system, 0.92-0.93 with 7.5, 0.94-0.95 with 10
-# and 15; the units the judge is said to be worth matched what it was worth (within 3%) from 15 (at 10: said 160,
-# worth 273).
-MIN_UNITS_PER_SYSTEM = 15
+# From its calibration (benchmarks/ppi_ranking.py, docs/preferences.md): studies drawn from the comparisons HANNA's
+# (10 systems, 6 criteria) and USR's (5 systems) published ratings imply, with 10, 20, 30 and 60 human-judged
+# comparisons of every pair and useless, real and good judges, per system: from 20 a pair every system's 95%
+# interval (human-only and PPI++) covered its true strength at least 0.93 of the time, in both populations; at 10 a
+# pair USR's "New Human Generated" with a good judge was covered 0.928 (an unlimited population). The rule counts
+# the human-judged units over the pairs of systems (the calibration drew as many for every pair).
+MIN_UNITS_PER_PAIR = 20
+# effective_n (the human-judged units the judge is worth) from 30 a pair, where it was within 10% of what the
+# studies realised on every data set and judge (both populations); at 20 a pair it overstated USR's good judge by
+# 14%.
+MIN_UNITS_PER_PAIR_EFFECTIVE_N = 30
+BELOW_MIN_UNITS_EFFECTIVE_N = (f"effective_n (the human-judged units the judge is worth) is given from "
+                               f"{MIN_UNITS_PER_PAIR_EFFECTIVE_N} per pair of systems: below, on USR's published "
+                               "comparisons, it overstated what a good judge was worth by 14% at 20 a pair "
+                               "(docs/preferences.md)")
+BELOW_MIN_UNITS = ("below, drawn from USR's published comparisons, a system's 95% interval covered its true strength "
+                   "0.928 of the time at 10 a pair (docs/preferences.md)")
 
 
 def ppi_bradley_terry(humans: pd.DataFrame, judges: pd.DataFrame, judge: str, alpha: float = 0.05) -> pd.DataFrame:
@@ -154,11 +165,11 @@ def ppi_bradley_terry(humans: pd.DataFrame, judges: pd.DataFrame, judge: str, al
     if not pref._strongly_connected(wins):
         raise ValueError("in the human-judged units some group of systems never beat (or never lost to) the rest: "
                          "their strengths are not finite (Hunter 2004)")
-    if len(lab) < MIN_UNITS_PER_SYSTEM * len(systems):
+    pairs = len(systems) * (len(systems) - 1) // 2
+    if len(lab) < MIN_UNITS_PER_PAIR * pairs:
         raise ValueError(f"{len(lab)} units judged by humans and {judge}: prediction-powered strengths are given from "
-                         f"{MIN_UNITS_PER_SYSTEM} per system ({MIN_UNITS_PER_SYSTEM * len(systems)} for "
-                         f"{len(systems)} systems); below, on HANNA's published comparisons, their 95% intervals "
-                         "covered the true strengths as little as 0.85 of the time (docs/preferences.md)")
+                         f"{MIN_UNITS_PER_PAIR} per pair of systems ({MIN_UNITS_PER_PAIR * pairs} for "
+                         f"{len(systems)} systems); {BELOW_MIN_UNITS}")
     fit = ppi_strengths(first, second, lab["share"], verdict.loc[labelled, "share"], unl["first"].map(code),
                         unl["second"].map(code), unl["share"], systems)
     columns = {"system": systems}
@@ -169,8 +180,9 @@ def ppi_bradley_terry(humans: pd.DataFrame, judges: pd.DataFrame, judge: str, al
         columns |= {f"{kind}_elo": ELO_SCALE * centre + 1000, f"{kind}_lo": ELO_SCALE * lo + 1000,
                     f"{kind}_hi": ELO_SCALE * hi + 1000, f"{kind}_rank_best": best, f"{kind}_rank_worst": worst}
     left_out = len(human.index.difference(verdict.index))
+    effective_n = fit.effective_n if len(lab) >= MIN_UNITS_PER_PAIR_EFFECTIVE_N * pairs else np.nan
     table = pd.DataFrame(columns).assign(judge=judge, n_labelled=fit.n, n_unlabelled=fit.N, left_out=left_out,
-                                         **{"lambda": fit.lam}, effective_n=fit.effective_n)
+                                         **{"lambda": fit.lam}, effective_n=effective_n)
     return table.sort_values("ppi_elo", ascending=False, ignore_index=True)
 
 
@@ -187,6 +199,8 @@ def analyze_comparisons(comparisons: pd.DataFrame, n_boot: int = 1000, judges: p
         if ppi is not None:
             try:
                 tables["ppi_bradley_terry"] = ppi_bradley_terry(comparisons, judges, ppi)
+                if tables["ppi_bradley_terry"]["effective_n"].isna().all():
+                    notes.append(f"ppi_bradley_terry: {BELOW_MIN_UNITS_EFFECTIVE_N}")
             except ValueError as e:
                 notes.append(f"ppi_bradley_terry: {e}")
     tables["win_rates"] = pref.win_rates(comparisons)

@@ -29,14 +29,49 @@ def neutralise(value):
     return value
 
 
+def _needs_map(column: pd.Series) -> bool:
+    """Whether neutralising a column could change it or its type: False only for text columns (object or string
+    dtype) whose values are all text that no spreadsheet reads as a formula, or missing. Anything else (numbers in
+    an object column, which mapping would convert; dates; categories; a formula) goes through `neutralise` as
+    before, so the CSV's bytes do not depend on this shortcut."""
+    if not (pd.api.types.is_object_dtype(column) or pd.api.types.is_string_dtype(column)) or isinstance(
+            column.dtype, pd.CategoricalDtype):
+        return True
+    if isinstance(column.dtype, pd.StringDtype):  # text or missing by construction: one vectorised test
+        return bool(column.str.startswith(_FORMULA_START).fillna(False).any())
+    for value in column.array:
+        if type(value) is str:
+            if value.startswith(_FORMULA_START):
+                return True
+        elif not (value is None or value is pd.NA or (type(value) is float and value != value)):
+            return True
+    return False
+
+
 def spreadsheet_safe(frame: pd.DataFrame) -> pd.DataFrame:
     """A copy with every text cell neutralised (column names too)."""
     out = frame.copy()
     for column in out.columns:
-        if not pd.api.types.is_numeric_dtype(out[column]) and not pd.api.types.is_bool_dtype(out[column]):
+        if not pd.api.types.is_numeric_dtype(out[column]) and not pd.api.types.is_bool_dtype(out[column]) and \
+                _needs_map(out[column]):
             out[column] = out[column].map(neutralise, na_action="ignore")
     out.columns = [neutralise(str(c)) for c in out.columns]
     return out
+
+
+def _holds_carriage_return(frame: pd.DataFrame) -> bool:
+    """Whether a column name or a text cell holds a carriage return."""
+    if any("\r" in str(c) for c in frame.columns):
+        return True
+    for position in range(frame.shape[1]):
+        column = frame.iloc[:, position]
+        if isinstance(column.dtype, pd.StringDtype):
+            if column.str.contains("\r", regex=False).fillna(False).any():
+                return True
+        elif pd.api.types.is_object_dtype(column) or pd.api.types.is_string_dtype(column):
+            if any(isinstance(v, str) and "\r" in v for v in column.array):
+                return True
+    return False
 
 
 def write_csv(frame: pd.DataFrame, target: Path | IO[str], header: bool = True) -> None:
@@ -45,9 +80,7 @@ def write_csv(frame: pd.DataFrame, target: Path | IO[str], header: bool = True) 
     # Python's csv module quotes a cell holding a character of the line terminator, and a bare carriage return only
     # when it is one: with "\n" lines, a cell holding "\r" (a participant's note sent through the API) would end
     # its row early in every reader. With such a cell the lines end in "\r\n" (RFC 4180's own), so it is quoted.
-    carriage_return = any("\r" in str(c) for c in safe.columns) or any(
-        any(isinstance(v, str) and "\r" in v for v in safe[c])
-        for c in safe.columns if pd.api.types.is_object_dtype(safe[c]) or pd.api.types.is_string_dtype(safe[c]))
+    carriage_return = _holds_carriage_return(safe)
     with open_output(Path(target)) if isinstance(target, (str, Path)) else nullcontext(target) as f:
         safe.to_csv(f, index=False, header=header, lineterminator="\r\n" if carriage_return else "\n")
 
