@@ -418,3 +418,53 @@ def test_the_moments_behind_the_without_replacement_factor_are_exact(size, rated
     f = rated / size
     mean_part, covariance_part = (1 - 2 * f) / np.sqrt(1 - f), np.sqrt(1 - f)  # their M -> infinity limits
     assert without_replacement_factor(f) == pytest.approx((3 * covariance_part - mean_part) / 2, rel=1e-12)
+
+
+# (the values a criterion's human scores take, rated segments of a system's 80): a share (two values) is printed from
+# MIN_RATED_TWO_VALUED, a rating from MIN_RATED
+TWO_VALUED = [((0.0, 1.0), 20, False), ((0.0, 1.0), 40, True), ((1.0, 2.0, 3.0, 4.0, 5.0), 20, True)]
+
+
+@pytest.mark.parametrize("values, rated, printed", TWO_VALUED)
+def test_a_share_is_given_from_the_size_its_own_calibration_holds(tmp_path, values, rated, printed):
+    """A criterion whose human scores take two values (a share) was calibrated on GPT-4o's stance labels, not on
+    the ratings analyze's from-10 rule rests on: below 30 rated segments its interval is not printed, and the reason
+    says so (h69: a rare class's interval covered 0.843 at 10 labels)."""
+    from .test_analyze_input import invoke, write
+
+    rng = np.random.default_rng(5)
+    ratings, scores = [], []
+    for system in ("a", "b"):
+        for i in range(80):
+            truth = rng.random()
+            value = values[min(int(truth * len(values)), len(values) - 1)]
+            scores.append({"item": f"i{i}", "system": system, "metric": "m", "value": truth + rng.normal(0, 0.2)})
+            if i < rated:
+                ratings.append({"item": f"i{i}", "system": system, "annotator": "x", "criterion": "q",
+                                "value": value})
+    pd.DataFrame(ratings).to_csv(tmp_path / "r.csv", index=False)
+    pd.DataFrame(scores).to_csv(tmp_path / "m.csv", index=False)
+    spec = write(tmp_path, "spec.yaml", f"criteria:\n  q: {{scale: interval, min: {min(values)}, max: {max(values)}}}\n")
+    result = invoke(tmp_path / "r.csv", "--metrics", tmp_path / "m.csv", "--spec", spec, "--ppi", "m",
+                    "--bootstrap", "10", "--resamples", "10", "-o", tmp_path / "out")
+    assert result.exit_code == 0, result.output
+    systems = pd.read_csv(tmp_path / "out" / "ppi_systems.csv", keep_default_na=False)
+    assert ("system" in systems and (systems["system"] != "").sum() == 2) == printed, systems
+    assert ("a criterion with two values" in " ".join(systems.get("reason", []))) == (not printed), systems
+
+
+def test_the_share_reason_cites_the_stance_table():
+    """The two-valued reason's figures are docs/active.md's stance rows: the lowest coverage at 10 labels and at 30."""
+    import re
+
+    from evalstudio.exporters.analyses import ppi
+
+    rows = [line.split("|") for line in (ROOT / "docs" / "active.md").read_text().splitlines()
+            if line.startswith("| stance, share that disagrees")]
+    small = [r for r in rows if len(r) == 8 and r[3].strip() in ("10", "20", "30", "60")]  # the small-size table
+    lowest = {size: min(float(c) for r in small if int(r[3]) == size for c in r[4:7]) for size in (10, 30)}
+    highest_at_10 = max(float(c) for r in small if int(r[3]) == 10 for c in r[4:7])
+    assert f"covered {lowest[10]:.3f}-{highest_at_10:.3f} at 10" in ppi.BELOW_MIN_RATED_TWO_VALUED
+    assert f"covered {lowest[10]:.3f}" in ppi.BELOW_MIN_RATED_TWO_VALUED, lowest
+    assert f"{lowest[30]:.3f} at least from 30" in ppi.BELOW_MIN_RATED_TWO_VALUED, lowest
+    assert re.search(r"from (\d+) rated", ppi.BELOW_MIN_RATED_TWO_VALUED)[1] == str(ppi.MIN_RATED_TWO_VALUED)
