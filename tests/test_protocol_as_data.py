@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 
 from evalstudio.base.errors import BadInput, Problem, RegistryError
 from evalstudio.cli import app
-from evalstudio.cli.new import TEMPLATE_NAMES, create
+from evalstudio.operations.creating import TEMPLATE_NAMES, create
 from evalstudio.protocols import registry
 from evalstudio.protocols.mapping import importer_for
 from evalstudio.tasks.importing import import_files
