@@ -57,6 +57,17 @@ SHARDS = max(1, int(os.environ.get("EVALSTUDIO_TEST_SHARDS", "2")))
 DATABASES = [d.strip() for d in os.environ.get("EVALSTUDIO_TEST_DATABASES", "sqlite,postgresql").split(",") if d.strip()]
 
 
+def with_absolute_files(raw: dict) -> dict:
+    """A parsed projects.yaml whose entries name their files (a config, the front matter's practice items and
+    consent text) by absolute path, for a copy written to another folder; changed in place and returned."""
+    for entry in raw["projects"].values():
+        entry["config"] = str(ROOT / entry["config"])
+        for step, key in (("practice", "items"), ("consent", "file")):  # the front matter's files (issue 70)
+            if isinstance((entry.get("crowd") or {}).get(step), dict) and entry["crowd"][step].get(key):
+                entry["crowd"][step][key] = str(ROOT / entry["crowd"][step][key])
+    return raw
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from .conftest import EXAMPLES, ROOT
+from .conftest import EXAMPLES, ROOT, with_absolute_files
 
 EVALSTUDIO = [sys.executable, "-m", "evalstudio.cli"]
 
@@ -82,11 +82,7 @@ def _projects_file(tmp_path, mutate):
     import yaml
 
     raw = yaml.safe_load((ROOT / "projects.yaml").read_text())
-    for entry in raw["projects"].values():
-        entry["config"] = str(ROOT / entry["config"])
-        for step, key in (("practice", "items"), ("consent", "file")):  # the front matter's files (issue 70)
-            if isinstance((entry.get("crowd") or {}).get(step), dict) and entry["crowd"][step].get(key):
-                entry["crowd"][step][key] = str(ROOT / entry["crowd"][step][key])
+    with_absolute_files(raw)
     text = mutate(raw)
     path = tmp_path / "projects.yaml"
     if isinstance(text, bytes):

@@ -18,7 +18,7 @@ from evalstudio.tasks.scanning import iter_tasks
 from evalstudio.values.controls import control_step
 from evalstudio.values.results import region, task_fields
 
-from .conftest import PROJECTS, example_files, only_on_the_last_database
+from .conftest import PROJECTS, example_files, only_on_the_last_database, with_absolute_files
 
 pytestmark = pytest.mark.server
 ANNOTATORS = ["ann-a@example.com", "ann-b@example.com", "ann-c@example.com"]
@@ -297,8 +297,7 @@ def test_circa_study_report_gates_part2_annotators_on_part1_control_accuracy(reg
     raw = yaml.safe_load((ROOT / "projects.yaml").read_text())  # the study in projects of its own
     for part in ("circa_part1", "circa_part2"):
         raw["projects"][part]["title"] = f"{part} (study test)"
-    for entry in raw["projects"].values():
-        entry["config"] = str(ROOT / entry["config"])
+    with_absolute_files(raw)
     own = tmp_path / "projects.yaml"
     own.write_text(yaml.safe_dump(raw, sort_keys=False))
     reg = registry.load(own)

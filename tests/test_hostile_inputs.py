@@ -21,7 +21,7 @@ from evalstudio.base.errors import Problem
 from evalstudio.tasks.importing import FileChanged, import_files
 from evalstudio.tasks.scanning import scan
 
-from .conftest import CLI_FUZZ_EXAMPLES, LIVE_FUZZ_EXAMPLES, PROJECTS, ROOT, example_files
+from .conftest import CLI_FUZZ_EXAMPLES, LIVE_FUZZ_EXAMPLES, PROJECTS, ROOT, example_files, with_absolute_files
 
 EPISODE = {"episode_id": "e1", "scenario": "Two friends talk.", "agents_background": {"A": "a", "B": "b"},
            "social_goals": {"A": "g1", "B": "g2"},
@@ -218,8 +218,7 @@ def test_skip_invalid_imports_the_valid_records_and_writes_the_rejected_ones(reg
     from .test_cli import run
 
     raw = yaml.safe_load((ROOT / "projects.yaml").read_text())
-    for entry in raw["projects"].values():
-        entry["config"] = str(ROOT / entry["config"])
+    with_absolute_files(raw)
     raw["projects"]["dialogue"]["title"] = "dialogue skip-invalid"
     (tmp_path / "projects.yaml").write_text(yaml.safe_dump(raw))
     lines = [{"id": f"d{i}", "context": f"A: hello {i}", "responses": [{"system": "s", "text": f"reply {i}"}]}
@@ -364,8 +363,7 @@ def fuzz_projects(tmp_path_factory):
     import yaml
 
     raw = yaml.safe_load((ROOT / "projects.yaml").read_text())
-    for entry in raw["projects"].values():
-        entry["config"] = str(ROOT / entry["config"])
+    with_absolute_files(raw)
     raw["projects"]["dialogue"]["title"] = "dialogue fuzzed import"
     path = tmp_path_factory.mktemp("fuzz-projects") / "projects.yaml"
     path.write_text(yaml.safe_dump(raw), encoding="utf-8")

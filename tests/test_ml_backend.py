@@ -17,7 +17,7 @@ from evalstudio.tasks.importing import import_files
 from evalstudio.values.controls import control_range
 from evalstudio.values.results import dotted_get, task_fields
 
-from .conftest import PROJECTS, example_files
+from .conftest import PROJECTS, example_files, with_absolute_files
 from .fake_llm import FakeLLM
 
 
@@ -341,8 +341,7 @@ def test_learner_retrains_on_label_studio_annotation_webhooks(reg, importer_for,
 
     raw = yaml.safe_load((ROOT / "projects.yaml").read_text())
     raw["projects"]["circa_part1"].update(predictor="learner", prefill=True)
-    for entry in raw["projects"].values():
-        entry["config"] = str(ROOT / entry["config"])
+    with_absolute_files(raw)
     (tmp_path / "projects.yaml").write_text(yaml.safe_dump(raw))
     port, models = free_port(), tmp_path / "models"
     env = {**os.environ, "EVALSTUDIO_PROJECTS": str(tmp_path / "projects.yaml"),

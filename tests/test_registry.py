@@ -13,7 +13,7 @@ from evalstudio.base.errors import RegistryError, UnknownName
 from evalstudio.protocols import registry
 from evalstudio.values import controls
 
-from .conftest import PROJECTS, ROOT
+from .conftest import PROJECTS, ROOT, with_absolute_files
 
 # The protocols as published (see docs/participants.md): control -> (min, max) or labels.
 SPEC = {
@@ -205,8 +205,7 @@ def test_an_entry_error_points_at_the_criterion_s_line(tmp_path):
     """A criterion that does not fit its control is reported at the criterion's own line of projects.yaml (not the
     entry's first), as file:line: projects.NAME.criteria.CRITERION: message."""
     raw = yaml.safe_load((ROOT / "projects.yaml").read_text())
-    for entry in raw["projects"].values():
-        entry["config"] = str(ROOT / entry["config"])
+    with_absolute_files(raw)
     raw["projects"]["dialogue"]["criteria"]["human_likeness"]["max"] = 7
     path = tmp_path / "projects.yaml"
     text = yaml.safe_dump(raw, sort_keys=False)
