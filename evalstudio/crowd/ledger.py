@@ -215,16 +215,17 @@ class Ledger(FrontSteps, Synced, Store):
     def serve_chosen(self, participant: str, part: str, choose) -> Ref | None:
         """Serve the participant the task `choose(taken, mine)` picks, in one transaction with what it sees: `taken`
         maps each task of the part to its answers stored and its holds (served within HOLD_SECONDS to another
-        participant who has not answered and whose reference is not surplus), `mine` is the tasks the participant
-        has had. Two processes never serve one task beyond what `choose` allows. None: nothing chosen."""
+        participant who has not answered and whose reference is not surplus), `mine` maps the tasks the participant
+        has had to whether they still claim it (answered or held: not surplus). Two processes never serve one task
+        beyond what `choose` allows. None: nothing chosen."""
         who, now = _key(participant), time.time()
         with self._write() as tx:
             rows = tx.all("SELECT task_id, participant, answered, surplus, served FROM refs WHERE part = ?", (part,))
             counts: dict[int, list[int]] = {}
-            mine: set[int] = set()
+            mine: dict[int, bool] = {}
             for task_id, owner, answered, surplus, served in rows:
                 if owner == who:
-                    mine.add(int(task_id))
+                    mine[int(task_id)] = mine.get(int(task_id), False) or not surplus
                     continue
                 c = counts.setdefault(int(task_id), [0, 0])
                 if answered is not None:

@@ -20,9 +20,11 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, Response
 
 from evalstudio.crowd import routing
-from evalstudio.crowd.ledger import Ref
+from evalstudio.crowd.ledger import Ref, task_load
 from evalstudio.protocols import part_order
-from evalstudio.tasks.order import choose, participant_order, seed_of, waiting
+from evalstudio.protocols.attention import CHECK_FIELD
+from evalstudio.tasks.order import checks_after, choose, open_checks, participant_order, seed_of, waiting
+from evalstudio.values.results import ID_FIELD
 
 from .admission import Session
 from .checks import shown_data, user_ids
@@ -65,6 +67,8 @@ class Catalogue:
     full: float = 0.0  # when the last read of every task began (time.monotonic())
     newest: int = 0  # the highest task id read
     changed: datetime.datetime | None = None  # the latest time a task read was saved in Label Studio (its clock)
+    # a part with attention checks: task id -> (its evalstudio id, the original's evalstudio id for a check copy)
+    ids: dict[int, tuple[str, str | None]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.by_user:
@@ -75,6 +79,12 @@ class Catalogue:
     def annotated_by(self, user: int | None) -> set[int]:
         """The tasks `user` has annotations on in Label Studio (as last read)."""
         return self.by_user.get(user, set()) if user is not None else set()
+
+    @cached_property
+    def checks(self) -> dict[int, int]:
+        """The part's attention checks: the copy's task id -> its original's (both in the part)."""
+        task_of = {key: task for task, (key, _) in self.ids.items()}
+        return {task: task_of[of] for task, (_, of) in self.ids.items() if of is not None and of in task_of}
 
     @cached_property
     def digest(self) -> str:
@@ -136,7 +146,7 @@ class Serving:
                 full = started
             else:
                 full = cached.full
-            contexts, outside, annotators, shown, newest, changed = read
+            contexts, outside, annotators, shown, newest, changed, ids = read
             if cached is not None and cached.contexts == contexts:
                 contexts = cached.contexts  # the same tasks: the participants' orders drawn from them still hold
             # what participants see is the ledger's record of each task (the same for all of them); a change made in
@@ -145,7 +155,8 @@ class Serving:
             data = {t: v for t, v in cached.data.items() if t in contexts} if full != started else {}
             data.update({t: json.loads(text) for t, text in held.items()})
             self._catalogues[part.name] = Catalogue(contexts, outside, annotators, time.monotonic(), data,
-                                                    started=started, full=full, newest=newest, changed=changed)
+                                                    started=started, full=full, newest=newest, changed=changed,
+                                                    ids=ids)
             return self._catalogues[part.name]
 
     async def _changed_tasks(self, part: Part, cached: Catalogue) -> tuple | None:
@@ -162,22 +173,24 @@ class Serving:
         if after is not None:  # Label Studio reads a time as UTC (its TIME_ZONE) in this format only
             items.append({"filter": "filter:tasks:updated_at", "operator": "greater", "type": "Datetime",
                           "value": after.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")})
-        contexts, outside, annotators, shown, newest, changed = await self._task_pages(
+        contexts, outside, annotators, shown, newest, changed, ids = await self._task_pages(
             part, {"filters": {"conjunction": "or", "items": items}, "ordering": ["tasks:id"]})
         merged = ({**cached.contexts, **contexts}, {**cached.outside, **outside},
                   {**cached.annotators, **annotators}, shown, max(newest, cached.newest),
-                  max(filter(None, (changed, cached.changed)), default=None))
+                  max(filter(None, (changed, cached.changed)), default=None), {**cached.ids, **ids})
         return merged if isinstance(total, int) and total == len(merged[0]) else None
 
     async def _task_pages(self, part: Part, query: dict | None) -> tuple:
         """The part's tasks (those `query`, a Label Studio data manager query, selects): their contexts, answer
-        counts, annotators and shown fields, the highest id and the latest time any was saved (Label Studio's)."""
-        contexts, outside, annotators, shown = {}, {}, {}, {}
+        counts, annotators and shown fields, the highest id and the latest time any was saved (Label Studio's), and
+        in a part with attention checks each task's evalstudio id and a copy's original's (from its meta)."""
+        contexts, outside, annotators, shown, ids = {}, {}, {}, {}, {}
         newest, changed = 0, None
         page = 1
         while True:
             params = {"project": part.project_id, "page": page, "page_size": CATALOGUE_PAGE, "fields": "task_only",
-                      "review": "true", "include": "id,data,total_annotations,annotators,updated_at"}
+                      "review": "true", "include": "id,data,total_annotations,annotators,updated_at"
+                      + (",meta" if part.attention else "")}
             if query is not None:
                 params["query"] = json.dumps(query)
             answer = await self._call("GET", "/api/tasks", params=params)
@@ -189,6 +202,10 @@ class Serving:
                 task_id = int(task["id"])
                 data = task.get("data") or {}
                 contexts[task_id] = str(data.get("item_id", task_id))
+                if part.attention:
+                    meta = task.get("meta")
+                    check = meta.get(CHECK_FIELD) if isinstance(meta, dict) else None
+                    ids[task_id] = (str(data.get(ID_FIELD)), str(check["of"]) if isinstance(check, dict) else None)
                 shown[task_id] = json.dumps(shown_data(data, part.fields), sort_keys=True, ensure_ascii=False)
                 annotators[task_id] = user_ids(task.get("annotators"))
                 # Label Studio's counter can fall one short when two annotations of a task are saved at once
@@ -200,7 +217,7 @@ class Serving:
             if len(tasks) < CATALOGUE_PAGE:
                 break
             page += 1
-        return contexts, outside, annotators, shown, newest, changed
+        return contexts, outside, annotators, shown, newest, changed, ids
 
     async def _order_of(self, session: Session, part: Part, catalogue: Catalogue) -> list[int]:
         key = (session.key, part.name)
@@ -215,6 +232,8 @@ class Serving:
             # loop goes on answering others
             order = await run_in_threadpool(participant_order, catalogue.contexts,
                                             seed_of(salt, session.participant, part.name))
+        if catalogue.checks:  # each attention check at a later place than its original
+            order = checks_after(order, catalogue.checks)
         if len(self._orders) > 10_000:
             self._orders.clear()
         self._orders[key] = (catalogue.contexts, order)
@@ -260,19 +279,25 @@ class Serving:
         last = self.ledger.last_context_task(session.participant, part.name)
         last_context = catalogue.contexts.get(last) if last is not None else None
         seen: dict = {}
+        quota_left = None if part.quota is None else max(0, part.quota - count)
 
         def pick(taken, mine):
-            seen.update(taken=taken, mine=mine | theirs)
+            had = set(mine) | theirs
+            ours = order
+            if catalogue.checks:  # a check only to those who answered or hold its original (ledger and Label Studio)
+                claims = {t for t, held in mine.items() if held} | catalogue.annotated_by(session.user_id)
+                ours = open_checks(order, catalogue.checks, claims, quota_left=quota_left, needs=lambda t: (
+                    t not in had and task_load(t, catalogue.outside, taken) < overlap))
+            seen.update(taken=taken, mine=had, order=ours)
             if state is not None:
-                return routing.choose_adaptive(part.routing, state, order, catalogue.contexts, catalogue.outside,
-                                               taken, mine | theirs, overlap, last_context)
-            return choose(order, catalogue.contexts, catalogue.outside, taken, mine | theirs, overlap, last_context,
-                          None if part.quota is None else max(0, part.quota - count))
+                return routing.choose_adaptive(part.routing, state, ours, catalogue.contexts, catalogue.outside,
+                                               taken, had, overlap, last_context)
+            return choose(ours, catalogue.contexts, catalogue.outside, taken, had, overlap, last_context, quota_left)
 
         ref = await self._w(self.ledger.serve_chosen, session.participant, part.name, pick)
         if ref is not None:
             return await self._show(session, part, ref, previous, count)
-        if waiting(order, catalogue.outside, seen["taken"], seen["mine"], overlap):
+        if waiting(seen["order"], catalogue.outside, seen["taken"], seen["mine"], overlap):
             return JSONResponse({"error": "Every task left in this part is being worked on by other participants "
                                           "just now.", "wait": True}, status_code=503)
         if since is None:  # nothing left in the list in hand, which may be older than an import: asked again

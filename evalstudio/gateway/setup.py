@@ -42,6 +42,7 @@ class Part:
     active: Active | None = None  # an active design (assignment: {strategy: active}): only drawn tasks are served
     first_config: str = ""  # the config for the participant's first task of the part: its guide open (panels_open)
     pac: Pac | None = None  # PAC labels (stop_when: {pac}): the calibration sample, then the threshold's tasks
+    attention: bool = False  # the entry has attention_checks: each copy is served only beside its original
 
 
 @dataclass
@@ -82,7 +83,8 @@ def load_parts(client, projects: list[Project]) -> list[Part]:
                           crowd.after if crowd else None, project.prefill, project.entry, project.list_number,
                           (crowd.batch_size, crowd.max_batches) if crowd and crowd.batch_size and crowd.max_batches
                           else None, project.order, routing_of(project), client.overlap(project_id),
-                          active_of(project), panels_open(config), pac_of(project)))
+                          active_of(project), panels_open(config), pac_of(project),
+                          attention=project.attention_checks is not None))
     return parts
 
 

@@ -11,7 +11,8 @@ it must score lower than the task it copies, by the same annotator. Declared in 
 
 The import makes the copies (tasks/scanning.py); the copy's shown fields are the original's with the one text
 spoiled, so nothing the participant receives tells it apart; what it is (the original's id, the spoiled characters)
-stays in its meta. `status` and `approvals` score the checks with the gold items (crowd/study.py), and the analyses
+stays in its meta. The gateway serves a copy only to a participant who answered or holds its original, later in
+their order (tasks/order.py). `status` and `approvals` score the checks with the gold items (crowd/study.py), and the analyses
 leave them out. The phrase length follows ESA's rule of a few words, longer for longer segments; where ESA takes
 the replacement words from another segment's translation, evalstudio takes them from another place of the same
 translation, so each copy is made from its task alone and a second import makes the same copies."""

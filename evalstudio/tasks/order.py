@@ -11,6 +11,8 @@ Through the gateway (participant_order, choose), per participant:
   drawn so, and serving keeps it (the task after one of context c is of another context whenever one is left).
 - No system has a fixed place: within a context the versions are shuffled per participant, so the human reference
   (or any system) is first for some participants and last for others.
+- An attention check (a spoiled copy of a task, protocols/attention.py) goes only to a participant who answered or
+  holds its original, at a later place in their order (checks_after, open_checks): it is scored only beside it.
 - Breadth first, as Label Studio's own stream: with an overlap above one, tasks that others have started come
   before untouched ones (in the participant's own order), so a study with a quota fills tasks up instead of
   leaving many with one answer.
@@ -129,6 +131,33 @@ def choose(order: list[int], contexts: dict[int, str], outside: dict[int, int], 
             if contexts.get(task_id) != last_context:
                 return task_id
     return (started or available or [None])[0]
+
+
+def checks_after(order: list[int], checks: dict[int, int]) -> list[int]:
+    """`order` with each attention check (`checks`: copy -> its original, task ids) after its original: where the
+    copy came first the two change places. A copy has its original's context, so the contexts' sequence (and the
+    rule of no two of one context back to back) is unchanged, and the copy still comes at a random later place."""
+    at = {t: i for i, t in enumerate(order)}
+    out = list(order)
+    for copy, original in checks.items():
+        if copy in at and original in at and at[copy] < at[original]:
+            out[at[copy]], out[at[original]] = original, copy
+    return out
+
+
+def open_checks(order: list[int], checks: dict[int, int], claims: set[int], needs, quota_left: int | None) -> list[int]:
+    """`order` without the attention checks (copy -> original) whose original the participant has not answered or
+    holds (`claims`): a check is scored only beside its original's answer by the same participant (ESA's batches hold
+    both). With a quota, the checks the participant owes (`needs(task)`: not theirs yet and short of answers) keep
+    their places: only those once the quota left cannot hold more, and no original whose check would not fit."""
+    kept = [t for t in order if t not in checks or checks[t] in claims]
+    if quota_left is None:
+        return kept
+    owed = [t for t in kept if t in checks and needs(t)]
+    if len(owed) >= quota_left:
+        return owed
+    copy_of = {original: copy for copy, original in checks.items()}
+    return [t for t in kept if t in checks or t not in copy_of or not needs(copy_of[t]) or quota_left > len(owed) + 1]
 
 
 def waiting(order: list[int], outside: dict[int, int], taken: dict[int, Load], mine: set[int],
