@@ -53,6 +53,11 @@ class Store:
     def _open_sqlite(self) -> None:
         self.kind, path = "sqlite", self.folder / FILE
         self.where = str(path)
+        if (self.folder / POINTER).exists() and not path.exists():
+            # the study's ledger is in PostgreSQL: a new, empty SQLite ledger beside its pointer would start the
+            # study again (consent asked again, tasks served again) and make every command report an empty study
+            raise LedgerError(f"{self.folder / POINTER}: this study's ledger is in PostgreSQL; set {URL_ENV} to its "
+                              "database (`evalstudio server --database-url` writes it into evalstudio.env)")
         if not path.exists():  # created private: 0600 from the start (SQLite's -wal and -shm files copy its mode)
             os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
 
