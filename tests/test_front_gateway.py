@@ -366,6 +366,21 @@ def test_an_odd_practice_reference_is_not_found_never_a_server_error(gateway, re
     assert sorted(gw.ledger.steps_of(name)) == ["consent"]
 
 
+@pytest.mark.parametrize("text, stored", [("fine 👍", True), ("a\ud800b", False), ("a\x00b", False)])
+def test_a_text_answer_the_ledger_cannot_store_is_refused_not_a_server_error(text, stored):
+    """A TextArea answer (a task's or a practice item's) with a lone surrogate passed the checks and failed the
+    ledger's write (UnicodeEncodeError: a 500 on SQLite and PostgreSQL alike)."""
+    from evalstudio.gateway.checks import Refused, check_result
+
+    controls = controls_of(registry.load().get("cmv_threads"))
+    region = {"from_name": "note", "to_name": "comment", "type": "textarea", "value": {"text": [text]}}
+    if stored:
+        assert check_result([region], controls)[0]["value"] == {"text": [text]}
+    else:
+        with pytest.raises(Refused, match="note: not a text"):
+            check_result([region], controls)
+
+
 # (served protocol, the part that declares the front matter, refused?): a part served alone, while its study's front
 # matter is declared on another part, would let its participants reach tasks without consenting
 SERVED_ALONE = [

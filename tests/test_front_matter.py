@@ -119,6 +119,8 @@ ANSWERS = [  # (question, answer given, stored or the problem)
     (dict(type="text", required=False), None, None),
     (dict(type="text", max_length=5), "123456", "at most 5 characters"),
     (dict(type="text", max_length=5), {"a": 1}, "give text"),
+    (dict(type="text"), "a\ud800b", "unpaired surrogate"),  # (PostgreSQL's and SQLite's drivers refused it: a 500)
+    (dict(type="text"), "a\x00b", "NUL character"),
 ]
 
 

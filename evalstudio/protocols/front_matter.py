@@ -144,6 +144,10 @@ def check_answer(question: Question, value) -> object:
         return int(number) if number.is_integer() else number
     if not isinstance(value, str):
         raise ValueError(f"“{question.text}”: give text")
+    from evalstudio.values.sources import storable_problems
+
+    if problems := storable_problems(value):  # a lone surrogate failed the ledger's write (a 500), a NUL its exports
+        raise ValueError(f"“{question.text}”: the answer {problems[0][1]}")
     if len(value) > question.max_length:
         raise ValueError(f"“{question.text}”: at most {question.max_length} characters")
     return value
