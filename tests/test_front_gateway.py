@@ -16,7 +16,7 @@ from starlette.testclient import TestClient
 from evalstudio.crowd.ledger import Account
 from evalstudio.gateway import GatewayConfig, build_app
 from evalstudio.gateway.checks import controls_of
-from evalstudio.gateway.front import NOT_YET, front_of
+from evalstudio.gateway.front import ENDED, NOT_YET, front_of
 from evalstudio.gateway.setup import Part, panels_open, without_comments
 from evalstudio.protocols import registry
 from evalstudio.protocols.front_matter import practice_items
@@ -196,6 +196,8 @@ def test_a_participant_who_declines_gets_the_platforms_return_route_never_a_comp
         page = web.get("/").text
         assert "You did not give your consent" in page and told in page and CODE not in page
         assert gw.ledger.steps_of(name)["consent"].outcome == "declined"
+        # the practice routes say the study has ended for them (they never had a practice round to be "over")
+        assert web.get("/api/practice/next", headers=HEADERS).json()["error"] == ENDED
     finally:
         gw.config.front = saved
 
@@ -310,10 +312,9 @@ def test_status_export_and_datasheet_read_the_front_matter_as_counts_never_rows(
     assert d3.status == datasheet.ANSWERED and "This consent text is an example." in d3.answer
     assert "7 participant(s) consented, 1 declined" in d3.answer
     assert "“Is English your first language?” (5 answered, 0 preferred not to say; Yes: 4, No: 1)" in d5.answer
-    ages = [30, 40, 42, 44]  # (the fifth preferred not to say) numpy's quartiles as the independent computation
-    low, middle, high = (f"{v:g}" for v in numpy.percentile(ages, [25, 50, 75]))
-    assert (f"“What is your age (in years)?” (5 answered, 1 preferred not to say; median {middle}, middle half "
-            f"{low} to {high})") in d5.answer
+    # (four ages, the fifth preferred not to say: no median of fewer than five numbers; test_no_median_of_...)
+    assert ("“What is your age (in years)?” (5 answered, 1 preferred not to say; 4 gave a number, fewer than 5: no "
+            "median") in d5.answer
     assert "5 of 6 participants who finished it passed (83.33%)" in answers["3.2.4"].answer
     assert answers["3.2.5"].answer == d5.answer
     text = json.dumps([a.answer for a in answers.values()])
@@ -321,6 +322,63 @@ def test_status_export_and_datasheet_read_the_front_matter_as_counts_never_rows(
     # fewer than five answers: not broken down
     facts["front"]["background"][0]["answered"] = 4
     assert "(4 answered; fewer than 5: not broken down" in datasheet.checklist_d(facts)[4].answer
+
+
+# (ages given, of five or more answers with "prefer not to say"): a median only of five numbers or more
+AGES = [([41, None, None, None, None], False), ([30, 40, 42, 44, None], False), ([30, 40, 42, 44, 47, None], True)]
+
+
+@pytest.mark.parametrize("ages, broken_down", AGES)
+def test_no_median_of_fewer_than_five_numbers_whatever_preferred_not_to_say(tmp_path, ages, broken_down):
+    """Five answers of which four preferred not to say: the 'median' and 'middle half' were the one participant's
+    age. The datasheet gives a number question's median only over five numbers or more."""
+    from evalstudio.crowd.front_record import front_facts
+    from evalstudio.crowd.ledger import Ledger
+    from evalstudio.exporters.publication import front_answers
+    from evalstudio.protocols.front_matter import PREFER_NOT
+
+    project = registry.load().get(EXAMPLE)
+    book = Ledger(tmp_path)
+    for n, age in enumerate(ages):
+        book.take_step(f"P{n}", "background", json.dumps({"age": PREFER_NOT if age is None else age,
+                                                          "english": "Yes", "reading": "Every week"}))
+    said = front_answers.demographics(front_facts(book, project))
+    numbers = [a for a in ages if a is not None]
+    low, middle, high = (f"{v:g}" for v in numpy.percentile(numbers, [25, 50, 75]))  # numpy: the independent oracle
+    assert (f"median {middle}, middle half {low} to {high}" in said) == broken_down, said
+    assert ("no median, so that no participant's answer shows" in said) != broken_down, said
+
+
+# (a practice item's reference as sent: only the gateway's own "1".."3" names an item)
+ODD_REFS = ["²", "١", "01", "0", "4", "9" * 5000, "-1"]
+
+
+@pytest.mark.parametrize("ref", ODD_REFS, ids=range(len(ODD_REFS)))
+def test_an_odd_practice_reference_is_not_found_never_a_server_error(gateway, ref):
+    """str.isdigit() took "²" (int() then failed: a 500) and "١" (Arabic-Indic one: recorded as item 1)."""
+    gw, _, project = gateway
+    name = f"ODDREF{ODD_REFS.index(ref)}"
+    at(gateway, name, "practice")
+    web = participant(gateway, name)
+    reply = web.post(f"/api/practice/{ref}", json={"result": answer(project, practice_items(project)[0], True)},
+                     headers=HEADERS)
+    assert reply.status_code == 404 and reply.json() == {"error": "not found"}
+    assert sorted(gw.ledger.steps_of(name)) == ["consent"]
+
+
+@pytest.mark.parametrize("text, stored", [("fine 👍", True), ("a\ud800b", False), ("a\x00b", False)])
+def test_a_text_answer_the_ledger_cannot_store_is_refused_not_a_server_error(text, stored):
+    """A TextArea answer (a task's or a practice item's) with a lone surrogate passed the checks and failed the
+    ledger's write (UnicodeEncodeError: a 500 on SQLite and PostgreSQL alike)."""
+    from evalstudio.gateway.checks import Refused, check_result
+
+    controls = controls_of(registry.load().get("cmv_threads"))
+    region = {"from_name": "note", "to_name": "comment", "type": "textarea", "value": {"text": [text]}}
+    if stored:
+        assert check_result([region], controls)[0]["value"] == {"text": [text]}
+    else:
+        with pytest.raises(Refused, match="note: not a text"):
+            check_result([region], controls)
 
 
 # (served protocol, the part that declares the front matter, refused?): a part served alone, while its study's front

@@ -73,6 +73,9 @@ BAD = [
     ("two questions of one name", lambda raw, tmp: raw["projects"][EXAMPLE]["crowd"]["exit_survey"][1].update(
         name="difficulty"), r"projects\.yaml:\d+: projects\.squality_pairwise\.crowd\.exit_survey: two questions share "
      r"a name; give each its own"),
+    ("a question named as the id column", lambda raw, tmp: raw["projects"][EXAMPLE]["crowd"]["background"][1].update(
+        name="annotator"), r"projects\.yaml:\d+: projects\.squality_pairwise\.crowd\.background\.1: .*'annotator' "
+     r"names a column of the background file .* give the question another name"),
     ("a range on a text question", lambda raw, tmp: raw["projects"][EXAMPLE]["crowd"]["exit_survey"][1].update(min=1),
      r"crowd\.exit_survey\.1: .*only a number question has a range"),
     ("front matter twice in one study", lambda raw, tmp: (
@@ -115,6 +118,9 @@ ANSWERS = [  # (question, answer given, stored or the problem)
     (dict(type="choice", choices=["Yes", "No"]), None, "please answer"),
     (dict(type="text", required=False), None, None),
     (dict(type="text", max_length=5), "123456", "at most 5 characters"),
+    (dict(type="text", max_length=5), {"a": 1}, "give text"),
+    (dict(type="text"), "a\ud800b", "unpaired surrogate"),  # (PostgreSQL's and SQLite's drivers refused it: a 500)
+    (dict(type="text"), "a\x00b", "NUL character"),
 ]
 
 

@@ -216,6 +216,20 @@ def test_a_broken_or_newer_ledger_is_refused_with_its_path(tmp_path, monkeypatch
         Ledger(broken)
 
 
+def test_a_postgresql_ledger_opened_without_its_url_is_refused_never_started_anew(tmp_path, monkeypatch):
+    """A folder whose ledger is in PostgreSQL (its ledger.json pointer), opened from a shell without the ledger's
+    URL, made a new empty SQLite ledger beside the pointer: `export` said 0 background answers, a gateway would have
+    asked everyone's consent again."""
+    monkeypatch.delenv(ledger.URL_ENV, raising=False)
+    folder = tmp_path / "participants"
+    folder.mkdir(mode=0o700)
+    (folder / ledger.POINTER).write_text('{"schema": "evalstudio_0123456789ab"}\n')
+    with pytest.raises(ledger.LedgerError, match=f"{ledger.POINTER}: this study's ledger is in PostgreSQL; set "
+                                                 f"{ledger.URL_ENV}"):
+        ledger.open_ledger(folder)
+    assert not (folder / ledger.FILE).exists()
+
+
 def test_a_backup_is_a_private_consistent_copy(tmp_path, monkeypatch):
     from .test_cli import run
 

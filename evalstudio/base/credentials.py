@@ -48,6 +48,23 @@ def write_private(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def create_private(path: Path, text: str) -> bool:
+    """Create a private file (as write_private) unless it exists: whether this call created it. Atomic: of processes
+    creating it at once, exactly one succeeds and the others find its whole text, never a part."""
+    private_dir(path.parent)
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.link(tmp, path)
+        return True
+    except FileExistsError:
+        return False
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def check_basic_auth(value: str, where: str) -> str:
     """'user:password' with no whitespace or control characters; the message never repeats the value."""
     value = value.strip()

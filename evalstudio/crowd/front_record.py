@@ -118,6 +118,7 @@ def front_facts(book, project, base: Path | None = None) -> dict:
             entry["counts"] = {option: counts.get(option, 0) for option in question.options}
         elif question.type == "number":
             numbers = pd.Series([float(v) for v in given if v != PREFER_NOT], dtype=float)
+            entry["numbers"] = len(numbers)  # (the answers "prefer not to say" give no number)
             if len(numbers):
                 entry["median"] = float(numbers.median())
                 entry["quartiles"] = [float(numbers.quantile(0.25)), float(numbers.quantile(0.75))]

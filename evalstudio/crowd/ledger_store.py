@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from evalstudio.base.credentials import private_dir, write_private
+from evalstudio.base.credentials import create_private, private_dir
 
 from .ledger_schema import MIGRATIONS, LedgerError, LedgerUnreachable, take_over
 
@@ -53,6 +53,11 @@ class Store:
     def _open_sqlite(self) -> None:
         self.kind, path = "sqlite", self.folder / FILE
         self.where = str(path)
+        if (self.folder / POINTER).exists() and not path.exists():
+            # the study's ledger is in PostgreSQL: a new, empty SQLite ledger beside its pointer would start the
+            # study again (consent asked again, tasks served again) and make every command report an empty study
+            raise LedgerError(f"{self.folder / POINTER}: this study's ledger is in PostgreSQL; set {URL_ENV} to its "
+                              "database (`evalstudio server --database-url` writes it into evalstudio.env)")
         if not path.exists():  # created private: 0600 from the start (SQLite's -wal and -shm files copy its mode)
             os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
 
@@ -80,17 +85,15 @@ class Store:
         from evalstudio.labelstudio.connection import shown_url
 
         pointer = self.folder / POINTER
-        schema = None
-        if pointer.is_file():
-            try:
-                schema = json.loads(pointer.read_text(encoding="utf-8"))["schema"]
-            except (OSError, ValueError, KeyError, TypeError):
-                schema = None
-            if not isinstance(schema, str) or not re.fullmatch(r"evalstudio_[a-f0-9]{12}", schema):
-                raise LedgerError(f"{pointer}: not a ledger pointer written by evalstudio; move it away to start anew")
-        else:
-            schema = f"evalstudio_{secrets.token_hex(6)}"
-            write_private(pointer, json.dumps({"schema": schema}) + "\n")
+        # the first process to open a new ledger names its schema; one opening it at the same moment reads that name
+        # (a check, then a write, let two processes each write their own: two ledgers for one study)
+        create_private(pointer, json.dumps({"schema": f"evalstudio_{secrets.token_hex(6)}"}) + "\n")
+        try:
+            schema = json.loads(pointer.read_text(encoding="utf-8"))["schema"]
+        except (OSError, ValueError, KeyError, TypeError):
+            schema = None
+        if not isinstance(schema, str) or not re.fullmatch(r"evalstudio_[a-f0-9]{12}", schema):
+            raise LedgerError(f"{pointer}: not a ledger pointer written by evalstudio; move it away to start anew")
         self.kind, self.where = "postgresql", f"{shown_url(url)} (schema {schema})"
 
         timeout = max(2, round(float(os.environ.get(TIMEOUT_ENV) or 10)))
@@ -103,7 +106,10 @@ class Store:
                 db = psycopg.connect(url, autocommit=True, connect_timeout=timeout, tcp_user_timeout=timeout * 1000,
                                      keepalives=1, keepalives_idle=timeout, keepalives_interval=max(1, timeout // 3),
                                      keepalives_count=3)
-                db.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+                try:
+                    db.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+                except (psycopg.errors.UniqueViolation, psycopg.errors.DuplicateSchema):
+                    pass  # another process created it at the same moment (IF NOT EXISTS does not cover the race)
                 db.execute(f"SET search_path TO {schema}")
                 db.execute(f"SET tcp_user_timeout = {timeout * 1000}")
                 db.execute(f"SET tcp_keepalives_idle = {timeout}")

@@ -100,6 +100,16 @@ def _number(value, control: Control) -> float:
     return value
 
 
+def _storable(text: str) -> bool:
+    """Whether a text answer can be stored: no NUL (PostgreSQL's text), no lone surrogate (not UTF-8: the ledger's
+    write failed on it, a server error)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return "\x00" not in text
+
+
 def check_result(result, controls: dict[str, Control], complete: bool = False, data: dict | None = None) -> list[dict]:
     """The result list of an annotation, rebuilt from what the controls allow: each region names a control of the
     project, its object, its type and a value of the control's kind; anything else is refused. With `complete`,
@@ -207,7 +217,7 @@ def _clean_value(control: Control, value: dict) -> dict:
         texts = value.get("text")
         if (not isinstance(texts, list) or not texts or len(texts) > 20
                 or not all(isinstance(t, str) for t in texts) or sum(map(len, texts)) > MAX_TEXT
-                or any("\x00" in t for t in texts)):
+                or not all(_storable(t) for t in texts)):
             raise Refused(f"{control.name}: not a text of at most {MAX_TEXT} characters")
         return {"text": list(texts)}
     key = TYPES[control.tag]

@@ -11,6 +11,7 @@ explanation, kept in the ledger's front-matter table only (never an annotation: 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 
 from starlette.requests import Request
@@ -24,6 +25,7 @@ from .admission import Session, error_response
 from .checks import Refused, check_result, shown_data
 
 # what a participant is told where a step is not theirs to take now (a task route before the front matter)
+ENDED = "You did not give your consent, so this study has no steps for you."
 NOT_YET = "Please complete the study's first steps (consent, practice, questions) on the study's start page first."
 
 
@@ -130,10 +132,13 @@ class FrontMatter:
         now = stage(front, steps)
         if action == "practice":
             if now != "practice":
-                return error_response(NOT_YET if now == "consent" else "The practice round is over.", 403)
+                return error_response(NOT_YET if now == "consent" else ENDED if now == "declined" else
+                                      "The practice round is over.", 403)
             if request.method == "GET" and arg == "next":
                 return self._practice_item(front, steps)
-            if request.method == "POST" and arg.isdigit():
+            # an item's reference is the number the gateway gave ("1", "2", ...): str.isdigit() also takes "²" and
+            # "١", on which int() fails or which name an item by another spelling
+            if request.method == "POST" and re.fullmatch(r"[1-9][0-9]{0,5}", arg):
                 return await self._practice_answer(request, session, front, steps, int(arg))
             return error_response("not found", 404)
         if request.method != "POST" or arg not in ("consent", "background", "exit"):

@@ -37,6 +37,7 @@ from evalstudio.base.files import read_text_file
 NAME = r"^[a-z][a-z0-9_]{0,40}$"
 CODE = r"^[A-Za-z0-9_-]{1,40}$"
 MAX_ITEMS = 200  # practice items in one file
+RESERVED = ("participant", "annotator")  # the background file's id columns: no question may overwrite them
 PREFER_NOT = "Prefer not to say"  # the answer "prefer_not_to_say: true" adds to a question
 
 
@@ -95,6 +96,9 @@ class Question(BaseModel):
 
     @model_validator(mode="after")
     def _shape(self):
+        if self.name in RESERVED:
+            raise ValueError(f"name: '{self.name}' names a column of the background file (the participant's id); "
+                             "give the question another name")
         if self.type == "choice":
             if len(self.choices) < 2 or len(set(self.choices)) != len(self.choices) or \
                     any(not c.strip() or len(c) > 200 for c in self.choices):
@@ -138,7 +142,13 @@ def check_answer(question: Question, value) -> object:
                              if question.min is not None and question.max is not None else
                              f"“{question.text}”: that number is outside the range asked")
         return int(number) if number.is_integer() else number
-    if not isinstance(value, str) or len(value) > question.max_length:
+    if not isinstance(value, str):
+        raise ValueError(f"“{question.text}”: give text")
+    from evalstudio.values.sources import storable_problems
+
+    if problems := storable_problems(value):  # a lone surrogate failed the ledger's write (a 500), a NUL its exports
+        raise ValueError(f"“{question.text}”: the answer {problems[0][1]}")
+    if len(value) > question.max_length:
         raise ValueError(f"“{question.text}”: at most {question.max_length} characters")
     return value
 

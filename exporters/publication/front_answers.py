@@ -36,6 +36,11 @@ def _question(q: dict) -> str:
         said += f", {q['prefer_not_to_say']} preferred not to say"
     if q["type"] == "choice":
         said += "; " + ", ".join(f"{option}: {n}" for option, n in q["counts"].items() if option != "Prefer not to say")
+    elif q["type"] == "number" and q.get("numbers", 0) < MIN_GROUP:
+        # the median and middle half of fewer than five numbers (five answers of which some preferred not to say)
+        # would show a participant's own number
+        said += (f"; {q.get('numbers', 0)} gave a number, fewer than {MIN_GROUP}: no median, so that no participant's "
+                 "answer shows")
     elif q["type"] == "number" and "median" in q:
         low, high = q["quartiles"]
         said += f"; median {q['median']:g}, middle half {low:g} to {high:g}"
