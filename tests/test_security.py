@@ -333,3 +333,22 @@ def test_outputs_are_private_and_never_written_through_a_planted_link(tmp_path, 
     with pytest.raises(BadInput, match="is a symbolic link"):
         write(planted)
     assert target.read_text(encoding="utf-8") == "precious"
+
+
+SHOWN_URLS = [
+    ("postgresql://ledger:s3cr%40t@127.0.0.1:5432/db", "postgresql://***@127.0.0.1:5432/db"),
+    ("postgresql://127.0.0.1/db?user=l&password=s3cret&sslmode=disable",
+     "postgresql://127.0.0.1/db?user=l&password=***&sslmode=disable"),
+    ("postgresql://127.0.0.1/db?PASSWORD=s3cret", "postgresql://127.0.0.1/db?PASSWORD=***"),
+    ("postgresql://127.0.0.1/db?sslpassword=k3y#x", "postgresql://127.0.0.1/db?sslpassword=***#x"),
+    ("http://127.0.0.1:8080", "http://127.0.0.1:8080"),
+]
+
+
+@pytest.mark.parametrize("url, shown", SHOWN_URLS)
+def test_a_url_is_shown_without_its_password_wherever_it_is_given(url, shown):
+    """What the gateway and server print of a database URL (the ledger's location) holds no password: neither
+    user:password@ nor libpq's ?password= query parameter."""
+    from evalstudio.labelstudio.connection import shown_url
+
+    assert shown_url(url) == shown

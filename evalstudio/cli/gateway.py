@@ -64,9 +64,12 @@ def gateway(
             shared_pool, accept_changed_tasks, projects)
     except (EvalstudioError, ValueError) as e:
         raise fail_with(e)
+    from evalstudio.crowd.ledger import open_ledger
+
     console.print(f"Gateway for '{protocol}' on http://{host}:{port} (participants open {shown_public}); its "
-                  f"participants and answers: {target}" + (" (a pool shared by every study served from it)"
-                                                           if shared_pool else "") + ".",
+                  f"participants folder: {target}" + (" (a pool shared by every study served from it)"
+                                                      if shared_pool else "")
+                  + f"; their steps and answers: the ledger at {open_ledger(target).where}.",
                   highlight=False, markup=False, soft_wrap=True)
     if key:
         platform = crowd.platform if crowd else None

@@ -141,7 +141,9 @@ def check_address(value: str, name: str) -> str:
 
 
 def shown_url(url: str) -> str:
-    """The URL with any user:password@ replaced by ***@."""
+    """The URL with any user:password@ replaced by ***@, and a password given as a query parameter (libpq's
+    ?password=...) by ***."""
     import re
 
-    return re.sub(r"(?<=//)[^/?#]*@", "***@", url)  # up to the last @ of the authority: a password may hold @
+    url = re.sub(r"(?<=//)[^/?#]*@", "***@", url)  # up to the last @ of the authority: a password may hold @
+    return re.sub(r"(?i)([?&](?:password|sslpassword)=)[^&#]*", r"\1***", url)
