@@ -177,8 +177,8 @@ def dialogue_study(folder: Path, settings: dict, per_participant: int | None, ta
     raw = yaml.safe_load((ROOT / "projects.yaml").read_text())
     raw["projects"]["dialogue"].update(settings)
     raw["projects"]["dialogue"]["crowd"]["per_participant"] = per_participant
-    for entry in raw["projects"].values():
-        entry["config"] = str(ROOT / entry["config"])
+    raw["projects"] = {"dialogue": raw["projects"]["dialogue"]}  # (the others' files stay where they are)
+    raw["projects"]["dialogue"]["config"] = str(ROOT / raw["projects"]["dialogue"]["config"])
     projects_file = folder / "projects.yaml"
     projects_file.write_text(yaml.safe_dump(raw, allow_unicode=True))
     items = folder / "items.jsonl"

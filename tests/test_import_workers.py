@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -241,12 +242,16 @@ def test_a_ctrl_c_that_lands_while_the_workers_are_forked_still_stops_the_import
     (tmp_path / "spools").mkdir()
     path = tmp_path / "tasks.jsonl"
     write_dialogue_file(path, 200)
+    # Ctrl-C as a terminal delivers it to a command line: Python's own handler (whatever an earlier test in this
+    # worker process left installed: under `make test`'s four workers one run found SIGINT not raising here)
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
     _INTERRUPT_AFTER_FORK.append(True)
     try:
         with pytest.raises(KeyboardInterrupt):
             scan(reg.get("dialogue"), importers.get("dialogue"), [path], spool=True, workers=2)
     finally:
         _INTERRUPT_AFTER_FORK.clear()
+        signal.signal(signal.SIGINT, before)
     assert list((tmp_path / "spools").iterdir()) == []
     assert not [p for p in multiprocessing.active_children() if p.name.startswith("evalstudio-validation")]
 
