@@ -210,6 +210,13 @@ ORDERINGS = [
     ("squality_pairwise", None, ["squality_pairwise"]),  # the worked example: one part, with practice
     ("cmv", "cmv_tom", ["cmv_threads", "cmv_tom"]),  # the blind part first; declared on the part done second
     ("circa", "circa_part1", ["circa_part1", "circa_part2"]),  # Part II's gate, and its counterbalanced lists
+    # every other shipped protocol, one part each (a crowd: section added where the entry has none)
+    ("sotopia", "sotopia", ["sotopia"]),
+    ("dialogue", "dialogue", ["dialogue"]),
+    ("health", "health", ["health"]),
+    ("squality", "squality", ["squality"]),
+    ("mqm", "mqm", ["mqm"]),
+    ("esa", "esa", ["esa"]),
 ]
 
 
@@ -220,7 +227,10 @@ def test_the_front_matter_comes_before_every_part_and_the_exit_survey_after_the_
 
     def declare(raw):
         if declaring:
-            raw["projects"][declaring]["crowd"].update(FRONT)
+            entry = raw["projects"][declaring]
+            if not entry.get("crowd"):
+                entry["crowd"] = {}
+            entry["crowd"].update(FRONT)
     projects = registry.load(_projects_file(tmp_path, declare)).parts(study)
     config = GatewayConfig(study=study, parts=[part_of(p) for p in projects], label_studio_url=UNREACHABLE,
                            api_key="k", participants_folder=tmp_path / "participants",
