@@ -229,6 +229,10 @@ from evalstudio import importers
 from evalstudio.protocols import registry
 from evalstudio.tasks.scanning import scan
 tempfile.tempdir = sys.argv[2]
+# as a command line started from a terminal: Ctrl-C neither ignored nor blocked (a process inherits both from its
+# parent, here a pytest-xdist worker whose earlier tests may have left either: the full suite ran this with neither)
+signal.signal(signal.SIGINT, signal.default_int_handler)
+signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 armed = [True]
 def interrupt():
     if armed:
