@@ -419,3 +419,25 @@ def test_a_part_is_not_served_alone_without_its_studys_front_matter(tmp_path, se
             check_front_matter_served(reg, served, reg.parts(served))
     else:
         check_front_matter_served(reg, served, reg.parts(served))
+
+
+# the end of a finished study, per platform and completion code: (platform, code, what the page says, what it must not)
+FINISHED = [
+    ("prolific", "C0DE1", ["Your completion code: <b>C0DE1</b>", "submissions/complete?cc=C0DE1"], ["Mechanical Turk"]),
+    ("mturk", "C0DE2", ["Your completion code: <b>C0DE2</b>", "enter it in the HIT", "submit the HIT"], ["Prolific"]),
+    ("mturk", None, ["go back to the HIT on Mechanical Turk and submit it"], ["completion code"]),
+    (None, "C0DE3", ["Your completion code: <b>C0DE3</b>"], ["Prolific", "Mechanical Turk"]),
+    (None, None, ["You have finished every part of this study."], ["completion code", "Prolific", "Mechanical Turk"]),
+]
+
+
+@pytest.mark.parametrize("platform, code, said, unsaid", FINISHED)
+def test_the_end_page_sends_a_finished_participant_back_to_the_platform(platform, code, said, unsaid):
+    """A finished participant is told where to go: Prolific's return link with the code, or on MTurk to submit the
+    HIT (its payment follows the submission: the page said nothing of it where the study had no code)."""
+    from evalstudio.gateway import pages
+
+    page = pages.start("n", "Study", "P1", [{"name": "a", "title": "A", "state": "finished"}], code, platform)
+    assert "You have finished every part of this study." in page
+    assert all(s in page for s in said), [s for s in said if s not in page]
+    assert not any(s in page for s in unsaid), [s for s in unsaid if s in page]

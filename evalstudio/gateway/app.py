@@ -82,7 +82,8 @@ class Gateway(FrontMatter, Serving, Admission):
         # the study's front matter first (consent, practice, background), and its exit survey at the end
         if (front := self.front_page(session, states)) is not None:
             return front
-        return self._html(pages.start, self.config.study, session.participant, states, self.config.completion_code)
+        return self._html(pages.start, self.config.study, session.participant, states, self.config.completion_code,
+                          self.config.platform)
 
     def _part_states(self, session: Session) -> list[dict]:
         """Each entry of the study as the participant's start page shows it: finished, open, or after another."""

@@ -9,9 +9,8 @@ from html import escape
 
 from evalstudio.protocols.front_matter import Question
 
-from .pages import API_SCRIPT, labeling, page, script_json
+from .pages import API_SCRIPT, PROLIFIC_COMPLETE, labeling, page, script_json
 
-PROLIFIC_COMPLETE = "https://app.prolific.com/submissions/complete?cc="
 
 
 def _header(study: str) -> str:

@@ -31,6 +31,8 @@ details.instructions > summary { cursor: pointer; font-weight: 600; }
 """
 
 
+PROLIFIC_COMPLETE = "https://app.prolific.com/submissions/complete?cc="  # Prolific's return link with a code
+
 def script_json(value) -> str:
     """JSON that is safe inside a <script> element."""
     return (json.dumps(value, ensure_ascii=False).replace("<", "\\u003c").replace(">", "\\u003e")
@@ -109,7 +111,27 @@ share it):</p><p><code id="link"></code></p><p><a class="button primary" href="/
     return page(f"{study}: join", body, nonce)
 
 
-def start(nonce: str, study: str, participant: str, parts: list[dict], completion: str | None) -> str:
+def finished(platform: str | None, completion: str | None) -> str:
+    """What a participant who finished every part is told: the completion code if the study has one, and where it
+    goes; on MTurk, to submit the HIT (its payment follows the submission, code or not)."""
+    code = escape(completion) if completion else None
+    if platform == "prolific" and code:
+        route = (f"<p>Your completion code: <b>{code}</b> "
+                 f'(<a href="{PROLIFIC_COMPLETE}{code}">back to Prolific</a>).</p>')
+    elif platform == "mturk" and code:
+        route = (f"<p>Your completion code: <b>{code}</b></p><p>Please enter it in the HIT on Mechanical Turk "
+                 "and submit the HIT.</p>")
+    elif platform == "mturk":
+        route = "<p>Please go back to the HIT on Mechanical Turk and submit it.</p>"
+    elif code:
+        route = f"<p>Your completion code: <b>{code}</b></p>"
+    else:
+        route = ""
+    return f"<div class=\"box\"><h3>Thank you!</h3><p>You have finished every part of this study.</p>{route}</div>"
+
+
+def start(nonce: str, study: str, participant: str, parts: list[dict], completion: str | None,
+          platform: str | None = None) -> str:
     """The start page: each part with its state, and the completion code once every part is finished."""
     rows = []
     for part in parts:
@@ -118,10 +140,7 @@ def start(nonce: str, study: str, participant: str, parts: list[dict], completio
                   else escape(state))
         rows.append(f"<div class=\"box\"><h3>{escape(part['title'])}</h3><p>{action}</p></div>")
     done = all(p["state"] == "finished" for p in parts)
-    end = ""
-    if done:
-        end = "<div class=\"box\"><h3>Thank you!</h3><p>You have finished every part of this study.</p>" + (
-            f"<p>Your completion code: <b>{escape(completion)}</b></p>" if completion else "") + "</div>"
+    end = finished(platform, completion) if done else ""
     body = f"""<header><span class="title">{escape(study)}</span><span>{escape(participant)}</span>
 <button id="out">Sign out</button></header><main>{end}{''.join(rows)}</main>
 <script nonce="{nonce}">{API_SCRIPT}

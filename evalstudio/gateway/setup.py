@@ -56,6 +56,7 @@ class GatewayConfig:
     public_url: str
     join_key: str | None = field(default=None, repr=False)  # None: no self sign-up, personal links only
     completion_code: str | None = None
+    platform: str | None = None  # crowd.platform (prolific, mturk): where the end page sends a participant
     chunks: list[int] = field(default_factory=list)
     module: int = 0
     rate_per_minute: int = 300  # sign-in and join requests per client address and minute (crowd.sign_ins_per_minute)
