@@ -157,6 +157,10 @@ def test_each_step_is_recorded_once_with_the_server_time_and_the_researchers_wor
     assert web.post("/api/practice/1", json={"result": answer(project, items[0], True)},
                     headers=HEADERS).status_code == 404
     assert web.get("/api/practice/next", headers=HEADERS).json()["number"] == 2
+    # out of the gateway's order: item 3 before item 2 is not taken
+    ahead = web.post("/api/practice/3", json={"result": answer(project, items[2], True)}, headers=HEADERS)
+    assert ahead.status_code == 409 and "item 2 first" in ahead.json()["error"]
+    assert "practice:3" not in gw.ledger.steps_of("STEPPER")
     for number in (2, 3):
         web.post(f"/api/practice/{number}", json={"result": answer(project, items[number - 1], True)},
                  headers=HEADERS)

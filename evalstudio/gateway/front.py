@@ -181,6 +181,11 @@ class FrontMatter:
                                number: int) -> Response:
         if not 1 <= number <= len(front.practice) or f"practice:{number}" in steps:
             return error_response("not found", 404)
+        # the items come in the gateway's order: only the one it serves next is answered (a script could otherwise
+        # answer item 3 from the practice file before seeing item 2's explanation)
+        serving = next(n for n in range(1, len(front.practice) + 1) if f"practice:{n}" not in steps)
+        if number != serving:
+            return error_response(f"Please answer practice item {serving} first.", 409)
         part = self.parts[front.practice_part]
         item = front.practice[number - 1]
         body = await self._body(request)
