@@ -10,6 +10,7 @@ other) and the real predictor the share of the other two judgements (`--data cir
 
     nice python benchmarks/ppi_calibration.py               # 10, 20, 30, 60 rated, 2000 studies per cell
     python benchmarks/ppi_calibration.py --studies 300 --data usr --rated 10 30
+    nice python benchmarks/ppi_calibration.py --data circa  # the mean of 0/1 labels (MIN_RATED_BINARY_MEAN)
 
 Predictors, for every criterion: a useless one (the real predictor's scores shuffled among a system's items), the
 real ones (HANNA: the metric that correlates best with the criterion over segments; USR: the unigram F1 with the
