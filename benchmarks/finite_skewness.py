@@ -34,7 +34,8 @@ except ImportError:  # run as a module
 
 
 def factor(f: float) -> float:
-    """evalstudio's factor on Hall's g without replacement (evalstudio/stats/ppi.py)."""
+    """The large-set form of c, the factor evalstudio puts on Hall's quadratic term without replacement
+    (`without_replacement_factors` in evalstudio/stats/small_sample.py gives it exactly for n of M)."""
     return (3 * np.sqrt(1 - f) - (1 - 2 * f) / np.sqrt(1 - f)) / 2
 
 

@@ -2,10 +2,15 @@
 COLING 2022; 10 story generators x 96 stories, the mean of three MTurk ratings per story and criterion, and the
 metrics the paper discusses), USR PersonaChat (Mehri & Eskenazi, ACL 2020; 5 systems x 60 contexts, Overall
 Quality) and SQuALITY (Wang et al., EMNLP 2022; 3 systems x 100 questions, overall), as benchmarks/active.py
-reads them.
+reads them; and a mean of three annotators' 0/1 labels (values 0, 1/3, 2/3, 1), not a rating and not a share:
+Circa (Louis, Roth & Radlinski, EMNLP 2020; tests/data/circa_judgements_1000.tsv, five crowd judgements of each
+indirect answer, CC BY-SA 4.0), its 10 situations as the systems (80-129 answers each), a segment's score the share of
+its first three judgements that chose a label (plain "Yes"; a hedged yes or no; "neither": in the middle, not sure,
+other) and the real predictor the share of the other two judgements (`--data circa`).
 
     nice python benchmarks/ppi_calibration.py               # 10, 20, 30, 60 rated, 2000 studies per cell
     python benchmarks/ppi_calibration.py --studies 300 --data usr --rated 10 30
+    nice python benchmarks/ppi_calibration.py --data circa  # the mean of 0/1 labels (MIN_RATED_BINARY_MEAN)
 
 Predictors, for every criterion: a useless one (the real predictor's scores shuffled among a system's items), the
 real ones (HANNA: the metric that correlates best with the criterion over segments; USR: the unigram F1 with the
@@ -41,6 +46,13 @@ from evalstudio.stats.ppi import resampled_studies
 ROOT = Path(__file__).resolve().parents[1]
 HANNA = ROOT / "examples" / "analyze" / "hanna"
 CRITERIA = ("Relevance", "Coherence", "Empathy", "Surprise", "Engagement", "Complexity")
+CIRCA = ROOT / "tests" / "data" / "circa_judgements_1000.tsv"
+# Circa's labels, as three 0/1 criteria (an annotator chose one of them or not)
+CIRCA_CRITERIA = {"yes": ("Yes",),
+                  "hedged": ("Probably yes / sometimes yes", "Probably no", "Yes, subject to some conditions"),
+                  "neither": ("In the middle, neither yes nor no", "I am not sure how X will interpret Y’s answer",
+                              "Other")}
+DATA = ("hanna", "usr", "squality", "circa")
 STUDY = 200  # rated + scored-only items of a study drawn from an unlimited population
 
 
@@ -86,6 +98,17 @@ def matrices(data: str) -> list[dict]:
             out.append({"data": data, "criterion": "Overall", "predictor": name,
                         "human": usr.pivot(index="system", columns="item", values="Overall"),
                         "prediction": usr.pivot(index="system", columns="item", values="f")})
+    elif data == "circa":
+        table = pd.read_csv(CIRCA, sep="\t")
+        judged = table["judgements"].str.split("#", expand=True)
+        for criterion, labels in CIRCA_CRITERIA.items():
+            chose = judged.isin(labels).to_numpy(float)
+            frame = pd.DataFrame({"system": table["context"], "item": table["id"],
+                                  "human": chose[:, :3].mean(1), "f": chose[:, 3:].mean(1)})
+            human = frame.pivot(index="system", columns="item", values="human")
+            out.append({"data": data, "criterion": f"{criterion}, 3 of 5 judgements",
+                        "predictor": "the other 2 judgements", "human": human,
+                        "prediction": frame.pivot(index="system", columns="item", values="f")})
     else:
         active = _active()
         wide = pd.read_csv(active.SQUALITY).pivot_table(index=["item", "system"], columns="criterion",
@@ -98,10 +121,13 @@ def matrices(data: str) -> list[dict]:
 
 
 def predictors(d: dict, rng) -> list[tuple[str, np.ndarray, np.ndarray]]:
-    """(name, human, prediction) arrays (systems x items): useless, the real predictor, good."""
+    """(name, human, prediction) arrays (systems x items): useless, the real predictor, good. NaN where a system
+    has no such item (Circa: each answer is in one situation), left so."""
     h, p = d["human"].to_numpy(float), d["prediction"].to_numpy(float)
-    useless = np.array([rng.permutation(row) for row in p])
-    good = h + rng.normal(0, 1, h.shape) * 0.5 * h.std(axis=1, keepdims=True)
+    useless = p.copy()
+    for row in useless:
+        row[~np.isnan(row)] = rng.permutation(row[~np.isnan(row)])
+    good = h + rng.normal(0, 1, h.shape) * 0.5 * np.nanstd(h, axis=1, keepdims=True)
     return [(f"useless ({d['predictor']} shuffled)", h, useless), (d["predictor"], h, p), ("good (r 0.9)", h, good)]
 
 
@@ -109,8 +135,10 @@ def cells(job: tuple) -> list[dict]:
     """One data set's criterion and predictor: every system and pair, size and population."""
     data, criterion, name, systems, h, p, sizes, studies, seed, all_pairs = job
     rng = np.random.default_rng(seed)
-    units = [(str(s), h[i], p[i]) for i, s in enumerate(systems)]
+    units = [(str(s), h[i][~np.isnan(h[i])], p[i][~np.isnan(h[i])]) for i, s in enumerate(systems)]
     pairs = combinations(range(len(systems)), 2) if all_pairs else zip(range(len(systems) - 1), range(1, len(systems)))
+    if np.isnan(h).any():  # systems rated on different items (Circa's situations): no per-item differences
+        pairs = []
     units += [(f"{systems[a]} - {systems[b]}", h[a] - h[b], p[a] - p[b]) for a, b in pairs]
     rows = []
     for unit, y, f in units:
@@ -130,7 +158,8 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rated", type=int, nargs="+", default=[10, 20, 30, 60])
     parser.add_argument("--studies", type=int, default=2000)
-    parser.add_argument("--data", nargs="+", default=["hanna", "usr", "squality"], choices=["hanna", "usr", "squality"])
+    parser.add_argument("--data", nargs="+", default=list(DATA[:3]), choices=DATA, help="circa: the mean of three "
+                        "annotators' 0/1 labels, calibrated on its own (analyze's MIN_RATED_BINARY_MEAN)")
     parser.add_argument("--seed", type=int, default=2022)
     parser.add_argument("--workers", type=int, default=os.cpu_count())
     parser.add_argument("--all-pairs", action="store_true", help="every pair of systems (HANNA: 45 a criterion), "
@@ -180,6 +209,15 @@ def report(rows: pd.DataFrame) -> None:
                   f"{low_c.covered_classical:.3f} [{low_c.unit}] | {low_p.covered_ppi:.3f} [{low_p.unit}] | "
                   + (f"{pairs.covered_classical.min():.3f} | {pairs.covered_ppi.min():.3f} |" if len(pairs)
                      else "- | - |"))
+    if (rows.data == "circa").any():
+        print("\nCirca (the mean of three annotators' 0/1 labels): the lowest coverage of any system at each size, over "
+              "its criteria and predictors (`analyze --ppi` prints such a criterion from MIN_RATED_BINARY_MEAN)\n")
+        print("| mean of 0/1 labels | population | rated | human only [criterion, system] | PPI++ [criterion, system] |")
+        print("|---|---|---:|---|---|")
+        for (population, rated), g in rows[rows.data == "circa"].groupby(["population", "rated"]):
+            low_c, low_p = g.loc[g.covered_classical.idxmin()], g.loc[g.covered_ppi.idxmin()]
+            print(f"| circa | {population} | {rated} | {low_c.covered_classical:.3f} [{low_c.criterion.split(',')[0]}, "
+                  f"{low_c.unit}] | {low_p.covered_ppi:.3f} [{low_p.criterion.split(',')[0]}, {low_p.unit}] |")
     print("\nOver everything: the lowest coverage of any system or pair at each size, and the labels a predictor is "
           "said to be worth (effective_n, the mean over studies) against what it was worth across them, on the system "
           "where they differed most either way\n")

@@ -15,16 +15,21 @@ def third_moment(values) -> float:
     return float(np.mean((v - v.mean()) ** 3))
 
 
-def hall_interval(estimate: float, se: float, skewness: float, q: float) -> tuple[float, float]:
+def hall_interval(estimate: float, se: float, skewness: float, q: float,
+                  constant: float | None = None) -> tuple[float, float]:
+    """`constant`: the skewness in the constant term g / 6 where it is not `skewness` (drawn without replacement)."""
+    constant = skewness if constant is None else constant
+
     def h(t):
-        return t + skewness * t ** 2 / 3 + skewness ** 2 * t ** 3 / 27 + skewness / 6
+        return t + skewness * t ** 2 / 3 + skewness ** 2 * t ** 3 / 27 + constant / 6
 
     upper_t = brentq(lambda t: h(t) - q, -1e6, 1e6, xtol=1e-13)
     lower_t = brentq(lambda t: h(t) + q, -1e6, 1e6, xtol=1e-13)
     return estimate - se * upper_t, estimate - se * lower_t
 
 
-def lengthened(estimate: float, se: float, skewness: float, q: float) -> tuple[float, float]:
+def lengthened(estimate: float, se: float, skewness: float, q: float,
+               constant: float | None = None) -> tuple[float, float]:
     """Hall's interval, but never shorter than estimate +- q se on either side."""
-    lo, hi = hall_interval(estimate, se, skewness, q)
+    lo, hi = hall_interval(estimate, se, skewness, q, constant)
     return min(lo, estimate - q * se), max(hi, estimate + q * se)

@@ -98,9 +98,12 @@ def test_the_interval_from_its_parts_on_a_tiny_table(finite):
     if finite:
         estimate = (n * y.mean() + big_n * theta) / m
         se = np.sqrt((1 - n / m) * np.var(residual, ddof=1) / n)
-        share = n / m  # Hall's g without replacement (Babu & Singh 1985): (3 sqrt(1 - f) - (1 - 2f) / sqrt(1 - f)) / 2
-        factor = (3 * np.sqrt(1 - share) - (1 - 2 * share) / np.sqrt(1 - share)) / 2
-        skewness, human = factor * skewness_of_mean(residual), factor * skewness_of_mean(y)
+        # without replacement (docs/analyze.md): the mean's exact skewness ratio b (Cochran 1977) on Hall's
+        # constant, c = (3a - b) / 2 on his quadratic term, a the covariance of the mean with the variance's
+        a = np.sqrt((m - n) * (m - 1)) / (m - 2)
+        b = np.sqrt(m - 1) * (m - 2 * n) / ((m - 2) * np.sqrt(m - n))
+        factors = (3 * a - b) / 2, b
+        skewness, human = skewness_of_mean(residual), skewness_of_mean(y)
     else:
         estimate = theta
         parts = np.var(lam.mean() * f_u, ddof=1) / big_n, np.var(residual, ddof=1) / n
@@ -108,8 +111,9 @@ def test_the_interval_from_its_parts_on_a_tiny_table(finite):
         skewness = (third_moment(lam.mean() * f_u) / big_n ** 2 + third_moment(residual) / n ** 2) / (
             np.var(lam.mean() * f_u) / big_n + parts[1]) ** 1.5
         human = skewness_of_mean(y)
+        factors = 1.0, 1.0
     skewness = human if abs(human) > abs(skewness) else skewness  # never less skewed than the human scores' mean
-    lo, hi = lengthened(estimate, se, skewness, stats.t.ppf(0.975, n - 1))
+    lo, hi = lengthened(estimate, se, factors[0] * skewness, stats.t.ppf(0.975, n - 1), factors[1] * skewness)
     ours = ppi_mean(y, f, f_u, finite=finite)
     assert (ours.estimate, ours.se, ours.lam) == pytest.approx((estimate, se, lam.mean()), abs=1e-12)
     assert (ours.lo, ours.hi) == pytest.approx((lo, hi), abs=1e-9)
@@ -397,39 +401,45 @@ def test_systems_rated_on_different_items_get_means_and_the_reason_there_is_no_d
     assert "the most any pair shares: 0" in pairs["reason"].iat[0] and "ppi_systems.csv" in pairs["reason"].iat[0]
 
 
-@pytest.mark.parametrize("size, rated", [(9, 2), (9, 4), (10, 5), (10, 7), (11, 3)])
-def test_the_moments_behind_the_without_replacement_factor_are_exact(size, rated):
-    """The two moments `without_replacement_factor` is derived from (docs/analyze.md), against every sample of
-    `rated` of a skewed set of `size` (all of them enumerated): E(mean - mu)^3 = (M - n)(M - 2n) / ((M - 1)(M - 2))
-    mu3 / n^2 and Cov(mean, s^2) = (M - n) M / ((M - 1)(M - 2)) mu3 / n; and their large-set limits give the factor:
-    (3 sqrt(1 - f) - (1 - 2f) / sqrt(1 - f)) / 2, from the covariance's sqrt(1 - f) and the mean's (1 - 2f) /
-    sqrt(1 - f) (with replacement both are 1)."""
+@pytest.mark.parametrize("size, rated", [(9, 2), (9, 4), (10, 5), (10, 7), (11, 3), (10, 9)])
+def test_the_without_replacement_factors_are_the_exact_moments_of_every_sample(size, rated):
+    """`without_replacement_factors` against every sample of `rated` of a skewed set of `size` (all enumerated): b
+    is the mean's standardised skewness E(mean - mu)^3 / Var(mean)^1.5 over the one drawn with replacement,
+    mu3 / (sigma^3 sqrt(n)) (Cochran 1977's moments: negative past half the set), and a, the covariance of the mean
+    with the variance over sd(mean) S^2, over the same; c = (3a - b) / 2 (docs/analyze.md)."""
     from itertools import combinations
 
-    from evalstudio.stats.small_sample import without_replacement_factor
+    from evalstudio.stats.small_sample import without_replacement_factors
 
     x = np.random.default_rng(size * rated).exponential(size=size)
-    mu, m3 = x.mean(), np.mean((x - x.mean()) ** 3)
+    mu, sigma, big_s = x.mean(), x.std(), x.std(ddof=1)
+    with_replacement = np.mean((x - mu) ** 3) / sigma ** 3 / np.sqrt(rated)
     samples = x[np.array(list(combinations(range(size), rated)))]
     mean, var = samples.mean(1), samples.var(1, ddof=1)
-    exact = (size - rated) / ((size - 1) * (size - 2))
-    assert np.mean((mean - mu) ** 3) == pytest.approx(exact * (size - 2 * rated) * m3 / rated ** 2, rel=1e-9, abs=1e-12)
-    assert np.mean((mean - mu) * (var - var.mean())) == pytest.approx(exact * size * m3 / rated, rel=1e-9)
-    f = rated / size
-    mean_part, covariance_part = (1 - 2 * f) / np.sqrt(1 - f), np.sqrt(1 - f)  # their M -> infinity limits
-    assert without_replacement_factor(f) == pytest.approx((3 * covariance_part - mean_part) / 2, rel=1e-12)
+    sd = np.sqrt(np.mean((mean - mu) ** 2))
+    b = np.mean((mean - mu) ** 3) / sd ** 3 / with_replacement
+    a = np.mean((mean - mu) * (var - big_s ** 2)) / (sd * big_s ** 2) / with_replacement
+    c, b_code = without_replacement_factors(rated, size)
+    assert (b_code, c) == (pytest.approx(b, rel=1e-9, abs=1e-12), pytest.approx((3 * a - b) / 2, rel=1e-9))
+    assert np.sign(np.round(b, 9)) == np.sign(size - 2 * rated) and c > 0
 
 
-# (the values a criterion's human scores take, rated segments of a system's 80): a share (two values) is printed from
-# MIN_RATED_TWO_VALUED, a rating from MIN_RATED
-TWO_VALUED = [((0.0, 1.0), 20, False), ((0.0, 1.0), 40, True), ((1.0, 2.0, 3.0, 4.0, 5.0), 20, True)]
+# (the values an annotator's label takes, annotators per segment, rated segments of a system's 80): a share (two
+# values, one annotator) is printed from MIN_RATED_TWO_VALUED, a mean of several annotators' 0/1 labels from
+# MIN_RATED_BINARY_MEAN, a rating from MIN_RATED
+TWO_VALUED = [((0.0, 1.0), 1, 20, False), ((0.0, 1.0), 1, 40, True), ((1.0, 2.0, 3.0, 4.0, 5.0), 1, 20, True),
+              ((0.0, 1.0), 3, 40, False), ((0.0, 1.0), 3, 60, True)]
 
 
-@pytest.mark.parametrize("values, rated, printed", TWO_VALUED)
-def test_a_share_is_given_from_the_size_its_own_calibration_holds(tmp_path, values, rated, printed):
-    """A criterion whose human scores take two values (a share) was calibrated on GPT-4o's stance labels, not on
-    the ratings analyze's from-10 rule rests on: below 30 rated segments its interval is not printed, and the reason
-    says so (h69: a rare class's interval covered 0.843 at 10 labels)."""
+@pytest.mark.parametrize("values, annotators, rated, printed", TWO_VALUED)
+def test_a_share_is_given_from_the_size_its_own_calibration_holds(tmp_path, values, annotators, rated, printed):
+    """A criterion whose human scores take two values (a share) was calibrated on GPT-4o's stance labels, the mean
+    of three annotators' 0/1 labels (0, 1/3, 2/3, 1) on Circa, not on the ratings analyze's from-10 rule rests on:
+    below MIN_RATED_TWO_VALUED and MIN_RATED_BINARY_MEAN rated segments their intervals are not printed, and the
+    reason says so (a rare class's interval covered 0.843 at 10 labels; h69: the mean of three, before treated as a
+    rating and printed from 10, covered 0.5 there)."""
+    from evalstudio.exporters.analyses import ppi
+
     from .test_analyze_input import invoke, write
 
     rng = np.random.default_rng(5)
@@ -437,11 +447,11 @@ def test_a_share_is_given_from_the_size_its_own_calibration_holds(tmp_path, valu
     for system in ("a", "b"):
         for i in range(80):
             truth = rng.random()
-            value = values[min(int(truth * len(values)), len(values) - 1)]
             scores.append({"item": f"i{i}", "system": system, "metric": "m", "value": truth + rng.normal(0, 0.2)})
-            if i < rated:
-                ratings.append({"item": f"i{i}", "system": system, "annotator": "x", "criterion": "q",
-                                "value": value})
+            for k in range(annotators if i < rated else 0):
+                value = values[min(int((truth + 0.2 * k - 0.2) * len(values)), len(values) - 1)]
+                ratings.append({"item": f"i{i}", "system": system, "annotator": f"x{k}", "criterion": "q",
+                                "value": max(value, min(values))})
     pd.DataFrame(ratings).to_csv(tmp_path / "r.csv", index=False)
     pd.DataFrame(scores).to_csv(tmp_path / "m.csv", index=False)
     spec = write(tmp_path, "spec.yaml", f"criteria:\n  q: {{scale: interval, min: {min(values)}, max: {max(values)}}}\n")
@@ -450,7 +460,8 @@ def test_a_share_is_given_from_the_size_its_own_calibration_holds(tmp_path, valu
     assert result.exit_code == 0, result.output
     systems = pd.read_csv(tmp_path / "out" / "ppi_systems.csv", keep_default_na=False)
     assert ("system" in systems and (systems["system"] != "").sum() == 2) == printed, systems
-    assert ("a criterion with two values" in " ".join(systems.get("reason", []))) == (not printed), systems
+    reason = ppi.BELOW_MIN_RATED_TWO_VALUED if annotators == 1 else ppi.BELOW_MIN_RATED_BINARY_MEAN
+    assert (reason in " ".join(systems.get("reason", []))) == (not printed), systems
 
 
 def test_the_share_reason_cites_the_stance_table():
@@ -468,3 +479,25 @@ def test_the_share_reason_cites_the_stance_table():
     assert f"covered {lowest[10]:.3f}" in ppi.BELOW_MIN_RATED_TWO_VALUED, lowest
     assert f"{lowest[30]:.3f} at least from 30" in ppi.BELOW_MIN_RATED_TWO_VALUED, lowest
     assert re.search(r"from (\d+) rated", ppi.BELOW_MIN_RATED_TWO_VALUED)[1] == str(ppi.MIN_RATED_TWO_VALUED)
+
+
+def test_the_binary_mean_reason_cites_the_circa_table():
+    """The mean of several annotators' 0/1 labels is printed from the smallest size from which every Circa system was
+    covered at least 0.93 at that size and every larger one (docs/analyze.md's Circa rows, both populations,
+    human-only and PPI++), and its reason cites the lowest coverage at the size below and at that size."""
+    import re
+
+    from evalstudio.exporters.analyses import ppi
+
+    rows = [r for r in _table_rows("analyze.md", 5) if r[0] == "circa"]
+    lowest = {}
+    for r in rows:
+        low = min(float(c.split()[0]) for c in r[3:5])
+        lowest[int(r[2])] = min(low, lowest.get(int(r[2]), 1.0))
+    assert sorted(lowest) == [10, 20, 30, 60], rows
+    held = [size for size in sorted(lowest) if all(lowest[s] >= 0.93 for s in lowest if s >= size)]
+    assert ppi.MIN_RATED_BINARY_MEAN == held[0]
+    below = max(s for s in lowest if s < held[0])
+    text = ppi.BELOW_MIN_RATED_BINARY_MEAN
+    assert f"covered {lowest[below]:.3f} at {below}" in text and f"{lowest[held[0]]:.3f} at least from {held[0]}" in text
+    assert re.search(r"from (\d+) rated", text)[1] == str(ppi.MIN_RATED_BINARY_MEAN)

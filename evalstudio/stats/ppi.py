@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from .small_sample import skew_corrected_interval, skewness_of_sum, without_replacement_factor
+from .small_sample import skew_corrected_interval, skewness_of_sum, without_replacement_factors
 
 
 @dataclass(frozen=True)
@@ -168,19 +168,19 @@ def _estimates(y, f, big_n: int, moments, alpha: float, lam, interval: str, fini
     if finite:
         # the n rated items drawn without replacement from the M = n + N of the set, the set's mean the target:
         # (n ybar + N theta) / M, the difference estimator (Sarndal et al. 1992, 6.3); its variance
-        # (1 - n/M) var(y - lambda f) / n, the finite-population correction. Hall's g is the studentised mean's
-        # skewness over -2 (with replacement); drawn without, the mean's own skewness scales by (1 - 2f) / sqrt(1 - f)
-        # and its covariance with the variance (the larger part) by sqrt(1 - f), f = n/M: g scales by their
-        # combination (`without_replacement_factor`, derived here; docs/analyze.md; not compared with Babu & Singh
-        # 1985, J. Multivariate Anal. 17, the Edgeworth expansion without replacement).
-        # With the mean's factor alone, 30 of USR's 60 responses rated 4.8 of 5 were covered 0.926, with this 0.960
+        # (1 - n/M) var(y - lambda f) / n, the finite-population correction. Hall's g is the mean's skewness drawn
+        # with replacement; drawn without, his quadratic term's g scales by c and his constant's by b
+        # (`without_replacement_factors`: b the mean's own skewness's exact ratio, c the studentised mean's first-
+        # order one, which also holds the mean's covariance with the variance; docs/analyze.md). With b in both,
+        # 30 of USR's 60 responses rated 4.8 of 5 were covered 0.926; with c in both (before h69), c's constant
+        # lengthened the interval at f = 3/4 by a quarter more than the expansion says
         share = n / (n + big_n)
         estimate = share * classical + (1 - share) * estimate
         se = np.sqrt((1 - share) * var_r / (n - ddof))
         classical_se = np.sqrt(1 - share) * classical_se
-        correction = without_replacement_factor(share)
-        skew = correction * skewness_of_sum([(var_r / n, m3_r / n ** 2)])
-        classical_skew = correction * skewness_of_sum([(var_y / n, m3_y / n ** 2)])
+        skew = skewness_of_sum([(var_r / n, m3_r / n ** 2)])
+        classical_skew = skewness_of_sum([(var_y / n, m3_y / n ** 2)])
+        factor, constant_factor = without_replacement_factors(n, n + big_n)
     else:
         imputed_var = lam ** 2 * var_u  # of lambda-bar f over the unlabelled items
         se = np.sqrt(imputed_var / max(big_n - ddof, 1) + var_r / (n - ddof))
@@ -188,6 +188,7 @@ def _estimates(y, f, big_n: int, moments, alpha: float, lam, interval: str, fini
         skew = skewness_of_sum([(imputed_var / big_n, lam ** 3 * m3_u / big_n ** 2),
                                 (var_r / (n - ddof), m3_r / n ** 2)])
         classical_skew = skewness_of_sum([(var_y / n, m3_y / n ** 2)])
+        factor = constant_factor = 1.0
     if lam_given is None:
         # never less skewed than the human scores' mean: where a rare tail drives both the scores and the errors
         # the residuals' skewness, from few labels, understated it (USR's system rated 4.8 of 5 with a predictor of
@@ -195,8 +196,9 @@ def _estimates(y, f, big_n: int, moments, alpha: float, lam, interval: str, fini
         skew = np.where(np.abs(classical_skew) > np.abs(skew), classical_skew, skew)
     if interval == "t":
         q = stats.t.ppf(1 - alpha / 2, n - 1)
-        lo, hi = skew_corrected_interval(estimate, se, skew, q, labels=y)
-        classical_lo, classical_hi = skew_corrected_interval(classical, classical_se, classical_skew, q, labels=y)
+        lo, hi = skew_corrected_interval(estimate, se, factor * skew, q, y, constant_factor * skew)
+        classical_lo, classical_hi = skew_corrected_interval(classical, classical_se, factor * classical_skew, q, y,
+                                                             constant_factor * classical_skew)
     else:
         z = stats.norm.ppf(1 - alpha / 2)
         lo, hi, classical_lo, classical_hi = (estimate - z * se, estimate + z * se, classical - z * classical_se,

@@ -63,21 +63,30 @@ def skewness_of_sum(parts) -> np.ndarray:
         return np.nan_to_num(np.where(var > 0, k3 / np.maximum(var, 1e-300) ** 1.5, 0.0))
 
 
-def without_replacement_factor(share) -> np.ndarray:
-    """The factor on Hall's g (the studentised mean's skewness over -2) when n of a set of M are drawn without
-    replacement, f = n / M the share: (3 sqrt(1 - f) - (1 - 2f) / sqrt(1 - f)) / 2, to first order in 1/sqrt(n).
-    The studentised mean's third cumulant is the mean's own minus 3 times the mean's covariance with the variance
-    (scaled); without replacement the first scales by (1 - 2f) / sqrt(1 - f), the second by sqrt(1 - f) (from the
-    exact moments E(mean - mu)^3 = (M - n)(M - 2n) / ((M - 1)(M - 2)) mu3 / n^2 and Cov(mean, s^2) = (M - n) M /
-    ((M - 1)(M - 2)) mu3 / n). Derived in this project (docs/analyze.md, checked by simulation in
-    benchmarks/finite_skewness.py), for comparison with Babu & Singh 1985 (J. Multivariate Anal. 17), which it was
-    not compared with.
+def without_replacement_factors(rated, size) -> tuple[np.ndarray, np.ndarray]:
+    """(c, b): the factors on Hall's g when `rated` of a set of `size` are drawn without replacement (g: the mean's
+    skewness drawn with replacement). b is the exact ratio of the mean's own standardised skewness: from Cochran's
+    (1977, "Sampling Techniques", 3rd ed., Theorem 2.2 and its third-moment analogue; Sukhatme) E(mean - mu)^3 =
+    (M - n)(M - 2n) / (n^2 (M - 1)(M - 2)) mu3 and Var(mean) = (M - n) S^2 / (M n), b = sqrt(M - 1)(M - 2n) /
+    ((M - 2) sqrt(M - n)), about (1 - 2f) / sqrt(1 - f) for f = n / M: 0 at f = 1/2 and negative above, where the
+    mean is skewed the other way. The studentised mean's skewness also holds the mean's covariance with the
+    variance, (M - n) M mu3 / ((M - 1)(M - 2) n), whose factor is a = sqrt((M - n)(M - 1)) / (M - 2), about
+    sqrt(1 - f); its third cumulant is then -2 c g to first order in 1/sqrt(n), c = (3a - b) / 2, and its mean -a g /
+    2. In Hall's transformation c is the factor on g T^2 / 3 (the quadratic term, which makes the interval longer on
+    the skewed side) and b the one on the constant g / 6 (derived in this project: docs/analyze.md; the Edgeworth
+    polynomial k1 + k3 (x^2 - 1) / 6 with k1 = -a g / 2 and k3 = -2 c g; not compared with Babu & Singh 1985).
+    tests/test_ppi.py checks a and b against every sample of small sets.
 
-    >>> [round(float(without_replacement_factor(f)), 4) for f in (0.0, 0.5, 0.75)]
-    [1.0, 1.0607, 1.25]
+    >>> c, b = without_replacement_factors([10, 30, 72], 96)
+    >>> c.round(4).tolist(), b.round(4).tolist()
+    ([1.0175, 1.0338, 1.2699], [0.8498, 0.4595, -1.0159])
     """
-    f = np.asarray(share, dtype=float)
-    return (3 * np.sqrt(1 - f) - (1 - 2 * f) / np.sqrt(1 - f)) / 2
+    n, big_m = np.asarray(rated, dtype=float), np.asarray(size, dtype=float)
+    if np.any(n < 1) or np.any(big_m < n + 1) or np.any(big_m < 3):
+        raise ValueError(f"without_replacement_factors: needs 1 <= rated < size and size >= 3, got {rated} of {size}")
+    a = np.sqrt((big_m - n) * (big_m - 1)) / (big_m - 2)
+    b = a * (big_m - 2 * n) / (big_m - n)
+    return (3 * a - b) / 2, b
 
 
 def third_cumulant_of_mean(values, axis: int = -1) -> np.ndarray:
@@ -87,12 +96,15 @@ def third_cumulant_of_mean(values, axis: int = -1) -> np.ndarray:
     return ((z - z.mean(axis, keepdims=True)) ** 3).mean(axis) / n ** 2
 
 
-def skew_corrected_interval(estimate, se, skewness, quantile, labels=None) -> tuple[np.ndarray, np.ndarray]:
+def skew_corrected_interval(estimate, se, skewness, quantile, labels=None,
+                            constant=None) -> tuple[np.ndarray, np.ndarray]:
     """(lo, hi): Hall's (1992) interval for a mean from its estimate, standard error, the estimator's skewness and
     the symmetric quantile (a t or normal one), lengthened on the skewed side and never shortened on the other (the
     interval estimate +- quantile x se is kept there). Vectorised over studies. `labels`: the human labels behind
     each estimate (a row per study, NaN where none); where they are all 0 or 1 (`zero_one`) the skewness is not
-    used: a share keeps the t interval.
+    used: a share keeps the t interval. `constant`: the skewness in Hall's constant term g / 6 where it differs
+    from the one in his quadratic term (drawn without replacement: `without_replacement_factors`); by default the
+    same.
 
     Why never shorter: the skewness is estimated from the same sample, and where a few large values dominate it
     (a judge's rare big errors, in a prediction-powered mean) it follows the ones that happened to be drawn, which
@@ -106,16 +118,18 @@ def skew_corrected_interval(estimate, se, skewness, quantile, labels=None) -> tu
     >>> round(float(4.8 - lo), 3), round(float(hi - 4.8), 3)  # Hall's upper end would be 0.175 above
     (0.24, 0.2)
     """
+    constant = skewness if constant is None else constant
     if labels is not None:
         skewness = np.where(zero_one(labels), 0.0, skewness)
-    estimate, se, g, q = np.broadcast_arrays(*(np.asarray(a, dtype=float) for a in (estimate, se, skewness,
-                                                                                  quantile)))
+        constant = np.where(zero_one(labels), 0.0, constant)
+    estimate, se, g, g0, q = np.broadcast_arrays(*(np.asarray(a, dtype=float) for a in (estimate, se, skewness,
+                                                                                      constant, quantile)))
 
     def inverse(x):
         a = g / 3
         with np.errstate(invalid="ignore", divide="ignore"):
-            exact = (np.cbrt(1 + 3 * a * (x - g / 6)) - 1) / a
-        return np.where(np.abs(a) > 1e-9, exact, x - g / 6)
+            exact = (np.cbrt(1 + 3 * a * (x - g0 / 6)) - 1) / a
+        return np.where(np.abs(a) > 1e-9, exact, x - g0 / 6)
 
     return np.minimum(estimate - se * inverse(q), estimate - q * se), np.maximum(estimate - se * inverse(-q),
                                                                                estimate + q * se)

@@ -48,6 +48,17 @@ BELOW_MIN_RATED_TWO_VALUED = ("a criterion with two values (a share) is given fr
                               "GPT-4o's stance labels (Candès, Ilyas & Zrnic 2025), the share that disagrees (a fifth) "
                               "was covered 0.843-0.865 at 10 labels and 0.917-0.936 at 20, with every strategy "
                               "(human-only too), 0.934 at least from 30: docs/active.md")
+# A criterion whose annotators' labels take two values (yes/no, 0/1) with two or more annotators on a segment: its
+# segment score is the share of them that said yes (0, 1/3, 2/3, 1 with three), neither a rating nor a share, and was
+# calibrated on its own (benchmarks/ppi_calibration.py --data circa: three of Circa's five judgements of each
+# answer, its 10 situations as the systems; docs/analyze.md). Detected on the labels, not the means, so that a
+# criterion is one whatever its segments happened to average; a rating whose annotators used two values only is
+# counted as one too (it is then printed from this size, the stricter rule).
+MIN_RATED_BINARY_MEAN = 60
+BELOW_MIN_RATED_BINARY_MEAN = ("the mean of several annotators' two-valued labels (yes/no, 0/1) is given from 60 rated "
+                               "segments: drawn from three of Circa's five judgements of each answer (Louis, Roth & "
+                               "Radlinski 2020), a rare label's (3-13% of the judgements) mean was covered 0.884 at 30 "
+                               "(0.516 at 10), human-only and PPI++ alike, 0.938 at least from 60: docs/analyze.md")
 BELOW_MIN_RATED_EFFECTIVE_N = {
     "finite": "below, drawn from HANNA's published ratings, it overstated what a good predictor was worth to one "
               "system by 15% at 30 rated segments (said 150 labels, worth 131): docs/analyze.md",
@@ -82,6 +93,18 @@ def _row(y, f, f_u, left_out: int, alpha: float, population: str) -> dict:
     return row
 
 
+def least_rated(ratings: pd.DataFrame, criterion: str, human: np.ndarray, population: str) -> tuple[int, str]:
+    """(the fewest rated segments a system needs, the reason below it) for a criterion: a share (its segment scores
+    take two values) from MIN_RATED_TWO_VALUED, a mean of several annotators' two-valued labels from
+    MIN_RATED_BINARY_MEAN, a rating from MIN_RATED."""
+    labels = pd.to_numeric(ratings.loc[ratings["criterion"] == criterion, "value"], errors="coerce").dropna()
+    if np.unique(human[~np.isnan(human)]).size <= 2:
+        return max(MIN_RATED[population], MIN_RATED_TWO_VALUED), BELOW_MIN_RATED_TWO_VALUED
+    if labels.nunique() <= 2:
+        return max(MIN_RATED[population], MIN_RATED_BINARY_MEAN), BELOW_MIN_RATED_BINARY_MEAN
+    return MIN_RATED[population], BELOW_MIN_RATED[population]
+
+
 def size_notes(systems: pd.DataFrame, pairs: pd.DataFrame, population: str = "finite") -> list[str]:
     """What was not printed for too few rated segments, and why (the calibration's sizes)."""
     rated = pd.concat([systems["n_labelled"], pairs["n_labelled"]]) if len(systems) or len(pairs) else pd.Series([])
@@ -114,9 +137,7 @@ def ppi_tables(ratings: pd.DataFrame, metrics: pd.DataFrame, spec: Spec, metric:
             continue
         human, prediction = segment_matrices(ratings, metrics, criterion, metric)
         h, p = human.to_numpy(dtype=float), prediction.to_numpy(dtype=float)
-        two_valued = np.unique(h[~np.isnan(h)]).size <= 2
-        least = max(MIN_RATED[population], MIN_RATED_TWO_VALUED) if two_valued else MIN_RATED[population]
-        below = BELOW_MIN_RATED_TWO_VALUED if two_valued else BELOW_MIN_RATED[population]
+        least, below = least_rated(ratings, criterion, h, population)
         labelled, unlabelled = ~np.isnan(h) & ~np.isnan(p), np.isnan(h) & ~np.isnan(p)
         left_out = ~np.isnan(h) & np.isnan(p)
         base = {"criterion": criterion, "metric": metric}
