@@ -237,6 +237,8 @@ def test_the_summary_printed_to_a_pipe_is_never_cut(llm, tmp_path):
     line = next(line for line in done.stdout.splitlines() if name in line)
     assert "dialogue" in line and "2 (malformed answer (2))" in line
     assert "…" not in done.stdout
+    # the next step's command is whole on its line, to be copied (it was wrapped at 80 columns inside the command)
+    assert f"`evalstudio analyze --protocol dialogue --metrics {tmp_path / 'out'}/metrics.csv`" in done.stdout
 
 
 def test_a_cache_that_cannot_be_written_says_so(tmp_path):
