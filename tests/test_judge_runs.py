@@ -128,6 +128,23 @@ def test_the_lists_of_a_part_are_told_apart_in_metrics(circa_run):
         assert versions == expected, item
 
 
+def test_analyze_on_both_lists_scores_says_to_keep_one_project(circa_run):
+    """The command the judge prints after judging circa from files (`analyze --metrics out/metrics.csv`) met a
+    second score per item and system (one per list of Part II) and said only "a second score of this metric":
+    each refusal now names the row's project and the fix, keeping one project's rows (met by s65)."""
+    from evalstudio.base.errors import InvalidInput
+    from evalstudio.readers.ratings import read_metrics
+    from evalstudio.readers.spec import read_spec
+
+    folder, _ = circa_run
+    spec = read_spec(ROOT / "examples" / "analyze" / "circa_mturk.yaml")
+    with pytest.raises(InvalidInput) as caught:
+        read_metrics(folder / "out" / "metrics.csv", spec, list(spec.criteria))
+    said = [str(p) for p in caught.value.problems]
+    assert said and all("second score" in p and "project 'circa_part2_list2'" in p and "keep one project's rows" in p
+                        for p in said), said[:2]
+
+
 def test_a_run_killed_resumes_asking_only_what_was_not_committed(llm, tmp_path):
     """kill -9 while answers are being cached (the server answers 10 requests, then holds the rest): the answers
     committed by then (at most the uncommitted batch is lost) are not asked again; the same command asks exactly the
@@ -220,6 +237,8 @@ def test_the_summary_printed_to_a_pipe_is_never_cut(llm, tmp_path):
     line = next(line for line in done.stdout.splitlines() if name in line)
     assert "dialogue" in line and "2 (malformed answer (2))" in line
     assert "…" not in done.stdout
+    # the next step's command is whole on its line, to be copied (it was wrapped at 80 columns inside the command)
+    assert f"`evalstudio analyze --protocol dialogue --metrics {tmp_path / 'out'}/metrics.csv`" in done.stdout
 
 
 def test_a_cache_that_cannot_be_written_says_so(tmp_path):

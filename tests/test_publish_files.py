@@ -82,6 +82,31 @@ def test_a_study_run_on_mturk_is_published_from_its_batch_file(tmp_path, rejecte
     assert len(pd.read_parquet(out / "data_release" / "data" / "ratings.parquet")) == len(kept)
 
 
+def test_a_nested_json_file_is_published_with_every_criterions_agreement(tmp_path):
+    """`publish --ratings` takes any file `analyze` reads: USR's published nested JSON (three of its criteria) was
+    refused ("unknown file type '.json'", its table read for MTurk columns a nested file does not have). Every
+    criterion's HEDS 4.3.11 gives the alpha and counts `analyze` gives on the release (issue 65.8, met by s65)."""
+    from .conftest import ROOT
+
+    spec = tmp_path / "usr.yaml"
+    spec.write_text((ROOT / "tests" / "data" / "usr" / "overall.yaml").read_text() +
+                    "  Natural: {scale: interval, min: 1, max: 3}\n  Engaging: {scale: interval, min: 1, max: 3}\n")
+    out = tmp_path / "pub"
+    done = run("publish", "--ratings", str(ROOT / "tests" / "data" / "usr" / "pc_usr_data.json"), "--spec", str(spec),
+               "-o", str(out), "--key-file", str(tmp_path / "key"), "--bootstrap", "20")
+    assert done.returncode == 0, done.stderr
+    analysed = run("analyze", str(out / "data_release" / "data" / "ratings.csv"), "--spec",
+                   str(out / "data_release" / "spec.yaml"), "-o", str(tmp_path / "analysis"), "--bootstrap", "20")
+    assert analysed.returncode == 0, analysed.stderr
+    heds = {a["number"]: a["answer"] for a in json.loads((out / "datasheet.json").read_text())["heds"]}
+    rows = pd.read_csv(tmp_path / "analysis" / "agreement.csv")
+    assert sorted(rows["criterion"]) == ["Engaging", "Natural", "Overall"]
+    for row in rows.itertuples():
+        said = heds[f"4.3.11 [{row.criterion}]"]
+        assert f"Krippendorff's alpha ({row.scale}) {row.alpha:.3f}" in said, said
+        assert f"{row.ratings} ratings by {row.annotators} annotators" in said, said
+
+
 @pytest.mark.parametrize("reward, seconds, rate", [
     ("$0.50", None, True),  # the batch's own work times (median 21 s): an effective rate
     ("$0.50", "1", False),  # one second an assignment: no person reads and rates a Circa item that fast

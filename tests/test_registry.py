@@ -169,6 +169,27 @@ def test_a_config_error_names_the_xml_file_and_the_controls_line(tmp_path, monke
         assert f"(the config of {path}:{start}: projects.{entry})" in str(caught.value)
 
 
+@pytest.mark.parametrize("edit, attribute", [
+    (lambda xml: xml.replace('name="information_content" toName="response"',
+                             'name="information_content" toName="respons"'), 'toName="respons"'),
+    (lambda xml: xml.replace('name="information_content" toName="response"',
+                             'name="information_content" toName="response" bogus="x'), None),
+], ids=["toName-names-no-object", "not-xml"])
+def test_label_studio_s_own_check_of_a_config_names_the_line(tmp_path, monkeypatch, edit, attribute):
+    """A config Label Studio's schema refuses (a control's toName naming no object) or that is no XML named the file
+    without a line (`/abs/labeling_configs/dialogue.xml: invalid labeling config: toName="respons" not found`): now
+    `labeling_configs/dialogue.xml:LINE:`, the line of the control the message names (or of the syntax error)."""
+    monkeypatch.chdir(tmp_path)
+    path = _copy_registry(tmp_path, lambda p: None)
+    config = Path("labeling_configs") / "dialogue.xml"
+    config.write_text(edit(config.read_text()))
+    with pytest.raises(RegistryError) as caught:
+        registry.load(path).entry("dialogue").interface
+    said = str(caught.value)
+    assert said.startswith(f"{config}:{_xml_line(config, 'information_content')}: invalid labeling config: "), said
+    assert attribute is None or attribute in said
+
+
 def test_titles_fit_label_studio(reg):
     assert all(3 <= len(p.title) <= 50 for p in reg)
 

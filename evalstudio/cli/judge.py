@@ -89,4 +89,5 @@ def judge(
                                                         "`evalstudio report` compares them with the annotators'; "
                                                         "annotations.csv: every answer (`active draw "
                                                         "--criterion has_error`)"
-                                                        if spans else "") + ")", highlight=False, markup=False)
+                                                        if spans else "") + ")", highlight=False, markup=False,
+                  soft_wrap=True)  # (the command whole on its line, to be copied)

@@ -127,8 +127,10 @@ def publish_ratings(path: Path, spec, stage: Path, key_file: Path, output: Path,
 
     key = release.read_key(key_file, output)
     tidy, spec = read_ratings(path, spec)
-    frame, lines = read_table(path)
-    batch = batch_facts(frame)
+    batch = None
+    if spec.layout != "nested":  # (a nested JSON file is no table: it has no MTurk batch's columns)
+        frame, lines = read_table(path)
+        batch = batch_facts(frame)
     seconds = dict(zip(lines, batch["seconds"].reindex(frame.index))) if batch else {}
     values = tidy["value"].copy()
     for name, crit in spec.criteria.items():  # ordinal labels are read as their position: released as the label

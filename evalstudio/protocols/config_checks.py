@@ -3,6 +3,7 @@ right kind, range and labels; every control of the config is described; `compare
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from xml.parsers import expat
 
@@ -47,6 +48,25 @@ def config_lines(text: str) -> tuple[dict[str, int], int | None]:
         pass
     source = next((n for n, line in enumerate(text.splitlines(), 1) if "$source" in line), None)
     return lines, source
+
+
+def schema_error_line(text: str, message: str) -> int | None:
+    """The 1-based line of the tag that Label Studio's refusal of a config names (the first tag holding one of the
+    message's attr="value" pairs, e.g. toName="respons"), else of the XML's syntax error; None where neither is
+    found."""
+    wanted = re.findall(r'(\w+)="([^"]*)"', message)
+    found: list[int] = []
+    parser = expat.ParserCreate()
+
+    def start(tag, attributes):
+        if not found and any(attributes.get(key) == value for key, value in wanted):
+            found.append(parser.CurrentLineNumber)
+    parser.StartElementHandler = start
+    try:
+        parser.Parse(text, True)
+    except expat.ExpatError as e:
+        return found[0] if found else e.lineno
+    return found[0] if found else None
 
 
 def check_against_config(project) -> list[str]:

@@ -218,7 +218,11 @@ class Project(BaseModel):
                 if len(_VALID_CONFIGS) < 256:
                     _VALID_CONFIGS.add(self.label_config)
         except Exception as e:  # the SDK raises several exception types for bad XML
-            raise RegistryError(f"{self.config_path}: invalid labeling config: {e}") from e
+            from .config_checks import schema_error_line, shown_path
+
+            line = schema_error_line(config, str(e))
+            raise RegistryError(f"{shown_path(self.config_path)}{f':{line}' if line else ''}: invalid labeling "
+                                f"config: {e}") from e
         return li
 
     def slots(self, criterion: str | None = None) -> list[Slot]:

@@ -331,7 +331,7 @@ def _read_metrics(path: Path, spec: Spec, criteria) -> pd.DataFrame:
         problems.add_rows(~p_ok & ~blank, lines, confidence, lambda i: f"'{said[i][:40]}' is not a probability in [0, 1]")
         table["confidence"] = np.where(blank, np.nan, p)
     duplicated = duplicated_rows(table, ["item", "system", "metric", "criterion"])
-    problems.add_rows(duplicated, lines, "item", "a second score of this metric for this item and system")
+    problems.add_rows(duplicated, lines, "item", _second_score(frame, duplicated))
     problems.raise_if_any()
     columns = ["item", "system", "metric", "criterion", "value", "line"] + (["confidence"] if confidence else [])
     table = table.assign(value=number)[columns]
@@ -339,6 +339,17 @@ def _read_metrics(path: Path, spec: Spec, criteria) -> pd.DataFrame:
     for column in ("item", "system", "metric", "criterion"):
         table[column] = table[column].astype("category")  # (3.3M scores: 70 MB instead of 180 MB)
     return table
+
+
+def _second_score(frame: pd.DataFrame, duplicated: np.ndarray):
+    """The refusal of a second score; where the rows are of several projects (`judge` on a study of lists, from
+    files, scores each list), it names the row's project and the fix."""
+    said = "a second score of this metric for this item and system"
+    if "project" not in frame.columns or not duplicated.any() or frame["project"].nunique() < 2:
+        return said
+    projects = frame["project"].astype(str).to_numpy()
+    return lambda i: (f"{said}, of project '{projects[i][:40]}' (the file scores {frame['project'].nunique()} "
+                      "projects, e.g. each list of a study judged from files): keep one project's rows")
 
 
 def orient_metrics(scores: pd.DataFrame, lower_is_better, source: str) -> pd.DataFrame:
