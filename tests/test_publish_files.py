@@ -91,13 +91,20 @@ def test_a_nested_json_file_is_published_with_every_criterions_agreement(tmp_pat
     spec = tmp_path / "usr.yaml"
     spec.write_text((ROOT / "tests" / "data" / "usr" / "overall.yaml").read_text() +
                     "  Natural: {scale: interval, min: 1, max: 3}\n  Engaging: {scale: interval, min: 1, max: 3}\n")
+    from typer.testing import CliRunner
+
+    from evalstudio.cli import app
+
     out = tmp_path / "pub"
-    done = run("publish", "--ratings", str(ROOT / "tests" / "data" / "usr" / "pc_usr_data.json"), "--spec", str(spec),
-               "-o", str(out), "--key-file", str(tmp_path / "key"), "--bootstrap", "20")
-    assert done.returncode == 0, done.stderr
-    analysed = run("analyze", str(out / "data_release" / "data" / "ratings.csv"), "--spec",
-                   str(out / "data_release" / "spec.yaml"), "-o", str(tmp_path / "analysis"), "--bootstrap", "20")
-    assert analysed.returncode == 0, analysed.stderr
+    # in this process (the two commands' start-up was most of the test's time on a busy machine)
+    done = CliRunner().invoke(app, ["publish", "--ratings", str(ROOT / "tests" / "data" / "usr" / "pc_usr_data.json"),
+                                    "--spec", str(spec), "-o", str(out), "--key-file", str(tmp_path / "key"),
+                                    "--bootstrap", "20"])
+    assert done.exit_code == 0, done.output
+    analysed = CliRunner().invoke(app, ["analyze", str(out / "data_release" / "data" / "ratings.csv"), "--spec",
+                                        str(out / "data_release" / "spec.yaml"), "-o", str(tmp_path / "analysis"),
+                                        "--bootstrap", "20"])
+    assert analysed.exit_code == 0, analysed.output
     heds = {a["number"]: a["answer"] for a in json.loads((out / "datasheet.json").read_text())["heds"]}
     rows = pd.read_csv(tmp_path / "analysis" / "agreement.csv")
     assert sorted(rows["criterion"]) == ["Engaging", "Natural", "Overall"]
