@@ -39,6 +39,7 @@ from tests.conftest import free_port  # noqa: E402
 from tests.postgres import TempPostgres  # noqa: E402
 
 import cpu_use  # noqa: E402  (beside this file)
+import placement  # noqa: E402  (beside this file)
 
 OVERLAP = 3
 GIVE_UP = 900  # seconds a participant keeps asking again before the run counts them as lost
@@ -260,6 +261,14 @@ def paced(args) -> None:
                    "LABEL_STUDIO_API_KEY": server.credentials().api_key, "EVALSTUDIO_PROJECTS": str(projects_file)}
             gateway = Gateway(env, folder, args.gateway_workers)
             gateway.start()
+
+            def place() -> None:  # --cpus: each part on its emulated host's CPUs (what it starts later inherits them)
+                placement.pin(gateway.process.pid, args.placement.get("gateway"))
+                placement.pin(server.process.pid, args.placement.get("label-studio"))
+                for pid in postmaster(postgres):
+                    placement.pin(pid, args.placement.get("postgresql"))
+                placement.pin(os.getpid(), args.placement.get("participants"), children=False)
+            place()
             result = [{"from_name": c.name, "to_name": c.to_name[0], "type": "rating", "value": {"rating": 3}}
                       for c in project.interface.controls]
             crowd = Crowd(args, gateway.url, {i: f"/s/{i}/{accounts[i].access}" if i in accounts else "" for i in ids},
@@ -272,6 +281,8 @@ def paced(args) -> None:
             async def sample_lag():
                 while True:
                     lags.append(book.lag().oldest or 0.0)
+                    if len(lags) % 10 == 0:  # (again: a worker or server started again after a fault)
+                        place()
                     await asyncio.sleep(1.0)
 
             async def stop_label_studio():
@@ -317,8 +328,10 @@ def paced(args) -> None:
                 "benchmark (simulated participants)": lambda: {os.getpid()}},
                 {"gateway workers (participants' requests)": ("evalstudio-sync", "gateway sync writer (thread)")},
                 alone=("benchmark (simulated participants)",))
+            per_cpu = placement.cpu_busy()
             with use:
                 asyncio.run(everything())
+                per_cpu = [after - before for after, before in zip(placement.cpu_busy(), per_cpu)]
                 duration = time.time() - t0
                 load_during = cpu_use.load()
                 last_answer = time.time()
@@ -352,6 +365,8 @@ def paced(args) -> None:
           f"{time.strftime('%Y-%m-%d')}; {duration:.0f} s{f'; {args.busy} busy core(s) beside it' if args.busy else ''}")
     print(f"  machine speed: benchmarks/analysis.py --quick took {speed[0]:.1f} s ({speed[1]:.1f} CPU s) before the "
           f"run; load average {load_before} before, {load_during} at the end of the participants' work")
+    print(f"  placement: {placement.describe(args.placement)}; each CPU busy during the participants' work "
+          f"(every process on it, other work too): {', '.join(f'CPU {n} {100 * b / duration:.0f}%' for n, b in enumerate(per_cpu))}")
     for event in events:
         print(f"  {event}")
     print(f"{'operation':<10}{'answered':>9}{'p50 ms':>9}{'p99 ms':>9}{'max ms':>9}{'seen p99 ms':>13}"

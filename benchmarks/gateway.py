@@ -24,13 +24,16 @@ second) and the time from the last answer until Label Studio holds everything. -
 Studio (SIGSTOP) for S seconds in the middle of the run, then lets it go on (SIGCONT).
 
     python benchmarks/gateway.py --launch [--annotators 500] [--arrival 60] [--stop-label-studio 300] [--faults]
-                                          [--busy 1]
+                                          [--busy 1] [--cpus gateway=0 label-studio=1 postgresql=0 participants=0]
 
 Every mode prints the machine's speed (`benchmarks/analysis.py --quick` timed before the run) and the load
 generator's share of the CPU beside its table; paced runs and launches also the load average and where the CPU went
 during the run (benchmarks/cpu_use.py: the gateway's workers and its sync writer thread, Label Studio's workers,
 PostgreSQL, the simulated participants, anything else on the machine), so that rows from two machines can be
-compared. --busy N spins N processes beside the run (N busy cores).
+compared. --busy N spins N processes beside the run (N busy cores). --cpus ROLE=CPUS ... emulates hosts on the
+machine's CPUs (benchmarks/placement.py): `gateway=0 label-studio=0 postgresql=0 participants=0` is one 1-core box,
+`label-studio=1` with the others on 0 puts Label Studio's workers on a 1-core host of their own; the run prints the
+placement and how busy each CPU was.
 
 One Label Studio (SQLite in a temp dir, or a throwaway PostgreSQL cluster: Debian's `postgresql` binaries, as in
 the tests) and one gateway process are started for the run. Each side has its own project
@@ -61,6 +64,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import cpu_use  # noqa: E402  (beside this file)
+import placement  # noqa: E402  (beside this file)
 from crowd_pace import dialogue_study  # noqa: E402  (beside this file)
 
 from evalstudio import importers  # noqa: E402
@@ -147,8 +151,15 @@ def main() -> None:
                         help="paced or launch: run Label Studio and its PostgreSQL at this nice value (the gateway at 0)")
     parser.add_argument("--drain", type=float, default=1800.0,
                         help="paced or launch: seconds to wait at most for Label Studio to hold every answer at the end")
+    parser.add_argument("--cpus", nargs="+", default=[], metavar="ROLE=CPUS",
+                        help="paced or launch: hosts emulated on CPUs (benchmarks/placement.py), e.g. gateway=0 "
+                             "label-studio=1 postgresql=0 participants=0; a role not named runs on every CPU")
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
+    try:
+        args.placement = placement.parse(args.cpus, os.cpu_count() or 1)
+    except ValueError as e:
+        parser.error(str(e))
     if args.paced or args.launch:
         from crowd_pace import paced
 
