@@ -12,6 +12,7 @@ from rich.table import Table
 from evalstudio.base.errors import BadInput, EvalstudioError, InvalidInput, ServerError
 from evalstudio.labelstudio.client import Client
 from evalstudio.labelstudio.connection import settings_from_env
+from evalstudio.protocols.judges import unassisted_note
 from evalstudio.protocols.mapping import importer_for
 from evalstudio.tasks.scanning import scan
 
@@ -89,6 +90,9 @@ def validate(
         checks = (f" ({result.checks} of them attention checks made from the others: attention_checks in "
                   "projects.yaml)") if result.checks else ""
         console.print(f"{result.tasks} valid task(s) for '{protocol}' in {files_text}{checks}.")
+    for part in reg.parts(protocol):  # a design only the gateway can serve
+        if note := unassisted_note(part):
+            console.print(note)
 
 
 @app.command("import")
