@@ -114,7 +114,8 @@ class Synced:
             return []
         with self._read() as tx:
             rows = tx.all("SELECT r.ref, r.participant, r.part, r.task_id, p.user_id, r.annotation_id, r.result, "
-                          "r.seconds, r.version, r.sent_at, p.source, r.prediction FROM refs r LEFT JOIN participants p ON p.key = r.participant "
+                          "r.seconds, r.version, r.sent_at, p.source, r.prediction "
+                          "FROM refs r LEFT JOIN participants p ON p.key = r.participant "
                           f"WHERE r.synced < r.version AND r.result IS NOT NULL AND r.part IN ({', '.join('?' * len(parts))}) "
                           "ORDER BY r.answered LIMIT ?", (*parts, limit))
         return [Pending(ref, who, part, int(task), None if uid is None else int(uid),

@@ -68,8 +68,8 @@ def _compare(name: str, frame: pd.DataFrame, confidence: float) -> dict:
     else:
         return row
     interval = test.confidence_interval(confidence)
-    difference = float(differences.mean()) if differences is not None else float(yes["value"].mean() - no["value"].mean())
-    row.update(difference=difference, ci_low=float(interval.low), ci_high=float(interval.high),
+    difference = differences.mean() if differences is not None else yes["value"].mean() - no["value"].mean()
+    row.update(difference=float(difference), ci_low=float(interval.low), ci_high=float(interval.high),
                p_value=float(test.pvalue))
     return row
 
