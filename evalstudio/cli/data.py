@@ -37,7 +37,9 @@ def list_projects(projects: ProjectsOption = None):
     table = Table("protocol", "project", "title", "criteria", "annotators/task", "prefill", title=str(reg.path))
     for p in reg:
         table.add_row(p.study_name, p.name if p.study else "", p.title, ", ".join(p.criteria), str(p.annotators_per_task),
-                      (p.prefill if isinstance(p.prefill, str) else "on (model-assisted)") if p.prefill else "off")
+                      ((p.prefill if isinstance(p.prefill, str) else "on (model-assisted)")
+                       + (f", {p.unassisted_share:g} of tasks unassisted" if p.unassisted_share else ""))
+                      if p.prefill else "off")
     console.print(table)
 
 
