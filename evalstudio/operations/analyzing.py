@@ -55,14 +55,15 @@ def run_analysis(ratings, output: Path, metrics, spec, protocol, bootstrap, resa
     return page, tables
 
 
-def _automation_bias(tidy, project, frames) -> None:
+def _automation_bias(tidy, project, per_part, frames) -> None:
     """A prefilled study's answers with and without the prediction shown (exporters.analyses.postedit.automation_bias):
     its table and verdict lines kept on `tidy` (attrs: the table, and the notes the analysis prints and shows)."""
     import pandas as pd
 
     from ..exporters.analyses.postedit import automation_bias
 
-    table, lines = automation_bias(pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(), project)
+    tasks = [task for part_tasks in per_part for task in part_tasks]
+    table, lines = automation_bias(pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(), project, tasks)
     if lines:
         tidy.attrs["automation_bias"] = table
         tidy.attrs["notes"] = [*tidy.attrs.get("notes", []), *lines]
@@ -125,7 +126,7 @@ def _ratings_and_scores(ratings, spec, protocol, metrics, ppi, alt_test, lower_i
         read = (read[0], read[1], *without_attention_checks(read[2], read[3]), read[4])
         tidy, full_spec, model = study_ratings(protocol, *read[1:4])
         tidy, full_spec, study = project_span_study(protocol, *read[1:]) or (tidy, full_spec, None)  # mqm, esa
-        _automation_bias(tidy, read[0].study(protocol), read[3])
+        _automation_bias(tidy, read[0].study(protocol), read[2], read[3])
         scores = read_metrics(metrics, full_spec, list(full_spec.criteria)) if metrics else model
     else:
         tidy, full_spec, study = read_ratings_or_spans(ratings, chosen_spec(spec, protocol, projects))

@@ -35,7 +35,7 @@ def write_report(protocol: str, output: Path, from_export, bootstrap: int, min_c
 
     def judged(tasks, kept, study, spans):
         table, lines = judge_verdicts(tasks, kept, study, spans=spans)
-        bias, said = automation_bias(kept, study)  # a prefilled study with answers shown without the prediction
+        bias, said = automation_bias(kept, study, tasks)  # a prefilled study with answers shown without the prediction
         if said:
             write_csv(bias, stage / "automation_bias.csv")
             lines = lines + said

@@ -84,18 +84,22 @@ def post_edit_shares(edits: pd.DataFrame, by: str = "annotator") -> pd.DataFrame
     return out.reset_index()
 
 
-def automation_bias(annotations: pd.DataFrame, project) -> tuple[pd.DataFrame, list[str]]:
+def automation_bias(annotations: pd.DataFrame, project, tasks: list[dict]) -> tuple[pd.DataFrame, list[str]]:
     """Where a prefilled study has answers given with the prediction shown and answers given without it
     (`unassisted_share:`; the tidy frame's from_prediction): per numeric criterion, assisted minus unassisted
     score per system and overall with its interval (evalstudio.stats.assisted), and one verdict line each; empty
-    otherwise."""
+    otherwise. Only tasks of `tasks` that have the prefill's prediction count: one without (the judge did not
+    answer it) was shown bare to everyone, not by the draw."""
     from evalstudio.stats.assisted import COLUMNS as BIAS_COLUMNS
     from evalstudio.stats.assisted import assisted_difference, verdict
 
     empty = pd.DataFrame(columns=["criterion", *BIAS_COLUMNS])
     if not project.prefill or annotations.empty or "from_prediction" not in annotations:
         return empty, []
-    answered = annotations[~annotations["cancelled"] & ~annotations["surplus"] & annotations["value"].notna()]
+    drawn = {t.get("id") for t in tasks if any(isinstance(p, dict) and p.get("result") is not None and (
+        project.prefill is True or p.get("model_version") == project.prefill) for p in t.get("predictions") or [])}
+    answered = annotations[~annotations["cancelled"] & ~annotations["surplus"] & annotations["value"].notna()
+                           & annotations["task_id"].isin(drawn)]
     if answered["from_prediction"].nunique() < 2:
         return empty, []
     tables, lines = [], []
