@@ -165,7 +165,7 @@ def test_a_share_of_each_participants_tasks_is_shown_without_the_judges_spans(la
     ledger's seeded draw decides (computed here again from the seed); a participant whose task is held across a
     gateway restart gets it in the same condition; a hostile participant's claims change nothing; Label Studio's
     annotations carry the condition (from_prediction) and `report` gives assisted minus unassisted, equal to the
-    paired (or Welch) t computed here by hand from the ledger. (~40 s: one judged study, two participants, two
+    paired (or Welch) t computed here by hand from the ledger. (27 s measured: one judged study, two participants, two
     gateway starts and a report.)"""
     import json
 
