@@ -122,18 +122,190 @@ def test_each_post_edit_is_told_apart(reg, why, predicted, given, expected):
     assert (row["kept"], row["edited"], row["removed"], row["added"]) == expected
 
 
+def esa_with(folder, lines: str) -> None:
+    """projects.yaml in `folder`, its esa entry with `lines` added after its config."""
+    text = (ROOT / "projects.yaml").read_text(encoding="utf-8")
+    old = '    config: labeling_configs/esa.xml\n'
+    (folder / "projects.yaml").write_text(text.replace(old, old + lines), encoding="utf-8")
+    for name in ("labeling_configs", "examples"):
+        (folder / name).symlink_to(ROOT / name)
+
+
 @pytest.mark.parametrize("value, ok", [("judge:judge", True), ("true", True), ("judge:gpt-4o", True), ("gpt", False),
                                        ("'judge:'", False), ("'judge:a b'", False)])
 def test_prefill_is_a_switch_or_a_judges_predictions(tmp_path, value, ok):
     from evalstudio.base.errors import EvalstudioError
 
-    text = (ROOT / "projects.yaml").read_text(encoding="utf-8")
-    old = '    config: labeling_configs/esa.xml\n'
-    (tmp_path / "projects.yaml").write_text(text.replace(old, old + f"    prefill: {value}\n"), encoding="utf-8")
-    for name in ("labeling_configs", "examples"):
-        (tmp_path / name).symlink_to(ROOT / name)
+    esa_with(tmp_path, f"    prefill: {value}\n")
     if ok:
         assert registry.load(tmp_path / "projects.yaml").get("esa").prefill in (True, value)
         return
     with pytest.raises(EvalstudioError, match="neither true/false nor judge:NAME"):
+        registry.load(tmp_path / "projects.yaml")
+
+
+def _answer(web, shown, score: int, hostile: bool = False):
+    """Submit the spans the participant was shown (none when shown unassisted) and a score; a hostile participant
+    also claims, in every way a request can, to have been shown the judge's spans."""
+    start = (shown.get("predictions") or [{}])[0].get("result") or []
+    spans = [{k: r[k] for k in ("id", "from_name", "to_name", "type", "value")} for r in start]
+    score_region = {"from_name": "score", "to_name": "target", "type": "number", "value": {"number": score}}
+    body = {"result": spans + [score_region]}
+    if hostile:
+        body.update(assisted=True, prefilled=True, predictions=[{"id": 1, "result": []}], parent_prediction=1)
+        score_region["origin"] = "prediction"
+    saved = web.post(f"/api/submit/{shown['ref']}" + ("?assisted=1&prefill=1" if hostile else ""), json=body)
+    assert saved.json() == {"ok": True}, saved.text
+
+
+def test_a_share_of_each_participants_tasks_is_shown_without_the_judges_spans(label_studio, client, llm,  # noqa: F811
+                                                                            tmp_path):
+    """unassisted_share: 0.5 (the automation-bias design of ESA-AI): the gateway shows each participant exactly one
+    task of every two of theirs without the judge's spans, nothing of the prediction in the response, as the
+    ledger's seeded draw decides (computed here again from the seed); a participant whose task is held across a
+    gateway restart gets it in the same condition; a hostile participant's claims change nothing; Label Studio's
+    annotations carry the condition (from_prediction) and `report` gives assisted minus unassisted, equal to the
+    paired (or Welch) t computed here by hand from the ledger. (27 s measured: one judged study, two participants, two
+    gateway starts and a report.)"""
+    import json
+
+    import numpy as np
+    import pandas as pd
+    from scipy import stats
+
+    from evalstudio.crowd import ledger, participants
+    from evalstudio.crowd.assistance import unassisted
+    from evalstudio.exporters.tables.tidy import annotation_frame
+
+    from .conftest import only_on_the_first_database
+
+    only_on_the_first_database(label_studio)
+    entry = esa_ai_entry(tmp_path, "ESA-AI unassisted share")
+    text = entry.read_text(encoding="utf-8")
+    old = "    prefill: judge:judge\n    annotators_per_task: 1\n"
+    assert old in text and "    attention_checks: {corrupt: target" in text
+    text = text.replace(old, "    prefill: judge:judge\n    unassisted_share: 0.5\n    annotators_per_task: 2\n")
+    entry.write_text("\n".join(line for line in text.splitlines()
+                               if not line.startswith("    attention_checks: {corrupt: target")) + "\n", "utf-8")
+    project, project_id, env = judged_esa_study(label_studio, client, llm, tmp_path, entry, 4, tmp_path / "judged")
+    folder = tmp_path / "participants"
+    participants.add(client, ["PUNA1", "PUNA2"], folder)
+    accounts = participants.load_accounts(folder)
+    shown_as: dict[str, dict] = {}  # ref -> what the participant was shown, and who
+
+    def serve(web, pid):
+        shown = web.get("/api/next/esa").json()
+        if "ref" in shown:
+            assert ("predictions" in shown) == bool(shown.get("predictions")), shown  # none, or the judge's spans
+            shown_as[shown["ref"]] = {"pid": pid, "assisted": "predictions" in shown, "raw": json.dumps(shown)}
+        return shown
+
+    with gateway_process(label_studio, "esa", folder, entry) as url:
+        study = {"url": url, "accounts": accounts}
+        with contextlib.closing(signed_in(study, "PUNA1")) as web:
+            while "ref" in (shown := serve(web, "PUNA1")):
+                assert serve(web, "PUNA1")["ref"] == shown["ref"]  # asking again: the same task, the same condition
+                assisted = shown_as[shown["ref"]]["assisted"]
+                _answer(web, shown, (80 if assisted else 40) + len(shown_as), hostile=not assisted)
+        with contextlib.closing(signed_in(study, "PUNA2")) as web:
+            held = serve(web, "PUNA2")  # served, not answered: held across the restart
+    with gateway_process(label_studio, "esa", folder, entry) as url:
+        with contextlib.closing(signed_in({"url": url, "accounts": accounts}, "PUNA2")) as web:
+            again = web.get("/api/next/esa").json()
+            assert again["ref"] == held["ref"] and ("predictions" in again) == ("predictions" in held), (held, again)
+            shown = again
+            while "ref" in shown:
+                assisted = "predictions" in shown
+                _answer(web, shown, (75 if assisted else 45) + len(shown_as))
+                shown = serve(web, "PUNA2")
+    study_ledger = ledger.open_ledger(folder)
+    study_ledger.wait_synced(120)
+    seed = study_ledger.assistance_seed()
+    refs = {r.ref: r for r in study_ledger.answers()}
+    assert set(refs) == set(shown_as) and len(refs) == 8, (len(refs), len(shown_as))
+    exported = client.export_tasks(project_id)
+    judged = {t["id"] for t in exported if any(p["result"] for p in t["predictions"])}
+    for ref, shown in shown_as.items():
+        record = refs[ref]
+        position = study_ledger.position_in_part(ref)
+        drawn = not unassisted(seed, record.participant, "esa", position, 0.5)
+        assert shown["assisted"] == drawn == study_ledger.assisted_of(ref)[0], (ref, shown, position)
+        if not drawn:  # the judge marked spans in the task, and nothing of them went out
+            assert record.task_id in judged and '"labels"' not in shown["raw"], shown["raw"]
+    for pid in ("PUNA1", "PUNA2"):  # one task of every two of each participant's unassisted
+        mine = [s["assisted"] for s in shown_as.values() if s["pid"] == pid]
+        assert len(mine) == 4 and mine.count(False) == 2, (pid, mine)
+    users = {a.user_id: a.email for a in accounts.values()}
+    frame = annotation_frame(exported, project, users)
+    frame = frame[frame["criterion"] == "score"]
+    by_participant = {a.email: pid.lower() for pid, a in accounts.items()}
+    rows = []
+    for _, row in frame.iterrows():
+        [ref] = [r for r in refs.values() if r.task_id == row["task_id"]
+                 and r.participant == by_participant[row["annotator"]]]
+        assert row["from_prediction"] == study_ledger.assisted_of(ref.ref)[0], row.to_dict()
+        origins = {r.get("origin") for r in json.loads(ref.result)}
+        assert origins == {"manual"} or row["from_prediction"], (origins, row.to_dict())
+        rows.append((row["task_id"], bool(row["from_prediction"]), float(row["value"])))
+    assert len(rows) == 8
+    # independently: each task's assisted minus unassisted where it has both, else the answers unpaired (Welch)
+    by_task = pd.DataFrame(rows, columns=["task", "assisted", "value"]).groupby(["task", "assisted"])["value"].mean()
+    both = by_task.unstack().dropna()
+    if len(both) >= 2:
+        d = (both[True] - both[False]).to_numpy()
+        mean, half = d.mean(), stats.t.ppf(0.975, len(d) - 1) * d.std(ddof=1) / np.sqrt(len(d))
+    else:
+        a = np.array([v for _, s, v in rows if s]); u = np.array([v for _, s, v in rows if not s])  # noqa: E702
+        va, vu = a.var(ddof=1) / len(a), u.var(ddof=1) / len(u)
+        df = (va + vu) ** 2 / (va ** 2 / (len(a) - 1) + vu ** 2 / (len(u) - 1))
+        mean, half = a.mean() - u.mean(), stats.t.ppf(0.975, df) * np.sqrt(va + vu)
+    report = run("report", "esa", "-o", str(tmp_path / "report"), "--bootstrap", "0", env=env, cwd=tmp_path)
+    assert report.returncode == 0, report.stderr
+    table = pd.read_csv(tmp_path / "report" / "automation_bias.csv")
+    overall = table[table["system"] == "all"].iloc[0]
+    assert overall["difference"] == pytest.approx(mean) and overall["ci_low"] == pytest.approx(mean - half)
+    assert overall["ci_high"] == pytest.approx(mean + half)
+    assert (overall["assisted_answers"], overall["unassisted_answers"]) == (4, 4)
+    said = " ".join(report.stdout.split())
+    line = f"score: Automation bias: {mean:+.2f} (assisted minus unassisted, 95% CI {mean - half:+.2f}"
+    assert line in said, said
+    analysed = run("analyze", "--protocol", "esa", "-o", str(tmp_path / "analysis"), "--bootstrap", "0",
+                   "--resamples", "100", env=env, cwd=tmp_path)
+    assert analysed.returncode == 0, analysed.stderr + analysed.stdout
+    assert line in " ".join(analysed.stdout.split()), analysed.stdout
+    assert pd.read_csv(tmp_path / "analysis" / "automation_bias.csv").equals(table)
+
+
+SHARES = [(0.5, 2, 1), (0.25, 4, 1), (0.1, 10, 1), (0.33, 3, 1), (0.15, 20, 3)]
+
+
+@pytest.mark.parametrize("share, block, unassisted_per_block", SHARES, ids=[str(s[0]) for s in SHARES])
+def test_the_draw_holds_the_share_in_every_block_of_every_participant(share, block, unassisted_per_block):
+    from evalstudio.crowd.assistance import new_seed, unassisted
+
+    seed = new_seed()
+    patterns = set()
+    for participant in ("p1", "p2", "p3", "p4", "p5", "p6"):
+        drawn = [unassisted(seed, participant, "esa", n, share) for n in range(1, 3 * block + 1)]
+        for start in range(0, len(drawn), block):
+            assert sum(drawn[start:start + block]) == unassisted_per_block, (participant, drawn)
+        assert drawn == [unassisted(seed, participant.upper(), "esa", n, share) for n in range(1, 3 * block + 1)]
+        patterns.add(tuple(drawn))
+    assert len(patterns) > 1  # positions differ between participants (6 participants: all alike with p < 1e-4)
+
+
+@pytest.mark.parametrize("lines, error", [
+    ("    prefill: judge:judge\n    unassisted_share: 0.25\n", None),
+    ("    unassisted_share: 0.25\n", "unassisted_share: a share of tasks shown without the prediction needs prefill"),
+    ("    prefill: true\n    unassisted_share: 1\n", "unassisted_share: .*1 is not a share strictly between 0 and 1"),
+    ("    prefill: true\n    unassisted_share: 0\n", "unassisted_share: .*0 is not a share strictly between 0 and 1"),
+], ids=["with prefill", "without prefill", "one", "zero"])
+def test_unassisted_share_is_a_share_beside_prefill(tmp_path, lines, error):
+    from evalstudio.base.errors import EvalstudioError
+
+    esa_with(tmp_path, lines)
+    if error is None:
+        assert registry.load(tmp_path / "projects.yaml").get("esa").unassisted_share == 0.25
+        return
+    with pytest.raises(EvalstudioError, match=rf"projects.yaml:\d+: projects.esa.{error}"):
         registry.load(tmp_path / "projects.yaml")

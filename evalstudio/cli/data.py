@@ -12,6 +12,7 @@ from rich.table import Table
 from evalstudio.base.errors import BadInput, EvalstudioError, InvalidInput, ServerError
 from evalstudio.labelstudio.client import Client
 from evalstudio.labelstudio.connection import settings_from_env
+from evalstudio.protocols.judges import unassisted_note
 from evalstudio.protocols.mapping import importer_for
 from evalstudio.tasks.scanning import scan
 
@@ -36,7 +37,9 @@ def list_projects(projects: ProjectsOption = None):
     table = Table("protocol", "project", "title", "criteria", "annotators/task", "prefill", title=str(reg.path))
     for p in reg:
         table.add_row(p.study_name, p.name if p.study else "", p.title, ", ".join(p.criteria), str(p.annotators_per_task),
-                      (p.prefill if isinstance(p.prefill, str) else "on (model-assisted)") if p.prefill else "off")
+                      ((p.prefill if isinstance(p.prefill, str) else "on (model-assisted)")
+                       + (f", {p.unassisted_share:g} of tasks unassisted" if p.unassisted_share else ""))
+                      if p.prefill else "off")
     console.print(table)
 
 
@@ -89,6 +92,9 @@ def validate(
         checks = (f" ({result.checks} of them attention checks made from the others: attention_checks in "
                   "projects.yaml)") if result.checks else ""
         console.print(f"{result.tasks} valid task(s) for '{protocol}' in {files_text}{checks}.")
+    for part in reg.parts(protocol):  # a design only the gateway can serve
+        if note := unassisted_note(part):
+            console.print(note)
 
 
 @app.command("import")

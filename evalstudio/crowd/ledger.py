@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+from .assistance import Assisted
 from .ledger_doors import count_attempt, digest, new_session
 from .ledger_front import FrontSteps
 from .ledger_schema import LedgerError, LedgerUnreachable
@@ -108,7 +109,7 @@ def _key(participant: str) -> str:
     return participant.lower()
 
 
-class Ledger(FrontSteps, Synced, Store):
+class Ledger(FrontSteps, Synced, Assisted, Store):
     """One study's ledger (see the module's docstring): what it records, on its Store's connections. Thread-safe."""
 
     # ---- settings ---------------------------------------------------------------------------------------------

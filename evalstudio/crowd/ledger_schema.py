@@ -152,6 +152,13 @@ MIGRATIONS: dict[int, list[str]] = {
              PRIMARY KEY (participant, step)
            )""",
     ],
+    7: [
+        # a prefilled part's answers (projects.yaml prefill:): whether the participant was shown the prediction
+        # (1) or not (0: unassisted_share's draw, evalstudio/crowd/assistance.py), and the prediction's id in Label
+        # Studio (the annotation's parent_prediction); NULL: a part without prefill, or not answered yet
+        "ALTER TABLE refs ADD COLUMN assisted INTEGER",
+        "ALTER TABLE refs ADD COLUMN prediction BIGINT",
+    ],
 }
 
 def take_over(folder: Path, tx) -> None:

@@ -33,6 +33,7 @@ class Pending:
     version: int
     sent: float  # when a write of it last went out (epoch seconds; 0: never): Label Studio may hold it
     signs_in: bool  # the participant may sign in to Label Studio itself (`participants add`): it may hold theirs
+    prediction: int | None = None  # the prediction the answer started from (prefill), its annotation's parent
 
 
 @dataclass(frozen=True)
@@ -113,13 +114,14 @@ class Synced:
             return []
         with self._read() as tx:
             rows = tx.all("SELECT r.ref, r.participant, r.part, r.task_id, p.user_id, r.annotation_id, r.result, "
-                          "r.seconds, r.version, r.sent_at, p.source FROM refs r LEFT JOIN participants p ON p.key = r.participant "
+                          "r.seconds, r.version, r.sent_at, p.source, r.prediction "
+                          "FROM refs r LEFT JOIN participants p ON p.key = r.participant "
                           f"WHERE r.synced < r.version AND r.result IS NOT NULL AND r.part IN ({', '.join('?' * len(parts))}) "
                           "ORDER BY r.answered LIMIT ?", (*parts, limit))
         return [Pending(ref, who, part, int(task), None if uid is None else int(uid),
                         None if aid is None else int(aid), result, seconds, int(version), float(sent or 0.0),
-                        source != "join")
-                for ref, who, part, task, uid, aid, result, seconds, version, sent, source in rows]
+                        source != "join", None if prediction is None else int(prediction))
+                for ref, who, part, task, uid, aid, result, seconds, version, sent, source, prediction in rows]
 
     def answer_sending(self, ref: str) -> None:
         """A write of the answer is about to go out (now): from now on Label Studio may hold it."""

@@ -24,6 +24,7 @@ from starlette.routing import Route
 
 from evalstudio.base.errors import EvalstudioError
 from evalstudio.crowd import routing
+from evalstudio.crowd.assistance import unassisted
 from evalstudio.crowd.ledger import Ledger, LedgerUnreachable, Ref
 from evalstudio.values.origins import region_key, same_value, shown_prediction
 
@@ -66,6 +67,7 @@ class Gateway(FrontMatter, Serving, Admission):
         self._orders: dict[tuple[str, str], tuple[dict[int, str], list[int]]] = {}
         self._states: dict[str, tuple] = {}  # part -> (what it was computed from, routing.State): adaptive parts
         self._designs: dict[str, dict] = {}  # part -> its active design as the ledger keeps it (drawn once)
+        self._seed: str | None = None  # the study's seed of unassisted_share's draw, as the ledger keeps it
         self.upstream = httpx.AsyncClient(base_url=config.label_studio_url, timeout=60,
                                           limits=httpx.Limits(max_connections=200, max_keepalive_connections=100))
         # Label Studio receives the ledger's accounts and answers behind it (started with the app)
@@ -275,9 +277,9 @@ class Gateway(FrontMatter, Serving, Admission):
                  "previous": previous, "progress": self._progress(count, part), "update": False,
                  # the participant's first task of the part: its guide open (setup.panels_open)
                  "guide": "open" if self.ledger.first_number(ref.participant, part.name) == ref.number else "folded"}
-        if part.prefill:
+        if part.prefill and predictions is not None:  # (None: shown unassisted, nothing of the prediction sent)
             shown["predictions"] = [{"id": i + 1, "result": shown_prediction(p.get("result"), part.prefill)}
-                                    for i, p in enumerate(predictions or [])][:1]
+                                    for i, p in enumerate(predictions)][:1]
         return JSONResponse(shown)
 
     async def _task(self, session: Session, part: Part, ref: Ref) -> Response:
@@ -319,11 +321,16 @@ class Gateway(FrontMatter, Serving, Admission):
         """Each region's origin as the gateway knows it: `manual`, or with prefilling on (model-assisted labelling)
         `prediction` where the answer is the prediction shown and `prediction-changed` where the participant changed
         it (a span and its per-region answers: the predicted region of the same id, its extent and label compared).
-        Never what the browser says."""
+        Never what the browser says. The ledger records whether the task was shown with the prediction (and which:
+        the annotation's parent in Label Studio) or without it (unassisted_share's draw: every region `manual`)."""
         predicted: dict[object, object] = {}
         if part.prefill:
-            first = ((await self._predictions(ref.task_id, part.prefill)) or [{}])[0]
+            assisted = await self._assisted(part, ref)
+            first = ((await self._predictions(ref.task_id, part.prefill)) or [{}])[0] if assisted else {}
             predicted = {region_key(r): r.get("value") for r in shown_prediction(first.get("result"), part.prefill)}
+            shown = first.get("id") if isinstance(first.get("id"), int) and not isinstance(first.get("id"), bool) \
+                else None
+            await self._w(self.ledger.set_assisted, ref.ref, assisted, shown)
         out = []
         for region in result:
             key = region_key(region)
@@ -331,6 +338,17 @@ class Gateway(FrontMatter, Serving, Admission):
                 "prediction" if same_value(predicted[key], region["value"]) else "prediction-changed")
             out.append({**region, "origin": origin})
         return out
+
+    async def _assisted(self, part: Part, ref: Ref) -> bool:
+        """Whether the participant is shown this task of a prefilled part with the prediction: always, unless the part
+        has unassisted_share, whose draw (evalstudio/crowd/assistance.py) is the ledger's: the study's secret seed,
+        the participant and the task's place among theirs in the part. Nothing the browser sends enters it."""
+        if part.unassisted_share is None:
+            return True
+        if self._seed is None:
+            self._seed = await self._w(self.ledger.assistance_seed)
+        position = self.ledger.position_in_part(ref.ref)
+        return not unassisted(self._seed, ref.participant, part.name, position, part.unassisted_share)
 
     async def _predictions(self, task_id: int, part_prefill: bool | str = True) -> list[dict]:
         """A prefilled part's predictions of a task (read from Label Studio: prefilling is an opt-in of a study run in

@@ -397,5 +397,7 @@ class Serving:
         if data is None:  # deleted in Label Studio since the reference was served: never answered
             await self._w(self.ledger.full, ref.ref, 0)
             return JSONResponse({"error": "This task was withdrawn; one moment.", "wait": True}, status_code=503)
-        predictions = await self._predictions(ref.task_id, part.prefill) if part.prefill else None
+        # a prefilled part's task shown unassisted (unassisted_share's draw) carries no prediction at all
+        assisted = part.prefill and await self._assisted(part, ref)
+        predictions = await self._predictions(ref.task_id, part.prefill) if assisted else None
         return self._shown(part, ref, data, previous, count, predictions)

@@ -43,6 +43,7 @@ class Part:
     first_config: str = ""  # the config for the participant's first task of the part: its guide open (panels_open)
     pac: Pac | None = None  # PAC labels (stop_when: {pac}): the calibration sample, then the threshold's tasks
     attention: bool = False  # the entry has attention_checks: each copy is served only beside its original
+    unassisted_share: float | None = None  # with prefill: the share of each participant's tasks shown without it
 
 
 @dataclass
@@ -85,7 +86,8 @@ def load_parts(client, projects: list[Project]) -> list[Part]:
                           (crowd.batch_size, crowd.max_batches) if crowd and crowd.batch_size and crowd.max_batches
                           else None, project.order, routing_of(project), client.overlap(project_id),
                           active_of(project), panels_open(config), pac_of(project),
-                          attention=project.attention_checks is not None))
+                          attention=project.attention_checks is not None,
+                          unassisted_share=project.unassisted_share))
     return parts
 
 

@@ -257,12 +257,7 @@ class SyncWriter:
             if not mine:
                 self.ledger.answer_sending(pending.ref)
                 try:
-                    made = self._request("POST", f"/api/tasks/{pending.task_id}/annotations",
-                                         params={"project": self.projects[pending.part]},
-                                         json={"result": result, "completed_by": pending.user_id,
-                                               "lead_time": round(pending.seconds or 0.0, 3),
-                                               "unique_id": write_key(self.study, pending.ref)})
-                    return int(made.json()["id"])
+                    return self._post(pending, result)
                 except Duplicate:  # an earlier write is stored: its answer was lost, or a look-up ran ahead of it
                     mine = self._theirs(pending)
                     if not mine:
@@ -273,6 +268,25 @@ class SyncWriter:
             annotation = int(keep["id"])
         self._request("PATCH", f"/api/annotations/{annotation}/", json={"result": result})
         return annotation
+
+    def _post(self, pending: Pending, result: list) -> int:
+        """The answer written as a new annotation: by the participant, with the ledger's time and write key, and,
+        where it started from a prediction (prefill), that prediction as its parent (the export's from_prediction).
+        A parent Label Studio no longer has (the judge was run again) is left out, and said in the log: the ledger
+        keeps the answer's condition, and its regions their origins."""
+        body = {"result": result, "completed_by": pending.user_id, "lead_time": round(pending.seconds or 0.0, 3),
+                "unique_id": write_key(self.study, pending.ref)}
+        path, params = f"/api/tasks/{pending.task_id}/annotations", {"project": self.projects[pending.part]}
+        if pending.prediction is not None:
+            try:
+                return int(self._request("POST", path, params=params,
+                                         json={**body, "parent_prediction": pending.prediction}).json()["id"])
+            except Refused as e:
+                if isinstance(e, Duplicate) or "parent_prediction" not in str(e):
+                    raise
+                log.warning("answer %s: Label Studio no longer has prediction %s; written without its parent",
+                            pending.ref, pending.prediction)
+        return int(self._request("POST", path, params=params, json=body).json()["id"])
 
     def _theirs(self, pending: Pending) -> list[dict]:
         """The participant's annotations of the task in Label Studio (not skipped), oldest first."""

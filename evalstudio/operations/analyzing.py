@@ -45,12 +45,28 @@ def run_analysis(ratings, output: Path, metrics, spec, protocol, bootstrap, resa
             if study is not None:  # layout spans: the systems' MQM or ESA scores, span agreement
                 from ..exporters.analyses.span_analysis import add_span_tables
                 tables = add_span_tables(tables, study, resamples)
+            if "automation_bias" in tidy.attrs:  # a prefilled study that showed a share of tasks without it
+                tables["automation_bias"] = tidy.attrs["automation_bias"]
             page = write_analysis(tables, f"{full_spec.name}: analysis", stage,
                                   [f"Ratings: {ratings.name if ratings else 'Label Studio'}"
                                    + (f"; metrics: {metrics.name}" if metrics else "")]
                                   + ([f"Lower is better, scores negated: {', '.join(flipped)}"] if flipped else [])
                                   + notes)
     return page, tables
+
+
+def _automation_bias(tidy, project, per_part, frames) -> None:
+    """A prefilled study's answers with and without the prediction shown (exporters.analyses.postedit.automation_bias):
+    its table and verdict lines kept on `tidy` (attrs: the table, and the notes the analysis prints and shows)."""
+    import pandas as pd
+
+    from ..exporters.analyses.postedit import automation_bias
+
+    tasks = [task for part_tasks in per_part for task in part_tasks]
+    table, lines = automation_bias(pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(), project, tasks)
+    if lines:
+        tidy.attrs["automation_bias"] = table
+        tidy.attrs["notes"] = [*tidy.attrs.get("notes", []), *lines]
 
 
 def _check_options(ratings, spec, protocol, mace) -> None:
@@ -110,6 +126,7 @@ def _ratings_and_scores(ratings, spec, protocol, metrics, ppi, alt_test, lower_i
         read = (read[0], read[1], *without_attention_checks(read[2], read[3]), read[4])
         tidy, full_spec, model = study_ratings(protocol, *read[1:4])
         tidy, full_spec, study = project_span_study(protocol, *read[1:]) or (tidy, full_spec, None)  # mqm, esa
+        _automation_bias(tidy, read[0].study(protocol), read[2], read[3])
         scores = read_metrics(metrics, full_spec, list(full_spec.criteria)) if metrics else model
     else:
         tidy, full_spec, study = read_ratings_or_spans(ratings, chosen_spec(spec, protocol, projects))

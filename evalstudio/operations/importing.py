@@ -11,6 +11,7 @@ from pathlib import Path
 from evalstudio.base.errors import InvalidInput
 from evalstudio.labelstudio.client import Client
 from evalstudio.labelstudio.connection import settings_from_env
+from evalstudio.protocols.judges import unassisted_note
 from evalstudio.protocols.mapping import importer_for
 from evalstudio.protocols.registry import load as load_registry
 from evalstudio.tasks import lists
@@ -89,6 +90,8 @@ def imported_lines(imported: list[tuple]) -> list[str]:
                          "outputs they carry as Label Studio predictions"
                          + (f"; {report.values_left_out} value(s) left out (refused by their control, see the "
                             "projects.yaml model_output paths)" if report.values_left_out else ""))
+        if note := unassisted_note(project):  # a design only the gateway can serve
+            lines.append(f"  {note}")
         if project.lists and checked.versions is not None:
             held = lists.balance(checked.versions, project.lists)[project.list_number]
             lines.append(f"  list {project.list_number} of {project.lists.count}: "

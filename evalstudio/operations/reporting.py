@@ -26,6 +26,8 @@ def write_report(protocol: str, output: Path, from_export, bootstrap: int, min_c
     from evalstudio.base.files import staged_folder, write_output
 
     from ..exporters.analyses.judges import judge_verdicts
+    from ..exporters.analyses.postedit import automation_bias
+    from ..exporters.tables.files import write_csv
     from ..exporters.analyses.report import build_report
     from ..exporters.tables.tidy import model_frame
 
@@ -33,6 +35,10 @@ def write_report(protocol: str, output: Path, from_export, bootstrap: int, min_c
 
     def judged(tasks, kept, study, spans):
         table, lines = judge_verdicts(tasks, kept, study, spans=spans)
+        bias, said = automation_bias(kept, study, tasks)  # a prefilled study with answers shown without the prediction
+        if said:
+            write_csv(bias, stage / "automation_bias.csv")
+            lines = lines + said
         verdicts.extend(lines)
         return table, lines
 

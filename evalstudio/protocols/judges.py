@@ -33,6 +33,34 @@ def _prefill(value: bool | str) -> bool | str:
 # a project's `prefill`: true (the ML backend's predictions fill the answers) or judge:NAME (the LLM judge NAME's
 # predictions only, e.g. its error spans for annotators to correct: ESA-AI); no other prediction is shown
 Prefill = Annotated[bool | str, AfterValidator(_prefill)]
+# a prefilled project's `unassisted_share`: the share of each participant's tasks the gateway shows without the
+# prediction (the automation-bias check of ESA-AI; drawn per participant, evalstudio/crowd/assistance.py)
+UnassistedShare = Annotated[float | None, AfterValidator(lambda v: _share(v))]
+
+
+def _share(value: float | None) -> float | None:
+    if value is not None and not 0 < value < 1:
+        raise ValueError(f"{value:g} is not a share strictly between 0 and 1: give e.g. 0.25 (a quarter of each "
+                         "participant's tasks shown without the prediction)")
+    return value
+
+
+def unassisted_note(project) -> str | None:
+    """What `validate` and `import` say of an entry with `unassisted_share:`: only the gateway draws it."""
+    if project.unassisted_share is None:
+        return None
+    return (f"{project.name}: unassisted_share {project.unassisted_share:g}: the gateway (evalstudio gateway) shows "
+            "each participant that share of their tasks without the prediction, drawn per participant. Label "
+            "Studio's own editor cannot: it shows a task's prediction to every annotator of the task, so answers "
+            "made there are all assisted (the analysis counts them so); serve the study through the gateway.")
+
+
+def prefill_problems(project) -> list[str]:
+    """`unassisted_share:` against the entry: only beside `prefill:` (there is nothing to leave out otherwise)."""
+    if project.unassisted_share is not None and not project.prefill:
+        return ["unassisted_share: a share of tasks shown without the prediction needs prefill: (true or judge:NAME) "
+                "on the entry; add prefill:, or leave unassisted_share out"]
+    return []
 
 SHAPES = {  # field -> (what it must look like, the message that names the fix)
     "key_env": (r"[A-Za-z_][A-Za-z0-9_]{0,99}", "the name of an environment variable (e.g. OPENAI_API_KEY), never "

@@ -23,7 +23,7 @@ from .attention import AttentionChecks
 from .config_checks import check_against_config, compare_problems
 from .crowd_rules import Bonus, Crowd  # noqa: F401 (Bonus: the registry's, as before)
 from .front_matter import front_matter_problems
-from .judges import Prefill, read_judges
+from .judges import Prefill, UnassistedShare, prefill_problems, read_judges
 from .mapping import InputMap, check_against_config as input_problems
 from .yaml_lines import Where, describe
 
@@ -152,6 +152,7 @@ class Project(BaseModel):
     # Model-assisted labelling: the ML backend's predictions fill the annotator's answer controls. Off by default:
     # in a human evaluation the answers start empty (no anchoring); with it off evalstudio creates no predictions.
     prefill: Prefill = False  # or judge:NAME, that LLM judge's predictions only (protocols/judges.py: Prefill)
+    unassisted_share: UnassistedShare = None  # with prefill: a share of each participant's tasks shown without it
     study: str | None = None  # several Label Studio projects that make one study (Circa: Part I, then Part II)
     # Task order (evalstudio/tasks/order.py): "random" (the default) gives each annotator an order of their own (through
     # the gateway with no two tasks of one context back to back; in Label Studio its uniform sampling), "sequential"
@@ -416,7 +417,7 @@ def load(path: Path | str | None = None) -> Registry:
         if project.input is not None:
             problems += input_problems(project)
         problems += compare_problems(project)
-        problems += adaptive_problems(project) + front_matter_problems(project)
+        problems += adaptive_problems(project) + front_matter_problems(project) + prefill_problems(project)
         if problems:  # each at its own line (a criterion's, not the entry's first)
             raise RegistryError(where.each(problems))
         for listed in _lists_of(project, where):

@@ -21,4 +21,5 @@ evalstudio.
   Elo scale, Chatbot Arena's online Elo, position bias; best-worst tuples, counting scores and split-half
   reliability
 - keys: which integer keys repeat (one answer per unit and annotator, one score per cell)
+- assisted: the automation-bias check, assisted minus unassisted scores (paired t by segment, or Welch's t)
 """

@@ -49,6 +49,8 @@ def post_edits(tasks: list[dict], project, model_version: str, users=None) -> pd
         for annotation in annotations:
             if annotation.get("was_cancelled") or id(annotation) in surplus:
                 continue
+            if project.unassisted_share is not None and annotation.get("parent_prediction") is None:
+                continue  # shown without the prediction (unassisted_share's draw): nothing of it to post-edit
             given = _spans(annotation.get("result"), names)
             both = set(given) & set(predicted)
             kept = {i for i in both if given[i] == predicted[i]}
@@ -80,3 +82,35 @@ def post_edit_shares(edits: pd.DataFrame, by: str = "annotator") -> pd.DataFrame
         out[column] = (sums[column] / sums["predicted"]).where(sums["predicted"] > 0)
     out["added_per_annotation"] = sums["added"] / out["annotations"]
     return out.reset_index()
+
+
+def automation_bias(annotations: pd.DataFrame, project, tasks: list[dict]) -> tuple[pd.DataFrame, list[str]]:
+    """Where a prefilled study has answers given with the prediction shown and answers given without it
+    (`unassisted_share:`; the tidy frame's from_prediction): per numeric criterion, assisted minus unassisted
+    score per system and overall with its interval (evalstudio.stats.assisted), and one verdict line each; empty
+    otherwise. Only tasks of `tasks` that have the prefill's prediction count: one without (the judge did not
+    answer it) was shown bare to everyone, not by the draw."""
+    from evalstudio.stats.assisted import COLUMNS as BIAS_COLUMNS
+    from evalstudio.stats.assisted import assisted_difference, verdict
+
+    empty = pd.DataFrame(columns=["criterion", *BIAS_COLUMNS])
+    if not project.prefill or annotations.empty or "from_prediction" not in annotations:
+        return empty, []
+    drawn = {t.get("id") for t in tasks if any(isinstance(p, dict) and p.get("result") is not None and (
+        project.prefill is True or p.get("model_version") == project.prefill) for p in t.get("predictions") or [])}
+    answered = annotations[~annotations["cancelled"] & ~annotations["surplus"] & annotations["value"].notna()
+                           & annotations["task_id"].isin(drawn)]
+    if answered["from_prediction"].nunique() < 2:
+        return empty, []
+    tables, lines = [], []
+    for name, criterion in project.criteria.items():
+        rows = answered[answered["criterion"] == name]
+        if not criterion.is_numeric or rows.empty:
+            continue
+        segment = rows["item_id"].where(rows["item_id"].notna(), rows["task_id"]).astype(str)
+        segment = segment + rows["agent"].fillna("").astype(str).map(lambda a: f" | {a}" if a else "")
+        table = assisted_difference(pd.DataFrame({"segment": segment, "system": rows["system"].fillna(""),
+                                                  "assisted": rows["from_prediction"], "value": rows["value"]}))
+        tables.append(table.assign(criterion=name)[["criterion", *BIAS_COLUMNS]])
+        lines.append(f"{name}: {verdict(table)}")
+    return (pd.concat(tables, ignore_index=True) if tables else empty), lines
