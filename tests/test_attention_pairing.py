@@ -98,7 +98,11 @@ def test_every_answered_originals_check_goes_to_whoever_answered_it(label_studio
     per task (or two): each check is answered by exactly those who answered its original and nobody else, after
     it (right after it only where nothing else was left for them: others took the rest); every original has its
     answers; the one who left leaves their other checks unanswered, and one who comes last, when every original is
-    answered, is told they are finished (no check open to them, none to wait for)."""
+    answered, is told they are finished (no check open to them, none to wait for). Once, on the last database: who
+    gets which check is the gateway's rule over its ledger (the folder's SQLite here, whatever Label Studio's)."""
+    from .conftest import only_on_the_last_database
+
+    only_on_the_last_database(label_studio)
     monkeypatch.delenv(ledger.URL_ENV, raising=False)
     project = esa_study(tmp_path, client, f"attention pairing {overlap} {len(leaves)}", overlap)
     [part] = load_parts(client, [project])

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from .conftest import EXAMPLES, ROOT, with_absolute_files
+from .conftest import EXAMPLES, ROOT, only_on_the_first_database, only_on_the_last_database, with_absolute_files
 
 EVALSTUDIO = [sys.executable, "-m", "evalstudio.cli"]
 
@@ -57,6 +57,10 @@ def test_missing_connection_settings_are_named(tmp_path):
 
 @pytest.mark.server
 def test_import_and_setup_through_the_cli(label_studio, tmp_path):
+    """`import` twice and `setup` as a user runs them: what they print, and no key in it. Once, on the last
+    database: the commands' output is the subject; an import's idempotence on each database is
+    tests/test_label_studio.py's."""
+    only_on_the_last_database(label_studio)
     key = label_studio.credentials().api_key
     env = {"LABEL_STUDIO_URL": label_studio.url, "LABEL_STUDIO_API_KEY": key}
     files = [str(EXAMPLES / "health" / "assistant_versions.jsonl")]
@@ -160,6 +164,9 @@ def test_bad_cli_arguments_get_a_message_not_a_traceback(tmp_path, make_args, me
 
 @pytest.mark.server
 def test_exporting_a_project_of_another_protocol_is_an_error(reg, importer_for, client, label_studio, tmp_path):
+    """`export` and `report` of a project that runs another protocol: exit 2 and a message, nothing written. Once,
+    on the first database: the check reads the project's config, whichever database holds it."""
+    only_on_the_first_database(label_studio)
     from evalstudio.tasks.importing import import_files
 
     report = import_files(reg.entry("sotopia"), importer_for("sotopia"), [EXAMPLES / "sotopia" / "episodes.jsonl"], client)

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from evalstudio.cli import app
 
 from .conftest import ROOT
-from .test_judge import judge_cli
+from .judge_server import judge_cli
 
 TASKS = ROOT / "examples" / "esa" / "ted_ende.jsonl"
 
@@ -24,7 +24,7 @@ TASKS = ROOT / "examples" / "esa" / "ted_ende.jsonl"
 def judged(tmp_path_factory):
     """One `judge esa` run (36 TED segments, a judge that marks no error in about half of them), and its draw of
     a calibration sample of 24."""
-    from .test_judge import OpenAIServer
+    from .judge_server import OpenAIServer
 
     folder = tmp_path_factory.mktemp("judged")
     server = OpenAIServer(folder)

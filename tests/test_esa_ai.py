@@ -17,7 +17,7 @@ from evalstudio.protocols import registry
 from .conftest import ROOT, gateway_process
 from .test_cli import run
 from .test_gateway import signed_in
-from .test_judge import llm  # noqa: F401 (fixture)
+from .judge_server import llm  # noqa: F401 (fixture)
 from .test_judge_spans import judged_esa_study
 
 pytestmark = [pytest.mark.server]

@@ -19,7 +19,7 @@ from evalstudio.labelstudio.server import wait_healthy
 from evalstudio.tasks.importing import import_files
 from evalstudio.tasks.scanning import iter_tasks, split_task
 
-from .conftest import ROOT, free_port
+from .conftest import ROOT, free_port, only_on_the_last_database
 from .fake_llm import FakeLLM
 
 EVALSTUDIO = [sys.executable, "-m", "evalstudio.cli"]
@@ -65,7 +65,11 @@ def run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.server
-def test_cmv_tom_values_are_generated_into_the_shown_item(generating_backend, reg, client, tmp_path, thread):
+def test_cmv_tom_values_are_generated_into_the_shown_item(generating_backend, reg, label_studio, client, tmp_path,
+                                                          thread):
+    """`generate` fills a thread's ToM values, and the import shows them in the item. Once, on the last database:
+    what is generated and shown is evalstudio's; the import's storing is tested on both elsewhere."""
+    only_on_the_last_database(label_studio)
     url, llm, auth = generating_backend
     out = tmp_path / "threads_tom.jsonl"
     done = run("generate", "cmv", str(thread), "--ml-url", url, "-o", str(out), "--basic-auth-file", str(auth))

@@ -29,6 +29,11 @@ def _prepare():
     return module
 
 
+# the whole module in one worker under `make test` (xdist's loadgroup): its module fixture (the HANNA analysis, 8 s)
+# is computed once, not once in each worker that draws one of its tests
+pytestmark = pytest.mark.xdist_group("test_hanna")
+
+
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
     out = tmp_path_factory.mktemp("hanna")

@@ -1,7 +1,8 @@
 """`evalstudio judge` against a real OpenAI-compatible server process on loopback (tests/openai_server.py, the real
 wire format with 429 + Retry-After, 500, timeouts, malformed answers): the prompt is the annotators' instrument and
 nothing hidden, pairwise is asked in both orders, a second run asks nothing, Ctrl-C then a re-run completes without
-a duplicate, the cost adds up, and every failure is a missing answer with its reason."""
+a duplicate, the cost adds up, and every failure is a missing answer with its reason. (The server process and the
+command line: tests/judge_server.py; the judge with a live Label Studio: tests/test_judge_live.py.)"""
 
 from __future__ import annotations
 
@@ -9,9 +10,7 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
-from pathlib import Path
 
 import httpx
 import pytest
@@ -23,7 +22,8 @@ from evalstudio.judge.instrument import Instrument
 from evalstudio.protocols.mapping import importer_for
 from evalstudio.tasks.scanning import scan
 
-from .conftest import ROOT, example_files, free_port
+from .conftest import ROOT, example_files
+from .judge_server import dialogue_items, judge_cli, llm, summary_of  # noqa: F401 (llm: fixture)
 from .test_cli import EVALSTUDIO, run
 
 SEEDS = ROOT / "tests" / "data" / "seeds"  # the protocol documents (a copy of ../shared/seeds: tests/data/SOURCE.md)
@@ -135,57 +135,6 @@ def _dialogue_instrument(reg):
     return _CACHED["dialogue"]
 
 
-# --- against the server process ---------------------------------------------------------------------------------
-
-class OpenAIServer:
-    def __init__(self, folder: Path):
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}/v1"
-        self.log = folder / "requests.jsonl"
-        self.process = subprocess.Popen([sys.executable, "-m", "tests.openai_server", str(self.port), str(self.log)],
-                                        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for _ in range(600):
-            try:
-                if httpx.get(f"http://127.0.0.1:{self.port}/health", timeout=5).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            if self.process.poll() is not None:
-                raise RuntimeError("the OpenAI-compatible test server did not start")
-            time.sleep(0.1)
-        raise RuntimeError("the OpenAI-compatible test server did not answer")
-
-    def stats(self) -> dict:
-        return httpx.get(f"http://127.0.0.1:{self.port}/stats", timeout=30).json()
-
-    def bodies(self) -> list[dict]:
-        return [json.loads(line) for line in self.log.read_text().splitlines()] if self.log.exists() else []
-
-    def stop(self) -> None:
-        self.process.kill()  # (answers it holds back, e.g. a timeout's, are not waited for)
-        self.process.wait(timeout=30)
-
-
-@pytest.fixture
-def llm(tmp_path):
-    server = OpenAIServer(tmp_path)
-    yield server
-    server.stop()
-
-
-def judge_cli(llm, tmp_path, protocol: str, *options: str, model: str = "judge", files=None):
-    files = [str(f) for f in (files or example_files(protocol))]
-    return run("judge", protocol, *files, "--model", model, "--base-url", llm.url, "-o", str(tmp_path / "out"),
-               "--cache", str(tmp_path / "cache" / "judge.sqlite3"), *options,
-               env={"OPENAI_API_KEY": "sk-test-secret-never-shown"}, cwd=tmp_path)
-
-
-def summary_of(tmp_path) -> list[dict]:
-    import csv
-
-    with open(tmp_path / "out" / "summary.csv", encoding="utf-8") as f:
-        return list(csv.DictReader(f))
-
 
 def test_a_second_run_asks_nothing_and_the_cost_adds_up(llm, tmp_path):
     first = judge_cli(llm, tmp_path, "dialogue", "--limit", "12", "--price-in", "3", "--price-out", "15")
@@ -230,12 +179,6 @@ def test_pairwise_is_asked_in_both_orders_and_position_bias_is_measured(llm, tmp
     assert comparisons[0] == "item,annotator,left,right,outcome,confidence"
     assert {line.split(",")[4] for line in comparisons[1:]} == {"tie"}
 
-
-def dialogue_items(path: Path, n: int) -> Path:
-    path.write_text("".join(json.dumps({"id": f"i{i}", "context": f"A: how was day {i}?",
-                                        "responses": [{"system": "s", "text": f"fine, day {i} was fine"}]}) + "\n"
-                            for i in range(n)), encoding="utf-8")
-    return path
 
 
 def test_ctrl_c_then_a_rerun_completes_without_a_duplicate(llm, tmp_path):
@@ -314,99 +257,6 @@ def test_options_that_cannot_work_are_refused_naming_the_fix(tmp_path):
         done = run("judge", "dialogue", *[str(f) for f in example_files("dialogue")], *options, "-o",
                    str(tmp_path / "out"), cwd=tmp_path)
         assert done.returncode == 2 and said in done.stderr and "Traceback" not in done.stderr, (extra, done.stderr)
-
-
-@pytest.mark.server
-def test_the_judges_answers_as_predictions_stay_out_of_participants_reach(label_studio, client, llm, tmp_path):
-    """--to-label-studio: one prediction per task and judge (model version judge:NAME), replaced and never doubled
-    by a second run; `analyze --protocol` reads it as a metric; a participant of the gateway gets the task without
-    it and reaches no prediction."""
-    from .conftest import only_on_the_first_database
-    from .test_study_ledger import HEADERS, Gateway, dialogue_study
-
-    only_on_the_first_database(label_studio)
-    projects_file, project, project_id = dialogue_study(tmp_path, client, "judged study", items=4, overlap=1)
-    env = {"LABEL_STUDIO_URL": label_studio.url, "LABEL_STUDIO_API_KEY": label_studio.credentials().api_key,
-           "EVALSTUDIO_PROJECTS": str(projects_file), "OPENAI_API_KEY": "sk-test"}
-    for _ in range(2):
-        done = run("judge", "dialogue", "--model", "judge", "--base-url", llm.url, "--to-label-studio", "-o",
-                   str(tmp_path / "out"), "--cache", str(tmp_path / "cache.sqlite3"), env=env, cwd=tmp_path)
-        assert done.returncode == 0, done.stderr
-        predictions = client.predictions(project_id)
-        assert len(predictions) == 4
-        assert all([p["model_version"] for p in found] == ["judge:judge"] for found in predictions.values())
-    assert llm.stats()["requests"] == 4  # the second run asked nothing
-    # what `analyze --protocol` reads as the metric "prediction judge:judge": every criterion of every task, on scale
-    from evalstudio.exporters.tables.tidy import prediction_frame
-
-    frame = prediction_frame([t for page in client.full_task_pages(project_id) for t in page], project)
-    assert len(frame) == 4 * 3 and set(frame["model_version"]) == {"judge:judge"}
-    assert frame["value"].between(1, 5).all()
-    folder = tmp_path / "participants"
-    with Gateway(label_studio, "dialogue", folder, projects_file) as gateway:
-        from evalstudio.crowd import ledger
-
-        key = ledger.open_ledger(folder).setting("join_key")
-        with httpx.Client(base_url=gateway.url, timeout=120, headers=HEADERS) as web:
-            assert web.post("/api/join", json={"key": key, "participant": "JUDGED1"}).status_code == 200
-            page = web.get("/api/next/dialogue")
-            assert page.status_code == 200 and "ref" in page.json()
-            assert "judge" not in page.text and "prediction" not in page.text
-            for path in ("/api/predictions", f"/api/projects/{project_id}/predictions", "/api/tasks"):
-                assert web.get(path).status_code in (401, 403, 404), path
-
-
-@pytest.mark.server
-def test_the_report_says_whether_to_trust_each_judge(label_studio, client, llm, tmp_path):
-    """A project whose human answers are known: two annotators give every task the judge's answer, a third another
-    one. The report's LLM judges section gives the judge's kappa with the humans' plurality (here every plurality
-    is the judge's answer: kappa 1, accuracy 1, as sklearn computes them) and a verdict line citing the
-    alternative annotator test (40 segments per annotator, above the 30 it needs)."""
-    from sklearn.metrics import cohen_kappa_score
-
-    from evalstudio.crowd import participants
-
-    from .conftest import only_on_the_first_database
-    from .test_study_ledger import dialogue_study
-
-    only_on_the_first_database(label_studio)
-    projects_file, project, project_id = dialogue_study(tmp_path, client, "trusted judge", items=40, overlap=3)
-    env = {"LABEL_STUDIO_URL": label_studio.url, "LABEL_STUDIO_API_KEY": label_studio.credentials().api_key,
-           "EVALSTUDIO_PROJECTS": str(projects_file), "OPENAI_API_KEY": "sk-test"}
-    done = run("judge", "dialogue", "--model", "judge", "--base-url", llm.url, "--to-label-studio", "-o",
-               str(tmp_path / "out"), "--cache", str(tmp_path / "cache.sqlite3"), env=env, cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
-    folder = tmp_path / "participants"
-    participants.add(client, ["H1", "H2", "H3"], folder)
-    people = participants.load_accounts(folder)
-    judged = {}
-    for task_id, predictions in client.predictions(project_id).items():
-        values = {r["from_name"]: r["value"]["rating"] for r in predictions[0]["result"]}
-        judged[task_id] = values
-        for pid in ("H1", "H2", "H3"):
-            given = values if pid != "H3" else {k: v % 5 + 1 for k, v in values.items()}
-            result = [{"from_name": k, "to_name": "response", "type": "rating", "value": {"rating": v}}
-                      for k, v in given.items()]
-            stored = httpx.post(f"{label_studio.url}/api/tasks/{task_id}/annotations",
-                                headers={"Authorization": f"Token {label_studio.credentials().api_key}"},
-                                json={"result": result, "completed_by": people[pid].user_id})
-            assert stored.status_code == 201, stored.text
-    report = run("report", "dialogue", "-o", str(tmp_path / "report"), "--bootstrap", "0", env=env, cwd=tmp_path)
-    assert report.returncode == 0, report.stderr
-    said = " ".join(report.stdout.split())  # the terminal names the section and gives its verdict lines (issue 65.6)
-    assert "LLM judges" in said and "judge: appropriateness: quadratic-weighted kappa 1.00 over 40 segments" in said
-    import pandas as pd
-
-    table = pd.read_csv(tmp_path / "report" / "judges.csv")
-    row = table[table["criterion"] == "appropriateness"].iloc[0]
-    humans = [judged[t]["appropriateness"] for t in sorted(judged)]
-    expected = cohen_kappa_score(humans, humans, weights="quadratic")
-    assert (row["judge"], row["segments"], row["accuracy"]) == ("judge", 40, 1.0)
-    assert row["agreement"] == pytest.approx(expected)
-    assert row["alt_test"] in ("passes", "fails") and 0 <= row["winning_rate"] <= 1
-    page = (tmp_path / "report" / "index.html").read_text()
-    assert "LLM judges" in page and "judge: appropriateness: quadratic-weighted kappa 1.00 over 40 segments" in page
-    assert "Verdict:" in page and f"winning rate {row['winning_rate']:.2f}" in page
 
 
 def test_the_judges_of_projects_yaml_run_without_options_and_a_key_in_the_file_is_refused(llm, tmp_path):

@@ -21,7 +21,7 @@ from evalstudio.base.chat import digest
 
 from .conftest import ROOT, example_files, free_port
 from .test_cli import EVALSTUDIO, run
-from .test_judge import dialogue_items, judge_cli, llm, summary_of  # noqa: F401 (llm: the server fixture)
+from .judge_server import dialogue_items, judge_cli, llm, summary_of  # noqa: F401 (llm: the server fixture)
 
 
 def answers_of(tmp_path) -> list[dict]:
@@ -78,10 +78,15 @@ def test_only_a_refusal_of_the_response_format_turns_json_mode_off(llm, tmp_path
     assert len(missing) == 1 and "HTTP 400" in missing[0]["error"] and "maximum context length" in missing[0]["error"]
 
 
+# the whole module in one worker under `make test` (xdist's loadgroup): its module fixture (`judge circa`, 6 s)
+# is computed once, not once in each worker that draws one of its tests
+pytestmark = pytest.mark.xdist_group("test_judge_runs")
+
+
 @pytest.fixture(scope="module")
 def circa_run(tmp_path_factory):
     """`judge circa` over both example files: Part I and the two counterbalanced lists of Part II (run once)."""
-    from .test_judge import OpenAIServer
+    from .judge_server import OpenAIServer
 
     folder = tmp_path_factory.mktemp("circa")
     server = OpenAIServer(folder)

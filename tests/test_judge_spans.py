@@ -20,7 +20,7 @@ from evalstudio.judge.instrument import Instrument
 
 from .conftest import ROOT
 from .test_cli import run
-from .test_judge import llm  # noqa: F401 (fixture)
+from .judge_server import llm  # noqa: F401 (fixture)
 
 TARGET = "Die Brücke führt über die Brücke nach Köln 🇩🇪, nai\u0308ve 北京的会议.\nZweite Zeile"  # (ï: i + combining)
 MQM_DATA = {"target": TARGET, "source_text": "The bridge leads over the bridge to Cologne.", "context": "Vorher."}

@@ -30,6 +30,11 @@ CIRCA = json.loads((DATA / "circa_expected.json").read_text())
 METRICS = SYN["data"]["metrics"]
 
 
+# the whole module in one worker under `make test` (xdist's loadgroup): its module fixtures (analyze on Circa, 20 s)
+# is computed once, not once in each worker that draws one of its tests
+pytestmark = pytest.mark.xdist_group("test_metaeval")
+
+
 def run_analyze(*args) -> None:
     result = CliRunner().invoke(app, ["analyze", *map(str, args)])
     if result.exception is not None and not isinstance(result.exception, SystemExit):

@@ -17,7 +17,7 @@ from evalstudio.tasks.importing import import_files
 from evalstudio.values.controls import control_range
 from evalstudio.values.results import dotted_get, task_fields
 
-from .conftest import PROJECTS, example_files, with_absolute_files
+from .conftest import PROJECTS, example_files, only_on_the_first_database, with_absolute_files
 from .fake_llm import FakeLLM
 
 
@@ -46,10 +46,14 @@ def stored_values(project, data) -> dict:
 
 @pytest.mark.server
 @pytest.mark.parametrize("protocol", PROJECTS)
-def test_label_studio_gets_stored_predictions_from_the_backend(reg, importer_for, client, ml_backend, protocol):
+def test_label_studio_gets_stored_predictions_from_the_backend(reg, importer_for, label_studio, client, request,
+                                                               protocol):
     """With model-assisted labelling opted in (prefill: true), the stored model outputs of tasks imported earlier
-    (before the opt-in) become predictions through the ML backend."""
-    url, log, auth = ml_backend
+    (before the opt-in) become predictions through the ML backend. Once, on the first database: the backend's
+    answers and Label Studio's requests for them do not depend on the database; storing tasks with predictions,
+    where the database could matter, is tested on both (tests/test_faults.py)."""
+    only_on_the_first_database(label_studio)
+    url, log, auth = request.getfixturevalue("ml_backend")
     project = reg.entry(protocol).model_copy(update={"prefill": True, "title": f"{protocol} prefill by the backend"})
     study = project.study_name
     earlier = project.model_copy(update={"prefill": False})  # imported before the opt-in: no predictions yet
@@ -86,9 +90,12 @@ def test_label_studio_gets_stored_predictions_from_the_backend(reg, importer_for
 
 @pytest.mark.server
 @pytest.mark.parametrize("protocol", PROJECTS)
-def test_stored_predictions_arrive_with_the_import(reg, importer_for, client, protocol):
+def test_stored_predictions_arrive_with_the_import(reg, importer_for, label_studio, client, protocol):
     """prefill: true with the stored predictor: every task goes in with its model outputs as its one prediction, in
-    the import itself (no ML backend is running here); a second import adds no task and no prediction."""
+    the import itself (no ML backend is running here); a second import adds no task and no prediction. Once, on the
+    first database: which predictions a task gets is evalstudio's; an import of tasks with predictions, retried
+    and checked for duplicates, runs on both databases in tests/test_faults.py."""
+    only_on_the_first_database(label_studio)
     project = reg.entry(protocol).model_copy(update={"prefill": True, "title": f"{protocol} predictions at import"})
     study = project.study_name
     report = import_files(project, importer_for(study), example_files(study), client, batch_size=7)
@@ -327,7 +334,9 @@ def _learner_round(reg, importer_for, client, label_studio, tmp_path, part, n_tr
 @pytest.mark.server
 def test_learner_retrains_on_label_studio_annotation_webhooks(reg, importer_for, client, label_studio, tmp_path):
     """A backend whose projects.yaml sets `predictor: learner` for circa: annotations submitted in Label Studio
-    reach it as webhooks, it trains, saves the model, and Label Studio then gets the learner's predictions."""
+    reach it as webhooks, it trains, saves the model, and Label Studio then gets the learner's predictions. Once,
+    on the first database: the webhooks and the learner do not depend on the database."""
+    only_on_the_first_database(label_studio)
     import subprocess
     import sys
     import time

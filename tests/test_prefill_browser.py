@@ -20,7 +20,7 @@ from exporters.analyses.postedit import post_edits
 from .conftest import example_files, gateway_process
 from .test_browser import browser, designed_values, fill, move_slider  # noqa: F401 (fixture)
 from .test_esa_ai import esa_ai_entry
-from .test_judge import llm  # noqa: F401 (fixture)
+from .judge_server import llm  # noqa: F401 (fixture)
 from .test_judge_spans import judged_esa_study
 from .test_spans_browser import SELECT
 

@@ -259,11 +259,13 @@ def test_two_studies_from_one_participants_folder_are_two_namespaces(label_studi
     assert sorted(p.name for p in folder.iterdir() if p.is_dir()) == ["dialogue_b"]
 
 
-STORM = 100  # self sign-ups through two gateway processes
+# self sign-ups through two gateway processes: 50 (100 before) still reach every fault below (the last, the
+# annotations' 502s, takes POSTs 40 to 42 of at least 50), which the test asserts
+STORM = 50
 
 
 def test_a_sign_up_storm_through_a_faulty_label_studio_loses_no_one(label_studio, client, tmp_path):
-    """Issue 50's storm: 100 self sign-ups through two gateway processes while `participants add` runs three times
+    """Issue 50's storm: 50 self sign-ups through two gateway processes while `participants add` runs three times
     with overlapping ids and `participants close` once, and Label Studio, as the gateways reach it, drops its
     answers after it has acted and answers 502 after acting (tests/faulty_proxy.py), on the very calls that make
     accounts and annotations. Every sign-up is answered at once (no 502), every participant answers a task; then
@@ -307,6 +309,7 @@ def test_a_sign_up_storm_through_a_faulty_label_studio_loses_no_one(label_studio
         synced(folder)
         assert proxy.count("POST", "/api/users", "drop-after") == 4 and proxy.count("POST", "/annotations",
                                                                                      "drop-after") == 4
+        assert [f.times for f in faults] == [0] * len(faults)  # every fault happened, however few the sign-ups
     accounts = participants.load_accounts(folder)
     expected = {f"STORM{i}" for i in range(STORM)} | {f"ADD{i}" for i in range(20)}
     assert set(accounts) == expected  # once each (the ledger's key is the id)
