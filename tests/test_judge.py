@@ -351,3 +351,23 @@ def test_samples_give_each_task_a_confidence_from_their_spread(llm, tmp_path):
         values = given[(tasks[number // 3], row["criterion"])]
         assert float(row["value"]) == pytest.approx(statistics.fmean(values))
         assert float(row["confidence"]) == pytest.approx(max(0.0, 1 - 2 * statistics.pstdev(values) / 4), abs=1e-6)
+
+
+@pytest.mark.parametrize("orders, came_back", [
+    ([(0, 1), (1, 0)], [("t2", (1, 0)), ("t1", (0, 1)), ("t2", (0, 1)), ("t1", (1, 0))]),  # pairwise, both orders
+    ([(0,)], [("t3", (0,)), ("t1", (0,)), ("t2", (0,))]),  # one order, tasks finished out of order
+])
+def test_the_prompts_are_written_in_the_order_of_the_tasks_whatever_order_they_came_back_in(orders, came_back):
+    """prompts.jsonl of the same command is the same file: its prompts in the order of the tasks and orders, as
+    answers.jsonl (a pairwise run once wrote them in the order the concurrent requests were started)."""
+    from evalstudio.base.chat import Judge
+    from evalstudio.judge.run import Asked, Run, in_order
+
+    tasks = [{"id": t} for t in ("t1", "t2", "t3") if any(t == c for c, _ in came_back)]
+    run = Run()
+    for task, order in came_back:
+        run.prompts[f"{task}{order}"] = ({"role": "user", "content": f"{task} {order}"},)
+        run.asked.append(Asked("j", task, 0, order, f"{task}{order}", {}))
+    in_order(run, [Judge(name="j", model="m", base_url="http://127.0.0.1:1/v1")], tasks)
+    assert list(run.prompts) == [f"{t['id']}{o}" for t in tasks for o in orders]
+    assert list(run.prompts) == [a.digest for a in run.asked]

@@ -174,6 +174,9 @@ def test_a_participant_marks_spans_through_the_gateway(label_studio, client, tmp
                                    "return t && t !== shown; }", arg=shown, timeout=120_000)
             shown = page.locator("#editor").get_attribute("data-task")
             page.locator("button", has_text="Submit").first.wait_for(timeout=120_000)
+            if number == 0:  # the editor laid out as in Label Studio: its utility styles are on the page (without
+                # them the span list's "Manual" button, Label Studio's flex, was a block with its label under its icon)
+                assert page.locator("button", has_text="Manual").evaluate("(b) => getComputedStyle(b).display") == "flex"
             text = page.inner_text(".lsf-richtext >> nth=1")
             [item] = [i for i, piece in PIECES.items() if on_screen(piece).split()[0] in text.replace("\n", "")]
             if number == 0:  # a scripted participant's hostile spans are refused with a reason, and not kept

@@ -24,6 +24,10 @@ input[type=text], input[type=password] { font: inherit; padding: .4em; width: 22
 .message { padding: .8em 1em; background: #fff8e1; border: 1px solid #f0d070; border-radius: 4px; }
 .error { color: #b00020; }
 details.instructions > summary { cursor: pointer; font-weight: 600; }
+/* the gateway's own boxes (instructions, a practice item's explanation) as a browser shows them, whatever the
+   utility styles of Label Studio's editor reset (lists, headings, paragraph margins) */
+.box :is(h1, h2, h3, h4, h5, h6, p, ul, ol, li, blockquote, dl, dd, figure, pre, hr, table, img) {
+  margin: revert; padding: revert; font-size: revert; font-weight: revert; list-style: revert; display: revert; }
 /* Label Studio's bottom bar (Submit) is absolutely placed at the bottom of a full-height app; in this page, which
    scrolls as a whole, that is one screen down from the top, over the answer controls. Sticky instead: it stays in
    sight while the task scrolls and ends below the last control, covering none. */
@@ -337,6 +341,16 @@ document.addEventListener('pointerup', (event) => {
   }, 0);
 }, true);
 queue.push([['evalstudio-gateway'], {}, (require) => {
+  // Label Studio's utility styles (Tailwind), which its app adds to the page when it starts (the gateway does not
+  // start it): without them the editor's own buttons and panels lose their layout (the span list's "Manual" and
+  // "By Time" labels fell under their icons). Added after main.css, as Label Studio's page has them.
+  for (const id of Object.keys(require.m)) {
+    if (!String(require.m[id]).includes('! tailwindcss v')) continue;
+    const style = document.createElement('style');
+    style.id = 'label-studio-utilities';
+    style.textContent = String(require(id).A);
+    document.querySelector('link[href="/react-app/main.css"]').after(style);
+  }
   Promise.all(SETUP.chunks.map((id) => require.e(id))).then(() => { require(SETUP.module); load(SETUP.next); });
 }]);
 """

@@ -185,10 +185,15 @@ async def judge_tasks(client: ChatClient, instrument: Instrument, judges: list[J
 
 
 def in_order(run: Run, judges: list[Judge], tasks: list[dict]) -> None:
-    """The run's answers in the order of judges, then tasks (as asked, whatever order they came back in)."""
+    """The run's answers, and the prompts they answered, in the order of judges, then tasks (as asked, whatever
+    order they came back in: the same command gives the same files)."""
     order = {(j.name, t["id"]): i for i, (j, t) in enumerate((j, t) for j in judges for t in tasks)}
     run.combined.sort(key=lambda c: order[(c.judge, c.task_id)])
     run.asked.sort(key=lambda a: (order[(a.judge, a.task_id)], a.order != tuple(sorted(a.order)), a.sample))
+    first = list(dict.fromkeys(a.digest for a in run.asked if a.digest in run.prompts))
+    prompts = {d: run.prompts[d] for d in first} | run.prompts  # (a prompt of no answer: after, as it came)
+    run.prompts.clear()
+    run.prompts.update(prompts)
 
 
 def position_bias(instrument: Instrument, asked: list[Asked]) -> dict[str, float | int | None]:
