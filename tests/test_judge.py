@@ -42,7 +42,7 @@ INSTRUMENT = [
     ("squality", "squality", None),
     ("squality_pairwise", "squality_pairwise", "Which response answers the question better?"),
     # (the span protocols' words are their sources' (labeling_configs/mqm.xml, esa.xml), not the seed documents')
-    ("mqm", None, "label it with a severity and an error category"),
+    ("mqm", None, "label it with an error category and a severity"),
     ("esa", None, "Select the part of translation where you have identified a translation error"),
 ]
 
