@@ -445,3 +445,31 @@ def test_the_end_page_sends_a_finished_participant_back_to_the_platform(platform
     assert "You have finished every part of this study." in page
     assert all(s in page for s in said), [s for s in said if s not in page]
     assert not any(s in page for s in unsaid), [s for s in unsaid if s in page]
+
+
+def test_export_finds_the_front_matter_in_the_participants_folder_given_and_says_when_it_has_none(tmp_path):
+    """`export --participants FOLDER` writes the background and exit-survey answers of a study whose participants'
+    folder is not the default one (export had no such option: the answers were left out without a word); without a
+    ledger there, export says why they are missing, and a study without a front matter has nothing to say."""
+    from typer.testing import CliRunner
+
+    from evalstudio.cli import app
+    from evalstudio.crowd.ledger import Ledger
+    from evalstudio.operations import status
+
+    parts = registry.load().parts(EXAMPLE)
+    folder = tmp_path / "pp"
+    book = Ledger(folder)
+    book.reserve(Account("W1", "w1@participants.invalid", "pw"))
+    book.take_step("W1", "consent", json.dumps({"accepted": True}), "given")
+    book.take_step("W1", "background", json.dumps({"age": "Prefer not to say", "english": "No",
+                                                   "reading": "Rarely or never"}))
+    book.take_step("W1", "exit", json.dumps({"difficulty": "Easy", "comments": "Grüße, 日本語"}))
+    written = status.write_background(EXAMPLE, parts, tmp_path / "a.csv", "csv", folder)
+    assert written == (tmp_path / "a.background.csv", 1)
+    assert "Grüße, 日本語" in written[0].read_text(encoding="utf-8")
+    assert status.front_matter_unread(EXAMPLE, parts, folder) is None
+    said = status.front_matter_unread(EXAMPLE, parts, tmp_path / "empty")
+    assert "not in this export" in said and "--participants" in said
+    assert status.front_matter_unread("dialogue", registry.load().parts("dialogue"), tmp_path / "empty") is None
+    assert "--participants" in CliRunner().invoke(app, ["export", "--help"], env={"COLUMNS": "200"}).output

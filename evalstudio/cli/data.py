@@ -142,6 +142,10 @@ def export(
     from_export: FromExport = None,
     project_id: ProjectIdOption = None,
     wait: WaitOption = WAIT_SECONDS,
+    participants: Annotated[Optional[Path], typer.Option(
+        "--participants", help="The participants folder of the study's gateway (default: .evalstudio/participants): "
+                               "its ledger decides which annotation is each participant's answer, what the output "
+                               "still lacks, and gives the front matter's answers.")] = None,
     projects: ProjectsOption = None,
 ):
     """Write all annotations (skipped ones flagged) as one tidy table: project, task_id, item_id, system,
@@ -185,9 +189,14 @@ def export(
                 write_table(span_rows, spans, format)
                 spans_written = len(span_rows)
         else:
-            rows, annotations, spans_written = _export_live(protocol, parts, project_id, output, format, wait, spans)
+            rows, annotations, spans_written = _export_live(protocol, parts, project_id, output, format, wait, spans,
+                                                            participants)
         # the front matter's background and exit-survey answers: a file of their own, apart from the ratings
-        background = None if from_export else study_status.write_background(protocol, parts, output, format)
+        background = None if from_export else study_status.write_background(protocol, parts, output, format,
+                                                                            participants)
+        if not from_export and background is None and (missing := study_status.front_matter_unread(
+                protocol, parts, participants)):
+            say(f"warning: {missing}")
     except EvalstudioError as e:
         raise fail_with(e)
     console.print(f"{rows} rows ({annotations} annotations) written to {output}")
@@ -198,13 +207,13 @@ def export(
 
 
 def _export_live(protocol, parts, project_id, output: Path, format: str, wait: float,
-                 spans: Path | None) -> tuple[int, int, int]:
+                 spans: Path | None, participants: Path | None = None) -> tuple[int, int, int]:
     """`export` of the live study: (rows, annotations, spans) written to `output` (and the spans to `spans`), once
     Label Studio holds what the gateway acknowledged (or --wait passed: what the output lacks is said after the
     read); given up, and the partial files removed, once Label Studio has not answered for --wait seconds."""
     from ..exporters.tables.tidy import annotation_frame, span_frame, write_annotations
 
-    folder = study_ledger(protocol)
+    folder = study_ledger(protocol, participants)
     for line in sync_lag(folder, wait):
         say(f"warning: {line}")
     check = ledger_check(folder)

@@ -81,6 +81,21 @@ def write_background(protocol, parts, output: Path, format: str, folder=None) ->
     return path, len(frame)
 
 
+def front_matter_unread(protocol, parts, folder=None) -> str | None:
+    """Why a study's front matter (consent, background, exit survey) is not exported: it declares one, but no
+    ledger is in the participants folder given (or the default one); None when there is nothing to say."""
+    from evalstudio.crowd import front_record, ledger
+
+    from .reading import study_ledger
+
+    where = study_ledger(protocol, folder)
+    if front_record.declaring(parts) is None or (where / ledger.FILE).exists() or (where / ledger.POINTER).exists():
+        return None
+    return (f"{protocol} has a front matter (crowd: consent, background, exit survey), but no study ledger is in "
+            f"{where}: its participants' background and exit-survey answers are not in this export; give the "
+            "folder of `participants add` and the gateway with --participants")
+
+
 RESTORE = {
     "settings": "`evalstudio setup {study}` writes projects.yaml's settings back",
     "tasks": "the imported values are in your input files: export the project first (the task's annotations go "
