@@ -116,6 +116,21 @@ def test_decisions_reject_only_failed_gold_and_pay_the_announced_bonuses(dialogu
     assert paid == {"b": 25, "a": 15, "c": 15, "d": 0, "e": 0}  # a and c share rank 2; rank 4 gets nothing
 
 
+# (answers, minutes from the first to the last): a rate only from 5 answers over 10 minutes (a scripted participant's
+# 2 answers 2 ms apart were said "1,776,900/hour")
+BURSTS = [(2, 0.00004, None), (4, 60, None), (5, 9.9, None), (5, 10, 24.0), (30, 29, 60.0)]
+
+
+@pytest.mark.parametrize("answers, minutes, rate", BURSTS)
+def test_no_rate_from_a_burst_of_answers(answers, minutes, rate):
+    start = pd.Timestamp("2026-11-29 04:00", tz="UTC")
+    times = [start + pd.Timedelta(minutes=minutes * i / (answers - 1)) for i in range(answers)]
+    frame = pd.DataFrame({"annotation_id": range(answers), "task_id": range(answers), "annotator": "a",
+                          "cancelled": False, "surplus": False, "created_at": times})
+    got, hours = study.time_left(frame, 10)
+    assert (got is None and hours is None) if rate is None else got == pytest.approx(rate)
+
+
 @pytest.mark.parametrize("hours, said", [(0.001, "1 min"), (0.5, "30 min"), (0.999, "60 min"), (1.0, "1.0 hours"),
                                          (1.55, "1.6 hours"), (36.0, "36.0 hours")])
 def test_time_left_is_said_in_minutes_under_an_hour(hours, said):

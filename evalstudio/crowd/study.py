@@ -290,13 +290,18 @@ def gold_rate_warnings(parts: list[Project], per_part: list[list[dict]]) -> list
     return out
 
 
+RATE_MIN_ANNOTATIONS, RATE_MIN_MINUTES = 5, 10  # a rate only from this many answers over this long at least
+
+
 def time_left(annotations: pd.DataFrame, remaining: int) -> tuple[float | None, float | None]:
-    """(annotations per hour so far, hours until `remaining` more at that rate); None where not yet measurable."""
+    """(annotations per hour so far, hours until `remaining` more at that rate); None where not yet measurable:
+    fewer than RATE_MIN_ANNOTATIONS answers, or all within RATE_MIN_MINUTES (two answers a second apart, a scripted
+    participant's or a first burst, said 1.8 million an hour)."""
     times = counted(annotations)["created_at"].dropna()
-    if len(times) < 2 or remaining <= 0:
+    if len(times) < RATE_MIN_ANNOTATIONS or remaining <= 0:
         return (None, 0.0 if remaining <= 0 else None)
     hours = (times.max() - times.min()).total_seconds() / 3600
-    if hours <= 0:
+    if hours < RATE_MIN_MINUTES / 60:
         return (None, None)
     rate = (len(times) - 1) / hours
     return rate, remaining / rate
