@@ -43,8 +43,8 @@ def participants_add(
         help="Participant ids, or files of them: one id per line, or a CSV with a participant_id / WorkerId column "
              "(Prolific's and MTurk's exports).")],
     folder: Annotated[Optional[Path], typer.Option(
-        "--folder", help="Private folder (0700) for the study's ledger (ledger.sqlite3: accounts, passwords, "
-                         "sessions and answers, 0600) and sign_in.csv (default: .evalstudio/participants).")] = None,
+        "--folder", "--participants", help="Private folder (0700) for the study's ledger (ledger.sqlite3: accounts, "
+        "passwords, sessions and answers, 0600) and sign_in.csv (default: .evalstudio/participants).")] = None,
     public_url: Annotated[Optional[str], typer.Option(
         help="The address participants open, if not LABEL_STUDIO_URL (e.g. behind a reverse proxy).")] = None,
     gateway_url: Annotated[Optional[str], typer.Option(
@@ -109,7 +109,7 @@ def participants_link():
 def participants_close(
     ids: Annotated[list[str], typer.Argument(help="Participant ids (as given to `add`).")],
     folder: Annotated[Optional[Path], typer.Option(
-        "--folder", help="The folder `add` wrote (default: .evalstudio/participants).")] = None,
+        "--folder", "--participants", help="The folder `add` wrote (default: .evalstudio/participants).")] = None,
     study: StudyOption = None,
 ):
     """Stop participants from getting more tasks: their accounts leave the Label Studio organisation (Label
@@ -129,7 +129,7 @@ def participants_close(
 def participants_backup(
     destination: Annotated[Path, typer.Argument(help="A new file for the copy (it holds passwords: keep it private).")],
     folder: Annotated[Optional[Path], typer.Option(
-        "--folder", help="The folder `add` wrote (default: .evalstudio/participants).")] = None,
+        "--folder", "--participants", help="The folder `add` wrote (default: .evalstudio/participants).")] = None,
     study: StudyOption = None,
 ):
     """Copy the study's ledger (participants, sign-in codes, sessions, served tasks and answers with their measured
