@@ -26,7 +26,7 @@ from evalstudio.base.errors import EvalstudioError
 from evalstudio.crowd import routing
 from evalstudio.crowd.assistance import unassisted
 from evalstudio.crowd.ledger import Ledger, LedgerUnreachable, Ref
-from evalstudio.values.origins import region_key, same_value, shown_prediction
+from evalstudio.values.origins import prefill_predictions, region_key, same_value, shown_prediction
 
 from . import pages, sync
 from .admission import Admission, Session, error_response
@@ -355,8 +355,7 @@ class Gateway(FrontMatter, Serving, Admission):
         Label Studio's pace); with `prefill: judge:NAME` that judge's only."""
         task = await self._call("GET", f"/api/tasks/{task_id}")
         task.raise_for_status()
-        return [p for p in task.json().get("predictions") or [] if isinstance(p, dict)
-                and (part_prefill is True or p.get("model_version") == part_prefill)]
+        return prefill_predictions(task.json().get("predictions"), part_prefill)
 
     # ---- Label Studio's front-end files, streamed ------------------------------------------------------------
     async def asset(self, request: Request) -> Response:

@@ -45,8 +45,7 @@ def adaptive_lines(parts, per_part, folder) -> list[str]:
     if not any(routing.routing_of(p) or routing.pac_of(p) for p in parts):
         return []
     folder = Path(folder or participants.DEFAULT_FOLDER)
-    book = ledger.open_ledger(folder) if (folder / ledger.FILE).exists() or (folder / ledger.POINTER).exists() \
-        else None
+    book = ledger.open_ledger(folder) if _has_ledger(folder) else None
     return routing.progress_lines(parts, per_part, book)
 
 
@@ -57,7 +56,7 @@ def front_table(parts, folder):
 
     project = front_record.declaring(parts)
     folder = Path(folder or participants.DEFAULT_FOLDER)
-    if project is None or not ((folder / ledger.FILE).exists() or (folder / ledger.POINTER).exists()):
+    if project is None or not _has_ledger(folder):
         return None
     return front_record.where_each(ledger.open_ledger(folder), project)
 
@@ -73,7 +72,7 @@ def write_background(protocol, parts, output: Path, format: str, folder=None) ->
 
     project = front_record.declaring(parts)
     folder = study_ledger(protocol, folder)
-    if project is None or not ((folder / ledger.FILE).exists() or (folder / ledger.POINTER).exists()):
+    if project is None or not _has_ledger(folder):
         return None
     frame = front_record.background_frame(ledger.open_ledger(folder), project)
     path = output.with_name(f"{output.stem}.background{output.suffix}")
@@ -81,15 +80,22 @@ def write_background(protocol, parts, output: Path, format: str, folder=None) ->
     return path, len(frame)
 
 
+def _has_ledger(folder: Path) -> bool:
+    """A study ledger is in the folder (its SQLite file, or the pointer to its PostgreSQL one)."""
+    from evalstudio.crowd import ledger
+
+    return (folder / ledger.FILE).exists() or (folder / ledger.POINTER).exists()
+
+
 def front_matter_unread(protocol, parts, folder=None) -> str | None:
     """Why a study's front matter (consent, background, exit survey) is not exported: it declares one, but no
     ledger is in the participants folder given (or the default one); None when there is nothing to say."""
-    from evalstudio.crowd import front_record, ledger
+    from evalstudio.crowd import front_record
 
     from .reading import study_ledger
 
     where = study_ledger(protocol, folder)
-    if front_record.declaring(parts) is None or (where / ledger.FILE).exists() or (where / ledger.POINTER).exists():
+    if front_record.declaring(parts) is None or _has_ledger(where):
         return None
     return (f"{protocol} has a front matter (crowd: consent, background, exit survey), but no study ledger is in "
             f"{where}: its participants' background and exit-survey answers are not in this export; give the "

@@ -35,3 +35,10 @@ def shown_prediction(result, prefill) -> list:
     if prefill is True:
         return regions
     return [r for r in regions if len(region_key(r)) == 2]
+
+
+def prefill_predictions(predictions, prefill) -> list[dict]:
+    """The predictions a prefill draws on: every one with `prefill: true`, the judge's (its model_version) only with
+    `prefill: judge:NAME`."""
+    return [p for p in predictions or [] if isinstance(p, dict)
+            and (prefill is True or p.get("model_version") == prefill)]

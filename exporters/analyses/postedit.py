@@ -92,12 +92,13 @@ def automation_bias(annotations: pd.DataFrame, project, tasks: list[dict]) -> tu
     answer it) was shown bare to everyone, not by the draw."""
     from evalstudio.stats.assisted import COLUMNS as BIAS_COLUMNS
     from evalstudio.stats.assisted import assisted_difference, verdict
+    from evalstudio.values.origins import prefill_predictions
 
     empty = pd.DataFrame(columns=["criterion", *BIAS_COLUMNS])
     if not project.prefill or annotations.empty or "from_prediction" not in annotations:
         return empty, []
-    drawn = {t.get("id") for t in tasks if any(isinstance(p, dict) and p.get("result") is not None and (
-        project.prefill is True or p.get("model_version") == project.prefill) for p in t.get("predictions") or [])}
+    drawn = {t.get("id") for t in tasks
+             if any(p.get("result") is not None for p in prefill_predictions(t.get("predictions"), project.prefill))}
     answered = annotations[~annotations["cancelled"] & ~annotations["surplus"] & annotations["value"].notna()
                            & annotations["task_id"].isin(drawn)]
     if answered["from_prediction"].nunique() < 2:
