@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from evalstudio.stats.spans import esa_overlaps, esa_segment_agreement
 
-from .test_mqm import ESA, TWO_RATERS, analyze
+from .test_mqm import ESA, TWO_RATERS, analyze, write_export
 
 
 def loop_overlaps(first: list, second: list) -> tuple[list, list]:
@@ -123,3 +123,25 @@ def agreement(tmp_path_factory) -> dict[str, pd.Series]:
 def test_span_agreement_gives_esas_measures(agreement, kind, column, expected):
     """`analyze`'s span_agreement table has ESA's measures beside evalstudio's character measures."""
     assert agreement[kind][column] == pytest.approx(expected, nan_ok=True)
+
+
+@pytest.mark.parametrize("protocol", ["mqm", "esa"])
+def test_report_of_a_span_study_writes_analyzes_span_agreement(tmp_path, protocol):
+    """`report` of an mqm or esa study's export writes span_agreement.csv, the table `analyze --protocol` writes
+    for the same export (ESA's measures included)."""
+    from typer.testing import CliRunner
+
+    from evalstudio.cli import app
+
+    write_export(tmp_path, protocol)
+    common = ["--from-export", str(tmp_path / "export.json"), "--projects", str(tmp_path / "projects.yaml"),
+              "--bootstrap", "0"]
+    runner = CliRunner()
+    for command in (["report", protocol, *common, "-o", str(tmp_path / "report")],
+                    ["analyze", str(tmp_path / "export.json"), "--protocol", protocol, *common[2:], "--resamples",
+                     "100", "-o", str(tmp_path / "analyze")]):
+        result = runner.invoke(app, command)
+        assert result.exit_code == 0, result.output
+    ours, theirs = (pd.read_csv(tmp_path / side / "span_agreement.csv") for side in ("report", "analyze"))
+    assert "overlap_first" in ours.columns
+    pd.testing.assert_frame_equal(ours, theirs)
