@@ -6,12 +6,12 @@ nothing of it is copied here; the files are read from the path given, and docs/s
 
 Read with evalstudio's own readers and statistics:
 
-1. every ESA and ESA-AI campaign file (`format: esa`, readers.spans.read_esa): rows, segments, spans, and what the
-   reader said. A segment is named itemID#documentID in every file; Appraise's ESA batches file
-   (batches_wmt23_en-de_esa.json) maps each name to its system, WMT23 source line and translation. The ESA-AI
-   campaigns were run from the GEMBA batches file (missing from the released snapshot): their names are mapped
-   through the ESA batches file too, which the script checks (every ESA-AI name is found there, and the segments
-   it maps to are those the GEMBA run scored);
+1. every ESA, ESA-AI and MQM campaign file (`format: esa`, readers.spans.read_esa): rows, segments, spans, and what
+   the reader said. A segment is named itemID#documentID in every file, a name Appraise's batches file maps to its
+   system, WMT23 source line and translation within the batch of the annotator's account (the n-th account has the
+   n-th batch; a name alone is ambiguous in one document). The ESA-AI campaigns were run from the GEMBA batches
+   file (missing from the released snapshot): their names are mapped through the ESA batches file, which the script
+   checks (every answer is found in its account's batch, and ESA-AI-1's segments are those the GEMBA run scored);
 2. the judge the ESA-AI annotators saw: en-de.LLM.seg.score, the MQM score (minor -1, major -5) of GEMBA's
    pre-filled spans that ESA's own loader writes (utils.load_raw_appraise_campaign("LLM")), one line per system and
    source line in mt-metrics-eval's order; a score of 0 is "no error found". Its error-free share against the
@@ -98,21 +98,29 @@ def without_fillers(study: SpanStudy) -> SpanStudy:
                      study.notes + [f"{int(filler.sum())} tutorial or filler segment(s) left out"])
 
 
-def batch_items(path: Path) -> tuple[dict[str, tuple[str, int, int]], int]:
-    """(itemID#documentID, the name read_esa gives a segment, -> (system, source line, target length), from
-    Appraise's batches file; how many names were left out because they name two segments: one document of the
-    released campaign was split between two accounts with the same item numbers, which ESA's loader repairs by hand)."""
+def batch_items(path: Path) -> dict[tuple[int, str], tuple[str, int, int]]:
+    """(batch number, itemID#documentID: the name read_esa gives a segment) -> (system, source line, target length),
+    from Appraise's batches file. A name alone is not enough: one document of the released campaign was split
+    between two accounts with the same item numbers (ESA's loader repairs it by hand)."""
     out: dict = {}
-    clash = set()
-    for batch in json.loads(path.read_text(encoding="utf-8")):
+    for number, batch in enumerate(json.loads(path.read_text(encoding="utf-8"))):
         for item in batch["items"]:
             parts = str(item.get("_item", "")).split(" | ")
             if len(parts) == 3 and parts[1].isdigit():
-                name, where = f"{item['itemID']}#{item['documentID']}", (parts[0], int(parts[1]), len(item["targetText"]))
-                if out.get(name, where) != where:
-                    clash.add(name)
-                out[name] = where
-    return {k: v for k, v in out.items() if k not in clash}, len(clash)
+                out[number, f"{item['itemID']}#{item['documentID']}"] = (parts[0], int(parts[1]), len(item["targetText"]))
+    return out
+
+
+def locate(items: dict, names, logins) -> list:
+    """Each answer's (system, line, length), None where not found: its name in the batch of its annotator's account
+    (Appraise gives the n-th account, login ending in n in hexadecimal, the n-th batch; the replay counts the
+    answers this does not find)."""
+    def number(login: str) -> int:
+        try:
+            return int(str(login)[-2:], 16) - 1
+        except ValueError:
+            return -1
+    return [items.get((number(who), str(name))) for name, who in zip(names, logins)]
 
 
 def key(system: str, line: int) -> str:
@@ -133,7 +141,7 @@ def one_answer(study: SpanStudy, items: dict) -> tuple[pd.DataFrame, pd.DataFram
     """(one row per rated segment, keyed by (system, line): annotator, item, score, hid (ESA's hypothesisID:
     line#documentID); the spans of those answers with their segment key), keeping of two answers of a segment the
     later row in the file, as ESA's loader does; names not in the batches file are left out."""
-    where = [items.get(i) for i in study.segments["item"]]
+    where = locate(items, study.segments["item"], study.segments["annotator"])
     seg = study.segments.assign(key=[None if w is None else key(*w[:2]) for w in where],
                                 hid=[None if w is None else f"{w[1]}#{d}" for w, d in zip(where, study.segments["doc"])])
     seg = seg[seg["key"].notna()].sort_values("line").drop_duplicates("key", keep="last").set_index("key")
@@ -164,15 +172,19 @@ def esa_measures(a: tuple, b: tuple, keys: list) -> dict:
             "back": back.mean(), "back_same": back_same.mean(), **seg}
 
 
-def pooled_agreement(first: SpanStudy, second: SpanStudy, lengths: dict | None) -> dict:
+def pooled_agreement(first: SpanStudy, second: SpanStudy, items: dict) -> dict:
     """evalstudio's span agreement of every pair of annotators, one of each campaign, on the segments both
-    annotated: the pairs, their segments, the pooled character F1 (both marked / the mean marked) and the mean
-    alpha."""
+    annotated (named by system and source line, their lengths from the batches file): the pairs, their segments,
+    the pooled character F1 (both marked / the mean marked) and the mean alpha."""
     def named(study, campaign):
-        segments = study.segments.assign(annotator=campaign + ":" + study.segments["annotator"].astype(str))
-        if lengths is not None:
-            segments["length"] = [lengths.get(i, (None, None, np.nan))[2] for i in segments["item"]]
-        spans = study.spans.assign(annotator=campaign + ":" + study.spans["annotator"].astype(str))
+        where = locate(items, study.segments["item"], study.segments["annotator"])
+        segments = study.segments.assign(
+            annotator=campaign + ":" + study.segments["annotator"].astype(str),
+            item=[n if w is None else key(*w[:2]) for n, w in zip(study.segments["item"], where)],
+            length=[np.nan if w is None else w[2] for w in where])
+        found = locate(items, study.spans["item_id"], study.spans["annotator"])
+        spans = study.spans.assign(annotator=campaign + ":" + study.spans["annotator"].astype(str),
+                                   item_id=[n if w is None else key(*w[:2]) for n, w in zip(study.spans["item_id"], found)])
         return segments, spans
     (sa, pa), (sb, pb) = named(first, "a"), named(second, "b")
     both = SpanStudy(pd.concat([pa, pb], ignore_index=True), pd.concat([sa, sb], ignore_index=True),
@@ -191,7 +203,7 @@ def pac_replay(humans: SpanStudy, items: dict, judge: pd.Series, name: str, runs
     """PAC labels on has_error, `judge` (a score per (system, line); 0: no error found) as the judge and the
     annotators of `humans` as the humans, `runs` calibration samples of `sample` segments."""
     marked = has_error(humans)
-    where = [items.get(i) for i in marked["item"]]
+    where = locate(items, marked["item"], marked["annotator"])
     score = np.array([np.nan if w is None else judge.get(key(*w[:2]), np.nan) for w in where], dtype=float)
     keep = ~np.isnan(score)
     marked, score = marked[keep].reset_index(drop=True), score[keep]
@@ -245,15 +257,18 @@ def main() -> None:
         print(f"| {name} | {FILES[name]} | {len(study.segments)} | {study.segments['annotator'].nunique()} | "
               f"{len(study.spans)} | {flags.mean():.1%} | {said} |")
 
-    items, clash = batch_items(args.repo / ESA_BATCHES)
-    mqm_items = batch_items(args.repo / MQM_BATCHES)[0]
+    items = batch_items(args.repo / ESA_BATCHES)
+    mqm_items = batch_items(args.repo / MQM_BATCHES)
     named = {name: mqm_items if name.startswith("MQM") else items for name in studies}
     llm = line_scores(args.repo / LLM_SCORES)
     scored = set(llm.index[llm.notna()])
     answers = {name: one_answer(study, named[name]) for name, study in studies.items()}
     esaai = answers["ESAAI-1"][0]
-    print(f"\nSegment names: {len(items)} in the ESA batches file ({clash} naming two segments left out). Every "
-          f"campaign's names are looked up there; ESAAI-1's {len(esaai)} segments so found are "
+    lost = {n: sum(w is None for w in locate(named[n], s.segments["item"], s.segments["annotator"]))
+            for n, s in studies.items()}
+    print(f"\nSegment names: each answer's name is looked up in its account's batch (ESA's batches file; MQM's for "
+          f"MQM); not found: {sum(lost.values())} answers of {sum(len(s.segments) for s in studies.values())}. "
+          f"ESAAI-1's {len(esaai)} segments so found are "
           f"{len(set(esaai.index) & scored)} of the {len(scored)} the GEMBA run scored (en-de.LLM.seg.score).")
     llm_zero = llm.reindex(esaai.index).to_numpy() == 0
     esaai_none = ~esaai.index.isin(set(answers["ESAAI-1"][1]["segment"]))
