@@ -19,8 +19,10 @@ Read with evalstudio's own readers and statistics:
 3. the post-edit types (removed, added, severity changed, moved: ESA's post_edit_types.py) need GEMBA's spans, which
    only the missing GEMBA batches file holds (the .seg.score gives their MQM score, not the spans): not computed;
 4. agreement with ESA's own measures (stats.spans.esa_overlaps and esa_segment_agreement) for the pairs of ESA's
-   scripts: each first campaign against its second (-2: other annotators, "Inter AA") and against its -IAA
-   campaign (what the scripts call "Intra AA"), on the segments both rated and on ESA's own set (their FIXED_IDS,
+   scripts: each first campaign against its second (-2: other annotators, "Inter AA"; for MQM, WMT23's own MQM
+   annotation in mt-metrics-eval) and against its -IAA campaign (what the scripts call "Intra AA"); the "error
+   recall" of ESA's set is the ESA poster's "Error overlap recall" (misc/poster_ESA.svg); on the segments both
+   rated and on ESA's own set (their FIXED_IDS,
    scripts/ESA/fixed_segment_ids.py, read from the path given, and rated by every campaign, as their
    get_view(only_overlap=True).dropna() keeps); and evalstudio's character F1 and alpha
    (span_analysis.span_agreement) per pair of annotators, pooled;
@@ -59,7 +61,7 @@ FILES = {"ESA-1": "240315rc5ESA.scores.csv", "ESA-2": "240520rc6ESA.scores.csv",
          "ESAAI-IAA": "240521rc6GEMBA.scores.csv", "MQM-1": "240315rc5MQM.scores.csv",
          "MQM-IAA": "240521rc6MQM.scores.csv"}
 PAIRS = (("ESA-1", "ESA-2", "inter"), ("ESAAI-1", "ESAAI-2", "inter"), ("ESA-1", "ESA-IAA", "intra"),
-         ("ESAAI-1", "ESAAI-IAA", "intra"), ("MQM-1", "MQM-IAA", "intra"))
+         ("ESAAI-1", "ESAAI-IAA", "intra"), ("MQM-1", "MQM-IAA", "intra"), ("MQM-1", "WMT-MQM", "inter"))
 ESA_WEIGHTS = {"Minor": -1.0, "Major": -5.0, "Undecided": 0.0}  # ESA's MQM_WEIGHTS (utils.py) for the MQM campaigns
 ESA_BATCHES = CAMPAIGN / "data" / "batches_wmt23_en-de_esa.json"
 MQM_BATCHES = CAMPAIGN / "data" / "batches_wmt23_en-de_mqm.json"
@@ -68,6 +70,7 @@ LLM_SCORES = CAMPAIGN / "en-de.LLM.seg.score"
 MME = Path("data") / "mt-metrics-eval-v2" / "wmt23"
 GEMBA_MME = MME / "metric-scores" / "en-de" / "GEMBA-MQM-src.seg.score"
 WMT_HUMAN = (MME / "human-scores" / "en-de.mqm.seg.score", MME / "human-scores" / "en-de.da-sqm.seg.score")
+WMT_RATINGS = MME / "human-scores" / "en-de.mqm.merged.seg.rating"  # WMT23's MQM errors, JSON per segment
 FIXED_IDS = Path("scripts") / "ESA" / "fixed_segment_ids.py"
 
 
@@ -148,6 +151,29 @@ def one_answer(study: SpanStudy, items: dict) -> tuple[pd.DataFrame, pd.DataFram
     answer = dict(zip(zip(seg["item"], seg["annotator"]), seg.index))
     spans = study.spans.assign(segment=[answer.get(k) for k in zip(study.spans["item_id"], study.spans["annotator"])])
     return seg, spans[spans["segment"].notna()].reset_index(drop=True)
+
+
+def wmt_mqm(repo: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """WMT23's own MQM annotation (mt-metrics-eval: the segment scores and, per segment, its errors as JSON) as a
+    campaign's answers: (segments keyed by `key` with score, spans with segment, start, end, labels). An error marked
+    in the source has no target offsets here, as ESA's [MISSING] (ESA's rule lets it agree only with such a span)."""
+    score = line_scores(repo / WMT_HUMAN[0])
+    frame = pd.read_csv(repo / WMT_RATINGS, sep="\t", header=None, names=["system", "rating"], dtype=str,
+                        keep_default_na=False, quoting=3)
+    frame["key"] = [key(s, n) for s, n in zip(frame["system"], frame.groupby("system").cumcount())]
+    rows, rated = [], []
+    for k, rating in zip(frame["key"], frame["rating"]):
+        try:
+            errors = json.loads(rating)["errors"]
+        except (ValueError, TypeError, KeyError):
+            continue  # 'None': not rated
+        rated.append(k)
+        for e in errors:
+            source = bool(e.get("is_source_error"))
+            rows.append({"segment": k, "start": np.nan if source else e["start"], "end": np.nan if source else e["end"],
+                         "labels": str(e["severity"]).capitalize()})
+    seg = pd.DataFrame({"score": score.reindex(rated).to_numpy(), "hid": ""}, index=pd.Index(rated, name="key"))
+    return seg[seg["score"].notna()], pd.DataFrame(rows, columns=["segment", "start", "end", "labels"])
 
 
 def esa_measures(a: tuple, b: tuple, keys: list) -> dict:
@@ -263,6 +289,7 @@ def main() -> None:
     llm = line_scores(args.repo / LLM_SCORES)
     scored = set(llm.index[llm.notna()])
     answers = {name: one_answer(study, named[name]) for name, study in studies.items()}
+    answers["WMT-MQM"] = wmt_mqm(args.repo)
     esaai = answers["ESAAI-1"][0]
     lost = {n: sum(w is None for w in locate(named[n], s.segments["item"], s.segments["annotator"]))
             for n, s in studies.items()}
@@ -318,7 +345,7 @@ def main() -> None:
     print("\n| evalstudio's span agreement | annotator pairs | segments | character F1 | F1, same severity | "
           "alpha (mean) |")
     print("|---|---:|---:|---:|---:|---:|")
-    for first, second, _ in PAIRS:
+    for first, second, _ in PAIRS[:-1]:  # (WMT's MQM is no campaign file)
         r = pooled_agreement(studies[first], studies[second], named[first])
         print(f"| {first} vs {second} | {r['pairs']} | {r['segments']} | {r['f1']:.3f} | {r['f1_label']:.3f} | "
               f"{fmt(r['alpha'])} |")
