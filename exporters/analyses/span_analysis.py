@@ -31,12 +31,12 @@ def _segment_codes(study: SpanStudy) -> tuple[np.ndarray, np.ndarray]:
     return codes[:len(seg)], codes[len(seg):]
 
 
-def _esa_measures(spans: pd.DataFrame, seg: pd.DataFrame, common: pd.DataFrame, a: str, b: str) -> dict:
+def _esa_measures(spans: pd.DataFrame, scores: pd.Series, common: pd.DataFrame, a: str, b: str) -> dict:
     """ESA's own agreement measures of annotators a and b on their `common` segments (stats.spans.esa_overlaps
     and esa_segment_agreement): their spans (of any control; one without offsets agrees only with another), the
     share of each one's spans that overlap a span of the other (ESA's rule, asymmetric) and with the same severity,
     and the segment level: Kendall's tau-c and Pearson of their scores, the share of segments both say have an
-    error (any, minor, major) or both say have none."""
+    error (any, minor, major) or both say have none. `scores`: each answer's score by (annotator, segment)."""
     where = spans["segment"].isin(common["segment"]).to_numpy()
     first, second = spans[where & (spans["annotator"] == a).to_numpy()], spans[where & (spans["annotator"] == b).to_numpy()]
     out: dict = {"spans_first": len(first), "spans_second": len(second)}
@@ -45,7 +45,6 @@ def _esa_measures(spans: pd.DataFrame, seg: pd.DataFrame, common: pd.DataFrame, 
         out[f"overlap_{name}"] = float(hit.mean()) if len(hit) else np.nan
         out[f"overlap_{name}_severity"] = float(same.mean()) if len(same) else np.nan
     order = pd.unique(common["segment"].to_numpy())
-    scores = seg.groupby(["annotator", "segment"])["score"].mean()  # one answer each, as the readers keep it
 
     def errors(mine: pd.DataFrame) -> pd.DataFrame:
         severity = mine["severity"].astype(str).str.lower()
@@ -81,6 +80,7 @@ def span_agreement(study: SpanStudy, why: list) -> pd.DataFrame:
                           "control": study.spans["control"].astype(str).to_numpy()})[span_code >= 0]
     spans = every[(every["control"] == "target").to_numpy()]
     rows = []
+    scores = seg.groupby(["annotator", "segment"])["score"].mean()  # one answer each, as the readers keep it
     pairs = seg.merge(seg, on="segment", suffixes=("_a", "_b"))
     pairs = pairs[pairs["annotator_a"] < pairs["annotator_b"]]
     for (a, b), common in pairs.groupby(["annotator_a", "annotator_b"], sort=True):
@@ -93,7 +93,7 @@ def span_agreement(study: SpanStudy, why: list) -> pd.DataFrame:
         if not known:
             r["alpha"] = np.nan
         rows.append({"criterion": study.criterion, "first": a, "second": b, "segments": len(lengths), **r,
-                     **_esa_measures(every, seg, common, a, b)})
+                     **_esa_measures(every, scores, common, a, b)})
     table = pd.DataFrame(rows)
     if table["alpha"].isna().all():
         why.append({"table": "span_agreement", "criterion": study.criterion,
