@@ -266,18 +266,26 @@ def esa_overlaps(first: pd.DataFrame, second: pd.DataFrame) -> tuple[np.ndarray,
     array([ True,  True,  True])
     """
     keys = ["segment"] + (["control"] if "control" in first.columns and "control" in second.columns else [])
-    cols = keys + ["start", "end", "severity"]
-    mine = first[cols].reset_index(drop=True).assign(_row=np.arange(len(first)))
-    pairs = mine.merge(second[cols].reset_index(drop=True), on=keys, suffixes=("", "_2"))
-    start, end = pairs["start"].to_numpy(float), pairs["end"].to_numpy(float)
-    start2, end2 = pairs["start_2"].to_numpy(float), pairs["end_2"].to_numpy(float)
+    n = len(first)
+
+    def codes(column: str) -> np.ndarray:  # integers for the values of both frames: merging on them is fast
+        both = pd.concat([first[column], second[column]], ignore_index=True)
+        return pd.factorize(both.astype(str) if column == "severity" else both)[0]
+
+    coded = pd.DataFrame({**{k: codes(k) for k in keys}, "severity": codes("severity"),
+                          "start": np.concatenate([first["start"].to_numpy(float), second["start"].to_numpy(float)]),
+                          "end": np.concatenate([first["end"].to_numpy(float), second["end"].to_numpy(float)])})
+    mine = coded.iloc[:n].assign(_row=np.arange(n))
+    pairs = mine.merge(coded.iloc[n:], on=keys, suffixes=("", "_2"))
+    start, end = pairs["start"].to_numpy(), pairs["end"].to_numpy()
+    start2, end2 = pairs["start_2"].to_numpy(), pairs["end_2"].to_numpy()
     gap, gap2 = np.isnan(start), np.isnan(start2)
     with np.errstate(invalid="ignore"):
         inside = ((start2 <= start) & (start <= end2)) | ((start2 <= end) & (end <= end2))
     hit = np.where(gap | gap2, gap & gap2, inside)
-    same = hit & (pairs["severity"].astype(str).to_numpy() == pairs["severity_2"].astype(str).to_numpy())
+    same = hit & (pairs["severity"].to_numpy() == pairs["severity_2"].to_numpy())
     row = pairs["_row"].to_numpy(np.int64)
-    return (np.bincount(row[hit], minlength=len(first)) > 0, np.bincount(row[same], minlength=len(first)) > 0)
+    return np.bincount(row[hit], minlength=n) > 0, np.bincount(row[same], minlength=n) > 0
 
 
 def esa_segment_agreement(first, second, errors_first, errors_second) -> dict[str, float]:
