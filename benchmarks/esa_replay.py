@@ -271,6 +271,12 @@ def main() -> None:
     parser.add_argument("--epsilon", type=float, default=0.05)
     parser.add_argument("--alpha", type=float, default=0.1)
     args = parser.parse_args()
+    needed = [CAMPAIGN / f for f in FILES.values()] + [ESA_BATCHES, MQM_BATCHES, LLM_SCORES, GEMBA_MME, *WMT_HUMAN,
+                                                        WMT_RATINGS]
+    missing = [str(p) for p in needed if not (args.repo / p).is_file()]
+    if missing:
+        parser.error(f"{args.repo}: not a copy of wmt-conference/ErrorSpanAnnotation with its data: missing "
+                     f"{', '.join(missing[:3])}{' and more' if len(missing) > 3 else ''}")
     started = time.perf_counter()
     print(f"# ESA / ESA-AI replay, {date.today()}, {platform.machine()}, {os.cpu_count()} cores, Python "
           f"{platform.python_version()}, load {os.getloadavg()[0]:.1f}")
