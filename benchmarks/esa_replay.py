@@ -110,7 +110,8 @@ def batch_items(path: Path) -> dict[tuple[int, str], tuple[str, int, int]]:
         for item in batch["items"]:
             parts = str(item.get("_item", "")).split(" | ")
             if len(parts) == 3 and parts[1].isdigit():
-                out[number, f"{item['itemID']}#{item['documentID']}"] = (parts[0], int(parts[1]), len(item["targetText"]))
+                name = f"{item['itemID']}#{item['documentID']}"
+                out[number, name] = (parts[0], int(parts[1]), len(item["targetText"]))
     return out
 
 
@@ -145,8 +146,9 @@ def one_answer(study: SpanStudy, items: dict) -> tuple[pd.DataFrame, pd.DataFram
     line#documentID); the spans of those answers with their segment key), keeping of two answers of a segment the
     later row in the file, as ESA's loader does; names not in the batches file are left out."""
     where = locate(items, study.segments["item"], study.segments["annotator"])
-    seg = study.segments.assign(key=[None if w is None else key(*w[:2]) for w in where],
-                                hid=[None if w is None else f"{w[1]}#{d}" for w, d in zip(where, study.segments["doc"])])
+    seg = study.segments.assign(
+        key=[None if w is None else key(*w[:2]) for w in where],
+        hid=[None if w is None else f"{w[1]}#{d}" for w, d in zip(where, study.segments["doc"])])
     seg = seg[seg["key"].notna()].sort_values("line").drop_duplicates("key", keep="last").set_index("key")
     answer = dict(zip(zip(seg["item"], seg["annotator"]), seg.index))
     spans = study.spans.assign(segment=[answer.get(k) for k in zip(study.spans["item_id"], study.spans["annotator"])])
@@ -209,8 +211,9 @@ def pooled_agreement(first: SpanStudy, second: SpanStudy, items: dict) -> dict:
             item=[n if w is None else key(*w[:2]) for n, w in zip(study.segments["item"], where)],
             length=[np.nan if w is None else w[2] for w in where])
         found = locate(items, study.spans["item_id"], study.spans["annotator"])
-        spans = study.spans.assign(annotator=campaign + ":" + study.spans["annotator"].astype(str),
-                                   item_id=[n if w is None else key(*w[:2]) for n, w in zip(study.spans["item_id"], found)])
+        spans = study.spans.assign(
+            annotator=campaign + ":" + study.spans["annotator"].astype(str),
+            item_id=[n if w is None else key(*w[:2]) for n, w in zip(study.spans["item_id"], found)])
         return segments, spans
     (sa, pa), (sb, pb) = named(first, "a"), named(second, "b")
     both = SpanStudy(pd.concat([pa, pb], ignore_index=True), pd.concat([sa, sb], ignore_index=True),

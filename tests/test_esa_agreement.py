@@ -1,8 +1,9 @@
 """ESA's own agreement measures (Kocmi et al. 2024; Zouhar, Kocmi & Sachan 2024; the definitions of the scripts of
 github:wmt-conference/ErrorSpanAnnotation): the vectorised functions of evalstudio.stats.spans against plain loops
 written from those definitions, on Hypothesis-generated spans and scores, and the columns they add to `analyze`'s
-span_agreement table, by hand on two small files. No published value of the papers' tables can be recomputed from
-the released data alone (docs/spans.md, "A replay on ESA's released data")."""
+span_agreement table, by hand on two small files, and `report`'s. The published digits they reproduce (the ESA
+poster's error agreement, by benchmarks/esa_replay.py on the released campaigns, GPL-3.0 data that is not in this
+repository) are in docs/spans.md, "A replay on ESA's released data"."""
 
 from __future__ import annotations
 

@@ -253,8 +253,9 @@ def esa_overlaps(first: pd.DataFrame, second: pd.DataFrame) -> tuple[np.ndarray,
     second when start2 <= start <= end2 or start2 <= end <= end2, on the offsets as stored (Appraise's start_i,
     end_i); a span without offsets (ESA's [MISSING]) overlaps only another without offsets. The rule is asymmetric:
     a span of the first that strictly contains one of the second does not overlap it (neither of its ends lies in
-    the other), while the second's span does overlap the first's. No published value of the papers' tables is
-    reachable from their data alone (see docs/spans.md), so the example is computed by hand:
+    the other), while the second's span does overlap the first's. The published digits these measures reproduce
+    (the ESA poster's, by benchmarks/esa_replay.py on the released campaigns: docs/spans.md) need the whole data,
+    so the example is computed by hand:
 
     >>> a = pd.DataFrame({"segment": ["s"] * 4, "start": [0, 10, np.nan, 0], "end": [4, 12, np.nan, 20],
     ...                   "severity": ["Major", "Minor", "Major", "Minor"]})
@@ -295,8 +296,8 @@ def esa_segment_agreement(first, second, errors_first, errors_second) -> dict[st
     e.g. any error, a minor one, a major one) the share of segments on which the two agree (both or neither), which
     the papers call "error recall". NaN where a correlation is undefined (fewer than two segments, a constant score).
 
-    Hand-computed (no published value is reachable, see `esa_overlaps`): of the 3 pairs of segments 2 are ordered
-    alike and 1 not, so tau-c = 2 (2 - 1) / (3^2 (3 - 1) / 3) = 1/3; r = 2500 / 5000 = 0.5.
+    Hand-computed (the published digits need the whole data, see `esa_overlaps`): of the 3 pairs of segments 2 are
+    ordered alike and 1 not, so tau-c = 2 (2 - 1) / (3^2 (3 - 1) / 3) = 1/3; r = 2500 / 5000 = 0.5.
     >>> r = esa_segment_agreement([0, 50, 100], [0, 100, 50], pd.DataFrame({"any": [True, True, False]}),
     ...                           pd.DataFrame({"any": [True, False, False]}))
     >>> round(r["kendall_tau_c"], 3), round(r["pearson"], 3), round(r["any"], 3)

@@ -38,7 +38,8 @@ def _esa_measures(spans: pd.DataFrame, scores: pd.Series, common: pd.DataFrame, 
     and the segment level: Kendall's tau-c and Pearson of their scores, the share of segments both say have an
     error (any, minor, major) or both say have none. `scores`: each answer's score by (annotator, segment)."""
     where = spans["segment"].isin(common["segment"]).to_numpy()
-    first, second = spans[where & (spans["annotator"] == a).to_numpy()], spans[where & (spans["annotator"] == b).to_numpy()]
+    who = spans["annotator"].to_numpy()
+    first, second = spans[where & (who == a)], spans[where & (who == b)]
     out: dict = {"spans_first": len(first), "spans_second": len(second)}
     for name, mine, other in (("first", first, second), ("second", second, first)):
         hit, same = span_stats.esa_overlaps(mine, other)
