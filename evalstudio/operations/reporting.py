@@ -72,6 +72,7 @@ def write_report(protocol: str, output: Path, from_export, bootstrap: int, min_c
                                 judges=lambda kept, spans: judged(tasks, kept, reg.study(protocol), spans),
                                 spans=study_spans(parts, per_part, users),
                                 active=active)
+        _span_agreement(stage, protocol, parts, per_part, [annotations], users)
         if crowd_study:  # its status page goes with the report
             write_status(stage, protocol, *state)
             index = page.read_text(encoding="utf-8")
@@ -80,6 +81,19 @@ def write_report(protocol: str, output: Path, from_export, bootstrap: int, min_c
         page = output / page.name
     return page, verdicts
 
+
+
+def _span_agreement(stage, protocol, parts, per_part, frames, users) -> None:
+    """span_agreement.csv in the report of an mqm or esa study, the table `analyze --protocol` writes (evalstudio's
+    character measures and ESA's own), on the annotations the report keeps; nothing for other protocols or without
+    two annotators of a segment."""
+    from ..exporters.analyses.span_analysis import project_span_study, span_agreement
+    from ..exporters.tables.files import write_csv
+
+    found = project_span_study(protocol, parts, per_part, frames, users)
+    table = span_agreement(found[2], []) if found is not None else None
+    if table is not None and not table.empty:
+        write_csv(table, stage / "span_agreement.csv")
 
 
 def without_rejected(annotations, parts, crowd, table):

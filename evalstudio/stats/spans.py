@@ -17,6 +17,12 @@
   task, Blain et al. 2023, which ESA's authors use for span overlap), and Krippendorff's alpha (nominal) on each
   character's label (no error / a severity): chance-corrected, the number `agreement.krippendorff_alpha` gives,
   computed from the two annotators' table of label pairs (`nominal_alpha_two_coders`).
+- ESA's own agreement measures (Kocmi et al. 2024, above, and Zouhar, Kocmi & Sachan 2024, "AI-Assisted Human
+  Evaluation of Machine Translation", arXiv:2406.12419; their definitions are those of the scripts of
+  github:wmt-conference/ErrorSpanAnnotation, scripts/ESA/experiments/*_annotator_agreement.py, re-written here):
+  span level, the share of one annotator's spans that overlap a span of the other (`esa_overlaps`), and with the
+  same severity; segment level, Kendall's tau-c and Pearson's r of the two annotators' scores and the share of
+  segments on which both agree whether there is an error, a minor one, a major one (`esa_segment_agreement`).
 """
 
 from __future__ import annotations
@@ -236,3 +242,75 @@ def span_agreement(spans: pd.DataFrame, lengths: pd.Series, first, second,
     alpha = nominal_alpha_two_coders(a, b) if len(a) else np.nan
     return {"characters": int(len(a)), "marked_first": marked_a, "marked_second": marked_b, "both": both,
             "same_label": same, **rates, "alpha": alpha}
+
+
+def esa_overlaps(first: pd.DataFrame, second: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(overlaps, same severity): for each span of `first` (rows of segment, start, end, severity, and `control`
+    when both frames have it), whether a span of `second` in the same segment (and control) overlaps it by ESA's
+    rule, and whether one of those overlapping spans has the same severity (Kocmi et al. 2024; Zouhar et al. 2024).
+
+    ESA's rule, reproduced as their scripts define it: span (start, end) of the first overlaps (start2, end2) of the
+    second when start2 <= start <= end2 or start2 <= end <= end2, on the offsets as stored (Appraise's start_i,
+    end_i); a span without offsets (ESA's [MISSING]) overlaps only another without offsets. The rule is asymmetric:
+    a span of the first that strictly contains one of the second does not overlap it (neither of its ends lies in
+    the other), while the second's span does overlap the first's. The published digits these measures reproduce
+    (the ESA poster's, by benchmarks/esa_replay.py on the released campaigns: docs/spans.md) need the whole data,
+    so the example is computed by hand:
+
+    >>> a = pd.DataFrame({"segment": ["s"] * 4, "start": [0, 10, np.nan, 0], "end": [4, 12, np.nan, 20],
+    ...                   "severity": ["Major", "Minor", "Major", "Minor"]})
+    >>> b = pd.DataFrame({"segment": ["s"] * 3, "start": [3, np.nan, 15], "end": [8, np.nan, 16],
+    ...                   "severity": ["Minor", "Major", "Minor"]})
+    >>> esa_overlaps(a, b)
+    (array([ True, False,  True, False]), array([False, False,  True, False]))
+    >>> esa_overlaps(b, a)[0]
+    array([ True,  True,  True])
+    """
+    keys = ["segment"] + (["control"] if "control" in first.columns and "control" in second.columns else [])
+    n = len(first)
+
+    def codes(column: str) -> np.ndarray:  # integers for the values of both frames: merging on them is fast
+        both = pd.concat([first[column], second[column]], ignore_index=True)
+        return pd.factorize(both.astype(str) if column == "severity" else both)[0]
+
+    coded = pd.DataFrame({**{k: codes(k) for k in keys}, "severity": codes("severity"),
+                          "start": np.concatenate([first["start"].to_numpy(float), second["start"].to_numpy(float)]),
+                          "end": np.concatenate([first["end"].to_numpy(float), second["end"].to_numpy(float)])})
+    mine = coded.iloc[:n].assign(_row=np.arange(n))
+    pairs = mine.merge(coded.iloc[n:], on=keys, suffixes=("", "_2"))
+    start, end = pairs["start"].to_numpy(), pairs["end"].to_numpy()
+    start2, end2 = pairs["start_2"].to_numpy(), pairs["end_2"].to_numpy()
+    gap, gap2 = np.isnan(start), np.isnan(start2)
+    with np.errstate(invalid="ignore"):
+        inside = ((start2 <= start) & (start <= end2)) | ((start2 <= end) & (end <= end2))
+    hit = np.where(gap | gap2, gap & gap2, inside)
+    same = hit & (pairs["severity"].to_numpy() == pairs["severity_2"].to_numpy())
+    row = pairs["_row"].to_numpy(np.int64)
+    return np.bincount(row[hit], minlength=n) > 0, np.bincount(row[same], minlength=n) > 0
+
+
+def esa_segment_agreement(first, second, errors_first, errors_second) -> dict[str, float]:
+    """ESA's segment-level agreement of two annotators on the same segments (Kocmi et al. 2024; Zouhar et al.
+    2024): Kendall's tau-c (scipy's variant "c", as their scripts call it) and Pearson's r of the scores `first`
+    and `second`, and for each column of the boolean tables `errors_first` and `errors_second` (one row per segment,
+    e.g. any error, a minor one, a major one) the share of segments on which the two agree (both or neither), which
+    the papers call "error recall". NaN where a correlation is undefined (fewer than two segments, a constant score).
+
+    Hand-computed (the published digits need the whole data, see `esa_overlaps`): of the 3 pairs of segments 2 are
+    ordered alike and 1 not, so tau-c = 2 (2 - 1) / (3^2 (3 - 1) / 3) = 1/3; r = 2500 / 5000 = 0.5.
+    >>> r = esa_segment_agreement([0, 50, 100], [0, 100, 50], pd.DataFrame({"any": [True, True, False]}),
+    ...                           pd.DataFrame({"any": [True, False, False]}))
+    >>> round(r["kendall_tau_c"], 3), round(r["pearson"], 3), round(r["any"], 3)
+    (0.333, 0.5, 0.667)
+    """
+    from scipy import stats
+
+    x, y = np.asarray(first, dtype=float), np.asarray(second, dtype=float)
+    varied = len(x) >= 2 and np.ptp(x) > 0 and np.ptp(y) > 0
+    out = {"kendall_tau_c": float(stats.kendalltau(x, y, variant="c")[0]) if varied else np.nan,
+           "pearson": float(np.corrcoef(x, y)[0, 1]) if varied else np.nan}
+    a, b = pd.DataFrame(errors_first), pd.DataFrame(errors_second)
+    for col in a.columns:
+        same = a[col].to_numpy(bool) == b[col].to_numpy(bool)
+        out[col] = float(same.mean()) if len(same) else np.nan
+    return out

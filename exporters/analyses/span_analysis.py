@@ -31,24 +31,57 @@ def _segment_codes(study: SpanStudy) -> tuple[np.ndarray, np.ndarray]:
     return codes[:len(seg)], codes[len(seg):]
 
 
+def _esa_measures(spans: pd.DataFrame, scores: pd.Series, common: pd.DataFrame, a: str, b: str) -> dict:
+    """ESA's own agreement measures of annotators a and b on their `common` segments (stats.spans.esa_overlaps
+    and esa_segment_agreement): their spans (of any control; one without offsets agrees only with another), the
+    share of each one's spans that overlap a span of the other (ESA's rule, asymmetric) and with the same severity,
+    and the segment level: Kendall's tau-c and Pearson of their scores, the share of segments both say have an
+    error (any, minor, major) or both say have none. `scores`: each answer's score by (annotator, segment)."""
+    where = spans["segment"].isin(common["segment"]).to_numpy()
+    who = spans["annotator"].to_numpy()
+    first, second = spans[where & (who == a)], spans[where & (who == b)]
+    out: dict = {"spans_first": len(first), "spans_second": len(second)}
+    for name, mine, other in (("first", first, second), ("second", second, first)):
+        hit, same = span_stats.esa_overlaps(mine, other)
+        out[f"overlap_{name}"] = float(hit.mean()) if len(hit) else np.nan
+        out[f"overlap_{name}_severity"] = float(same.mean()) if len(same) else np.nan
+    order = pd.unique(common["segment"].to_numpy())
+
+    def errors(mine: pd.DataFrame) -> pd.DataFrame:
+        severity = mine["severity"].astype(str).str.lower()
+        kinds = pd.DataFrame({"error": True, "minor": severity.eq("minor").to_numpy(),
+                              "major": severity.eq("major").to_numpy()}, index=mine["segment"].to_numpy())
+        return kinds.groupby(level=0).any().reindex(order, fill_value=False)
+
+    rates = span_stats.esa_segment_agreement(scores.loc[a].reindex(order), scores.loc[b].reindex(order),
+                                             errors(first), errors(second))
+    return {**out, "kendall_tau_c": rates["kendall_tau_c"], "pearson": rates["pearson"],
+            "error_agreement": rates["error"], "minor_agreement": rates["minor"], "major_agreement": rates["major"]}
+
+
 def span_agreement(study: SpanStudy, why: list) -> pd.DataFrame:
     """One row per pair of annotators with segments in common: those segments' characters, how many each marked,
-    precision and recall of the second's marks against the first's, F1 and alpha. Without the texts (ESA's export)
-    the characters past the last mark are unknown: F1 is given, alpha is not."""
+    precision and recall of the second's marks against the first's, F1 and alpha; then ESA's own measures
+    (`_esa_measures`: span overlap as ESA's scripts count it, and the segment-level agreement of the scores and of
+    "has an error"). Without the texts (ESA's export) the characters past the last mark are unknown: F1 is given,
+    alpha is not."""
     seg_code, span_code = _segment_codes(study)
     seg = pd.DataFrame({"segment": seg_code, "annotator": study.segments["annotator"].astype(str).to_numpy(),
-                        "length": study.segments["length"].to_numpy(dtype=float)})
+                        "length": study.segments["length"].to_numpy(dtype=float),
+                        "score": study.segments["score"].to_numpy(dtype=float)})
     shared = np.bincount(seg_code)[seg_code] > 1
     if not shared.any():
         why.append({"table": "span_agreement", "criterion": study.criterion, "reason": NO_PAIRS})
         return pd.DataFrame()
     seg = seg[shared]
-    on_target = (study.spans["control"] == "target").to_numpy() & (span_code >= 0)
-    spans = pd.DataFrame({"segment": span_code, "annotator": study.spans["annotator"].astype(str).to_numpy(),
+    every = pd.DataFrame({"segment": span_code, "annotator": study.spans["annotator"].astype(str).to_numpy(),
                           "start": study.spans["start"].to_numpy(dtype=float),
                           "end": study.spans["end"].to_numpy(dtype=float),
-                          "severity": study.spans["labels"].to_numpy()})[on_target]  # the label is the severity
+                          "severity": study.spans["labels"].to_numpy(),  # the label is the severity
+                          "control": study.spans["control"].astype(str).to_numpy()})[span_code >= 0]
+    spans = every[(every["control"] == "target").to_numpy()]
     rows = []
+    scores = seg.groupby(["annotator", "segment"])["score"].mean()  # one answer each, as the readers keep it
     pairs = seg.merge(seg, on="segment", suffixes=("_a", "_b"))
     pairs = pairs[pairs["annotator_a"] < pairs["annotator_b"]]
     for (a, b), common in pairs.groupby(["annotator_a", "annotator_b"], sort=True):
@@ -60,7 +93,8 @@ def span_agreement(study: SpanStudy, why: list) -> pd.DataFrame:
         r = span_stats.span_agreement(mine, lengths.astype(np.int64), a, b)
         if not known:
             r["alpha"] = np.nan
-        rows.append({"criterion": study.criterion, "first": a, "second": b, "segments": len(lengths), **r})
+        rows.append({"criterion": study.criterion, "first": a, "second": b, "segments": len(lengths), **r,
+                     **_esa_measures(every, scores, common, a, b)})
     table = pd.DataFrame(rows)
     if table["alpha"].isna().all():
         why.append({"table": "span_agreement", "criterion": study.criterion,
