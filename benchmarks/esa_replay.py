@@ -53,6 +53,7 @@ from evalstudio.exporters.analyses.error_filter import LABELS, filter_summary, h
 from evalstudio.exporters.analyses.span_analysis import span_agreement
 from evalstudio.readers.spans import SpanStudy, read_span_study
 from evalstudio.readers.spec import Spec
+from evalstudio.stats.correlation import pairwise_accuracy
 from evalstudio.stats.spans import esa_overlaps, esa_segment_agreement
 
 CAMPAIGN = Path("data") / "campaign-ruction-rc5"
@@ -260,6 +261,30 @@ def pac_replay(humans: SpanStudy, items: dict, judge: pd.Series, name: str, runs
     return out
 
 
+def ranking_without_error_free(segments: pd.DataFrame, judge: pd.Series) -> dict:
+    """ESA-AI's check that filtering keeps the ranking (their filtering_with_gemba.py, the ESA-AI poster's "1 pair
+    mismatched"): the systems' mean scores of `segments` (ESA-AI-1's answers keyed by `key`, with their score)
+    against the same means (a) with every segment the judge finds error-free scored 100 ("substitute 100") and (b)
+    without the source lines where at least 5 systems' translations are error-free for the judge ("filter easy");
+    per variant the system pairs ordered otherwise and the share of segments it leaves out."""
+    seg = pd.DataFrame({"score": segments["score"].astype(float).to_numpy(),
+                        "free": judge.reindex(segments.index).to_numpy() == 0,
+                        "system": [k.split("\t")[0] for k in segments.index],
+                        "line": [int(k.split("\t")[1]) for k in segments.index]}, index=segments.index)
+    base = seg.groupby("system")["score"].mean()
+    free_per_line = seg.groupby("line")["free"].sum()
+    easy = seg["line"].isin(free_per_line.index[free_per_line >= 5])
+    variants = {"substitute 100": (seg.assign(score=np.where(seg["free"], 100.0, seg["score"])),
+                                   float(seg["free"].mean()), "scored 100"),
+                "filter easy": (seg[~easy], float(easy.mean()), "left out")}
+    out = {"mean": float(seg["score"].mean()), "systems": len(base)}
+    for name, (frame, share, how) in variants.items():
+        other = frame.groupby("system")["score"].mean().reindex(base.index)
+        accuracy, pairs = pairwise_accuracy(base.to_numpy(), other.to_numpy())
+        out[name] = {"mismatched": int(round((1 - accuracy) * pairs)), "pairs": pairs, "share": share, "how": how}
+    return out
+
+
 def fmt(x: float, digits: int = 3) -> str:
     """A number for the table, '-' where undefined."""
     return "-" if x is None or np.isnan(x) else f"{x:.{digits}f}"
@@ -320,6 +345,12 @@ def main() -> None:
     mme = line_scores(args.repo / GEMBA_MME)
     print(f"mt-metrics-eval's GEMBA-MQM-src (another GEMBA run): error-free in "
           f"{(mme.reindex(sorted(scored)) == 0).mean():.1%} of the same segments.")
+
+    ranks = ranking_without_error_free(esaai, llm)
+    print(f"ESA-AI-1's mean score {ranks['mean']:.2f} (the ESA-AI poster: 76.7). Filtering and the ranking of its "
+          f"{ranks['systems']} systems (ESA's filtering_with_gemba.py; the poster: '1 pair mismatched'): "
+          + "; ".join(f"{name} ({r['share']:.1%} of the segments {r['how']}): {r['mismatched']} of {r['pairs']} "
+                      "pairs ordered otherwise" for name, r in ranks.items() if isinstance(r, dict)) + ".")
 
     print("\nPost-edit types (removed, added, severity changed, moved; ESA's post_edit_types.py): not computed. They "
           f"need the spans GEMBA pre-filled, which only {GEMBA_BATCHES.name} holds"
