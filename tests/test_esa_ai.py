@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 
+import httpx
 import pytest
 
 from evalstudio.protocols import registry
@@ -93,6 +94,83 @@ def test_a_participant_corrects_the_judges_spans_and_every_edit_is_counted(label
             f"{1 / total:.0%} removed; 0.33 spans added per answer.") in said, said
     shares = post_edit_shares(edits).iloc[0]
     assert shares["removed"] == pytest.approx(1 / total) and shares["added_per_annotation"] == pytest.approx(1 / 3)
+
+
+def test_an_answer_whose_prediction_label_studio_lost_is_kept_as_assisted(label_studio, client, llm,  # noqa: F811
+                                                                         tmp_path):
+    """Issue 68 item 3: the judge's prediction a participant started from is deleted in Label Studio (and the judge
+    run again, a new prediction in its place) after the participant answered and before the sync writer wrote the
+    answer (held back here by the study's sync lease, taken as another host's and then given up). The writer writes
+    the answer without its parent (and logs it): nothing is lost. The ledger keeps the answer's condition and
+    prediction, and the live export (annotations and spans) says it was assisted although Label Studio no longer
+    links it to a prediction, while the post-edit counts leave it out (what it was shown is gone) and count the
+    other answer, written with its parent. (About 20 s: one judged study, two judge runs, a gateway, two reads.)"""
+    import json
+
+    import pandas as pd
+
+    from evalstudio.crowd import ledger, participants
+
+    from .conftest import only_on_the_first_database
+
+    only_on_the_first_database(label_studio)
+    entry = esa_ai_entry(tmp_path, "ESA-AI lost prediction")
+    project, project_id, env = judged_esa_study(label_studio, client, llm, tmp_path, entry, 2, tmp_path / "judged")
+    folder = tmp_path / "participants"
+    participants.add(client, ["PLOST1"], folder)
+    book = ledger.open_ledger(folder)
+    assert book.sync_lease("esa", "elsewhere.invalid:1", seconds=3600)  # no writes into Label Studio meanwhile
+    refs = []
+    with gateway_process(label_studio, "esa", folder, entry) as url:
+        with contextlib.closing(signed_in({"url": url, "accounts": participants.load_accounts(folder)}, "PLOST1")) as web:
+            for number in range(2):
+                shown = web.get("/api/next/esa").json()
+                start = shown["predictions"][0]["result"]
+                assert start, shown  # the judge marked spans: the participant removes them all and marks their own
+                target = shown["data"]["target"]
+                mine = {"id": "mine-1", "from_name": "errors", "to_name": "target", "type": "labels",
+                        "value": {"start": 0, "end": 3, "text": target[:3], "labels": ["Major"]}}
+                score = {"from_name": "score", "to_name": "target", "type": "number", "value": {"number": 50 + number}}
+                assert web.post(f"/api/submit/{shown['ref']}", json={"result": [mine, score]}).json() == {"ok": True}
+                refs.append(shown["ref"])
+        assert book.lag().answers == 2  # acknowledged, not written
+        assisted, lost = book.assisted_of(refs[1])
+        assert assisted is True and lost is not None
+        api = httpx.Client(base_url=label_studio.url, timeout=60,
+                           headers={"Authorization": f"Token {label_studio.credentials().api_key}"})
+        assert api.delete(f"/api/predictions/{lost}/").status_code == 204
+        again = run("judge", "esa", "--model", "judge", "--base-url", llm.url, "--to-label-studio", "-o",
+                    str(tmp_path / "judged-again"), "--cache", str(tmp_path / "cache.sqlite3"), env=env, cwd=tmp_path)
+        assert again.returncode == 0, again.stderr
+        assert book.sync_lease("esa", "elsewhere.invalid:1", seconds=-1)  # given up: the gateway's writer takes it
+        assert book.wait_synced(120).behind == 0
+    assert f"no longer has prediction {lost}; written without its parent" in (
+        tmp_path / "participants-gateway.log").read_text(encoding="utf-8")
+    exported = {t["id"]: t for t in client.export_tasks(project_id)}
+    records = {r.ref: r for r in book.answers()}
+    for ref in refs:
+        record = records[ref]
+        [annotation] = exported[record.task_id]["annotations"]
+        assert annotation["id"] == record.annotation_id and annotation["result"] == json.loads(record.result)
+        assert book.assisted_of(ref)[0] is True
+    [new] = exported[records[refs[1]].task_id]["predictions"]
+    assert exported[records[refs[1]].task_id]["annotations"][0]["parent_prediction"] is None and new["id"] != lost
+    assert exported[records[refs[0]].task_id]["annotations"][0]["parent_prediction"] == book.assisted_of(refs[0])[1]
+    out = tmp_path / "export" / "annotations.csv"
+    out.parent.mkdir()
+    done = run("export", "esa", "-o", str(out), "--participants", str(folder), env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    for path in (out, out.with_name("annotations.spans.csv")):
+        table = pd.read_csv(path)
+        assert set(table["annotation_id"]) == {records[r].annotation_id for r in refs}
+        assert table["from_prediction"].all(), table.to_dict()
+    report = run("report", "esa", "-o", str(tmp_path / "report"), "--bootstrap", "0", "--participants", str(folder),
+                 env=env, cwd=tmp_path)
+    assert report.returncode == 0, report.stderr
+    said = " ".join(report.stdout.split())  # the answer written with its parent only (the other's prediction is gone)
+    [shown] = exported[records[refs[0]].task_id]["predictions"]
+    spans = sum(r["type"] == "labels" for r in shown["result"])
+    assert f"Its spans shown to annotators ({spans} in 1 answers): 0% kept, 0% edited, 100% removed" in said, said
 
 
 EDITS = [  # one annotation: predicted spans, the answer's spans -> kept, edited, removed, added

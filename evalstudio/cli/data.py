@@ -144,8 +144,9 @@ def export(
     wait: WaitOption = WAIT_SECONDS,
     participants: Annotated[Optional[Path], typer.Option(
         "--participants", help="The participants folder of the study's gateway (default: .evalstudio/participants): "
-                               "its ledger decides which annotation is each participant's answer, what the output "
-                               "still lacks, and gives the front matter's answers.")] = None,
+                               "its ledger decides which annotation is each participant's answer and whether it was "
+                               "shown the prediction (from_prediction), what the output still lacks, and gives the "
+                               "front matter's answers.")] = None,
     projects: ProjectsOption = None,
 ):
     """Write all annotations (skipped ones flagged) as one tidy table: project, task_id, item_id, system,
@@ -270,7 +271,8 @@ def report(
         "crowd.min_gold_accuracy in projects.yaml).")] = False,
     participants: Annotated[Optional[Path], typer.Option(
         "--participants", help="The participants folder of the study's gateway (default: .evalstudio/participants): "
-                               "its ledger gives the study's status and an active design.")] = None,
+                               "its ledger gives the study's status, an active design and whether each answer was "
+                               "shown the prediction (from_prediction).")] = None,
     project_id: ProjectIdOption = None,
     wait: WaitOption = WAIT_SECONDS,
     projects: ProjectsOption = None,

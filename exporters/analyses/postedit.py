@@ -6,12 +6,15 @@ Evaluation of Machine Translation"): per annotation of a task whose answer start
 A span is matched with the predicted span of the same region id (Label Studio's editor keeps the prediction's ids
 in the answer it starts from; evalstudio/values/origins.py), then, among the spans left, with a predicted span of
 the same control, offsets and label (kept). Read from a Label Studio export: the tasks' predictions of that model
-version and their annotations (cancelled and surplus ones left out)."""
+version and their annotations (cancelled and surplus ones left out; and those not made from that prediction: shown
+without it, started from another prediction, or, as the study's ledger records, shown a prediction Label Studio no
+longer has, e.g. the judge was run again: what they were shown is not known, so nothing is counted for them)."""
 
 from __future__ import annotations
 
 import pandas as pd
 
+from evalstudio.crowd.reconcile import CONDITION
 from evalstudio.values.results import task_fields
 from evalstudio.values.spans import SPAN_TAGS
 
@@ -47,10 +50,9 @@ def post_edits(tasks: list[dict], project, model_version: str, users=None) -> pd
         surplus = surplus_annotations(annotations, project.annotators_per_task, users)
         known = task_fields(task)
         for annotation in annotations:
-            if annotation.get("was_cancelled") or id(annotation) in surplus:
+            if annotation.get("was_cancelled") or id(annotation) in surplus or not _made_from(annotation, prediction,
+                                                                                             project):
                 continue
-            if project.unassisted_share is not None and annotation.get("parent_prediction") is None:
-                continue  # shown without the prediction (unassisted_share's draw): nothing of it to post-edit
             given = _spans(annotation.get("result"), names)
             both = set(given) & set(predicted)
             kept = {i for i in both if given[i] == predicted[i]}
@@ -69,6 +71,16 @@ def post_edits(tasks: list[dict], project, model_version: str, users=None) -> pd
                          "predicted": len(predicted), "kept": len(kept), "edited": len(edited), "removed": len(left),
                          "added": added})
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def _made_from(annotation: dict, prediction: dict, project) -> bool:
+    """Whether the answer started from `prediction`: its parent in Label Studio; without a parent, where the
+    study's ledger says it was shown a prediction (one Label Studio no longer has: not this one, which it has) or
+    shown none (unassisted_share's draw), it did not; else (no ledger, no draw) it is taken to have."""
+    parent = annotation.get("parent_prediction")
+    if parent is not None:
+        return parent == prediction.get("id") or prediction.get("id") is None
+    return CONDITION not in annotation and project.unassisted_share is None
 
 
 def post_edit_shares(edits: pd.DataFrame, by: str = "annotator") -> pd.DataFrame:
