@@ -200,6 +200,63 @@ def test_each_post_edit_is_told_apart(reg, why, predicted, given, expected):
     assert (row["kept"], row["edited"], row["removed"], row["added"]) == expected
 
 
+# ESA-AI's post-edit types (Zouhar, Kocmi & Sachan 2024; their experiments/post_edit_types.py), spans as (control,
+# start, end, label): predicted, answered -> offsets_removed, offsets_added, severity_increased, severity_decreased,
+# moved_5, moved_10, moved_20 (worked out by hand from the definitions in exporters/analyses/postedit.py)
+PAPER_EDITS = [
+    ("kept", [("errors", 0, 4, "Minor")], [("errors", 0, 4, "Minor")], (0, 0, 0, 0, 0, 0, 0)),
+    ("minor to major", [("errors", 0, 4, "Minor")], [("errors", 0, 4, "Major")], (0, 0, 1, 0, 0, 0, 0)),
+    ("major to minor, case aside", [("errors", 0, 4, "MAJOR")], [("errors", 0, 4, "minor")], (0, 0, 0, 1, 0, 0, 0)),
+    ("neutral to major: neither", [("errors", 0, 4, "Neutral")], [("errors", 0, 4, "Major")], (0, 0, 0, 0, 0, 0, 0)),
+    ("moved by 3 and 3", [("errors", 10, 14, "Major")], [("errors", 13, 17, "Major")], (1, 1, 0, 0, 1, 1, 1)),
+    ("moved by exactly 5", [("errors", 10, 14, "Major")], [("errors", 5, 19, "Major")], (1, 1, 0, 0, 1, 1, 1)),
+    ("moved by 6", [("errors", 10, 14, "Major")], [("errors", 16, 20, "Major")], (1, 1, 0, 0, 0, 1, 1)),
+    ("start 15 away, end the same", [("errors", 20, 30, "Minor")], [("errors", 5, 30, "Minor")], (1, 1, 0, 0, 0, 0, 1)),
+    ("21 away: not moved", [("errors", 0, 4, "Minor")], [("errors", 21, 25, "Minor")], (1, 1, 0, 0, 0, 0, 0)),
+    ("moved and relabelled", [("errors", 0, 4, "Minor")], [("errors", 1, 4, "Major")], (1, 1, 0, 0, 1, 1, 1)),
+    ("another control is never moved", [("errors", 0, 4, "Minor")], [("missing_errors", 0, 4, "Minor")],
+     (1, 1, 0, 0, 0, 0, 0)),
+    ("one removed near two added: two pairs", [("errors", 10, 14, "Major")],
+     [("errors", 11, 14, "Major"), ("errors", 12, 15, "Minor")], (1, 2, 0, 0, 2, 2, 2)),
+    ("removed, nothing added", [("errors", 0, 4, "Minor"), ("errors", 6, 9, "Major")], [("errors", 6, 9, "Major")],
+     (1, 0, 0, 0, 0, 0, 0)),
+    ("added, nothing predicted", [], [("errors", 0, 4, "Minor")], (0, 1, 0, 0, 0, 0, 0)),
+    ("no offsets (a region without them): never near", [("errors", None, None, "Minor")],
+     [("errors", 0, 4, "Minor")], (1, 1, 0, 0, 0, 0, 0)),
+]
+
+
+@pytest.mark.parametrize("why, predicted, given, expected", PAPER_EDITS, ids=[row[0] for row in PAPER_EDITS])
+def test_the_papers_post_edit_types_by_offsets(why, predicted, given, expected):
+    from evalstudio.exporters.analyses.postedit import PAPER, paper_post_edits
+
+    assert tuple(paper_post_edits(predicted, given)[c] for c in PAPER) == expected
+
+
+def test_the_papers_types_are_further_columns_of_the_post_edit_table(reg):
+    """A relabelling under a new region id is a removal and an addition in evalstudio's types (by region id) and a
+    severity change in the paper's (by offsets): both in one row, the earlier columns as before; the shares give
+    the paper's per added span."""
+    from evalstudio.exporters.analyses.postedit import COLUMNS, post_edit_shares, post_edits
+
+    def regions(spans):
+        return [{"id": i, "from_name": "errors", "to_name": "target", "type": "labels",
+                 "value": {"start": s, "end": e, "text": "x", "labels": [label]}} for i, s, e, label in spans]
+
+    task = {"id": 1, "data": {"target": "Die Brücke führt.", "item_id": "s1", "system": "A"},
+            "predictions": [{"model_version": "judge:j", "result": regions([("p1", 0, 3, "Major"), ("p2", 4, 10, "Minor")])}],
+            "annotations": [{"id": 5, "completed_by": 3, "result": regions([("x1", 0, 3, "Minor"), ("x2", 6, 12, "Minor")]),
+                             "was_cancelled": False}]}
+    edits = post_edits([task], reg.get("esa"), "judge:j")
+    assert COLUMNS[:10] == ["task_id", "item_id", "system", "annotator", "annotation_id", "predicted", "kept", "edited",
+                            "removed", "added"]
+    row = edits.iloc[0]
+    assert (row["kept"], row["edited"], row["removed"], row["added"]) == (0, 0, 2, 2)
+    assert (row["offsets_removed"], row["offsets_added"], row["severity_decreased"], row["moved_5"]) == (1, 1, 1, 1)
+    shares = post_edit_shares(edits).iloc[0]
+    assert (shares["severity_decreased_per_added"], shares["moved_5_per_added"]) == (1.0, 1.0)
+
+
 def esa_with(folder, lines: str) -> None:
     """projects.yaml in `folder`, its esa entry with `lines` added after its config."""
     text = (ROOT / "projects.yaml").read_text(encoding="utf-8")
