@@ -103,8 +103,10 @@ def test_an_answer_whose_prediction_label_studio_lost_is_kept_as_assisted(label_
     answer (held back here by the study's sync lease, taken as another host's and then given up). The writer writes
     the answer without its parent (and logs it): nothing is lost. The ledger keeps the answer's condition and
     prediction, and the live export (annotations and spans) says it was assisted although Label Studio no longer
-    links it to a prediction, while the post-edit counts leave it out (what it was shown is gone) and count the
-    other answer, written with its parent. (About 20 s: one judged study, two judge runs, a gateway, two reads.)"""
+    links it to a prediction, while the post-edit counts leave it out (what it was shown is gone, and the report says
+    so) and count the other answer, written with its parent. Read from a Label Studio export file (no ledger), the
+    answer reads as unassisted, and the command says what its from_prediction then rests on. (About 25 s: one judged
+    study, two judge runs, a gateway, three reads.)"""
     import json
 
     import pandas as pd
@@ -122,7 +124,8 @@ def test_an_answer_whose_prediction_label_studio_lost_is_kept_as_assisted(label_
     assert book.sync_lease("esa", "elsewhere.invalid:1", seconds=3600)  # no writes into Label Studio meanwhile
     refs = []
     with gateway_process(label_studio, "esa", folder, entry) as url:
-        with contextlib.closing(signed_in({"url": url, "accounts": participants.load_accounts(folder)}, "PLOST1")) as web:
+        study = {"url": url, "accounts": participants.load_accounts(folder)}
+        with contextlib.closing(signed_in(study, "PLOST1")) as web:
             for number in range(2):
                 shown = web.get("/api/next/esa").json()
                 start = shown["predictions"][0]["result"]
@@ -164,6 +167,15 @@ def test_an_answer_whose_prediction_label_studio_lost_is_kept_as_assisted(label_
         table = pd.read_csv(path)
         assert set(table["annotation_id"]) == {records[r].annotation_id for r in refs}
         assert table["from_prediction"].all(), table.to_dict()
+    file = tmp_path / "export.json"  # Label Studio's export, read without the ledger
+    file.write_text(json.dumps(list(exported.values()), default=str), encoding="utf-8")
+    done = run("export", "esa", "--from-export", str(file), "-o", str(tmp_path / "file.csv"),
+               env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "from_prediction is read from the file" in " ".join(done.stderr.split()), done.stderr
+    told = pd.read_csv(tmp_path / "file.spans.csv").groupby("annotation_id")["from_prediction"].first().to_dict()
+    # what Label Studio knows: the parent of the first answer; nothing of the second's condition
+    assert told == {records[refs[0]].annotation_id: True, records[refs[1]].annotation_id: False}
     report = run("report", "esa", "-o", str(tmp_path / "report"), "--bootstrap", "0", "--participants", str(folder),
                  env=env, cwd=tmp_path)
     assert report.returncode == 0, report.stderr
@@ -171,6 +183,7 @@ def test_an_answer_whose_prediction_label_studio_lost_is_kept_as_assisted(label_
     [shown] = exported[records[refs[0]].task_id]["predictions"]
     spans = sum(r["type"] == "labels" for r in shown["result"])
     assert f"Its spans shown to annotators ({spans} in 1 answers): 0% kept, 0% edited, 100% removed" in said, said
+    assert "1 answer(s) started from a prediction of this judge that Label Studio no longer holds as shown" in said
 
 
 EDITS = [  # one annotation: predicted spans, the answer's spans -> kept, edited, removed, added
@@ -244,9 +257,10 @@ def test_the_papers_types_are_further_columns_of_the_post_edit_table(reg):
                  "value": {"start": s, "end": e, "text": "x", "labels": [label]}} for i, s, e, label in spans]
 
     task = {"id": 1, "data": {"target": "Die Brücke führt.", "item_id": "s1", "system": "A"},
-            "predictions": [{"model_version": "judge:j", "result": regions([("p1", 0, 3, "Major"), ("p2", 4, 10, "Minor")])}],
-            "annotations": [{"id": 5, "completed_by": 3, "result": regions([("x1", 0, 3, "Minor"), ("x2", 6, 12, "Minor")]),
-                             "was_cancelled": False}]}
+            "predictions": [{"model_version": "judge:j",
+                             "result": regions([("p1", 0, 3, "Major"), ("p2", 4, 10, "Minor")])}],
+            "annotations": [{"id": 5, "completed_by": 3, "was_cancelled": False,
+                             "result": regions([("x1", 0, 3, "Minor"), ("x2", 6, 12, "Minor")])}]}
     edits = post_edits([task], reg.get("esa"), "judge:j")
     assert COLUMNS[:10] == ["task_id", "item_id", "system", "annotator", "annotation_id", "predicted", "kept", "edited",
                             "removed", "added"]

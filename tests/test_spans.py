@@ -109,7 +109,8 @@ def test_export_writes_the_spans_beside_the_annotations_and_reads_back(project, 
     for record in TASKS:
         start, end, text = by_item[record["id"]]
         assert record["mt"][int(start):int(end)] == text == PIECES[record["id"]]
-    rated = (pd.read_csv(out) if fmt == "csv" else pd.read_json(out, lines=True) if fmt == "jsonl" else pd.read_parquet(out))
+    rated = (pd.read_csv(out) if fmt == "csv" else pd.read_json(out, lines=True) if fmt == "jsonl"
+             else pd.read_parquet(out))
     assert dict(zip(back["annotation_id"], back["from_prediction"].astype(str))) == dict(
         zip(rated["annotation_id"], rated["from_prediction"].astype(str))) == {
         101: "False", 102: "True", 103: "False", 104: "False", 105: "False"}
@@ -322,7 +323,8 @@ def test_publish_keeps_whether_each_answer_was_shown_the_prediction(project, ass
     assert dict(zip(spans["task_id"], spans["from_prediction"])) == dict(zip(ratings["task_id"],
                                                                              ratings["from_prediction"]))
     assert sorted(spans.loc[spans["from_prediction"], "task_id"]) == [2]
-    fields = {f["name"]: f for f in release.record_set("spans", "", spans, "spans-csv", release.COLUMN_MEANING)["field"]}
+    fields = release.record_set("spans", "", spans, "spans-csv", release.COLUMN_MEANING)["field"]
+    fields = {f["name"]: f for f in fields}
     assert fields["from_prediction"]["dataType"] == "sc:Boolean"
     assert "prediction shown" in fields["from_prediction"]["description"]
 

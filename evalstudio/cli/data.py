@@ -18,8 +18,8 @@ from evalstudio.tasks.scanning import scan
 
 from evalstudio.operations import status as study_status
 from evalstudio.operations.importing import import_study, imported_lines
-from evalstudio.operations.reading import (ledger_check, one_project_for, project_tasks, study_ledger, sync_lag,
-                                           user_names)
+from evalstudio.operations.reading import (file_conditions_note, ledger_check, one_project_for, project_tasks,
+                                           study_ledger, sync_lag, user_names)
 from evalstudio.operations.reporting import write_report
 from evalstudio.operations.waiting import WAIT_SECONDS, say, within
 
@@ -181,6 +181,8 @@ def export(
         if spans:
             check_output_file(spans)
         if from_export:
+            if note := file_conditions_note(parts):
+                say(note)
             tasks, users = project_tasks(parts[0], from_export)
             frame = annotation_frame(tasks, parts[0], users)
             write_table(frame, output, format)

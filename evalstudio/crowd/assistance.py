@@ -84,6 +84,6 @@ class Assisted:
         """Label Studio annotation id -> whether its answer was shown with the prediction, for every answer of a
         prefilled part that Label Studio holds (the ledger's record, kept when Label Studio lost the prediction)."""
         with self._read() as tx:
-            rows = tx.all("SELECT annotation_id, assisted FROM refs WHERE annotation_id IS NOT NULL AND assisted IS NOT "
-                          "NULL")
+            rows = tx.all("SELECT annotation_id, assisted FROM refs "
+                          "WHERE annotation_id IS NOT NULL AND assisted IS NOT NULL")
         return {int(a): bool(s) for a, s in rows}

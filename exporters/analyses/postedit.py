@@ -30,7 +30,7 @@ from evalstudio.crowd.reconcile import CONDITION
 from evalstudio.values.results import task_fields
 from evalstudio.values.spans import SPAN_TAGS
 
-from ..tables.tidy import surplus_annotations
+from ..tables.tidy import from_prediction, surplus_annotations
 
 PAPER = ["offsets_removed", "offsets_added", "severity_increased", "severity_decreased", "moved_5", "moved_10",
          "moved_20"]  # ESA-AI's post-edit types (module docstring)
@@ -43,8 +43,10 @@ def paper_post_edits(predicted: list[tuple], given: list[tuple]) -> dict[str, in
     """ESA-AI's post-edit types of one answer (module docstring) from its predicted and answered spans, each
     (control, start, end, label).
 
-    >>> paper_post_edits([("e", 0, 4, "Minor"), ("e", 10, 14, "Major")], [("e", 0, 4, "Major"), ("e", 12, 20, "Minor")])
-    {'offsets_removed': 1, 'offsets_added': 1, 'severity_increased': 1, 'severity_decreased': 0, 'moved_5': 0, 'moved_10': 1, 'moved_20': 1}
+    >>> edits = paper_post_edits([("e", 0, 4, "Minor"), ("e", 10, 14, "Major")],
+    ...                          [("e", 0, 4, "Major"), ("e", 12, 20, "Minor")])
+    >>> {k: v for k, v in edits.items() if v}  # (10, 14) -> (12, 20): starts 2 apart, ends 6
+    {'offsets_removed': 1, 'offsets_added': 1, 'severity_increased': 1, 'moved_10': 1, 'moved_20': 1}
     """
     where = lambda span: span[:3]  # noqa: E731
     removed = [p for p in predicted if not any(where(g) == where(p) for g in given)]
@@ -75,10 +77,11 @@ def _spans(result, names: set[str]) -> dict[str, tuple]:
 
 def post_edits(tasks: list[dict], project, model_version: str, users=None) -> pd.DataFrame:
     """One row per annotation of a task with the `model_version` prediction: predicted spans, and how many were
-    kept, edited, removed; spans added (module docstring)."""
+    kept, edited, removed; spans added (module docstring). `attrs["not_counted"]`: the answers made from a
+    prediction that is not this one (deleted or replaced since), left out."""
     names = {c.name for c in project.interface.controls if c.tag in SPAN_TAGS}
     users = users or {}
-    rows = []
+    rows, not_counted = [], 0
     for task in tasks:
         prediction = next((p for p in task.get("predictions") or [] if p.get("model_version") == model_version), None)
         if prediction is None:
@@ -88,8 +91,10 @@ def post_edits(tasks: list[dict], project, model_version: str, users=None) -> pd
         surplus = surplus_annotations(annotations, project.annotators_per_task, users)
         known = task_fields(task)
         for annotation in annotations:
-            if annotation.get("was_cancelled") or id(annotation) in surplus or not _made_from(annotation, prediction,
-                                                                                             project):
+            if annotation.get("was_cancelled") or id(annotation) in surplus:
+                continue
+            if not _made_from(annotation, prediction, project):
+                not_counted += from_prediction(annotation)  # shown another prediction, which is gone: said, not counted
                 continue
             given = _spans(annotation.get("result"), names)
             both = set(given) & set(predicted)
@@ -108,7 +113,9 @@ def post_edits(tasks: list[dict], project, model_version: str, users=None) -> pd
                          "annotator": users.get(completed_by, str(completed_by)), "annotation_id": annotation.get("id"),
                          "predicted": len(predicted), "kept": len(kept), "edited": len(edited), "removed": len(left),
                          "added": added, **paper_post_edits(list(predicted.values()), list(given.values()))})
-    return pd.DataFrame(rows, columns=COLUMNS)
+    frame = pd.DataFrame(rows, columns=COLUMNS)
+    frame.attrs["not_counted"] = int(not_counted)  # answers made from a prediction other than (or lost before) this one
+    return frame
 
 
 def _made_from(annotation: dict, prediction: dict, project) -> bool:
