@@ -105,8 +105,9 @@ def test_an_answer_whose_prediction_label_studio_lost_is_kept_as_assisted(label_
     prediction, and the live export (annotations and spans) says it was assisted although Label Studio no longer
     links it to a prediction, while the post-edit counts leave it out (what it was shown is gone, and the report says
     so) and count the other answer, written with its parent. Read from a Label Studio export file (no ledger), the
-    answer reads as unassisted, and the command says what its from_prediction then rests on. (About 25 s: one judged
-    study, two judge runs, a gateway, three reads.)"""
+    answer reads as unassisted, and the command says what its from_prediction then rests on. (13-22 s measured on
+    SQLite, 67-83 s on a machine busy with other test runs: one judged study, two judge runs, a gateway and three
+    command processes, each needed for a step of the path, none waiting on time.)"""
     import json
 
     import pandas as pd
