@@ -95,6 +95,7 @@ def test_export_writes_the_spans_beside_the_annotations_and_reads_back(project, 
     from evalstudio.cli import app
 
     tasks = [export_task(i, r, span("r1", r["mt"], PIECES[r["id"]]) + [SCORE]) for i, r in enumerate(TASKS, 1)]
+    tasks[1]["annotations"][0]["parent_prediction"] = 9  # (started from a prediction: from_prediction, per span too)
     (tmp_path / "export.json").write_text(json.dumps(tasks, ensure_ascii=False), encoding="utf-8")
     out = tmp_path / f"annotations.{fmt}"
     result = CliRunner().invoke(app, ["export", "mt_spans", "--from-export", str(tmp_path / "export.json"), "-o", str(out),
@@ -108,6 +109,47 @@ def test_export_writes_the_spans_beside_the_annotations_and_reads_back(project, 
     for record in TASKS:
         start, end, text = by_item[record["id"]]
         assert record["mt"][int(start):int(end)] == text == PIECES[record["id"]]
+    rated = (pd.read_csv(out) if fmt == "csv" else pd.read_json(out, lines=True) if fmt == "jsonl"
+             else pd.read_parquet(out))
+    assert dict(zip(back["annotation_id"], back["from_prediction"].astype(str))) == dict(
+        zip(rated["annotation_id"], rated["from_prediction"].astype(str))) == {
+        101: "False", 102: "True", 103: "False", 104: "False", 105: "False"}
+
+
+CONDITIONS = [  # an answer as read -> from_prediction, in the tidy table and the spans table alike
+    ("typed by hand, no parent", {}, "manual", False),
+    ("started from a prediction (its parent)", {"parent_prediction": 3}, "manual", True),
+    ("its parent deleted in Label Studio, its spans kept as predicted", {}, "prediction", True),
+    ("its parent deleted, a span changed", {}, "prediction-changed", True),
+    ("the ledger: shown the prediction, which Label Studio no longer has", {"ledger": True}, "manual", True),
+    ("the ledger: shown without it (the ledger decides)", {"ledger": False, "parent_prediction": 3}, "prediction",
+     False),
+]
+
+
+@pytest.mark.parametrize("why, extra, origin, expected", CONDITIONS, ids=[row[0] for row in CONDITIONS])
+def test_the_spans_table_says_whether_each_answer_was_shown_the_prediction(project, why, extra, origin, expected):
+    from evalstudio.crowd.reconcile import CONDITION
+
+    task = export_task(1, TASKS[0], [{**r, "origin": origin} for r in span("r1", TASKS[0]["mt"], PIECES["de"])]
+                       + [SCORE])
+    if "ledger" in extra:  # what a live read with the study's ledger puts in (operations/waiting.LedgerCheck)
+        extra = {**{k: v for k, v in extra.items() if k != "ledger"}, CONDITION: extra["ledger"]}
+    task["annotations"][0].update(extra)
+    assert list(span_frame([task], project)["from_prediction"]) == [expected]
+    assert list(annotation_frame([task], project)["from_prediction"]) == [expected]
+
+
+def test_an_export_file_cannot_claim_the_ledgers_record(project, tmp_path):
+    """The ledger's record of an answer's condition is put in by a live read only: the same key in an export file is
+    dropped as it is read."""
+    from evalstudio.crowd.reconcile import CONDITION
+    from evalstudio.exporters.tables.tidy import read_export
+
+    task = export_task(1, TASKS[0], span("r1", TASKS[0]["mt"], PIECES["de"]) + [SCORE])
+    task["annotations"][0][CONDITION] = True
+    (tmp_path / "export.json").write_text(json.dumps([task], ensure_ascii=False), encoding="utf-8")
+    assert list(span_frame(read_export(tmp_path / "export.json"), project)["from_prediction"]) == [False]
 
 
 BAD_CONFIGS = [
@@ -223,6 +265,7 @@ def test_report_writes_every_span(project, tmp_path):
     from evalstudio.cli import app
 
     tasks = [export_task(i, r, span("r1", r["mt"], PIECES[r["id"]], "Major") + [SCORE]) for i, r in enumerate(TASKS, 1)]
+    tasks[1]["annotations"][0]["parent_prediction"] = 9
     (tmp_path / "export.json").write_text(json.dumps(tasks, ensure_ascii=False), encoding="utf-8")
     result = CliRunner().invoke(app, ["report", "mt_spans", "--from-export", str(tmp_path / "export.json"), "-o",
                                       str(tmp_path / "report"), "--bootstrap", "0",
@@ -230,6 +273,7 @@ def test_report_writes_every_span(project, tmp_path):
     assert result.exit_code == 0, result.output
     spans = pd.read_csv(tmp_path / "report" / "spans.csv", keep_default_na=False)
     assert sorted(spans["text"]) == sorted(PIECES.values()) and set(spans["category"]) == {"Accuracy"}
+    assert dict(zip(spans["task_id"], spans["from_prediction"])) == {1: False, 2: True, 3: False, 4: False, 5: False}
     assert list(pd.read_csv(tmp_path / "report" / "annotations.csv")["errors"]) == [1] * len(TASKS)
     assert "<h2>Spans</h2>" in (tmp_path / "report" / "index.html").read_text(encoding="utf-8")
 
@@ -256,6 +300,33 @@ def test_publish_releases_the_counted_spans_under_pseudonyms(project):
                                                             "spans": {"count": 2, "columns": list(released.columns)}},
                                 "CC-BY-4.0", 0)
     assert "data/spans.parquet" in card and "`category` (the annotator's answer about this span" in card
+
+
+@pytest.mark.parametrize("assisted", [set(), {102}], ids=["no answer prefilled", "one answer prefilled"])
+def test_publish_keeps_whether_each_answer_was_shown_the_prediction(project, assisted):
+    """A prefilled study's release says per answer, in the ratings and the spans alike, whether it was made with the
+    prediction shown (the tidy tables' from_prediction), typed boolean in croissant.json; a study without prefilled
+    answers has no such column (it would say false everywhere)."""
+    from evalstudio.exporters.publication import release
+
+    tasks = [export_task(i, r, span("r1", r["mt"], PIECES[r["id"]]) + [SCORE]) for i, r in enumerate(TASKS, 1)]
+    for task in tasks:
+        if task["annotations"][0]["id"] in assisted:
+            task["annotations"][0]["parent_prediction"] = 9
+    key, counted = b"k" * 32, [101, 102, 103, 104, 105]
+    spans = release.spans_table(span_frame(tasks, project, {7: "a@x"}), key, counted)
+    ratings = release.ratings_table(annotation_frame(tasks, project, {7: "a@x"}), key, [], project.criteria)
+    if not assisted:
+        assert "from_prediction" not in spans and "from_prediction" not in ratings
+        return
+    assert list(spans.columns[:6]) == release.SPAN_COLUMNS[:5] + ["from_prediction"]
+    assert dict(zip(spans["task_id"], spans["from_prediction"])) == dict(zip(ratings["task_id"],
+                                                                             ratings["from_prediction"]))
+    assert sorted(spans.loc[spans["from_prediction"], "task_id"]) == [2]
+    fields = release.record_set("spans", "", spans, "spans-csv", release.COLUMN_MEANING)["field"]
+    fields = {f["name"]: f for f in fields}
+    assert fields["from_prediction"]["dataType"] == "sc:Boolean"
+    assert "prediction shown" in fields["from_prediction"]["description"]
 
 
 def test_an_llm_judge_is_asked_spans_as_annotators_mark_them(project):

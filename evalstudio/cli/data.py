@@ -18,8 +18,8 @@ from evalstudio.tasks.scanning import scan
 
 from evalstudio.operations import status as study_status
 from evalstudio.operations.importing import import_study, imported_lines
-from evalstudio.operations.reading import (ledger_check, one_project_for, project_tasks, study_ledger, sync_lag,
-                                           user_names)
+from evalstudio.operations.reading import (file_conditions_note, ledger_check, one_project_for, project_tasks,
+                                           study_ledger, sync_lag, user_names)
 from evalstudio.operations.reporting import write_report
 from evalstudio.operations.waiting import WAIT_SECONDS, say, within
 
@@ -144,8 +144,9 @@ def export(
     wait: WaitOption = WAIT_SECONDS,
     participants: Annotated[Optional[Path], typer.Option(
         "--participants", help="The participants folder of the study's gateway (default: .evalstudio/participants): "
-                               "its ledger decides which annotation is each participant's answer, what the output "
-                               "still lacks, and gives the front matter's answers.")] = None,
+                               "its ledger decides which annotation is each participant's answer and whether it was "
+                               "shown the prediction (from_prediction), what the output still lacks, and gives the "
+                               "front matter's answers.")] = None,
     projects: ProjectsOption = None,
 ):
     """Write all annotations (skipped ones flagged) as one tidy table: project, task_id, item_id, system,
@@ -180,6 +181,8 @@ def export(
         if spans:
             check_output_file(spans)
         if from_export:
+            if note := file_conditions_note(parts):
+                say(note)
             tasks, users = project_tasks(parts[0], from_export)
             frame = annotation_frame(tasks, parts[0], users)
             write_table(frame, output, format)
@@ -270,7 +273,8 @@ def report(
         "crowd.min_gold_accuracy in projects.yaml).")] = False,
     participants: Annotated[Optional[Path], typer.Option(
         "--participants", help="The participants folder of the study's gateway (default: .evalstudio/participants): "
-                               "its ledger gives the study's status and an active design.")] = None,
+                               "its ledger gives the study's status, an active design and whether each answer was "
+                               "shown the prediction (from_prediction).")] = None,
     project_id: ProjectIdOption = None,
     wait: WaitOption = WAIT_SECONDS,
     projects: ProjectsOption = None,

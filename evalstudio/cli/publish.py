@@ -24,7 +24,8 @@ def publish(
     output: Annotated[Path, typer.Option("--output", "-o", help="A new folder for the package.")] = Path("publication"),
     participants: Annotated[Optional[Path], typer.Option(
         "--participants", help="The study's participants folder (default: .evalstudio/participants): its ledger "
-                               "gives the order each participant was served and their lists.")] = None,
+                               "gives the order each participant was served, their lists and whether each answer "
+                               "was shown the prediction (from_prediction).")] = None,
     key_file: Annotated[Path, typer.Option(
         "--key-file", help="The key of the annotators' pseudonyms, made on first use (owner-only); keep it, and "
                            "keep it out of the package: the same key gives the same pseudonyms in a later "

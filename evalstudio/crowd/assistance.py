@@ -79,3 +79,11 @@ class Assisted:
         if row is None or row[0] is None:
             return None, None
         return bool(row[0]), None if row[1] is None else int(row[1])
+
+    def conditions(self) -> dict[int, bool]:
+        """Label Studio annotation id -> whether its answer was shown with the prediction, for every answer of a
+        prefilled part that Label Studio holds (the ledger's record, kept when Label Studio lost the prediction)."""
+        with self._read() as tx:
+            rows = tx.all("SELECT annotation_id, assisted FROM refs "
+                          "WHERE annotation_id IS NOT NULL AND assisted IS NOT NULL")
+        return {int(a): bool(s) for a, s in rows}

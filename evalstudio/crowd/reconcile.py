@@ -8,6 +8,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+# an annotation's condition as the study's ledger recorded it (shown with the prediction or not), put into the tasks
+# a command read live (with_conditions); exporters.tables.tidy reads it before Label Studio's parent prediction
+CONDITION = "evalstudio_from_prediction"
 
 
 def user_of(annotation: dict) -> int | None:
@@ -86,3 +89,13 @@ def surplus_ids(answers, users: dict[str, int | None], tasks: list[dict]) -> set
             if kept is not None and annotation.get("id") != kept:
                 out.add(int(annotation["id"]))
     return out
+
+
+def with_conditions(tasks: list[dict], conditions: dict[int, bool]) -> list[dict]:
+    """`tasks` with each annotation the ledger knows carrying its condition (CONDITION): whether the gateway showed
+    the answer's task with the prediction. Label Studio's own record, the annotation's parent prediction, is lost
+    when the prediction is deleted (the judge run again) before or after the answer was written."""
+    if not conditions:
+        return tasks
+    return [{**t, "annotations": [{**a, CONDITION: conditions[a["id"]]} if a.get("id") in conditions else a
+                                  for a in t.get("annotations") or []]} for t in tasks]

@@ -109,6 +109,17 @@ def study_ledger(protocol: str, folder: Path | None = None) -> Path:
     return participants.study_folder(folder or participants.DEFAULT_FOLDER, protocol)
 
 
+def file_conditions_note(parts) -> str | None:
+    """For a prefilled study read from a Label Studio export file: what its from_prediction rests on there (None:
+    no part is prefilled)."""
+    if not any(part.prefill for part in parts):
+        return None
+    return ("note: from_prediction is read from the file, as Label Studio holds it (a parent prediction, or a region "
+            "made from one), not from the study's ledger: an answer whose prediction was deleted since (e.g. the judge "
+            "run again) and whose pre-marked spans were all removed reads as unassisted there; read the live study "
+            "(with --participants) for the ledger's record")
+
+
 def read_study(protocol, projects, from_export, project_id, folder: Path | None = None, wait: float = WAIT_SECONDS):
     """(registry, parts, tasks of each part, annotation frame of each part, users) of a protocol, read live or from
     a Label Studio export (which holds one project). `folder`: the participants folder. Live, once Label Studio
@@ -122,6 +133,8 @@ def read_study(protocol, projects, from_export, project_id, folder: Path | None 
     one_project_for(parts, "--project-id", project_id)
     folder = study_ledger(protocol, folder)
     check = None
+    if from_export is not None and (note := file_conditions_note(parts)):
+        say(note)
     if from_export is None:  # the live study: once Label Studio holds what the gateway acknowledged, or said
         for line in sync_lag(folder, wait):
             say(f"warning: {line}")

@@ -78,21 +78,23 @@ class LedgerCheck:
         book = ledger.open_ledger(folder)
         self.answers = [r for r in book.answers() if r.answered is not None]
         self.users = {a.participant_id.lower(): a.user_id for a in book.accounts().values()}
+        self.conditions = book.conditions()  # whether each answer was shown with the prediction (prefill)
         self.read: list[dict] = []
 
     def keep(self, tasks: list[dict]) -> list[dict]:
         """`tasks` as read, noted for the comparison, without annotations that are not the ledger's answer (another
-        annotation of a participant on a task whose answer the ledger holds: written twice)."""
+        annotation of a participant on a task whose answer the ledger holds: written twice), and with the ledger's
+        record of whether each answer was shown with the prediction (reconcile.with_conditions)."""
         from evalstudio.crowd import reconcile
 
         self.read += [{"id": t["id"], "annotations": [
             {k: a.get(k) for k in ("id", "completed_by", "result", "was_cancelled")}
             for a in t.get("annotations") or []]} for t in tasks]
         surplus = reconcile.surplus_ids(self.answers, self.users, tasks)
-        if not surplus:
-            return tasks
-        return [{**t, "annotations": [a for a in t.get("annotations") or [] if a.get("id") not in surplus]}
-                for t in tasks]
+        if surplus:
+            tasks = [{**t, "annotations": [a for a in t.get("annotations") or [] if a.get("id") not in surplus]}
+                     for t in tasks]
+        return reconcile.with_conditions(tasks, self.conditions)
 
     def lines(self) -> list[str]:
         """What the output lacks of the ledger's answers, and the answers written twice."""

@@ -158,12 +158,15 @@ def _post_edit_note(tasks: list[dict], project, judge: str) -> str:
     if project.prefill != PREFIX + judge:
         return ""
     edits = post_edits(tasks, project, project.prefill)
+    lost = edits.attrs.get("not_counted", 0)
+    lost = (f" {lost} answer(s) started from a prediction of this judge that Label Studio no longer holds as shown "
+            "(deleted, or replaced by running the judge again): their post-edits are not counted." if lost else "")
     if edits.empty or not edits["predicted"].sum():
-        return ""
+        return lost
     share = post_edit_shares(edits.assign(all="all"), by="all").iloc[0]
     return (f" Its spans shown to annotators ({int(share['predicted'])} in {int(share['annotations'])} answers): "
             f"{share['kept']:.0%} kept, {share['edited']:.0%} edited, {share['removed']:.0%} removed; "
-            f"{share['added_per_annotation']:.2f} spans added per answer.")
+            f"{share['added_per_annotation']:.2f} spans added per answer.") + lost
 
 
 def _spearman(ratings, metrics, judge, criterion) -> dict:

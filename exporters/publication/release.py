@@ -106,6 +106,8 @@ def ratings_table(annotations: pd.DataFrame, key: bytes, metadata: Iterable[str]
         if column in counted:
             out[column] = counted[column]
     out["seconds"] = pd.to_numeric(counted["lead_time"], errors="coerce")
+    if "from_prediction" in counted and counted["from_prediction"].astype(bool).any():  # a prefilled study
+        out["from_prediction"] = counted["from_prediction"].astype(bool)
     empty = [c for c in out.columns if c not in ("value", "label") and out[c].isna().all()]
     return out.drop(columns=empty).reset_index(drop=True)  # value and label always: one schema for every study
 
@@ -122,8 +124,10 @@ def spans_table(spans: pd.DataFrame, key: bytes, counted_annotations: Iterable) 
                     & ~spans["surplus"].astype(bool)]
     out = counted.rename(columns={"project": "part"}).drop(columns=["annotation_id", "cancelled", "surplus", "ls_text"])
     out["annotator"] = [pseudonym(key, a) for a in counted["annotator"]]
-    per_region = [c for c in out.columns if c not in SPAN_COLUMNS]
-    return out[SPAN_COLUMNS + per_region].reset_index(drop=True)
+    # whether the span's answer was made with the prediction shown: a prefilled study's (as the ratings table)
+    shown = ["from_prediction"] if "from_prediction" in out and out["from_prediction"].astype(bool).any() else []
+    per_region = [c for c in out.columns if c not in SPAN_COLUMNS and c != "from_prediction"]
+    return out[SPAN_COLUMNS[:5] + shown + SPAN_COLUMNS[5:] + per_region].reset_index(drop=True)
 
 
 def write_spans(folder: Path, spans: pd.DataFrame) -> dict[str, Path]:
@@ -269,6 +273,9 @@ COLUMN_MEANING = {
     "rejected": "the annotator failed the study's attention checks and was rejected (their ratings are kept here; "
                 "leave them out as the study's analysis did)",
     "bad_instance": "the annotator marked the item as unusable",
+    "from_prediction": "the answer was made with a model's prediction shown to start from (prefill: e.g. ESA-AI's "
+                       "pre-marked error spans); false: shown without it (a share of each annotator's tasks, "
+                       "unassisted_share); a column only of studies with prefilled answers",
     "note": "the annotator's optional note (free text, reviewed before release)",
 }
 

@@ -5,7 +5,10 @@ annotations: one row per (annotation, criterion[, agent])
   cancelled, agent, rationale, from_prediction, prefilled_unchanged, surplus, plus one column per metadata control (e.g.
   note, bad_instance), the participant id where the protocol has one (prolific_id) and, for a project of
   counterbalanced lists, its list number (list)
-  from_prediction: the annotation started from a model prediction (model-assisted labelling, prefill opt-in);
+  from_prediction: the annotation started from a model prediction (model-assisted labelling, prefill opt-in): as the
+  study's ledger recorded it where the read has the ledger (the gateway decides; live reads of export, report,
+  publish, status), else as Label Studio holds it: the annotation has a parent prediction, or a region whose
+  origin is a prediction's (Label Studio clears the parent when the prediction is deleted; the origins stay);
   prefilled_unchanged: this value is the prediction's, accepted without change (Label Studio's result `origin`
   "prediction", or the same value as the parent prediction)
   surplus: an annotation beyond the design: a participant's second annotation of the same task, or one after the
@@ -14,7 +17,8 @@ annotations: one row per (annotation, criterion[, agent])
   A span control's column (a `<Labels>` listed in metadata_controls) holds the number of spans the annotation
   marked; the spans themselves are in `spans`. A per-region control (perRegion="true") has no column here.
 spans:       one row per span an annotation marked with a `<Labels>` control (error spans: MQM, ESA)
-  project, task_id, item_id, system, annotator, annotation_id, cancelled, surplus (as in annotations),
+  project, task_id, item_id, system, annotator, annotation_id, cancelled, surplus, from_prediction (as in
+  annotations: the span's answer was made with the prediction shown, e.g. ESA-AI's pre-marked spans),
   over_max: the annotation marks more spans with this control than projects.yaml's max_spans allows (made in Label
   Studio's own editor, which cannot cap them; the gateway refuses such an answer): kept, flagged, never cut;
   control: the Labels control's name; region_id: Label Studio's id of the region;
@@ -41,6 +45,7 @@ import numpy as np
 import pandas as pd
 
 from evalstudio.base.errors import BadExport
+from evalstudio.crowd.reconcile import CONDITION
 from evalstudio.protocols.registry import Project
 from evalstudio.values.results import dotted_get, task_fields
 from evalstudio.values.spans import span_controls, span_object_field, span_problem
@@ -49,7 +54,8 @@ ANNOTATION_COLUMNS = ["project", "task_id", "item_id", "system", "annotator", "c
                       "created_at", "lead_time", "cancelled", "agent", "rationale", "from_prediction", "prefilled_unchanged", "surplus"]
 PROLIFIC_EMAIL = re.compile(r"^([0-9a-fA-F]{24})@email\.prolific\.(?:com|co)$")
 SPAN_COLUMNS = ["project", "task_id", "item_id", "system", "annotator", "annotation_id", "cancelled", "surplus",
-                "over_max", "control", "region_id", "start", "end", "text", "labels", "ls_text"]
+                "from_prediction", "over_max", "control", "region_id", "start", "end", "text", "labels", "ls_text"]
+PREDICTED = ("prediction", "prediction-changed")  # a region's origin when it started as a prediction's
 MODEL_COLUMNS = ["project", "task_id", "item_id", "system", "agent", "criterion", "value", "model_version"]
 
 
@@ -72,6 +78,8 @@ def read_export(path: Path | str) -> list[dict]:
         problem = _export_task_problem(task)
         if problem:
             raise BadExport(f"{path}: task [{i}]: {problem} (expected Label Studio's Export -> JSON)")
+        for ann in task.get("annotations") or []:
+            ann.pop(CONDITION, None)  # the ledger's record comes from the ledger, never from a file
     # in task id order, as the live export gives them: Label Studio writes the file in its database's order, which
     # on PostgreSQL is not the id order, so the same project would otherwise export its rows in another order
     return sorted(tasks, key=lambda task: task["id"])
@@ -173,7 +181,7 @@ def annotation_frame(tasks: Iterable[dict], project: Project, users: Mapping[int
                 "project": project.name, "task_id": task["id"], "item_id": _scalar(data.get("item_id")),
                 "system": _scalar(data.get("system")), "annotator": annotator,
                 "annotation_id": ann.get("id"), "created_at": ann.get("created_at"), "lead_time": ann.get("lead_time"),
-                "cancelled": bool(ann.get("was_cancelled")), "from_prediction": parent is not None,
+                "cancelled": bool(ann.get("was_cancelled")), "from_prediction": from_prediction(ann),
                 "surplus": id(ann) in surplus,
                 **{name: values.get(name) for name in metadata},
                 **{name: span_count(ann.get("result"), name) for name in span_names if name in metadata},
@@ -205,6 +213,15 @@ def annotation_frame(tasks: Iterable[dict], project: Project, users: Mapping[int
     return frame
 
 
+def from_prediction(annotation: dict) -> bool:
+    """Whether the answer was made with a model's prediction shown (module docstring: from_prediction): the
+    ledger's record where the read put it in (evalstudio.crowd.reconcile.CONDITION), else Label Studio's."""
+    if isinstance(annotation.get(CONDITION), bool):
+        return annotation[CONDITION]
+    return annotation.get("parent_prediction") is not None or any(
+        isinstance(r, dict) and r.get("origin") in PREDICTED for r in annotation.get("result") or [])
+
+
 def spans_path(path: Path) -> Path:
     """Where the spans table goes beside a tidy file: annotations.csv -> annotations.spans.csv."""
     return path.with_name(f"{path.stem}.spans{path.suffix}")
@@ -230,7 +247,7 @@ def span_frame(tasks: Iterable[dict], project: Project, users: Mapping[int, str]
             base = {"project": project.name, "task_id": task["id"], "item_id": _scalar(data.get("item_id")),
                     "system": _scalar(data.get("system")), "annotator": _annotator(ann.get("completed_by"), users),
                     "annotation_id": ann.get("id"), "cancelled": bool(ann.get("was_cancelled")),
-                    "surplus": id(ann) in surplus}
+                    "surplus": id(ann) in surplus, "from_prediction": from_prediction(ann)}
             over = {name for name, cap in project.max_spans.items() if span_count(ann.get("result"), name) > cap}
             rows += [{**row, "over_max": row["control"] in over}
                      for row in _span_rows(ann.get("result") or [], base, fields, per_region, data)]
@@ -239,6 +256,7 @@ def span_frame(tasks: Iterable[dict], project: Project, users: Mapping[int, str]
         frame[column] = _offsets(frame[column])
     frame["cancelled"] = frame["cancelled"].astype(bool)
     frame["surplus"] = frame["surplus"].astype(bool)
+    frame["from_prediction"] = frame["from_prediction"].astype(bool)
     frame["over_max"] = frame["over_max"].astype(bool)
     return frame
 
