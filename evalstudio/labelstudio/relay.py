@@ -1,0 +1,83 @@
+"""Requests to one server back to back, one at a time from a server that serves from one process: each is sent as
+soon as the one before it has answered, and what came back is worked on in the caller's thread meanwhile, only
+once the next request is on its way.
+
+Why (measured on `label-studio start`, Django's one-process server, 2,000 tasks with 10,000 error spans,
+benchmarks/span_export.py): two export requests at once made Label Studio spend about 0.5 s more processor time on
+the same tasks than one after the other (its threads take turns for Python's interpreter lock), and ended
+together, so that both chunks were parsed and converted after its last byte. One request at a time leaves the
+server idle only while the next request travels; a long call in C that does not let other threads run (`json.loads`
+of a 1.7 MB chunk) must therefore not start before that request has gone out, or the server waits for it.
+A server of several processes (gunicorn workers: `evalstudio server --workers`) serves two at once in about half
+the time (docs/benchmarks.md, 2026-11-25), so it is asked for two at a time, as before."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+Chunk = TypeVar("Chunk")
+# request headers for a fresh connection: Django's development server (`label-studio start`) writes a response's
+# headers and body in separate sends without TCP_NODELAY, so on a reused connection the body waits for the client's
+# delayed acknowledgement (measured: a one-task export 0.07 s on a reused connection, 0.03 s on a new one)
+CLOSE = {"Connection": "close"}
+
+
+def one_process(headers) -> bool:
+    """Whether a response's headers name Django's development server (`label-studio start`: "WSGIServer/0.2
+    CPython/3.11"), which serves every request from one process, by turns. gunicorn, uWSGI or a proxy in front
+    name themselves otherwise, and serve two requests at once faster than one after the other."""
+    return str(headers.get("server") or "").startswith("WSGIServer/")
+
+
+def sent_trace(on_sent: Callable[[], None]) -> dict[str, Any]:
+    """httpx request extensions that call `on_sent` once the request is sent (httpcore's trace: the response's
+    headers are being waited for)."""
+    def trace(name: str, info: dict) -> None:
+        if name.endswith("receive_response_headers.started"):
+            on_sent()
+    return {"trace": trace}
+
+
+def relayed(chunks: Sequence[Chunk], fetch: Callable[[Chunk, Callable[[], None]], Any],
+            convert: Callable[[Chunk, Any], Any], at_once: int = 1) -> Iterator[Any]:
+    """convert(chunk, fetch(chunk, on_sent)) of each chunk, in order. `fetch` runs in worker threads, `at_once` at
+    a time, each started as soon as the one `at_once` before it returns, and calls `on_sent` once its (first)
+    request is sent; `convert` runs in the caller's thread once the request that the chunk's answer let go is sent.
+    Memory: at most at_once + 1 fetched chunks and the one being converted. The caller stopping early, or a fetch
+    failing, asks for no more."""
+    answered = [threading.Event() for _ in chunks]
+    sent = [threading.Event() for _ in chunks]
+    stopped = threading.Event()
+
+    def work(k: int):
+        try:
+            if k >= at_once:
+                answered[k - at_once].wait()  # at most `at_once` requests at the server
+            if stopped.is_set():
+                return None
+            return fetch(chunks[k], sent[k].set)
+        except BaseException:
+            stopped.set()  # before the next fetch may start: it asks for nothing
+            raise
+        finally:  # (also when it failed: nothing waits for a request that will not come)
+            sent[k].set()
+            answered[k].set()
+
+    with ThreadPoolExecutor(at_once + 1, thread_name_prefix="relay") as pool:
+        futures: dict[int, Any] = {}
+        try:
+            for k in range(len(chunks)):
+                for j in range(k, min(k + at_once + 1, len(chunks))):
+                    if j not in futures:
+                        futures[j] = pool.submit(work, j)
+                got = futures.pop(k).result()
+                if k + at_once < len(chunks):
+                    sent[k + at_once].wait()
+                yield convert(chunks[k], got)
+        finally:
+            stopped.set()
+            for future in futures.values():
+                future.cancel()
