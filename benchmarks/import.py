@@ -113,7 +113,7 @@ def worker(kind: str, url: str, key: str, path: str, batch_size: int) -> dict:
         times = []
         for _ in range(20):
             begin = time.perf_counter()
-            client._export_page(project_id, [first], client._export_bodies(project_id, [first], "export"), True, "export")
+            client._export_tasks(project_id, client._export_bodies(project_id, [first], "export"))
             times.append(time.perf_counter() - begin)
         return {"seconds": statistics.median(times), "count": 1, "peak_mb": peak_mb()}
     elif kind == "ls-export":

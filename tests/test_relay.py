@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from evalstudio.labelstudio.relay import CLOSE, one_process, relayed, sent_trace
+from evalstudio.labelstudio.relay import CLOSE, one_process, regrouped, relayed, requests, sent_trace
 
 
 class Recorder:
@@ -91,3 +91,46 @@ def test_the_sent_trace_fires_once_the_request_is_out():
     assert seen == []
     trace("http11.receive_response_headers.started", {})
     assert seen == ["sent"] and CLOSE == {"Connection": "close"}
+
+
+@pytest.mark.parametrize("count, page, most, sizes", [
+    (0, 500, 998, []),
+    (50, 500, 998, [50]),  # a small project: one request
+    (333, 500, 998, [167, 166]),
+    (2000, 500, 998, [998, 836, 166]),  # the benchmark's project: 3 requests where pages of 500 took 4
+    (5000, 500, 998, [998, 998, 998, 998, 842, 166]),
+    (50, 20, 998, [20, 20, 10]),  # a caller's small pages: one request a page
+], ids=lambda v: str(v) if not isinstance(v, list) else None)
+def test_requests_cut_the_ids_in_order_at_most_most_each(count, page, most, sizes):
+    ids = list(range(101, 101 + 2 * count, 2))  # listed ids, not consecutive
+    asked = requests(ids, page, most)
+    assert [len(a) for a in asked] == sizes
+    assert [i for a in asked for i in a] == ids and all(len(a) <= most for a in asked)
+
+
+@pytest.mark.parametrize("requested, answered", [
+    ([[1, 2, 3], [4, 5, 6, 7]], [[1, 2, 3], [4, 5, 6, 7]]),
+    ([[1, 2], [3, 4, 5, 6, 7]], [[2, 1], [7, 3, 5, 4, 6]]),  # the server's order is not the pages'
+    ([[1, 2, 3, 4, 5, 6, 7]], [[1, 3, 4, 6, 7]]),  # tasks 2 and 5 deleted meanwhile: their pages are short
+    ([[1, 2, 3], [4, 5, 6, 7]], [[1, 2, 3, 9], [4, 5, 6, 7]]),  # a task nobody asked for is dropped
+    ([[1], [2], [3], [4], [5], [6], [7]], [[1], [2], [3], [4], [5], [6], [7]]),
+], ids=["aligned", "unordered", "deleted", "stray", "one id a request"])
+def test_pages_are_given_whole_in_order_as_soon_as_their_requests_are_in(requested, answered):
+    pages = [[1, 2], [3, 4, 5], [6, 7]]
+    log = []
+
+    def parsed():
+        for asked, ids in zip(requested, answered):
+            log.append(("in", asked[-1]))
+            yield asked, [{"id": i} for i in ids]
+
+    got = []
+    for page, tasks in regrouped(parsed(), pages):
+        log.append(("page", page[-1]))
+        got.append((page, [t["id"] for t in tasks]))
+    present = {i for ids in answered for i in ids}
+    assert got == [(page, [i for i in page if i in present]) for page in pages]
+    for page in pages:  # given as soon as the request that completed it is in, before the next one is read
+        done = next(k for k, (what, ident) in enumerate(log) if what == "in" and ident >= page[-1])
+        following = next((k for k, (what, _) in enumerate(log) if what == "in" and k > done), len(log))
+        assert done < log.index(("page", page[-1])) < following

@@ -23,12 +23,14 @@ from evalstudio.values.results import ID_FIELD
 
 from .accounts import RETRY_STATUS, Accounts
 from .connection import Settings, check_url, shown_url
-from .relay import CLOSE, one_process, relayed, sent_trace
+from .relay import CLOSE, one_process, regrouped, relayed, requests, sent_trace
 
 PAGE_SIZE = 1000
 ID_PAGE_SIZE = 10_000  # task ids per listing request (ids only: small answers)
-# task ids per export request: Label Studio (Django) refuses a request with more than 1,000 query fields
-EXPORT_IDS = 500
+EXPORT_IDS = 500  # task ids per page of the export (the pages, and so the CSV's bytes, as they always were)
+# task ids per export request: Label Studio (Django) refuses a request with more than 1,000 query fields (998 ids,
+# exportType and download_all_tasks)
+EXPORT_REQUEST_IDS = 998
 EXPORT_IN_FLIGHT = 2  # chunks asked for at a time (the export endpoint's from a one-process server: one, relay.py)
 log = logging.getLogger(__name__)
 
@@ -262,9 +264,10 @@ class Client(Accounts):
         sparse), yielded in id order, in constant memory, each chunk retried on its own after a transient failure.
 
         `export_endpoint`: through Label Studio's own export (`/api/projects/ID/export`, JSON), the fastest path it
-        offers (its export serializer; the Data Manager's task API computes far more per task), each chunk asked
-        for in halves when the server finds the request line too long (HTTP 414). Label Studio keeps a copy of all
-        it exports (export/: a JSON and an info file per request, never deleted): only `evalstudio export` does it.
+        offers (its export serializer; the Data Manager's task API computes far more per task), in requests of up
+        to EXPORT_REQUEST_IDS ids, asked for in halves when the request line is too long (HTTP 414); a page with
+        predictions (a prefill project) through the task API (the export names them by id only). Label Studio keeps
+        a copy of all it exports (export/: JSON and info files, never deleted): only `evalstudio export` does it.
         Otherwise the Data Manager's task API, which leaves nothing behind: what `status`, `approvals`, `report`,
         `prefill` and the learner's retraining (after every annotation) read, perhaps many times a day."""
         from itertools import islice
@@ -277,14 +280,20 @@ class Client(Accounts):
         ids = range(first, last + 1) if last - first + 1 <= 2 * total else self.task_id_list(project_id)
         listed = not isinstance(ids, range)
         page_size = min(page_size, EXPORT_IDS)
-
         where = lambda chunk: f"{action} of project {project_id} (task ids {chunk[0]}-{chunk[-1]}, of {total} tasks)"
         if export_endpoint:  # back to back, one at a time from a one-process server (relay.py says why)
-            chunks = [list(ids[start:start + page_size]) for start in range(0, len(ids), page_size)]
-            pages = relayed(chunks, lambda chunk, on_sent: self._export_bodies(project_id, chunk, where(chunk), on_sent),
-                            lambda chunk, bodies: self._export_page(project_id, chunk, bodies, listed, where(chunk)),
-                            at_once=1 if serial else EXPORT_IN_FLIGHT)
-            yield from (page for page in pages if page)  # (a range of ids may hold none of its tasks)
+            pages = [list(ids[start:start + page_size]) for start in range(0, len(ids), page_size)]
+            parsed = relayed(requests(ids, page_size, EXPORT_REQUEST_IDS),
+                             lambda chunk, on_sent: self._export_bodies(project_id, chunk, where(chunk), on_sent),
+                             lambda chunk, bodies: (chunk, self._export_tasks(project_id, bodies)),
+                             at_once=1 if serial else EXPORT_IN_FLIGHT)
+            for chunk, page in regrouped(parsed, pages):
+                if listed and len(page) != len(chunk):  # deleted meanwhile: the export says so by leaving it out
+                    log.info("project %s: %d of %d task(s) were no longer there to export", project_id, len(chunk) - len(page), len(chunk))
+                if any(task["predictions"] for task in page):  # (the docstring says why)
+                    page = self._api_chunk(where(chunk), project_id, chunk[0], chunk[-1])
+                if page:  # (a range of ids may hold none of its tasks)
+                    yield page
             return
 
         def fetch(start: int) -> list[dict]:
@@ -357,22 +366,13 @@ class Client(Accounts):
             log.info("%s: HTTP 414 (request line too long); asking for %d ids at a time", where, half)
             return [b for part in (ids[:half], ids[half:]) for b in self._export_bodies(project_id, part, where, on_sent)]
 
-    def _export_page(self, project_id: int, ids: list[int], bodies: list[bytes], listed: bool, where: str) -> list[dict]:
-        """The tasks of `ids` from the export's bytes, in id order. Its predictions are named by id only: a chunk
-        with predictions (a prefill project) is read through the task API instead (the ids are a contiguous range)."""
+    def _export_tasks(self, project_id: int, bodies: list[bytes]) -> list[dict]:  # the tasks in the export's bytes
         try:
-            page = [{"id": int(t["id"]), "data": t.get("data") or {}, "meta": t.get("meta") or {},
+            return [{"id": int(t["id"]), "data": t.get("data") or {}, "meta": t.get("meta") or {},
                      "annotations": t.get("annotations") or [], "predictions": t.get("predictions") or []}
                     for body in bodies for t in json.loads(body)]
         except (ValueError, TypeError, KeyError, AttributeError):
             raise ServerError(f"Label Studio's export of project {project_id} is not the JSON it should be") from None
-        wanted = set(ids)
-        page = sorted((t for t in page if t["id"] in wanted), key=lambda t: t["id"])
-        if listed and len(page) != len(wanted):  # deleted meanwhile: the export says so by leaving it out
-            log.info("project %s: %d of %d task(s) were no longer there to export", project_id, len(wanted) - len(page), len(wanted))
-        if any(task["predictions"] for task in page):
-            page = self._api_chunk(where, project_id, ids[0], ids[-1])
-        return page
 
     def export_tasks(self, project_id: int) -> list[dict]:
         """All tasks with their annotations (and predictions) as plain dicts."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from itertools import accumulate
 from typing import Any, TypeVar
 
 Chunk = TypeVar("Chunk")
@@ -81,3 +82,43 @@ def relayed(chunks: Sequence[Chunk], fetch: Callable[[Chunk, Callable[[], None]]
             stopped.set()
             for future in futures.values():
                 future.cancel()
+
+
+
+def requests(ids: Sequence[int], page: int, most: int) -> list[list[int]]:
+    """The ids each request asks for, when pages of `page` ids are yielded and a request may carry `most`. Pages
+    smaller than half of `most` (a caller's small pages): one request a page. Otherwise requests of `most` ids across
+    pages (measured: Label Studio spends about 0.2 s less on 2,000 tasks asked for 998 ids at a time than 500, about
+    what its own one-request export costs), and a last one of a sixth of that, which the server serves while what
+    came before it is converted, so that little is left after its last byte."""
+    count, last = len(ids), max(1, most // 6)
+    if 2 * page < most:
+        sizes = [min(page, count - start) for start in range(0, count, page)]
+    elif count <= 2 * last:
+        sizes = [count] if count else []
+    else:
+        rest = count - last
+        sizes = [most] * (rest // most) + ([rest % most] if rest % most else []) + [last]
+    cuts = list(accumulate(sizes, initial=0))
+    return [list(ids[a:b]) for a, b in zip(cuts, cuts[1:])]
+
+
+def regrouped(parsed: Iterator[tuple[list[int], list[dict]]],
+              pages: Sequence[list[int]]) -> Iterator[tuple[list[int], list[dict]]]:
+    """(a page's ids, its tasks in id order) of each page, as soon as the requests covering it are in. `parsed`
+    gives (a request's ids, the tasks it answered); requests and pages cut the same sequence of ids, in order. A task
+    answered for an id not asked for is dropped; memory holds the tasks of pages not yet complete."""
+    held: dict[int, list[dict]] = {}
+    pages = iter(pages)
+    page = next(pages, None)
+    covered = ended = 0  # ids asked for so far; ids of the pages given so far
+    for asked, tasks in parsed:
+        wanted = set(asked)
+        covered += len(asked)
+        for task in tasks:
+            if task["id"] in wanted:
+                held.setdefault(task["id"], []).append(task)
+        while page is not None and ended + len(page) <= covered:
+            ended += len(page)
+            yield page, [task for ident in page for task in held.pop(ident, [])]
+            page = next(pages, None)
