@@ -5,11 +5,13 @@ against a real Label Studio is in test_faults.py and test_export_e2e.py)."""
 
 from __future__ import annotations
 
+import gc
 import threading
 
 import pytest
 
-from evalstudio.labelstudio.relay import CLOSE, one_process, regrouped, relayed, requests, sent_trace
+from evalstudio.labelstudio.relay import (CLOSE, left_out_of_collections, one_process, regrouped, relayed, requests,
+                                          sent_trace)
 
 
 class Recorder:
@@ -134,3 +136,14 @@ def test_pages_are_given_whole_in_order_as_soon_as_their_requests_are_in(request
         done = next(k for k, (what, ident) in enumerate(log) if what == "in" and ident >= page[-1])
         following = next((k for k, (what, _) in enumerate(log) if what == "in" and k > done), len(log))
         assert done < log.index(("page", page[-1])) < following
+
+
+def test_the_objects_made_before_are_left_out_of_collections_inside_the_block_only():
+    before = gc.get_freeze_count()
+    with left_out_of_collections():
+        assert gc.get_freeze_count() > before
+        made_inside = [[]]
+        made_inside[0].append(made_inside)  # a cycle made in the block is collected as usual
+        del made_inside
+        assert gc.collect() >= 1
+    assert gc.get_freeze_count() == before

@@ -23,7 +23,7 @@ from evalstudio.values.results import ID_FIELD
 
 from .accounts import RETRY_STATUS, Accounts
 from .connection import Settings, check_url, shown_url
-from .relay import CLOSE, one_process, regrouped, relayed, requests, sent_trace
+from .relay import CLOSE, left_out_of_collections, one_process, regrouped, relayed, requests, sent_trace
 
 PAGE_SIZE = 1000
 ID_PAGE_SIZE = 10_000  # task ids per listing request (ids only: small answers)
@@ -263,11 +263,10 @@ class Client(Accounts):
         `page_size` task ids at a time (a range of consecutive ids, or the listed ids when the project's are
         sparse), yielded in id order, in constant memory, each chunk retried on its own after a transient failure.
 
-        `export_endpoint`: through Label Studio's own export (`/api/projects/ID/export`, JSON), the fastest path it
-        offers (its export serializer; the Data Manager's task API computes far more per task), in requests of up
-        to EXPORT_REQUEST_IDS ids, asked for in halves when the request line is too long (HTTP 414); a page with
-        predictions (a prefill project) through the task API (the export names them by id only). Label Studio keeps
-        a copy of all it exports (export/: JSON and info files, never deleted): only `evalstudio export` does it.
+        `export_endpoint`: through Label Studio's own export (`/api/projects/ID/export`, JSON), its fastest path
+        (the task API computes far more per task), in requests of up to EXPORT_REQUEST_IDS ids (halved on HTTP 414);
+        a page with predictions through the task API (the export names them by id only). Label Studio keeps a copy
+        of all it exports (export/: JSON and info files, never deleted): only `evalstudio export` does it.
         Otherwise the Data Manager's task API, which leaves nothing behind: what `status`, `approvals`, `report`,
         `prefill` and the learner's retraining (after every annotation) read, perhaps many times a day."""
         from itertools import islice
@@ -287,13 +286,14 @@ class Client(Accounts):
                              lambda chunk, on_sent: self._export_bodies(project_id, chunk, where(chunk), on_sent),
                              lambda chunk, bodies: (chunk, self._export_tasks(project_id, bodies)),
                              at_once=1 if serial else EXPORT_IN_FLIGHT)
-            for chunk, page in regrouped(parsed, pages):
-                if listed and len(page) != len(chunk):  # deleted meanwhile: the export says so by leaving it out
-                    log.info("project %s: %d of %d task(s) were no longer there to export", project_id, len(chunk) - len(page), len(chunk))
-                if any(task["predictions"] for task in page):  # (the docstring says why)
-                    page = self._api_chunk(where(chunk), project_id, chunk[0], chunk[-1])
-                if page:  # (a range of ids may hold none of its tasks)
-                    yield page
+            with left_out_of_collections():
+                for chunk, page in regrouped(parsed, pages):
+                    if listed and len(page) != len(chunk):  # deleted meanwhile: the export says so by leaving it out
+                        log.info("project %s: %d of %d task(s) were no longer there to export", project_id, len(chunk) - len(page), len(chunk))
+                    if any(task["predictions"] for task in page):  # (the docstring says why)
+                        page = self._api_chunk(where(chunk), project_id, chunk[0], chunk[-1])
+                    if page:  # (a range of ids may hold none of its tasks)
+                        yield page
             return
 
         def fetch(start: int) -> list[dict]:
