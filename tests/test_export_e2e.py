@@ -198,7 +198,7 @@ LARGE = 1001  # tasks: three chunks of the live export's 500 ids (the last of on
 
 
 def test_live_export_pages_through_a_large_project(reg, client, annotators, label_studio, tmp_path):
-    """1,001 tasks x 2 annotations (three chunks of at most 500 task ids through Label Studio's export endpoint): the streamed CLI export equals the tidy frame of
+    """1,001 tasks x 2 annotations (three pages of at most 500 task ids, from two requests to Label Studio's export endpoint): the streamed CLI export equals the tidy frame of
     Label Studio's own JSON export, row for row. On PostgreSQL only (it takes 60-90 s): its rows come back in no
     fixed order unless asked for one, so paging there is the stricter case; the tests below page through smaller
     projects on both databases (600 tasks in two chunks; ids interleaved with another project's)."""

@@ -164,6 +164,7 @@ def test_export_pages_are_retried(reg, importer_for, label_studio, client, tmp_p
     assert [t for p in flaky_pages for t in p] == client.export_tasks(report.project_id)
 
 
+@pytest.mark.usefixtures("database_independent")  # the client's order of requests: one run, on the first database
 def test_the_export_endpoint_is_asked_one_chunk_at_a_time(reg, importer_for, label_studio, client, tmp_path):
     """`evalstudio export` never has two export requests at Label Studio at once (two at once cost its one process
     more time for the same tasks, and ended together: evalstudio/labelstudio/relay.py), and the pages are the task API's."""

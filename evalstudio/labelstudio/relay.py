@@ -43,8 +43,9 @@ def left_out_of_collections() -> Iterator[None]:
 
 def one_process(headers) -> bool:
     """Whether a response's headers name Django's development server (`label-studio start`: "WSGIServer/0.2
-    CPython/3.11"), which serves every request from one process, by turns. gunicorn, uWSGI or a proxy in front
-    name themselves otherwise, and serve two requests at once faster than one after the other."""
+    CPython/3.11"), which serves every request from one process, by turns. gunicorn and uWSGI (several processes:
+    two requests at once take about half the time) and a proxy in front (which hides what serves behind it) name
+    themselves otherwise, and are asked two at a time, as before."""
     return str(headers.get("server") or "").startswith("WSGIServer/")
 
 
