@@ -255,7 +255,7 @@ def test_only_the_export_command_leaves_label_studio_a_copy(reg, client, annotat
     """Label Studio writes a copy of whatever its export endpoint serves into its data folder (export/) and never
     deletes it. The reads that run again and again (status, approvals, report, prefill's listing of predictions,
     the learner's retraining after every annotation) go through the task API and leave nothing there; only
-    `evalstudio export` takes the export endpoint: two files per chunk of 500 tasks. Once, on the last database:
+    `evalstudio export` takes the export endpoint: two files per request (up to 998 tasks). Once, on the last database:
     the copies are files in the data folder, written the same way whichever database holds the tasks."""
     only_on_the_last_database(label_studio)
     from .test_cli import run
@@ -287,7 +287,7 @@ def test_only_the_export_command_leaves_label_studio_a_copy(reg, client, annotat
     assert result.returncode == 0, result.stderr
     assert "1200 annotations" in result.stdout
     assert (version_file.stat().st_mtime_ns, version_file.read_bytes()) == version_before
-    assert len(copies()) == len(before) + 2 * 2  # 600 tasks: two chunks, each a JSON file and an info file
+    assert len(copies()) == len(before) + 2 * 2  # 600 tasks: two requests (434 and 166 ids), each a JSON and an info file
 
 
 def test_circa_study_report_gates_part2_annotators_on_part1_control_accuracy(reg, importer_for, client, annotators,
