@@ -109,11 +109,11 @@ def worker(kind: str, url: str, key: str, path: str, batch_size: int) -> dict:
                                       Path(tempfile.mktemp(suffix=".csv")))
     elif kind == "export-probe":  # Label Studio's fixed cost of one export request: 20 requests for one task each
         project_id = int(path)
-        first, _, _ = client._id_span(project_id)
+        first, *_ = client._id_span(project_id)
         times = []
         for _ in range(20):
             begin = time.perf_counter()
-            client._export_chunk(project_id, [first])
+            client._export_tasks(project_id, client._export_bodies(project_id, [first], "export"))
             times.append(time.perf_counter() - begin)
         return {"seconds": statistics.median(times), "count": 1, "peak_mb": peak_mb()}
     elif kind == "ls-export":

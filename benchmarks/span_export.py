@@ -2,7 +2,7 @@
 streamed through Label Studio's export endpoint, as `evalstudio export mqm` runs it) next to Label Studio's own JSON
 export download of the same project. Target (issue 67): 10,000 spans within 1.1x Label Studio's JSON export.
 
-    python benchmarks/span_export.py [--tasks 2000] [--spans-per-task 5] [--repeats 3] [--port PORT]
+    python benchmarks/span_export.py [--tasks 2000] [--spans-per-task 5] [--repeats 3] [--port PORT] [--workers N]
     python benchmarks/span_export.py --offline --repeats 5     # the conversion alone, no server: CPU seconds
 
 One Label Studio (SQLite in a temporary folder) is started for the run; an mqm project (the shipped protocol) gets
@@ -119,6 +119,8 @@ def main() -> None:
     parser.add_argument("--spans-per-task", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--port", type=int, default=None, help="Label Studio's port (default: a free one)")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="serve Label Studio by this many gunicorn workers (default: `label-studio start`, one process)")
     parser.add_argument("--offline", action="store_true", help="time the conversion alone (no server), CPU seconds")
     args = parser.parse_args()
     if args.offline:
@@ -130,10 +132,11 @@ def main() -> None:
     import label_studio
 
     print(f"{date.today()}, {platform.processor() or platform.machine()}, {os.cpu_count()} cores, load average "
-          f"{os.getloadavg()[0]:.1f}, Python {platform.python_version()}, Label Studio {label_studio.__version__}")
+          f"{os.getloadavg()[0]:.1f}, Python {platform.python_version()}, Label Studio {label_studio.__version__}, "
+          + (f"{args.workers} gunicorn workers" if args.workers > 1 else "label-studio start (one process)"))
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        with LocalServer(tmp / "ls", port=args.port or free_port()) as server:
+        with LocalServer(tmp / "ls", port=args.port or free_port(), workers=args.workers) as server:
             client = Client(server.settings(), timeout=600)
             project, project_id, spans = annotated_project(client, args.tasks, args.spans_per_task)
             runs = {"evalstudio": [], "label-studio": []}

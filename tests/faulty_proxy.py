@@ -1,6 +1,8 @@
 """A real network fault between evalstudio and a real Label Studio: an HTTP proxy on loopback that forwards
 every request and, for requests matching a rule, fails before forwarding, or after Label Studio has done
-the work (wrong status, dropped connection, or an answer slower than the client waits)."""
+the work (wrong status, dropped connection, or an answer slower than the client waits). It passes Label Studio's
+Server header on (a client sees the server it would see without the proxy) and records how many requests it
+forwarded to each path at once (`most_at_once`)."""
 
 from __future__ import annotations
 
@@ -50,6 +52,8 @@ class FaultyProxy:
         self.target = target.rstrip("/")
         self.faults = list(faults)
         self.seen: list[tuple[str, str, str]] = []  # (method, path, what happened)
+        self.forwarding: dict[str, int] = {}  # path (without its query) -> requests being forwarded to it now
+        self.most_at_once: dict[str, int] = {}  # path (without its query) -> the most ever forwarded to it at once
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
@@ -72,8 +76,13 @@ class FaultyProxy:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
+            upstream = None  # the Server header of Label Studio's answer being passed on
+
             def log_message(self, *args):
                 pass
+
+            def version_string(self):  # Label Studio's own server name, as a client without the proxy sees it
+                return self.upstream or super().version_string()
 
             def _respond(self, status: int, headers, body: bytes):
                 self.send_response(status)
@@ -87,6 +96,7 @@ class FaultyProxy:
                     self.close_connection = True
 
             def _handle(self):
+                self.upstream = None
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 fault = proxy._fault_for(self.command, self.path)
                 what = fault.action if fault else "forwarded"
@@ -98,8 +108,16 @@ class FaultyProxy:
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_HEADERS}
                 # a client per request: no cookie jar of the proxy's own, so each request carries its client's cookies
                 # and only those (a sign-in through the proxy works as it does directly)
-                with httpx.Client(base_url=proxy.target, timeout=300) as forward:
-                    answer = forward.request(self.command, self.path, headers=headers, content=body)
+                where = self.path.split("?")[0]
+                with proxy._lock:
+                    proxy.forwarding[where] = proxy.forwarding.get(where, 0) + 1
+                    proxy.most_at_once[where] = max(proxy.most_at_once.get(where, 0), proxy.forwarding[where])
+                try:
+                    with httpx.Client(base_url=proxy.target, timeout=300) as forward:
+                        answer = forward.request(self.command, self.path, headers=headers, content=body)
+                finally:
+                    with proxy._lock:
+                        proxy.forwarding[where] -= 1
                 if fault:
                     fault.forwarded.set()
                 if fault and fault.action == "status-after":
@@ -110,7 +128,8 @@ class FaultyProxy:
                 if fault and fault.action == "slow-after":
                     time.sleep(fault.delay)
                 # every header as sent, repeated ones too (a sign-in sets two cookies)
-                out = [(k, v) for k, v in answer.headers.multi_items() if k.lower() not in HOP_HEADERS]
+                out = [(k, v) for k, v in answer.headers.multi_items() if k.lower() not in HOP_HEADERS | {"server"}]
+                self.upstream = answer.headers.get("server")
                 self._respond(answer.status_code, out, answer.content)
 
             do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _handle

@@ -198,7 +198,7 @@ LARGE = 1001  # tasks: three chunks of the live export's 500 ids (the last of on
 
 
 def test_live_export_pages_through_a_large_project(reg, client, annotators, label_studio, tmp_path):
-    """1,001 tasks x 2 annotations (three chunks of at most 500 task ids through Label Studio's export endpoint): the streamed CLI export equals the tidy frame of
+    """1,001 tasks x 2 annotations (three pages of at most 500 task ids, from two requests to Label Studio's export endpoint): the streamed CLI export equals the tidy frame of
     Label Studio's own JSON export, row for row. On PostgreSQL only (it takes 60-90 s): its rows come back in no
     fixed order unless asked for one, so paging there is the stricter case; the tests below page through smaller
     projects on both databases (600 tasks in two chunks; ids interleaved with another project's)."""
@@ -255,7 +255,7 @@ def test_only_the_export_command_leaves_label_studio_a_copy(reg, client, annotat
     """Label Studio writes a copy of whatever its export endpoint serves into its data folder (export/) and never
     deletes it. The reads that run again and again (status, approvals, report, prefill's listing of predictions,
     the learner's retraining after every annotation) go through the task API and leave nothing there; only
-    `evalstudio export` takes the export endpoint: two files per chunk of 500 tasks. Once, on the last database:
+    `evalstudio export` takes the export endpoint: two files per request (up to 998 tasks). Once, on the last database:
     the copies are files in the data folder, written the same way whichever database holds the tasks."""
     only_on_the_last_database(label_studio)
     from .test_cli import run
@@ -287,7 +287,7 @@ def test_only_the_export_command_leaves_label_studio_a_copy(reg, client, annotat
     assert result.returncode == 0, result.stderr
     assert "1200 annotations" in result.stdout
     assert (version_file.stat().st_mtime_ns, version_file.read_bytes()) == version_before
-    assert len(copies()) == len(before) + 2 * 2  # 600 tasks: two chunks, each a JSON file and an info file
+    assert len(copies()) == len(before) + 2 * 2  # 600 tasks: two requests (434 and 166 ids), each a JSON and an info file
 
 
 def test_circa_study_report_gates_part2_annotators_on_part1_control_accuracy(reg, importer_for, client, annotators,

@@ -164,6 +164,21 @@ def test_export_pages_are_retried(reg, importer_for, label_studio, client, tmp_p
     assert [t for p in flaky_pages for t in p] == client.export_tasks(report.project_id)
 
 
+@pytest.mark.usefixtures("database_independent")  # the client's order of requests: one run, on the first database
+def test_the_export_endpoint_is_asked_one_chunk_at_a_time(reg, importer_for, label_studio, client, tmp_path):
+    """`evalstudio export` never has two export requests at Label Studio at once (two at once cost its one process
+    more time for the same tasks, and ended together: evalstudio/labelstudio/relay.py), and the pages are the task API's."""
+    write_dialogue_file(tmp_path / "tasks.jsonl", TASKS)
+    report = import_files(fresh_project(reg), importer_for("dialogue"), [tmp_path / "tasks.jsonl"], client)
+    with FaultyProxy(label_studio.url) as proxy:
+        watched = Client(Settings(proxy.url, label_studio.credentials().api_key), retry=FAST)
+        pages = list(watched.full_task_pages(report.project_id, page_size=20, export_endpoint=True))
+    assert proxy.count("GET", "/export") == 3
+    assert proxy.most_at_once[f"/api/projects/{report.project_id}/export"] == 1
+    assert [len(p) for p in pages] == [20, 20, 10]
+    assert [t for p in pages for t in p] == client.export_tasks(report.project_id)
+
+
 def test_an_export_refused_as_too_long_is_asked_for_in_halves(reg, importer_for, label_studio, client, tmp_path):
     """A server or proxy that limits the request line (gunicorn: 4,094 bytes, less than 500 task ids take) answers
     414: the chunk is asked for again in halves, and the pages are the same."""

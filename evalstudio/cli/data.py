@@ -157,7 +157,7 @@ def export(
     participants' background and exit-survey answers, one row per participant and apart from the ratings, in
     NAME.background.FORMAT (annotations.background.csv).
 
-    Live exports are read through Label Studio's export endpoint, 500 tasks per request (each retried on
+    Live exports are read through Label Studio's export endpoint, up to 998 tasks per request (each retried on
     transient failures), and written as they arrive, so memory stays flat however large the project is. Label
     Studio keeps a copy of what it exports in its data folder (export/), as for its own Export button; delete
     old ones there when disk space matters. (status, approvals, report and prefill read through the task API,

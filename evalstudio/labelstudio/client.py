@@ -7,6 +7,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -22,12 +23,15 @@ from evalstudio.values.results import ID_FIELD
 
 from .accounts import RETRY_STATUS, Accounts
 from .connection import Settings, check_url, shown_url
+from .relay import CLOSE, left_out_of_collections, one_process, regrouped, relayed, requests, sent_trace
 
 PAGE_SIZE = 1000
 ID_PAGE_SIZE = 10_000  # task ids per listing request (ids only: small answers)
-# task ids per export request: Label Studio (Django) refuses a request with more than 1,000 query fields
-EXPORT_IDS = 500
-EXPORT_IN_FLIGHT = 2  # export chunks asked for at a time
+EXPORT_IDS = 500  # task ids per page of the export (the pages, and so the CSV's bytes, as they always were)
+# task ids per export request: Label Studio (Django) refuses a request with more than 1,000 query fields (998 ids,
+# exportType and download_all_tasks)
+EXPORT_REQUEST_IDS = 998
+EXPORT_IN_FLIGHT = 2  # chunks asked for at a time (the export endpoint's from a one-process server: one, relay.py)
 log = logging.getLogger(__name__)
 
 
@@ -257,65 +261,53 @@ class Client(Accounts):
                         export_endpoint: bool = False) -> Iterator[list[dict]]:
         """Pages of tasks with annotations and predictions as plain dicts (the layout of a JSON export), asked for
         `page_size` task ids at a time (a range of consecutive ids, or the listed ids when the project's are
-        sparse), EXPORT_IN_FLIGHT chunks at a time and yielded in id order, in constant memory, each chunk retried
-        on its own after a transient failure.
+        sparse), yielded in id order, in constant memory, each chunk retried on its own after a transient failure.
 
-        `export_endpoint`: through Label Studio's own export (`/api/projects/ID/export`, JSON), the fastest path it
-        offers (its export serializer; the Data Manager's task API computes far more per task), each chunk asked
-        for in halves when the server finds the request line too long (HTTP 414). Label Studio keeps a copy of
-        everything its export endpoint serves in its data folder (export/: a JSON file and an info file per
-        request, never deleted), as it does for its own Export button: only `evalstudio export` takes this path.
+        `export_endpoint`: through Label Studio's own export (`/api/projects/ID/export`, JSON), its fastest path
+        (the task API computes far more per task), in requests of up to EXPORT_REQUEST_IDS ids (halved on HTTP 414);
+        a page with predictions through the task API (the export names them by id only). Label Studio keeps a copy
+        of all it exports (export/: JSON and info files, never deleted): only `evalstudio export` does it.
         Otherwise the Data Manager's task API, which leaves nothing behind: what `status`, `approvals`, `report`,
         `prefill` and the learner's retraining (after every annotation) read, perhaps many times a day."""
-        from concurrent.futures import ThreadPoolExecutor
         from itertools import islice
 
-        first, last, total = self._id_span(project_id)
+        first, last, total, serial = self._id_span(project_id)
         if total == 0:
             return
-        # the ids are asked for as consecutive ranges when the project's ids are dense enough (at most half of the
-        # span is other projects' or deleted tasks): listing every id costs Label Studio about 0.35 ms a task
-        # (17 s at 50,000 tasks); otherwise they are listed
+        # consecutive ranges of ids when the project's are dense enough (at most half of the span other projects' or
+        # deleted tasks): listing every id costs Label Studio about 0.35 ms a task (17 s at 50,000); else listed
         ids = range(first, last + 1) if last - first + 1 <= 2 * total else self.task_id_list(project_id)
         listed = not isinstance(ids, range)
         page_size = min(page_size, EXPORT_IDS)
-
-        def ask(chunk: list[int], where: str) -> list[dict]:
-            try:
-                return self._read(where, lambda: self._export_chunk(project_id, list(chunk), listed))
-            except _RequestTooLong:
-                # a server or proxy that limits the request line (gunicorn's default is 4,094 bytes; 500 ids take
-                # about 7,000): the chunk is asked for in halves
-                if len(chunk) == 1:
-                    raise ServerError(f"{where}: the server refuses even one task id in the request (HTTP 414)") from None
-                log.info("%s: HTTP 414 (request line too long); asking for %d ids at a time", where, len(chunk) // 2)
-                half = len(chunk) // 2
-                return ask(chunk[:half], where) + ask(chunk[half:], where)
+        where = lambda chunk: f"{action} of project {project_id} (task ids {chunk[0]}-{chunk[-1]}, of {total} tasks)"
+        if export_endpoint:  # back to back, one at a time from a one-process server (relay.py says why)
+            pages = [list(ids[start:start + page_size]) for start in range(0, len(ids), page_size)]
+            parsed = relayed(requests(ids, page_size, EXPORT_REQUEST_IDS),
+                             lambda chunk, on_sent: self._export_bodies(project_id, chunk, where(chunk), on_sent),
+                             lambda chunk, bodies: (chunk, self._export_tasks(project_id, bodies)),
+                             at_once=1 if serial else EXPORT_IN_FLIGHT)
+            with left_out_of_collections():
+                for chunk, page in regrouped(parsed, pages):
+                    if listed and len(page) != len(chunk):  # deleted meanwhile: the export says so by leaving it out
+                        log.info("project %s: %d of %d task(s) were no longer there to export", project_id, len(chunk) - len(page), len(chunk))
+                    if any(task["predictions"] for task in page):  # (the docstring says why)
+                        page = self._api_chunk(where(chunk), project_id, chunk[0], chunk[-1])
+                    if page:  # (a range of ids may hold none of its tasks)
+                        yield page
+            return
 
         def fetch(start: int) -> list[dict]:
             chunk = ids[start:start + page_size]
-            where = f"{action} of project {project_id} (task ids {chunk[0]}-{chunk[-1]}, of {total} tasks)"
-            if not export_endpoint:
-                return self._api_chunk(where, project_id, chunk[0], chunk[-1])
-            page = ask(chunk, where)
-            if any(task["predictions"] for task in page):
-                # Label Studio's export names predictions by id only: a chunk with predictions (a prefill project)
-                # is read through the task API instead, which gives them whole (the ids are one contiguous range)
-                page = self._api_chunk(where, project_id, chunk[0], chunk[-1])
-            return page
+            return self._api_chunk(where(chunk), project_id, chunk[0], chunk[-1])
 
-        # EXPORT_IN_FLIGHT chunks are asked for at a time (measured: Label Studio serves two concurrent export
-        # requests faster than one after the other, also from its single-process development server), and yielded
-        # in order; memory holds those chunks and the one being converted, whatever the project's size
+        # task API: EXPORT_IN_FLIGHT chunks asked for at a time (parsed by the SDK, here), yielded in order
         starts = iter(range(0, len(ids), page_size))
         with ThreadPoolExecutor(EXPORT_IN_FLIGHT, thread_name_prefix="export") as pool:
             pending = [pool.submit(fetch, start) for start in islice(starts, EXPORT_IN_FLIGHT)]
             try:
                 while pending:
                     page = pending.pop(0).result()
-                    nxt = next(starts, None)
-                    if nxt is not None:
-                        pending.append(pool.submit(fetch, nxt))
+                    pending += [pool.submit(fetch, start) for start in islice(starts, 1)]  # the next chunk, if any
                     if page:  # a range of ids holding none of this project's tasks gives none
                         yield page
             finally:
@@ -334,45 +326,53 @@ class Client(Accounts):
                for page in self._pages(action, project=project_id, fields="all", query=query) for t in page]
         return sorted(out, key=lambda t: t["id"])
 
-    def _id_span(self, project_id: int) -> tuple[int, int, int]:
-        """(lowest task id, highest task id, number of tasks) of a project, from two one-task pages of the Data
-        Manager (ordered by id both ways)."""
-        found = []
-        for order in ("tasks:id", "-tasks:id"):
-            def probe(order=order):
-                response = self._web().get("/api/tasks", params={
+    def _id_span(self, project_id: int) -> tuple[int, int, int, bool]:
+        """(lowest task id, highest task id, number of tasks, whether the server serves from one process) of a
+        project, from two one-task pages of the Data Manager (ordered by id both ways), asked for at once."""
+        def probe(order: str) -> tuple[int, int, bool]:
+            def ask():  # a fresh connection (CLOSE says why)
+                response = self._web().get("/api/tasks", headers=CLOSE, params={
                     "project": project_id, "page": 1, "page_size": 1, "fields": "task_only", "include": "id",
                     "query": json.dumps({"ordering": [order]})})
                 _raise_for_status(response)
-                return response.json()
+                return response.json(), one_process(response.headers)
             try:
-                body = self._read(f"find the task ids of project {project_id}", probe)
+                body, serial = self._read(f"find the task ids of project {project_id}", ask)
                 tasks, total = body.get("tasks") or [], int(body.get("total") or 0)
-                found.append((int(tasks[0]["id"]) if tasks else 0, total))
+                return int(tasks[0]["id"]) if tasks else 0, total, serial
             except (ValueError, TypeError, KeyError, AttributeError, IndexError):
                 raise ServerError(f"Label Studio's task list of project {project_id} is not what it should be") from None
-        (first, total), (last, _) = found
-        return (first, last, total) if first and last >= first else (first, last, 0)
+        with ThreadPoolExecutor(2, thread_name_prefix="ids") as pool:
+            (first, total, serial), (last, _, _) = pool.map(probe, ("tasks:id", "-tasks:id"))
+        return (first, last, total if first and last >= first else 0, serial)
 
-    def _export_chunk(self, project_id: int, ids: list[int], listed: bool = True) -> list[dict]:
+    def _export_bodies(self, project_id: int, ids: list[int], where: str, on_sent=lambda: None) -> list[bytes]:
+        """The JSON bytes of Label Studio's export of these tasks, retried, in halves when the request line is too
+        long (HTTP 414; gunicorn's limit: 4,094 bytes; 500 ids: 7,000); `on_sent`: once a request is sent."""
         params = [("exportType", "JSON"), ("download_all_tasks", "true")] + [("ids[]", str(i)) for i in ids]
-        response = self._web().get(f"/api/projects/{project_id}/export", params=params)
-        if response.status_code == 414:
-            raise _RequestTooLong()
-        _raise_for_status(response)
+
+        def ask() -> bytes:
+            response = self._web().get(f"/api/projects/{project_id}/export", params=params, headers=CLOSE,
+                                       extensions=sent_trace(on_sent))
+            if response.status_code == 414:
+                raise _RequestTooLong()
+            _raise_for_status(response)
+            return response.content
         try:
-            tasks = response.json()
-            page = [{"id": int(t["id"]), "data": t.get("data") or {}, "meta": t.get("meta") or {},
+            return [self._read(where, ask)]
+        except _RequestTooLong:
+            if (half := len(ids) // 2) == 0:
+                raise ServerError(f"{where}: the server refuses even one task id in the request (HTTP 414)") from None
+            log.info("%s: HTTP 414 (request line too long); asking for %d ids at a time", where, half)
+            return [b for part in (ids[:half], ids[half:]) for b in self._export_bodies(project_id, part, where, on_sent)]
+
+    def _export_tasks(self, project_id: int, bodies: list[bytes]) -> list[dict]:  # the tasks in the export's bytes
+        try:
+            return [{"id": int(t["id"]), "data": t.get("data") or {}, "meta": t.get("meta") or {},
                      "annotations": t.get("annotations") or [], "predictions": t.get("predictions") or []}
-                    for t in tasks]
+                    for body in bodies for t in json.loads(body)]
         except (ValueError, TypeError, KeyError, AttributeError):
             raise ServerError(f"Label Studio's export of project {project_id} is not the JSON it should be") from None
-        wanted = set(ids)
-        page = sorted((t for t in page if t["id"] in wanted), key=lambda t: t["id"])
-        if listed and len(page) != len(wanted):  # deleted meanwhile: the export says so by leaving it out
-            log.info("project %s: %d of %d task(s) were no longer there to export", project_id,
-                     len(wanted) - len(page), len(wanted))
-        return page
 
     def export_tasks(self, project_id: int) -> list[dict]:
         """All tasks with their annotations (and predictions) as plain dicts."""
