@@ -434,11 +434,9 @@ AS_EXPORTED = {
 }
 
 
-@pytest.mark.parametrize("protocol", ["mqm", "esa"])
-def test_analyze_of_a_label_studio_export_gives_the_published_files_tables(tmp_path, protocol):
-    """The same spans (and ESA's scores) as a published file and as a Label Studio export of the shipped protocol:
-    `evalstudio analyze --protocol` on the export writes the systems, segments and span agreement tables that
-    `evalstudio analyze --spec` writes for the file (ESA's file holds no texts: its alpha is not computed)."""
+def write_export(tmp_path: Path, protocol: str) -> tuple[str, str]:
+    """AS_EXPORTED[protocol] written to tmp_path: projects.yaml (the shipped entry, two annotators per task),
+    export.json (the Label Studio export) and the published file with its spec.yaml; (the file's name, the spec)."""
     import yaml
 
     text, name, spec, answers = AS_EXPORTED[protocol]
@@ -459,6 +457,15 @@ def test_analyze_of_a_label_studio_export_gives_the_published_files_tables(tmp_p
     (tmp_path / "export.json").write_text(json.dumps(list(tasks.values())))
     (tmp_path / name).write_text(text, encoding="utf-8")
     (tmp_path / "spec.yaml").write_text(spec)
+    return name, spec
+
+
+@pytest.mark.parametrize("protocol", ["mqm", "esa"])
+def test_analyze_of_a_label_studio_export_gives_the_published_files_tables(tmp_path, protocol):
+    """The same spans (and ESA's scores) as a published file and as a Label Studio export of the shipped protocol:
+    `evalstudio analyze --protocol` on the export writes the systems, segments and span agreement tables that
+    `evalstudio analyze --spec` writes for the file (ESA's file holds no texts: its alpha is not computed)."""
+    name, _ = write_export(tmp_path, protocol)
     runner = CliRunner()
     exported = runner.invoke(app, ["analyze", str(tmp_path / "export.json"), "--protocol", protocol, "--projects",
                                    str(tmp_path / "projects.yaml"), "-o", str(tmp_path / "ours"), "--bootstrap", "0",

@@ -59,17 +59,29 @@ def _flags(column: pd.Series) -> pd.Series:
     return column.astype(str).str.strip().str.lower().isin(["true", "1"])
 
 
-def read_span_tables(path: Path, protocol: str) -> SpanStudy:
+def read_span_tables(path: Path, protocol: str, target: str | None = None) -> SpanStudy:
     """The span study of an annotations table (an export's, or a judge's folder's annotations.csv) and its spans
-    table beside it (NAME.spans.EXT, or spans.csv in a judge's folder)."""
+    table beside it (NAME.spans.EXT, or spans.csv in a judge's folder). `target`: the span control on the target
+    text; a span of another control (ESA's span on [MISSING]) keeps no offsets, as the live study's does."""
     if protocol not in ("mqm", "esa"):
         raise BadInput(f"--protocol {protocol}: the binary has_error is read from the span tables of mqm or esa")
     beside = [p for p in (spans_path(path), path.with_name(JUDGE_SPANS)) if p.exists() and p != path]
     if not beside:
-        raise BadInput(f"{path}: no spans table beside it ({spans_path(path).name}, as `export` writes, or "
-                       f"{JUDGE_SPANS}, as `judge` writes): has_error needs the spans")
+        raise BadInput(f"{path}: the spans of this study are in {spans_path(path).name}, not found beside it: put "
+                       f"the spans file `evalstudio export` wrote with it (same stem, same format; a judge's folder "
+                       f"holds {JUDGE_SPANS}) beside it, or analyse the study live (--protocol {protocol} without a "
+                       "file); an analysis without the spans would have no MQM or ESA scores")
     annotations, _ = read_table(path)
-    spans, _ = read_table(beside[0])
+    spans, lines = read_table(beside[0])
+    elsewhere = (spans["control"] != target).to_numpy() if target is not None and "control" in spans else False
+    for column in ("start", "end") if "start" in spans and "end" in spans else ():
+        given = spans[column].replace({"": np.nan})
+        number = pd.to_numeric(given, errors="coerce")
+        bad = (number.isna() & given.notna()).to_numpy()
+        if bad.any():
+            raise BadInput(f"{beside[0]}:{lines[bad][0]}: {column}: '{str(given[bad].iloc[0])[:20]}' is not an offset "
+                           "(a whole number, or empty)")
+        spans[column] = number.where(~elsewhere)
     missing = [c for c in ("task_id", "system", "annotator", "criterion", "value", "annotation_id", "cancelled")
                if c not in annotations]
     if missing:

@@ -1,0 +1,67 @@
+"""`evalstudio analyze --protocol mqm|esa` of evalstudio's own export (`evalstudio export`: NAME.EXT and its spans
+beside it, NAME.spans.EXT): the MQM or ESA tables the live study gives (read here from Label Studio's JSON export,
+which `analyze` reads through the same code as the live projects), or a refusal naming the missing spans file;
+never a span-less analysis of the annotations table alone (before: "non_translation (nominal)", no MQM score)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from evalstudio.cli import app
+
+from .test_mqm import write_export
+
+CASES = [(protocol, fmt) for protocol in ("mqm", "esa") for fmt in ("csv", "jsonl", "parquet")]
+
+
+def _analyze(tmp_path: Path, ratings: Path, protocol: str, out: str):
+    return CliRunner().invoke(app, ["analyze", str(ratings), "--protocol", protocol, "--projects",
+                                    str(tmp_path / "projects.yaml"), "-o", str(tmp_path / out), "--bootstrap", "0",
+                                    "--resamples", "100"])
+
+
+def _exported(tmp_path: Path, protocol: str, fmt: str) -> Path:
+    """export.json written out by `evalstudio export --from-export` as a user runs it: the file and its spans."""
+    write_export(tmp_path, protocol)
+    out = tmp_path / f"{protocol}.{fmt}"
+    result = CliRunner().invoke(app, ["export", protocol, "--from-export", str(tmp_path / "export.json"), "-o",
+                                      str(out), "--format", fmt, "--projects", str(tmp_path / "projects.yaml")])
+    assert result.exit_code == 0 and (tmp_path / f"{protocol}.spans.{fmt}").exists(), result.output
+    return out
+
+
+@pytest.mark.parametrize("protocol, fmt", CASES)
+def test_analyze_of_an_evalstudio_export_gives_the_live_studys_tables(tmp_path, protocol, fmt):
+    """The same annotations analysed as the live study reads them and from each export format: equal systems,
+    segments and span agreement tables (alpha apart: it needs each segment's text, which the export does not hold;
+    not_computed says so)."""
+    path = _exported(tmp_path, protocol, fmt)
+    live = _analyze(tmp_path, tmp_path / "export.json", protocol, "live")
+    assert live.exit_code == 0, live.output
+    result = _analyze(tmp_path, path, protocol, "ours")
+    assert result.exit_code == 0, result.output
+    assert protocol.upper() in result.output and "non_translation" not in result.output
+    for table in (f"{protocol}_systems.csv", f"{protocol}_segments.csv", "span_agreement.csv"):
+        ours, theirs = (pd.read_csv(tmp_path / side / table) for side in ("ours", "live"))
+        if table == "span_agreement.csv":
+            assert ours["alpha"].isna().all() and theirs["alpha"].notna().all()
+            ours, theirs = ours.drop(columns=["alpha", "characters"]), theirs.drop(columns=["alpha", "characters"])
+        pd.testing.assert_frame_equal(ours, theirs, check_dtype=False)
+    why = pd.read_csv(tmp_path / "ours" / "not_computed.csv")
+    assert why["reason"].str.contains("alpha needs each segment's length").any()
+
+
+@pytest.mark.parametrize("protocol, fmt", CASES[:1] + CASES[-1:])
+def test_an_export_without_its_spans_file_is_refused_naming_it(tmp_path, protocol, fmt):
+    """The spans file removed: refused, naming the file it looks for and the fix; nothing is written."""
+    path = _exported(tmp_path, protocol, fmt)
+    (tmp_path / f"{protocol}.spans.{fmt}").unlink()
+    result = _analyze(tmp_path, path, protocol, "ours")
+    assert result.exit_code != 0 and not (tmp_path / "ours").exists()
+    said = " ".join(result.output.split())
+    assert f"the spans of this study are in {protocol}.spans.{fmt}, not found beside it" in said, said
+    assert "evalstudio export" in said
