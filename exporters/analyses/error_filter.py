@@ -73,7 +73,8 @@ def read_span_tables(path: Path, protocol: str, target: str | None = None) -> Sp
                        "file); an analysis without the spans would have no MQM or ESA scores")
     annotations, _ = read_table(path)
     spans, lines = read_table(beside[0])
-    elsewhere = (spans["control"] != target).to_numpy() if target is not None and "control" in spans else False
+    elsewhere = ((spans["control"] != target).to_numpy() if target is not None and "control" in spans
+                 else np.zeros(len(spans), dtype=bool))
     for column in ("start", "end") if "start" in spans and "end" in spans else ():
         given = spans[column].replace({"": np.nan})
         number = pd.to_numeric(given, errors="coerce")
