@@ -5,10 +5,13 @@ never a span-less analysis of the annotations table alone (before: "non_translat
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from evalstudio.cli import app
@@ -65,3 +68,39 @@ def test_an_export_without_its_spans_file_is_refused_naming_it(tmp_path, protoco
     said = " ".join(result.output.split())
     assert f"the spans of this study are in {protocol}.spans.{fmt}, not found beside it" in said, said
     assert "evalstudio export" in said
+
+
+@pytest.fixture(scope="module")
+def exported_esa(tmp_path_factory) -> Path:
+    """An ESA study's export (csv): the file and its spans, to spoil."""
+    return _exported(tmp_path_factory.mktemp("esa"), "esa", "csv")
+
+
+CELLS = st.one_of(st.sampled_from(["", "-1", "1e9", "x", "True", "nan", "Major", "=1", "1.5", "101"]), st.text(max_size=5))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.booleans(), st.integers(0, 40), st.integers(0, 20), CELLS), min_size=1, max_size=4))
+def test_a_spoiled_export_is_analysed_or_refused_at_its_file(exported_esa, spoils):
+    """Any cell of the export or its spans file spoiled: the span study is read, or refused naming the file."""
+    import shutil
+    import tempfile
+
+    from evalstudio.base.errors import BadInput
+    from evalstudio.operations.analyzing import _exported_span_study
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "esa.csv"
+        shutil.copy(exported_esa, path)
+        shutil.copy(exported_esa.with_name("esa.spans.csv"), path.with_name("esa.spans.csv"))
+        for in_spans, row, column, cell in spoils:
+            target = path.with_name("esa.spans.csv") if in_spans else path
+            frame = pd.read_csv(target, dtype=str, keep_default_na=False)
+            frame.iloc[row % len(frame), column % frame.shape[1]] = cell
+            frame.to_csv(target, index=False)
+        try:
+            tidy, _, study = _exported_span_study(path, "esa", exported_esa.with_name("projects.yaml"))
+        except BadInput as e:
+            assert re.search(rf"(^|\n){re.escape(folder)}/esa\.(spans\.)?csv(:\d+)?: ", str(e)), str(e)
+            return
+        assert tidy["value"].between(0, 100).all() and len(study.segments) >= len(tidy)

@@ -162,7 +162,10 @@ def _exported_span_study(path: Path, protocol: str, projects):
     kind = span_protocol(parts[0]) if len(parts) == 1 else None
     if kind is None:
         return None
-    study = read_span_tables(path, kind, span_controls(parts[0].interface)[0][0])
+    from evalstudio.readers.spec import spec_from_protocol
+
+    study = read_span_tables(path, kind, span_controls(parts[0].interface)[0][0],
+                             spec_from_protocol(parts[0]).criteria)
     over = study.spans.loc[study.spans["over_max"].astype(str).str.lower().isin(["true", "1"]), "annotation_id"] \
         .nunique() if "over_max" in study.spans else 0
     study.notes += [f"{over} answer(s) mark more spans than max_spans allows (made in Label Studio's editor): "

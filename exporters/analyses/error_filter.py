@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from evalstudio.base.errors import BadInput
+from evalstudio.base.errors import BadInput, Problems
 from evalstudio.readers.spans import SpanStudy, study_from_export
 from evalstudio.readers.spec import CriterionSpec, Spec
 from evalstudio.readers.tables import read_table
@@ -59,10 +59,11 @@ def _flags(column: pd.Series) -> pd.Series:
     return column.astype(str).str.strip().str.lower().isin(["true", "1"])
 
 
-def read_span_tables(path: Path, protocol: str, target: str | None = None) -> SpanStudy:
+def read_span_tables(path: Path, protocol: str, target: str | None = None, criteria: dict | None = None) -> SpanStudy:
     """The span study of an annotations table (an export's, or a judge's folder's annotations.csv) and its spans
     table beside it (NAME.spans.EXT, or spans.csv in a judge's folder). `target`: the span control on the target
-    text; a span of another control (ESA's span on [MISSING]) keeps no offsets, as the live study's does."""
+    text; a span of another control (ESA's span on [MISSING]) keeps no offsets, as the live study's does.
+    `criteria` (name: CriterionSpec): an answer's value off its criterion's range or labels is refused at its line."""
     if protocol not in ("mqm", "esa"):
         raise BadInput(f"--protocol {protocol}: the binary has_error is read from the span tables of mqm or esa")
     beside = [p for p in (spans_path(path), path.with_name(JUDGE_SPANS)) if p.exists() and p != path]
@@ -71,7 +72,7 @@ def read_span_tables(path: Path, protocol: str, target: str | None = None) -> Sp
                        f"the spans file `evalstudio export` wrote with it (same stem, same format; a judge's folder "
                        f"holds {JUDGE_SPANS}) beside it, or analyse the study live (--protocol {protocol} without a "
                        "file); an analysis without the spans would have no MQM or ESA scores")
-    annotations, _ = read_table(path)
+    annotations, annotation_lines = read_table(path)
     spans, lines = read_table(beside[0])
     elsewhere = ((spans["control"] != target).to_numpy() if target is not None and "control" in spans
                  else np.zeros(len(spans), dtype=bool))
@@ -88,6 +89,7 @@ def read_span_tables(path: Path, protocol: str, target: str | None = None) -> Sp
     if missing:
         raise BadInput(f"{path}: not an annotations table (`export` or `judge` writes one): no column "
                        f"{', '.join(missing)}")
+    _check_values(annotations, annotation_lines, criteria or {}, path)
     frames = []
     for frame in (annotations, spans):
         frame = frame.replace({"": np.nan}).assign(cancelled=_flags(frame.get("cancelled", pd.Series(["false"] *
@@ -99,6 +101,26 @@ def read_span_tables(path: Path, protocol: str, target: str | None = None) -> Sp
                                                               frame["annotator"].astype(str))
         frames.append(frame)
     return study_from_export(frames[1], frames[0], protocol)
+
+
+def _check_values(annotations: pd.DataFrame, lines: np.ndarray, criteria: dict, path: Path) -> None:
+    """Every answer's value (not cancelled, not empty) on its criterion's range or labels, else refused at its line
+    (a value the live study could not hold: an edited file)."""
+    problems = Problems(path)
+    text = annotations["value"].astype(str).str.strip()
+    given = text.to_numpy()
+    answered = ~_flags(annotations["cancelled"]).to_numpy() & (text != "").to_numpy()
+    for name, crit in criteria.items():
+        rows = answered & (annotations["criterion"] == name).to_numpy()
+        if crit.reads_numbers:
+            low, high = (-np.inf if crit.min is None else crit.min), (np.inf if crit.max is None else crit.max)
+            number = pd.to_numeric(text, errors="coerce")
+            problems.add_rows(rows & ~number.between(low, high).to_numpy(), lines, "value",
+                              lambda i: f"'{given[i][:40]}' is not a number from {low:g} to {high:g} ({name})")
+        elif crit.labels is not None:
+            problems.add_rows(rows & ~text.isin(crit.labels).to_numpy(), lines, "value",
+                              lambda i: f"'{given[i][:40]}' is not one of {name}'s labels ({', '.join(crit.labels)})")
+    problems.raise_if_any()
 
 
 def judge_error_scores(study: SpanStudy, judge: str) -> pd.DataFrame:
