@@ -76,13 +76,14 @@ def exported_esa(tmp_path_factory) -> Path:
     return _exported(tmp_path_factory.mktemp("esa"), "esa", "csv")
 
 
-CELLS = st.one_of(st.sampled_from(["", "-1", "1e9", "x", "True", "nan", "Major", "=1", "1.5", "101"]), st.text(max_size=5))
+CELLS = st.one_of(st.sampled_from(["", "-1", "1e9", "x", "True", "nan", "Major", "=1", "1.5", "101", "<drop>"]), st.text(max_size=5))
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.tuples(st.booleans(), st.integers(0, 40), st.integers(0, 20), CELLS), min_size=1, max_size=4))
 def test_a_spoiled_export_is_analysed_or_refused_at_its_file(exported_esa, spoils):
-    """Any cell of the export or its spans file spoiled: the span study is read, or refused naming the file."""
+    """Any cell of the export or its spans file spoiled, or a column left out: the span study is read, or refused
+    naming the file."""
     import shutil
     import tempfile
 
@@ -96,7 +97,10 @@ def test_a_spoiled_export_is_analysed_or_refused_at_its_file(exported_esa, spoil
         for in_spans, row, column, cell in spoils:
             target = path.with_name("esa.spans.csv") if in_spans else path
             frame = pd.read_csv(target, dtype=str, keep_default_na=False)
-            frame.iloc[row % len(frame), column % frame.shape[1]] = cell
+            if cell == "<drop>":  # a column left out
+                frame = frame.drop(columns=frame.columns[column % frame.shape[1]])
+            else:
+                frame.iloc[row % len(frame), column % frame.shape[1]] = cell
             frame.to_csv(target, index=False)
         try:
             tidy, _, study = _exported_span_study(path, "esa", exported_esa.with_name("projects.yaml"))

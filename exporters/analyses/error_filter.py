@@ -66,17 +66,22 @@ def read_span_tables(path: Path, protocol: str, target: str | None = None, crite
     `criteria` (name: CriterionSpec): an answer's value off its criterion's range or labels is refused at its line."""
     if protocol not in ("mqm", "esa"):
         raise BadInput(f"--protocol {protocol}: the binary has_error is read from the span tables of mqm or esa")
+    annotations, annotation_lines = read_table(path)
+    _require(annotations, path, ("task_id", "item_id", "system", "annotator", "criterion", "value", "annotation_id",
+                                 "cancelled"), "an annotations table (`export` or `judge` writes one; a published "
+                                               "MQM TSV or ESA export is read with --spec of layout: spans)")
     beside = [p for p in (spans_path(path), path.with_name(JUDGE_SPANS)) if p.exists() and p != path]
     if not beside:
         raise BadInput(f"{path}: the spans of this study are in {spans_path(path).name}, not found beside it: put "
                        f"the spans file `evalstudio export` wrote with it (same stem, same format; a judge's folder "
                        f"holds {JUDGE_SPANS}) beside it, or analyse the study live (--protocol {protocol} without a "
                        "file); an analysis without the spans would have no MQM or ESA scores")
-    annotations, annotation_lines = read_table(path)
     spans, lines = read_table(beside[0])
+    _require(spans, beside[0], ("task_id", "item_id", "system", "annotator", "annotation_id", "start", "end",
+                                "labels"), "a spans table (`export` or `judge` writes one)")
     elsewhere = ((spans["control"] != target).to_numpy() if target is not None and "control" in spans
                  else np.zeros(len(spans), dtype=bool))
-    for column in ("start", "end") if "start" in spans and "end" in spans else ():
+    for column in ("start", "end"):
         given = spans[column].replace({"": np.nan})
         number = pd.to_numeric(given, errors="coerce")
         bad = (number.isna() & given.notna()).to_numpy()
@@ -84,11 +89,6 @@ def read_span_tables(path: Path, protocol: str, target: str | None = None, crite
             raise BadInput(f"{beside[0]}:{lines[bad][0]}: {column}: '{str(given[bad].iloc[0])[:20]}' is not an offset "
                            "(a whole number, or empty)")
         spans[column] = number.where(~elsewhere)
-    missing = [c for c in ("task_id", "system", "annotator", "criterion", "value", "annotation_id", "cancelled")
-               if c not in annotations]
-    if missing:
-        raise BadInput(f"{path}: not an annotations table (`export` or `judge` writes one): no column "
-                       f"{', '.join(missing)}")
     _check_values(annotations, annotation_lines, criteria or {}, path)
     frames = []
     for frame in (annotations, spans):
@@ -101,6 +101,11 @@ def read_span_tables(path: Path, protocol: str, target: str | None = None, crite
                                                               frame["annotator"].astype(str))
         frames.append(frame)
     return study_from_export(frames[1], frames[0], protocol)
+
+
+def _require(frame: pd.DataFrame, path: Path, columns: tuple, what: str) -> None:
+    if missing := [c for c in columns if c not in frame]:
+        raise BadInput(f"{path}: not {what}: no column {', '.join(missing)}")
 
 
 def _check_values(annotations: pd.DataFrame, lines: np.ndarray, criteria: dict, path: Path) -> None:
