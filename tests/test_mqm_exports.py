@@ -108,3 +108,22 @@ def test_a_spoiled_export_is_analysed_or_refused_at_its_file(exported_esa, spoil
             assert re.search(rf"(^|\n){re.escape(folder)}/esa\.(spans\.)?csv(:\d+)?: ", str(e)), str(e)
             return
         assert tidy["value"].between(0, 100).all() and len(study.segments) >= len(tidy)
+
+
+def test_the_spans_of_another_span_protocol_are_said_to_be_unread(tmp_path):
+    """A span protocol other than mqm and esa (tests/data/spans): its export analysed as the live study is, the
+    spans beside it said to be unread (before: nothing said so)."""
+    import json
+
+    from .test_spans import PIECES, SCORE, SPANS, TASKS, export_task, span
+
+    tasks = [export_task(i, r, span("r1", r["mt"], PIECES[r["id"]]) + [SCORE]) for i, r in enumerate(TASKS, 1)]
+    (tmp_path / "export.json").write_text(json.dumps(tasks, ensure_ascii=False), encoding="utf-8")
+    projects = ["--projects", str(SPANS / "projects.yaml")]
+    runner = CliRunner()
+    done = runner.invoke(app, ["export", "mt_spans", "--from-export", str(tmp_path / "export.json"), "-o",
+                               str(tmp_path / "a.csv"), *projects])
+    assert done.exit_code == 0, done.output
+    done = runner.invoke(app, ["analyze", str(tmp_path / "a.csv"), "--protocol", "mt_spans", "-o", str(tmp_path / "X"),
+                               "--bootstrap", "0", *projects])
+    assert done.exit_code == 0 and "Not read: the spans beside a.csv" in " ".join(done.output.split()), done.output

@@ -161,6 +161,9 @@ def _exported_span_study(path: Path, protocol: str, projects):
     parts = load_registry(projects).parts(protocol)
     kind = span_protocol(parts[0]) if len(parts) == 1 else None
     if kind is None:
+        if any(span_controls(part.interface)[0] for part in parts):  # as live: span tables are mqm's and esa's
+            console.print(f"Not read: the spans beside {path.name} (span tables are analysed for the mqm and esa "
+                          "protocols only); the answers of the other controls are.")
         return None
     from evalstudio.readers.spec import spec_from_protocol
 
