@@ -26,6 +26,7 @@ CASES = [  # (case, config changes, sign-ups before, the one measured, its statu
     ("the address's limit reached", {"rate_per_minute": 1}, ["EARLY"], "LATE", 429, "Too many sign-ups"),
     ("every sign-up's limit reached", {"joins_per_minute": 1}, ["EARLY"], "LATE", 429, "Too many sign-ups"),
     ("not an id", {}, [], "not an id", 400, "not a participant id"),
+    ("an id starting with -", {}, [], "-2-3", 400, "starting with a letter or digit"),
 ]
 
 

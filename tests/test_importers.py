@@ -334,3 +334,28 @@ def test_no_id_carries_a_code_of_the_system_across_items(reg, importer_for, prot
         suffixes.setdefault(task["evalstudio_id"].rsplit(":", 1)[1], set()).add(task["item_id"])
         assert str(task[version]).lower() not in task["evalstudio_id"].lower()
     assert all(len(items) == 1 for items in suffixes.values())  # no suffix is shared by two items
+
+
+# ESA's [MISSING] word: what the instructions tell annotators to highlight (before: a record without the field was
+# refused as `missing: missing`, and "" or "[FEHLT]" made tasks with no [MISSING] word to highlight)
+ESA_MISSING = [  # (the record's own field, None: left out; the problem's message, None: valid)
+    (None, None),
+    ("[MISSING]", None),
+    ("", "'': this protocol shows '[MISSING]' here, the word its instructions name; give '[MISSING]' or leave"),
+    ("[FEHLT]", "'[FEHLT]': this protocol shows '[MISSING]' here"),
+]
+
+
+@pytest.mark.parametrize("given, message", ESA_MISSING, ids=["left-out", "as-named", "empty", "other-word"])
+def test_esa_shows_the_missing_word_its_instructions_name(reg, tmp_path, given, message):
+    from evalstudio.protocols.mapping import importer_for
+
+    record = {"id": "1", "system": "A", "source": "s", "target": "t", **({"missing": given} if given is not None else {})}
+    path = tmp_path / "esa.jsonl"
+    path.write_text(json.dumps(record) + "\n", encoding="utf-8")
+    items = list(iter_tasks(reg.get("esa"), importer_for(reg.get("esa")), [path]))
+    problems = [i for i in items if isinstance(i, Problem)]
+    if message is None:
+        assert not problems and [data["missing"] for _, data in items] == ["[MISSING]"]
+    else:
+        assert [(p.line, p.field) for p in problems] == [(1, "missing")] and message in problems[0].message, problems

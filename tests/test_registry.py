@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -188,6 +189,26 @@ def test_label_studio_s_own_check_of_a_config_names_the_line(tmp_path, monkeypat
     said = str(caught.value)
     assert said.startswith(f"{config}:{_xml_line(config, 'information_content')}: invalid labeling config: "), said
     assert attribute is None or attribute in said
+
+
+@pytest.mark.parametrize("xml, tag, objects", [
+    ("mqm.xml", '<Labels name="errors" toName="target">', "context, source, target"),
+    ("mqm.xml", '<Choices name="category" toName="target"', "context, source, target"),
+    ("esa.xml", '<Number name="score" toName="target"', "source, target, missing"),
+], ids=["labels", "choices", "number"])
+def test_a_control_without_to_name_is_named_at_its_line(tmp_path, monkeypatch, xml, tag, objects):
+    """A control without toName was refused by Label Studio's schema without a line or the control, at times
+    naming another property (`Validation failed on : 'View' is a required property`): now `config.xml:LINE: NAME:
+    <Tag> needs toName="..."` with the object tags it may name."""
+    monkeypatch.chdir(tmp_path)
+    path = _copy_registry(tmp_path, lambda p: None)
+    config = Path("labeling_configs") / xml
+    config.write_text(config.read_text().replace(tag, tag.replace(' toName="target"', "")))
+    name = re.search(r'name="(\w+)"', tag).group(1)
+    with pytest.raises(RegistryError) as caught:
+        registry.load(path).entry(xml.removesuffix(".xml")).interface
+    assert str(caught.value) == (f'{config}:{_xml_line(config, name)}: {name}: <{tag[1:].split()[0]}> needs '
+                                 f'toName="..." naming the object tag it labels (one of: {objects})')
 
 
 def test_titles_fit_label_studio(reg):

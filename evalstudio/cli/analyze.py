@@ -21,7 +21,8 @@ def analyze(
              "system and agent; criterion may be left out with one criterion) or wide (see --spec); nested JSON "
              "(.json array or .jsonl: a context with its responses, each with a list of ratings per criterion, as "
              "USR and FED publish them; --spec with layout: nested); or a Label Studio JSON export (.json) of a "
-             "--protocol project. Without it, --protocol's projects are read live from Label Studio.")] = None,
+             "--protocol project, or evalstudio's own export of a --protocol mqm or esa study (`evalstudio export`'s "
+             "NAME.csv, .jsonl or .parquet, read with its spans file beside it, NAME.spans.EXT). Without it, --protocol's projects are read live from Label Studio.")] = None,
     output: Annotated[Path, typer.Option("--output", "-o", help="Folder for index.html and the CSVs.")] = Path("analysis"),
     metrics: Annotated[Optional[Path], typer.Option(
         help="Metric scores: item, system, metric, criterion, value, and optionally confidence (system and "

@@ -34,6 +34,7 @@ __all__ = ["Account", "add", "close", "join", "load_accounts", "read_ids", "writ
 DOMAIN = "participants.invalid"
 REMOVED = "removed user "  # how Client.users names a member removed from the organisation
 PARTICIPANT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+PARTICIPANT_ID_RULE = "letters, digits, _ and -, starting with a letter or digit; at most 64"  # what PARTICIPANT_ID takes
 ID_COLUMNS = ("participant_id", "participant id", "prolific_pid", "prolific_id", "workerid", "worker_id")
 DEFAULT_FOLDER = Path(".evalstudio") / "participants"
 ACCOUNTS_FILE = ledger.FILE  # the ledger: accounts, passwords and sign-in codes (0600)
@@ -61,8 +62,7 @@ def read_ids(sources: Iterable[str]) -> list[str]:
         value = value.strip()
         if not PARTICIPANT_ID.fullmatch(value):
             shown = value if len(value) <= 40 else value[:40] + "..."
-            problems.append(Problem(path, line, "participant id", f"{shown!r} is not an id (letters, digits, _ and -; "
-                                                                  "at most 64)"))
+            problems.append(Problem(path, line, "participant id", f"{shown!r} is not an id ({PARTICIPANT_ID_RULE})"))
         elif ids.setdefault(value.lower(), value) != value:
             problems.append(Problem(path, line, "participant id", f"{value!r} differs from {ids[value.lower()]!r} only "
                                                                   "in upper/lower case (accounts would collide)"))

@@ -204,7 +204,8 @@ class Admission:
         limits = [(f"address:{self._client_key(request)}", self.config.rate_per_minute),
                   ("joins", self.config.joins_per_minute)]
         platform = tuple(str(body.get(k) or "")[:100] or None for k in ("study", "session"))
-        problem = "That is not a participant id (letters, digits, _ and -)." if not PARTICIPANT_ID.fullmatch(
+        rule = participants.PARTICIPANT_ID_RULE
+        problem = f"That is not a participant id ({rule} characters)." if not PARTICIPANT_ID.fullmatch(
             participant) else "The study link carries an id that is not one." if any(
             v is not None and not PLATFORM_ID.fullmatch(v) for v in platform) else None
         account = participants.joining(participant, platform) if problem is None else None

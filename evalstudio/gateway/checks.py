@@ -186,7 +186,11 @@ def _spans(regions: list[tuple[Control, dict]], data: dict) -> dict[str, dict]:
         if (not isinstance(labels, list) or not labels or len(labels) > len(control.labels)
                 or not all(isinstance(label, str) and label in control.labels for label in labels)
                 or len(set(labels)) != len(labels) or (len(labels) > 1 and not control.multiple)):
-            raise Refused(f"{control.name}: a span's label is not one of {', '.join(control.labels)}")
+            known = isinstance(labels, list) and all(isinstance(label, str) and label in control.labels
+                                                     for label in labels)
+            raise Refused(f"{control.name}: a span has one label; this one has {len(labels)}" if known and
+                          len(labels) > 1 and not control.multiple else
+                          f"{control.name}: a span's label is not one of {', '.join(control.labels)}")
         for label in labels:
             used[(control.name, label)] = used.get((control.name, label), 0) + 1
         start, end = value["start"], value["end"]

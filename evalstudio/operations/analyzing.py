@@ -128,6 +128,9 @@ def _ratings_and_scores(ratings, spec, protocol, metrics, ppi, alt_test, lower_i
         tidy, full_spec, study = project_span_study(protocol, *read[1:]) or (tidy, full_spec, None)  # mqm, esa
         _automation_bias(tidy, read[0].study(protocol), read[2], read[3])
         scores = read_metrics(metrics, full_spec, list(full_spec.criteria)) if metrics else model
+    elif protocol is not None and (exported := _exported_span_study(ratings, protocol, projects)) is not None:
+        tidy, full_spec, study = exported  # an export's annotations table and the spans table beside it
+        scores = read_metrics(metrics, full_spec, list(full_spec.criteria)) if metrics else None
     else:
         tidy, full_spec, study = read_ratings_or_spans(ratings, chosen_spec(spec, protocol, projects))
         scores = read_metrics(metrics, full_spec, list(full_spec.criteria)) if metrics else None
@@ -143,6 +146,41 @@ def _ratings_and_scores(ratings, spec, protocol, metrics, ppi, alt_test, lower_i
             raise BadInput("--lower-is-better / lower_is_better names metrics, but there are none: give --metrics")
         scores = orient_metrics(scores, flipped, str(metrics or "the model outputs"))
     return tidy, full_spec, scores, flipped, study
+
+
+def _exported_span_study(path: Path, protocol: str, projects):
+    """(tidy ratings, spec, span study) of `evalstudio export`'s files of an mqm or esa study (NAME.EXT and the spans
+    beside it, NAME.spans.EXT), as the live study gives them (exporters.analyses.span_analysis.project_span_study);
+    None for any other protocol. Without the spans file it is refused, never analysed span-less."""
+    from evalstudio.readers.spec import CriterionSpec, Spec
+    from evalstudio.values.spans import span_controls
+
+    from ..exporters.analyses.error_filter import read_span_tables
+    from ..exporters.analyses.span_analysis import span_protocol
+
+    parts = load_registry(projects).parts(protocol)
+    kind = span_protocol(parts[0]) if len(parts) == 1 else None
+    if kind is None:
+        if any(span_controls(part.interface)[0] for part in parts):  # as live: span tables are mqm's and esa's
+            console.print(f"Not read: the spans beside {path.name} (span tables are analysed for the mqm and esa "
+                          "protocols only); the answers of the other controls are.")
+        return None
+    from evalstudio.readers.spec import spec_from_protocol
+
+    study = read_span_tables(path, kind, span_controls(parts[0].interface)[0][0],
+                             spec_from_protocol(parts[0]).criteria)
+    over = study.spans.loc[study.spans["over_max"].astype(str).str.lower().isin(["true", "1"]), "annotation_id"] \
+        .nunique() if "over_max" in study.spans else 0
+    study.notes += [f"{over} answer(s) mark more spans than max_spans allows (made in Label Studio's editor): "
+                    "counted as marked, flagged over_max in the exports"] if over else []
+    if parts[0].attention_checks is not None:
+        study.notes.append(f"{path.name}: an export does not say which tasks are attention checks (spoiled copies, "
+                           "left out of a live analysis): any it holds are analysed as ratings; analyse the study "
+                           f"live (--protocol {protocol} without a file) or from Label Studio's JSON export to leave "
+                           "them out")
+    study.tidy.attrs["notes"] = study.notes
+    return study.tidy, Spec(name=protocol, layout="spans",
+                            criteria={study.criterion: CriterionSpec(scale="interval")}), study
 
 
 def _comparisons(path: Path, spec, output: Path, bootstrap: int, judges_file: Path | None = None,

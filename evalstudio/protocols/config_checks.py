@@ -69,6 +69,35 @@ def schema_error_line(text: str, message: str) -> int | None:
     return found[0] if found else None
 
 
+# Label Studio's control tags (label_studio_sdk.label_interface.control_tags, less ChatMessage and ReactCode, which
+# label themselves): each names the object tag it labels in toName
+CONTROL_TAGS = frozenset({
+    "choices", "labels", "brush", "brushlabels", "bitmask", "bitmasklabels", "magicwand", "ellipse", "ellipselabels",
+    "keypoint", "keypointlabels", "vector", "vectorlabels", "ocrlabels", "polygon", "polygonlabels", "rectangle",
+    "rectanglelabels", "videorectangle", "videovector", "videovectorlabels", "number", "datetime", "hypertextlabels",
+    "pairwise", "paragraphlabels", "ranker", "rating", "relations", "taxonomy", "textarea", "timeserieslabels",
+    "timelinelabels"})
+
+
+def to_name_problems(text: str, config: Path) -> list[str]:
+    """`config.xml:line: NAME: <Tag> needs toName=...` for every control tag without toName, checked before Label
+    Studio's schema, whose refusal names neither the line nor the control (and at times another property)."""
+    tags: list[tuple[str, dict, int]] = []
+    parser = expat.ParserCreate()
+    parser.StartElementHandler = lambda tag, attributes: tags.append((tag, attributes, parser.CurrentLineNumber))
+    try:
+        parser.Parse(text, True)
+    except expat.ExpatError:
+        return []  # Label Studio's own check reports it, at its line
+    named = [a["name"] for tag, a, _ in tags if a.get("name") and tag.lower() not in CONTROL_TAGS and "value" in a]
+    objects = [a["name"] for tag, a, _ in tags if a.get("name") in named and a["value"].startswith("$")] or named
+    shown = ", ".join(objects[:12]) + (", ..." if len(objects) > 12 else "")
+    return [f"{config}:{line}: {a.get('name') or tag}: <{tag}> needs toName=\"...\" naming the object tag it labels "
+            + (f"(one of: {shown})" if objects else "(the config has none: add one, e.g. <Text name=\"target\" "
+               "value=\"$target\"/>)")
+            for tag, a, line in tags if tag.lower() in CONTROL_TAGS and not a.get("toName", "").strip()]
+
+
 def check_against_config(project) -> list[str]:
     """Every criterion must match a control of the XML (type, range, labels)."""
     li = project.interface

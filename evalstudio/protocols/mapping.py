@@ -8,6 +8,7 @@ config's $variables, so a new protocol needs a YAML entry and an XML file, no Py
       system: each.system                   # hidden: the system whose output is rated
       data: {context: context, response: each.text}       # config variable -> path: what annotators see
       meta: {model_ratings.quality: each.score?}          # hidden, for the analysis; `?`: may be missing
+      fixed: {missing: "[MISSING]"}         # shown, the same text in every task; a record's own field must match
       candidates:                           # pairwise and best-worst: outputs shown together, in random order
         source: responses                   # a list field, one candidate per element ...
         system: system                      #   ... its system name and the fields shown (FIELD_a, FIELD_b, ...)
@@ -128,6 +129,7 @@ class InputMap(BaseModel):
     system: str | None = None
     data: dict[str, str] = {}
     meta: dict[str, str] = {}
+    fixed: dict[str, str] = {}  # config variable -> a text every task shows (ESA's [MISSING], named by the instructions)
     candidates: Candidates | None = None
 
     @model_validator(mode="after")
@@ -152,8 +154,10 @@ class InputMap(BaseModel):
                                                                  else ""), name):
                     raise ValueError(f"{group}.{name}: not a field name (letters, digits, _"
                                      + ("; dots make nested fields" if group == "meta" else "") + ")")
+        if twice := sorted(set(self.fixed) & set(self.data)):
+            raise ValueError(f"fixed.{twice[0]}: also in data: a shown field is read from the record or fixed, not both")
         reserved = {"evalstudio_id", "item_id", "system", "candidates"}
-        taken = sorted(reserved & ({k.split(".")[0] for k in self.meta} | set(self.data)))
+        taken = sorted(reserved & ({k.split(".")[0] for k in self.meta} | set(self.data) | set(self.fixed)))
         if taken:
             raise ValueError(f"{', '.join(taken)}: set by evalstudio (item_id:, system:, candidates:); "
                              "use another name")
@@ -170,7 +174,7 @@ class InputMap(BaseModel):
 
     def fields(self) -> frozenset[str]:
         """The top-level record fields the mapping reads (any other is kept as the researcher's metadata)."""
-        return frozenset(p.split(".")[0] for p in self._paths() if not p.startswith("each."))
+        return frozenset(p.split(".")[0] for p in self._paths() if not p.startswith("each.")) | set(self.fixed)
 
     def element_fields(self) -> frozenset[str]:
         """The fields of an expanded element the mapping reads (`each.X`); any other is kept, under `element`."""
@@ -302,6 +306,11 @@ class MappingImporter:
             value = attempt(errors, get, path)
             if value is not None:
                 shown[name] = attempt(errors, self._shown, name, value, path)
+        for name, text in spec.fixed.items():  # a record may leave it out; its own other text is refused
+            if record.get(name, text) != text:
+                errors.append(FieldError(name, f"{str(record[name])[:40]!r}: this protocol shows {text!r} here, the "
+                                               f"word its instructions name; give {text!r} or leave the field out"))
+            shown[name] = text
         hidden = {}
         for name, path in spec.meta.items():
             value = attempt(errors, get, path)
@@ -455,12 +464,12 @@ def check_against_config(project) -> list[str]:
     """An entry's `input:` against its labeling config: every $variable is filled, every mapped field is shown."""
     spec: InputMap = project.input
     shown = set(project.data_fields())
-    filled = set(spec.data) | set(spec.candidates.variables() if spec.candidates else [])
+    filled = set(spec.data) | set(spec.fixed) | set(spec.candidates.variables() if spec.candidates else [])
     problems = []
     for name in sorted(shown - filled - {"evalstudio_id", "item_id"}):
         problems.append(f"input: the labeling config shows ${name} but nothing fills it; map it in input.data"
                         + (f" (candidates fill {', '.join(spec.candidates.variables())})" if spec.candidates else ""))
-    for name in sorted(set(spec.data) - shown):
+    for name in sorted((set(spec.data) | set(spec.fixed)) - shown):
         problems.append(f"input.data.{name}: the labeling config shows no ${name}; a hidden field belongs in "
                         "input.meta")
     if spec.candidates:

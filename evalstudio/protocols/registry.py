@@ -212,6 +212,9 @@ class Project(BaseModel):
         config = self.label_config  # (its own error when the file cannot be read)
         if problems := config_channel_problems(config):
             raise RegistryError(f"{self.config_path}: {'; '.join(problems)}")
+        from .config_checks import shown_path, to_name_problems
+        if problems := to_name_problems(config, shown_path(self.config_path)):
+            raise RegistryError("; ".join(problems))
         try:
             li = LabelInterface(config)
             if self.label_config not in _VALID_CONFIGS:  # schema validation is the slow part of loading a registry
@@ -219,7 +222,7 @@ class Project(BaseModel):
                 if len(_VALID_CONFIGS) < 256:
                     _VALID_CONFIGS.add(self.label_config)
         except Exception as e:  # the SDK raises several exception types for bad XML
-            from .config_checks import schema_error_line, shown_path
+            from .config_checks import schema_error_line
 
             line = schema_error_line(config, str(e))
             raise RegistryError(f"{shown_path(self.config_path)}{f':{line}' if line else ''}: invalid labeling "

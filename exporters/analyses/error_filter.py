@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from evalstudio.base.errors import BadInput
+from evalstudio.base.errors import BadInput, Problems
 from evalstudio.readers.spans import SpanStudy, study_from_export
 from evalstudio.readers.spec import CriterionSpec, Spec
 from evalstudio.readers.tables import read_table
@@ -59,22 +59,37 @@ def _flags(column: pd.Series) -> pd.Series:
     return column.astype(str).str.strip().str.lower().isin(["true", "1"])
 
 
-def read_span_tables(path: Path, protocol: str) -> SpanStudy:
+def read_span_tables(path: Path, protocol: str, target: str | None = None, criteria: dict | None = None) -> SpanStudy:
     """The span study of an annotations table (an export's, or a judge's folder's annotations.csv) and its spans
-    table beside it (NAME.spans.EXT, or spans.csv in a judge's folder)."""
+    table beside it (NAME.spans.EXT, or spans.csv in a judge's folder). `target`: the span control on the target
+    text; a span of another control (ESA's span on [MISSING]) keeps no offsets, as the live study's does.
+    `criteria` (name: CriterionSpec): an answer's value off its criterion's range or labels is refused at its line."""
     if protocol not in ("mqm", "esa"):
         raise BadInput(f"--protocol {protocol}: the binary has_error is read from the span tables of mqm or esa")
+    annotations, annotation_lines = read_table(path)
+    _require(annotations, path, ("task_id", "item_id", "system", "annotator", "criterion", "value", "annotation_id",
+                                 "cancelled"), "an annotations table (`export` or `judge` writes one; a published "
+                                               "MQM TSV or ESA export is read with --spec of layout: spans)")
     beside = [p for p in (spans_path(path), path.with_name(JUDGE_SPANS)) if p.exists() and p != path]
     if not beside:
-        raise BadInput(f"{path}: no spans table beside it ({spans_path(path).name}, as `export` writes, or "
-                       f"{JUDGE_SPANS}, as `judge` writes): has_error needs the spans")
-    annotations, _ = read_table(path)
-    spans, _ = read_table(beside[0])
-    missing = [c for c in ("task_id", "system", "annotator", "criterion", "value", "annotation_id", "cancelled")
-               if c not in annotations]
-    if missing:
-        raise BadInput(f"{path}: not an annotations table (`export` or `judge` writes one): no column "
-                       f"{', '.join(missing)}")
+        raise BadInput(f"{path}: the spans of this study are in {spans_path(path).name}, not found beside it: put "
+                       f"the spans file `evalstudio export` wrote with it (same stem, same format; a judge's folder "
+                       f"holds {JUDGE_SPANS}) beside it, or analyse the study live (--protocol {protocol} without a "
+                       "file); an analysis without the spans would have no MQM or ESA scores")
+    spans, lines = read_table(beside[0])
+    _require(spans, beside[0], ("task_id", "item_id", "system", "annotator", "annotation_id", "start", "end",
+                                "labels"), "a spans table (`export` or `judge` writes one)")
+    elsewhere = ((spans["control"] != target).to_numpy() if target is not None and "control" in spans
+                 else np.zeros(len(spans), dtype=bool))
+    for column in ("start", "end"):
+        given = spans[column].replace({"": np.nan})
+        number = pd.to_numeric(given, errors="coerce")
+        bad = (number.isna() & given.notna()).to_numpy()
+        if bad.any():
+            raise BadInput(f"{beside[0]}:{lines[bad][0]}: {column}: '{str(given[bad].iloc[0])[:20]}' is not an offset "
+                           "(a whole number, or empty)")
+        spans[column] = number.where(~elsewhere)
+    _check_values(annotations, annotation_lines, criteria or {}, path)
     frames = []
     for frame in (annotations, spans):
         frame = frame.replace({"": np.nan}).assign(cancelled=_flags(frame.get("cancelled", pd.Series(["false"] *
@@ -86,6 +101,31 @@ def read_span_tables(path: Path, protocol: str) -> SpanStudy:
                                                               frame["annotator"].astype(str))
         frames.append(frame)
     return study_from_export(frames[1], frames[0], protocol)
+
+
+def _require(frame: pd.DataFrame, path: Path, columns: tuple, what: str) -> None:
+    if missing := [c for c in columns if c not in frame]:
+        raise BadInput(f"{path}: not {what}: no column {', '.join(missing)}")
+
+
+def _check_values(annotations: pd.DataFrame, lines: np.ndarray, criteria: dict, path: Path) -> None:
+    """Every answer's value (not cancelled, not empty) on its criterion's range or labels, else refused at its line
+    (a value the live study could not hold: an edited file)."""
+    problems = Problems(path)
+    text = annotations["value"].astype(str).str.strip()
+    given = text.to_numpy()
+    answered = ~_flags(annotations["cancelled"]).to_numpy() & (text != "").to_numpy()
+    for name, crit in criteria.items():
+        rows = answered & (annotations["criterion"] == name).to_numpy()
+        if crit.reads_numbers:
+            low, high = (-np.inf if crit.min is None else crit.min), (np.inf if crit.max is None else crit.max)
+            number = pd.to_numeric(text, errors="coerce")
+            problems.add_rows(rows & ~number.between(low, high).to_numpy(), lines, "value",
+                              lambda i: f"'{given[i][:40]}' is not a number from {low:g} to {high:g} ({name})")
+        elif crit.labels is not None:
+            problems.add_rows(rows & ~text.isin(crit.labels).to_numpy(), lines, "value",
+                              lambda i: f"'{given[i][:40]}' is not one of {name}'s labels ({', '.join(crit.labels)})")
+    problems.raise_if_any()
 
 
 def judge_error_scores(study: SpanStudy, judge: str) -> pd.DataFrame:
