@@ -30,6 +30,7 @@ import pandas as pd
 
 from evalstudio.base.errors import BadInput
 from evalstudio.crowd.study import counted_rows
+from evalstudio.protocols.attention import CHECK_COLUMN
 
 from ..tables.files import write_csv, write_parquet
 
@@ -106,6 +107,8 @@ def ratings_table(annotations: pd.DataFrame, key: bytes, metadata: Iterable[str]
         if column in counted:
             out[column] = counted[column]
     out["seconds"] = pd.to_numeric(counted["lead_time"], errors="coerce")
+    if CHECK_COLUMN in counted:  # a study with attention checks (dropped below when it has none)
+        out[CHECK_COLUMN] = counted[CHECK_COLUMN]
     empty = [c for c in out.columns if c not in ("value", "label") and out[c].isna().all()]
     return out.drop(columns=empty).reset_index(drop=True)  # value and label always: one schema for every study
 
@@ -120,7 +123,9 @@ def spans_table(spans: pd.DataFrame, key: bytes, counted_annotations: Iterable) 
     is the shown text's [start:end]."""
     counted = spans[spans["annotation_id"].isin(set(counted_annotations)) & ~spans["cancelled"].astype(bool)
                     & ~spans["surplus"].astype(bool)]
-    out = counted.rename(columns={"project": "part"}).drop(columns=["annotation_id", "cancelled", "surplus", "ls_text"])
+    unmarked = [CHECK_COLUMN] if CHECK_COLUMN in counted and counted[CHECK_COLUMN].isna().all() else []  # no check
+    out = counted.rename(columns={"project": "part"}).drop(columns=["annotation_id", "cancelled", "surplus", "ls_text",
+                                                                   *unmarked])
     out["annotator"] = [pseudonym(key, a) for a in counted["annotator"]]
     per_region = [c for c in out.columns if c not in SPAN_COLUMNS]
     return out[SPAN_COLUMNS + per_region].reset_index(drop=True)
@@ -254,6 +259,9 @@ COLUMN_MEANING = {
     "task_id": "the task (one item as shown with one system's output)",
     "item_id": "the item (context) rated; several tasks share it when several systems are rated on it",
     "system": "the system whose output was rated",
+    CHECK_COLUMN: "an attention check's rows (a copy of a task with a phrase of its text spoiled, which must score "
+                  "lower than the original): the task it copies (its evalstudio id), else empty; checks are for "
+                  "approving participants, leave them out of scores; a column only of studies with checks",
     "list": "the counterbalanced list the annotator was in",
     "annotator": "the annotator's pseudonym (a keyed hash; stable across this release's files)",
     "criterion": "the quality criterion (its definition and scale: datasheet.md, section 4)",
