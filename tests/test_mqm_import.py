@@ -78,3 +78,20 @@ def test_the_reader_s_own_fields_go_only_where_the_protocol_shows_them(reg, tmp_
                         "each task as metadata (its meta)"]
     tasks = [split_task(project, data) for _, data in iter_tasks(project, importer_for(project), [path])]
     assert tasks and all(shown in t["data"] and absent not in t["data"] and absent not in t["meta"] for t in tasks)
+
+
+def test_a_gzipped_parquet_file_is_refused_naming_why(tmp_path):
+    """Parquet is compressed already: FILE.parquet.gz is one problem saying so, for an entry that reads Parquet."""
+    import pandas as pd
+
+    from evalstudio.protocols import registry
+
+    from .test_cli import _projects_file
+
+    projects = _projects_file(tmp_path, lambda raw: raw["projects"]["esa"]["input"].update(formats=["jsonl", "parquet"]))
+    project = registry.load(projects).get("esa")
+    plain = tmp_path / "esa.parquet"
+    pd.read_json(EXAMPLES / "esa" / "ted_ende.jsonl", lines=True).to_parquet(plain)
+    assert scan(project, importer_for(project), [plain]).problems == []
+    problems = scan(project, importer_for(project), [_gzipped(plain, tmp_path)]).problems
+    assert [p.message for p in problems] == ["a Parquet file is compressed already: give it unzipped (.parquet)"]

@@ -254,10 +254,13 @@ class MappingImporter:
 
             yield from mqm_segments(path, self.FIELDS)
             return
-        if kind not in self.spec.formats or (kind == "parquet" and suffix != path.suffix.lower()):
+        if kind not in self.spec.formats:
             allowed = ", ".join(s for k in self.spec.formats for s in FORMATS[k])
             yield 0, Problem(str(path), None, None, f"the {self.NAME} protocol reads {allowed} files (input.formats; "
-                                                    "gzipped too, as .jsonl.gz, except Parquet)")
+                                                    "gzipped too, e.g. .jsonl.gz)")
+            return
+        if kind == "parquet" and suffix != path.suffix.lower():
+            yield 0, Problem(str(path), None, None, "a Parquet file is compressed already: give it unzipped (.parquet)")
             return
         if kind == "jsonl":
             yield from read_jsonl(path)
