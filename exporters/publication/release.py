@@ -106,9 +106,9 @@ def ratings_table(annotations: pd.DataFrame, key: bytes, metadata: Iterable[str]
     for column in metadata:
         if column in counted:
             out[column] = counted[column]
-    out["seconds"] = pd.to_numeric(counted["lead_time"], errors="coerce")
     if CHECK_COLUMN in counted:  # a study with attention checks (dropped below when it has none)
         out[CHECK_COLUMN] = counted[CHECK_COLUMN]
+    out["seconds"] = pd.to_numeric(counted["lead_time"], errors="coerce")
     empty = [c for c in out.columns if c not in ("value", "label") and out[c].isna().all()]
     return out.drop(columns=empty).reset_index(drop=True)  # value and label always: one schema for every study
 
