@@ -23,6 +23,7 @@ from evalstudio.values.sources import (
     attempt,
     collect,
     control_value,
+    format_suffix,
     no_context,
     read_jsonl,
     read_table,
@@ -41,7 +42,7 @@ _PREFIX = re.compile(r"^\s*([A-Za-z][\w .'-]{0,30}):\s+(.*)$", re.S)
 
 def read(path: Path):
     """Dialogue records from a CSV or JSONL file."""
-    if path.suffix.lower() == ".csv":
+    if format_suffix(path) == ".csv":  # (data.csv.gz too)
         return read_table(path, ",", ("context", "response", "system"))
     return read_jsonl(path)
 

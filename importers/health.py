@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evalstudio.values.sources import FieldError, no_context, read_jsonl, read_table, require, stable_id, turns_text
+from evalstudio.values.sources import FieldError, format_suffix, no_context, read_jsonl, read_table, require, stable_id, turns_text
 
 from .dialogue import check_ratings
 
@@ -29,7 +29,7 @@ _CSV_COLUMNS = ("scenario_id", "scenario", "system") + tuple(
 
 def read(path: Path):
     """Health-assistant records from a CSV or JSONL file."""
-    if path.suffix.lower() == ".csv":
+    if format_suffix(path) == ".csv":  # (data.csv.gz too)
         for line, row in read_table(path, ",", _CSV_COLUMNS):
             if isinstance(row, dict):
                 row = {**row, "exchanges": [

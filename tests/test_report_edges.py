@@ -64,3 +64,37 @@ def test_report_handles_a_study_in_any_state(reg, tmp_path, study, build, state,
     assert "<h1>" in html and (tmp_path / "agreement.csv").is_file()
     if state == "gated out":
         assert "were left out: 1, 2" in html
+
+
+def _answer(li, task, kind):
+    """One answer's result: a span of the translation, a rated criterion (MQM's Non-translation, ESA's score)."""
+    target = task["data"]["target"]
+    span = [{"id": f"s{task['id']}", "from_name": "errors", "to_name": "target", "type": "labels",
+             "value": {"start": 0, "end": 3, "text": target[:3], "labels": ["Minor"]}}]
+    rated = [region(li, "non_translation", ["Non-translation"]) if "non_translation" in {c.name for c in li.controls} else
+             region(li, "score", 40)] if "rating" in kind else []
+    return (span if "span" in kind else []) + rated
+
+
+HEADLINES = [  # protocol, (annotator, what the answer holds) per task: the headline counts every submitted answer
+    ("mqm", [(1, "span"), (1, "span"), (2, "span"), (2, "span+rating"), (1, "skipped"), (3, "nothing")]),
+    ("esa", [(1, "span+rating"), (2, "rating"), (3, "skipped")]),
+]
+
+
+@pytest.mark.parametrize("protocol, answers", HEADLINES, ids=[h[0] for h in HEADLINES])
+def test_the_headline_counts_every_submitted_annotation_spans_included(reg, tmp_path, protocol, answers):
+    """index.html's "N tasks, A annotations by P annotators": an MQM answer of spans only (or none: no error found)
+    is an annotation; a skipped one is not (the counts are those of the answers given, not of the rated criteria)."""
+    from evalstudio.protocols.mapping import importer_for
+
+    project = reg.get(protocol)
+    li = project.interface
+    tasks = [{"id": i, **split_task(project, data), "annotations": []}
+             for i, (_, data) in enumerate(iter_tasks(project, importer_for(project), example_files(protocol)), 1)]
+    for task, (who, kind) in zip(tasks, answers):
+        task["annotations"].append({"id": task["id"] * 10, "completed_by": who, "result": _answer(li, task, kind),
+                                    "was_cancelled": kind == "skipped"})
+    page = build_report(project, tasks, tmp_path, {}, n_boot=10)
+    given = [(who, kind) for who, kind in answers if kind != "skipped"]
+    assert f"{len(tasks)} tasks, {len(given)} annotations by {len({w for w, _ in given})} annotators" in page.read_text()

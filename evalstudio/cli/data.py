@@ -150,7 +150,8 @@ def export(
     projects: ProjectsOption = None,
 ):
     """Write all annotations (skipped ones flagged) as one tidy table: project, task_id, item_id, system,
-    annotator, criterion, value, annotation_id, created_at, lead_time, cancelled, agent, rationale. A protocol
+    annotator, criterion, value, annotation_id, created_at, lead_time, cancelled, agent, rationale, ...,
+    attention_check_of (on an attention check's rows, the evalstudio_id of the task it copies). A protocol
     with span controls (<Labels>: error spans) also gets one row per span in a second file beside it,
     NAME.spans.FORMAT (annotations.spans.csv): control, region_id, start, end, text, labels and the per-region
     answers. A study with a front matter (projects.yaml crowd: consent, background, exit_survey) also gets its

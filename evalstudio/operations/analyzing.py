@@ -123,9 +123,12 @@ def _ratings_and_scores(ratings, spec, protocol, metrics, ppi, alt_test, lower_i
     if protocol is not None and (ratings is None or ratings.suffix.lower() == ".json"):
         from ..exporters.analyses.span_analysis import project_span_study
         read = read_study(protocol, projects, ratings, None)  # (registry, parts, tasks, annotations, users)
-        read = (read[0], read[1], *without_attention_checks(read[2], read[3]), read[4])
+        notes: list[str] = []  # the attention checks left out, as a file's are (readers.ratings)
+        read = (read[0], read[1], *without_attention_checks(read[2], read[3], notes, ratings.name if ratings
+                                                            else "Label Studio"), read[4])
         tidy, full_spec, model = study_ratings(protocol, *read[1:4])
         tidy, full_spec, study = project_span_study(protocol, *read[1:]) or (tidy, full_spec, None)  # mqm, esa
+        tidy.attrs["notes"] = [*notes, *tidy.attrs.get("notes", [])]
         _automation_bias(tidy, read[0].study(protocol), read[2], read[3])
         scores = read_metrics(metrics, full_spec, list(full_spec.criteria)) if metrics else model
     elif protocol is not None and (exported := _exported_span_study(ratings, protocol, projects)) is not None:

@@ -152,19 +152,23 @@ def read_study(protocol, projects, from_export, project_id, folder: Path | None 
     return reg, parts, per_part, frames, users
 
 
-def without_attention_checks(per_part, frames):
+def without_attention_checks(per_part, frames, notes: list[str] | None = None, where: str = "the study"):
     """(tasks, annotation frames) of a study read, without its attention checks (protocols/attention.py: spoiled
     copies of tasks, which `status` and `approvals` score and no analysis counts, as ESA leaves out its BAD items);
-    says how many it left out."""
+    says how many it left out (added to `notes` where given, else printed), in the words `analyze` uses for a file's."""
     from evalstudio.protocols.attention import CHECK_FIELD
+    from evalstudio.readers.ratings import attention_checks_note
     from evalstudio.values.results import task_fields
 
     kept = [[t for t in tasks if CHECK_FIELD not in task_fields(t)] for tasks in per_part]
     left = sum(len(t) for t in per_part) - sum(len(t) for t in kept)
     if not left:
         return per_part, frames
-    console.print(f"Left out: {left} attention check task(s) (copies of tasks with a spoiled text, scored by "
-                  "`status` and `approvals`, not analysed).")
+    note = attention_checks_note(left, "task(s)", where)
+    if notes is None:
+        console.print(note, highlight=False)
+    else:
+        notes.append(note)
     frames = [f[f["task_id"].isin({t["id"] for t in k})] for f, k in zip(frames, kept)]
     return kept, frames
 

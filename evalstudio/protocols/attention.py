@@ -26,6 +26,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 CHECK_FIELD = "attention_check"  # in a copy's meta: {of: the original's evalstudio_id, how, start, end}
+CHECK_COLUMN = "attention_check_of"  # in every export's tables: a check's rows hold the original's evalstudio_id
 # words in the segment (up to) -> words spoiled: ESA's rule of a longer phrase for a longer segment
 PHRASE_WORDS = ((5, 2), (8, 3), (15, 4), (20, 5))
 LONGEST_PHRASE = 6
@@ -103,6 +104,13 @@ def check_of(data: dict, spec: AttentionChecks, id_field: str) -> dict | None:
     return {**data, spec.corrupt: new, id_field: f"{head}{colon}{digest}" if colon else f"{key}-{digest}",
             CHECK_FIELD: {"of": key, "how": spec.how, "start": start, "end": end},
             "gold": {spec.criterion: {"below": key}}}
+
+
+def original_of(fields: dict) -> str | None:
+    """The evalstudio_id of the task an attention check copies (its meta's CHECK_FIELD), None for any other task."""
+    check = fields.get(CHECK_FIELD)
+    of = check.get("of") if isinstance(check, dict) else None
+    return None if of is None else str(of)
 
 
 def attention_problems(project) -> list[str]:

@@ -43,6 +43,7 @@ from evalstudio.values.sources import (
     RecordInvalid,
     attempt,
     control_value,
+    format_suffix,
     no_context,
     read_json,
     read_jsonl,
@@ -250,16 +251,20 @@ class MappingImporter:
 
     def read(self, path: Path) -> Iterator[tuple[int, dict | Problem]]:
         """(line, record or Problem) of an input file in one of the formats `input.formats` allows."""
-        suffix = path.suffix.lower()
+        suffix = format_suffix(path)  # a gzipped file (data.tsv.gz) is read as its inner suffix says
         kind = next((k for k, suffixes in FORMATS.items() if suffix in suffixes), None)
         if kind == "tsv" and "mqm" in self.spec.formats:  # one record per translated segment, not per error row
             from evalstudio.values.mqm_records import mqm_segments
 
-            yield from mqm_segments(path)
+            yield from mqm_segments(path, self.FIELDS)
             return
         if kind not in self.spec.formats:
             allowed = ", ".join(s for k in self.spec.formats for s in FORMATS[k])
-            yield 0, Problem(str(path), None, None, f"the {self.NAME} protocol reads {allowed} files (input.formats)")
+            yield 0, Problem(str(path), None, None, f"the {self.NAME} protocol reads {allowed} files (input.formats; "
+                                                    "gzipped too, e.g. .jsonl.gz)")
+            return
+        if kind == "parquet" and suffix != path.suffix.lower():
+            yield 0, Problem(str(path), None, None, "a Parquet file is compressed already: give it unzipped (.parquet)")
             return
         if kind == "jsonl":
             yield from read_jsonl(path)

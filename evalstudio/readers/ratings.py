@@ -13,7 +13,8 @@ the usual column names is assumed):
   best_worst       one row per annotated tuple: item1..itemN, best, worst (`evalstudio.readers.comparisons`), likewise
 Metrics: item, [system], metric, [criterion], value (a metric without criterion is compared with every criterion).
 An Amazon MTurk batch results file (HITId, WorkerId, AssignmentStatus, Answer.* columns) is read as it is downloaded;
-its rejected assignments are left out, as MTurk pays and counts only the others.
+its rejected assignments are left out, as MTurk pays and counts only the others. An evalstudio export's attention
+checks (rows with an `attention_check_of`: spoiled copies of tasks, protocols/attention.py) are left out too.
 
 Every problem is reported as `file:line: column: message` and nothing is analysed when any is found.
 """
@@ -185,7 +186,10 @@ def _read_ratings(path: Path, spec: Spec | None) -> tuple[pd.DataFrame, Spec]:
     else:
         frame, lines = read_table(path)
         frame, lines, notes = _without_rejected_assignments(frame, lines, path)
+        frame, lines, notes = _without_attention_checks(frame, lines, path, notes)
         table = _long(frame, lines, spec, path)
+        if "task_id" in frame and len(table) == len(frame):  # an evalstudio export: whose task each rating is
+            table["task"] = frame["task_id"].astype(str).to_numpy()
     for col in ("item", "annotator", "criterion", "system", "agent", "value"):
         table[col] = table[col].astype(str)
     for col in ("item", "annotator", "criterion"):
@@ -249,8 +253,10 @@ def _read_ratings(path: Path, spec: Spec | None) -> tuple[pd.DataFrame, Spec]:
     if duplicated.any():
         first_line = table.groupby(keys, sort=False)["line"].transform("first").to_numpy()
         who, item, what = (table[k].to_numpy() for k in ("annotator", "item", "criterion"))
+        copies = _copy_hints(table, keys)
         problems.add_rows(duplicated, line, "item", lambda i: f"annotator '{who[i][:40]}' rated item '{item[i][:40]}' on "
-                                                              f"'{what[i][:40]}' twice (first at line {first_line[i]})")
+                                                              f"'{what[i][:40]}' twice (first at line {first_line[i]})"
+                                                              f"{copies[i]}")
     problems.raise_if_any()
     tidy = table.assign(value=values, project=spec.name)
     tidy = tidy[pd.notna(tidy["value"])].reset_index(drop=True)
@@ -289,6 +295,41 @@ def _without_rejected_assignments(frame: pd.DataFrame, lines: np.ndarray, path: 
         return frame, lines, []
     note = f"{path.name}: {int(rejected.sum())} rejected MTurk assignment(s) left out (AssignmentStatus Rejected)"
     return frame[~rejected].reset_index(drop=True), lines[~rejected], [note]
+
+
+def _without_attention_checks(frame: pd.DataFrame, lines: np.ndarray, path: Path, notes: list[str]):
+    """An evalstudio export with attention checks (a non-empty `attention_check_of`: spoiled copies of tasks,
+    protocols/attention.py): their rows left out, with a note; any other table is returned as it is."""
+    from evalstudio.protocols.attention import CHECK_COLUMN
+
+    if CHECK_COLUMN not in frame:
+        return frame, lines, notes
+    checks = (frame[CHECK_COLUMN].fillna("").astype(str).str.strip() != "").to_numpy()
+    if not checks.any():
+        return frame, lines, notes
+    note = attention_checks_note(int(checks.sum()), "row(s)", path.name)
+    return frame[~checks].reset_index(drop=True), lines[~checks], [*notes, note]
+
+
+def attention_checks_note(n: int, what: str, where: str) -> str:
+    """The analysis' note on the attention checks it left out (n rows or tasks of `where`)."""
+    return (f"Left out: {n} {what} of attention checks in {where} (spoiled copies of tasks, marked in "
+            "the exports' attention_check_of: `status` and `approvals` score them; no score, agreement or ranking counts them).")
+
+
+def _copy_hints(table: pd.DataFrame, keys: list[str]) -> np.ndarray:
+    """Per row, what to add to a "rated twice" problem: where the two ratings are of different tasks of an evalstudio
+    export made before it had `attention_check_of`, the likely cause (an attention check) and the fix."""
+    hints = np.full(len(table), "", dtype=object)
+    if "task" not in table:
+        return hints
+    first = table.groupby(keys, sort=False)["task"].transform("first").to_numpy()
+    other = first != table["task"].to_numpy()
+    hints[other] = [f": tasks {a[:20]} and {b[:20]}, likely an attention check (a spoiled copy of the task) that an "
+                    "evalstudio export made before its attention_check_of column does not mark: export the study "
+                    "again, and analyze leaves the checks out" for a, b in
+                    zip(first[other], table["task"].to_numpy()[other])]
+    return hints
 
 
 def read_metrics(path: Path, spec: Spec, criteria) -> pd.DataFrame:

@@ -26,10 +26,15 @@ def _order(seg_id: str):
     return (0, int(seg_id), "") if seg_id.isdigit() else (1, 0, seg_id)
 
 
-def mqm_segments(path: Path) -> Iterator[tuple[int, dict | Problem]]:
-    """(line, record or problem) per translated segment of an MQM TSV: id (doc-seg_id), system, doc, doc_id,
-    seg_id, source, target, context, missing. Two rows of one segment whose texts differ apart from the marks are a
-    problem at the second's line."""
+MADE = ("context", "missing")  # the fields the reader makes (they are not in the file)
+
+
+def mqm_segments(path: Path, reads: frozenset[str] | None = None) -> Iterator[tuple[int, dict | Problem]]:
+    """(line, record or problem) per translated segment of an MQM TSV (gzipped too: .tsv.gz): id (doc-seg_id),
+    system, doc, doc_id, seg_id, source, target and the fields the reader makes, context and missing, where the
+    protocol `reads` them (None: both; MQM shows the context, ESA the [MISSING] token: neither is kept in the other's
+    tasks). Two rows of one segment whose texts differ apart from the marks are a problem at the second's line."""
+    made = [name for name in MADE if reads is None or name in reads]
     segments: dict[tuple[str, str], tuple[int, dict]] = {}
     for line, row in read_table(path, "\t", COLUMNS):
         if isinstance(row, Problem):
@@ -53,5 +58,6 @@ def mqm_segments(path: Path) -> Iterator[tuple[int, dict | Problem]]:
     for rows in by_document.values():
         before: list[str] = []
         for line, record in sorted(rows, key=lambda r: _order(r[1]["seg_id"])):
-            yield line, {**record, "context": "\n".join(before) or START, "missing": "[MISSING]"}
+            extra = {"context": "\n".join(before) or START, "missing": "[MISSING]"}
+            yield line, {**record, **{name: extra[name] for name in made}}
             before.append(record["target"])

@@ -35,22 +35,55 @@ class RecordInvalid(ValueError):
 
 
 class _BadEncoding(Exception):
-    def __init__(self, line: int, error: UnicodeDecodeError):
-        self.line, self.error = line, error
+    def __init__(self, line: int, error: UnicodeDecodeError | None, message: str | None = None):
+        self.line, self.error, self.message = line, error, message
+
+
+def format_suffix(path: Path) -> str:
+    """The suffix that says a file's format, lower case: a gzipped file's inner one (data.tsv.gz: .tsv)."""
+    suffixes = [s.lower() for s in Path(path).suffixes]
+    return suffixes[-2] if len(suffixes) > 1 and suffixes[-1] == ".gz" else Path(path).suffix.lower()
+
+
+def open_input(path: Path):
+    """An input file opened for reading bytes, decompressed as it is read when its name ends in .gz."""
+    if Path(path).suffix.lower() == ".gz":
+        import gzip
+
+        return gzip.open(path, "rb")
+    return open(path, "rb")
 
 
 def _lines(path: Path) -> Iterator[str]:
-    """Text lines decoded one by one (so a bad byte is pinned to its line); a UTF-8 BOM is dropped."""
-    with open(path, "rb") as f:
-        for line_no, raw in enumerate(f, start=1):
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise _BadEncoding(line_no, e) from None
-            yield text.removeprefix("\ufeff") if line_no == 1 else text
+    """Text lines decoded one by one (so a bad byte is pinned to its line); a UTF-8 BOM is dropped; a .gz file is
+    read decompressed."""
+    for line_no, raw in enumerate(_chunks(path, lines=True), start=1):
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise _BadEncoding(line_no, e) from None
+        yield text.removeprefix("\ufeff") if line_no == 1 else text
+
+
+def _chunks(path: Path, lines: bool = False) -> Iterator[bytes]:
+    """The file's bytes (its lines, or all at once); _BadEncoding at the line where a .gz file stops being gzip."""
+    import zlib
+
+    line_no = 0
+    try:
+        with open_input(path) as f:
+            for line_no, raw in enumerate(f if lines else [f.read()], start=1):
+                yield raw
+    except (EOFError, zlib.error, OSError) as e:  # a .gz file that is not gzip, or cut short
+        if Path(path).suffix.lower() != ".gz" or (isinstance(e, OSError) and e.errno is not None):
+            raise
+        raise _BadEncoding(line_no + 1, None, f"not a readable gzip file ({str(e)[:80] or type(e).__name__}); "
+                                              "give the file uncompressed, or gzip it again") from None
 
 
 def _encoding_problem(path: Path, bad: _BadEncoding) -> Problem:
+    if bad.error is None:
+        return Problem(str(path), bad.line, None, bad.message or "unreadable")
     byte = bad.error.object[bad.error.start]
     return Problem(str(path), bad.line, None, f"not valid UTF-8 (byte 0x{byte:02x}); save the file as UTF-8")
 
@@ -99,9 +132,14 @@ def json_array(text: str) -> Iterator[tuple[int, Any]]:
 def read_json(path: Path) -> Iterator[tuple[int, dict | Problem]]:
     """A JSON array of objects (.json), each record with the line where it starts."""
     try:
-        text = path.read_bytes().decode("utf-8").removeprefix("\ufeff")
+        raw = b"".join(_chunks(path))
+    except _BadEncoding as bad:
+        yield 0, Problem(str(path), None, None, bad.message)
+        return
+    try:
+        text = raw.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as e:
-        line = path.read_bytes()[:e.start].count(b"\n") + 1
+        line = raw[:e.start].count(b"\n") + 1
         yield line, Problem(str(path), line, None, f"not valid UTF-8 (byte 0x{e.object[e.start]:02x}); save the "
                                                    "file as UTF-8")
         return

@@ -61,7 +61,8 @@ def build_report(project: Project, tasks: list[dict], out_dir: Path, users: dict
     for name, table in tables.items():  # spreadsheet-safe: annotators' free text cannot run as a formula
         write_csv(table, out_dir / f"{name}.csv")
     rated = ann[~ann["cancelled"] & ann["value"].notna()] if not ann.empty else ann
-    body = (_summary(project, tasks, rated, sections, tables, spans) + _figures(project, rated, model, tables)
+    submitted = ann[~ann["cancelled"]] if not ann.empty else ann  # an answer of spans only is an annotation too
+    body = (_summary(project, tasks, submitted, sections, tables, spans) + _figures(project, rated, model, tables)
             + _findings(tables, verdicts, active_notes))
     page = out_dir / "index.html"
     write_output(page, html_page(project.title, "\n".join(body)))
@@ -111,12 +112,13 @@ def _statistics(project, ann, model, tinfo, spans, tables, n_boot, judges, activ
     return verdicts, active_notes
 
 
-def _summary(project, tasks, rated, sections, tables, spans) -> list[str]:
-    """The page's head: title, counts, the notes on what was left out, agreement and the spans."""
+def _summary(project, tasks, submitted, sections, tables, spans) -> list[str]:
+    """The page's head: title, counts (the submitted annotations, whether they rated a criterion or marked only
+    spans), the notes on what was left out, agreement and the spans."""
     body = [
         f"<h1>{html.escape(project.title)}</h1>",
-        f"<p>{len(tasks)} tasks, {rated['annotation_id'].nunique() if not rated.empty else 0} annotations by "
-        f"{rated['annotator'].nunique() if not rated.empty else 0} annotators; generated "
+        f"<p>{len(tasks)} tasks, {submitted['annotation_id'].nunique() if not submitted.empty else 0} annotations by "
+        f"{submitted['annotator'].nunique() if not submitted.empty else 0} annotators; generated "
         f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC. CSVs of every table are in this folder.</p>",
         *sections,
         "<h2>Agreement</h2>",

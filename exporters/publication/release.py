@@ -30,6 +30,7 @@ import pandas as pd
 
 from evalstudio.base.errors import BadInput
 from evalstudio.crowd.study import counted_rows
+from evalstudio.protocols.attention import CHECK_COLUMN
 
 from ..tables.files import write_csv, write_parquet
 
@@ -105,6 +106,8 @@ def ratings_table(annotations: pd.DataFrame, key: bytes, metadata: Iterable[str]
     for column in metadata:
         if column in counted:
             out[column] = counted[column]
+    if CHECK_COLUMN in counted:  # a study with attention checks (dropped below when it has none)
+        out[CHECK_COLUMN] = counted[CHECK_COLUMN]
     out["seconds"] = pd.to_numeric(counted["lead_time"], errors="coerce")
     if "from_prediction" in counted and counted["from_prediction"].astype(bool).any():  # a prefilled study
         out["from_prediction"] = counted["from_prediction"].astype(bool)
@@ -122,7 +125,9 @@ def spans_table(spans: pd.DataFrame, key: bytes, counted_annotations: Iterable) 
     is the shown text's [start:end]."""
     counted = spans[spans["annotation_id"].isin(set(counted_annotations)) & ~spans["cancelled"].astype(bool)
                     & ~spans["surplus"].astype(bool)]
-    out = counted.rename(columns={"project": "part"}).drop(columns=["annotation_id", "cancelled", "surplus", "ls_text"])
+    unmarked = [CHECK_COLUMN] if CHECK_COLUMN in counted and counted[CHECK_COLUMN].isna().all() else []  # no check
+    out = counted.rename(columns={"project": "part"}).drop(columns=["annotation_id", "cancelled", "surplus", "ls_text",
+                                                                   *unmarked])
     out["annotator"] = [pseudonym(key, a) for a in counted["annotator"]]
     # whether the span's answer was made with the prediction shown: a prefilled study's (as the ratings table)
     shown = ["from_prediction"] if "from_prediction" in out and out["from_prediction"].astype(bool).any() else []
@@ -258,6 +263,9 @@ COLUMN_MEANING = {
     "task_id": "the task (one item as shown with one system's output)",
     "item_id": "the item (context) rated; several tasks share it when several systems are rated on it",
     "system": "the system whose output was rated",
+    CHECK_COLUMN: "an attention check's rows (a copy of a task with a phrase of its text spoiled, which must score "
+                  "lower than the original): the task it copies (its evalstudio id), else empty; checks are for "
+                  "approving participants, leave them out of scores; a column only of studies with checks",
     "list": "the counterbalanced list the annotator was in",
     "annotator": "the annotator's pseudonym (a keyed hash; stable across this release's files)",
     "criterion": "the quality criterion (its definition and scale: datasheet.md, section 4)",

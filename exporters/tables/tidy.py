@@ -14,6 +14,9 @@ annotations: one row per (annotation, criterion[, agent])
   surplus: an annotation beyond the design: a participant's second annotation of the same task, or one after the
   task already had annotators_per_task (Label Studio Community does not guarantee either; the first ones
   submitted count, see `surplus_annotations`)
+  attention_check_of: on an attention check's rows (protocols/attention.py: a copy of a task with a spoiled text,
+  made at import; `status` and `approvals` score it, no analysis counts it) the evalstudio_id of the task it copies;
+  empty on every other row
   A span control's column (a `<Labels>` listed in metadata_controls) holds the number of spans the annotation
   marked; the spans themselves are in `spans`. A per-region control (perRegion="true") has no column here.
 spans:       one row per span an annotation marked with a `<Labels>` control (error spans: MQM, ESA)
@@ -27,6 +30,7 @@ spans:       one row per span an annotation marked with a `<Labels>` control (er
   text: the text the span covers, shown_text[start:end] (empty when the task's text no longer holds the span, e.g.
   the task was changed after annotation); labels: its label(s), several joined with "; ";
   ls_text: the text as Label Studio's editor stored it (line breaks written as backslash-n, spaces collapsed);
+  attention_check_of: as in annotations (a span marked on an attention check's spoiled text);
   then one column per per-region control (perRegion="true"; e.g. severity, category, comment), named by the
   control, holding that span's answer (Choices as their label, several joined with "; "; TextArea as its text).
 model:       one row per (task, criterion[, agent]) with a model output
@@ -46,12 +50,14 @@ import pandas as pd
 
 from evalstudio.base.errors import BadExport
 from evalstudio.crowd.reconcile import CONDITION
+from evalstudio.protocols.attention import CHECK_COLUMN, original_of
 from evalstudio.protocols.registry import Project
 from evalstudio.values.results import dotted_get, task_fields
 from evalstudio.values.spans import span_controls, span_object_field, span_problem
 
 ANNOTATION_COLUMNS = ["project", "task_id", "item_id", "system", "annotator", "criterion", "value", "annotation_id",
-                      "created_at", "lead_time", "cancelled", "agent", "rationale", "from_prediction", "prefilled_unchanged", "surplus"]
+                      "created_at", "lead_time", "cancelled", "agent", "rationale", "from_prediction", "prefilled_unchanged", "surplus",
+                      CHECK_COLUMN]
 PROLIFIC_EMAIL = re.compile(r"^([0-9a-fA-F]{24})@email\.prolific\.(?:com|co)$")
 SPAN_COLUMNS = ["project", "task_id", "item_id", "system", "annotator", "annotation_id", "cancelled", "surplus",
                 "from_prediction", "over_max", "control", "region_id", "start", "end", "text", "labels", "ls_text"]
@@ -186,6 +192,7 @@ def annotation_frame(tasks: Iterable[dict], project: Project, users: Mapping[int
                 **{name: values.get(name) for name in metadata},
                 **{name: span_count(ann.get("result"), name) for name in span_names if name in metadata},
             }
+            base[CHECK_COLUMN] = original_of(data)
             if project.list_number:
                 base["list"] = project.list_number
             if project.participant_id:
@@ -249,9 +256,9 @@ def span_frame(tasks: Iterable[dict], project: Project, users: Mapping[int, str]
                     "annotation_id": ann.get("id"), "cancelled": bool(ann.get("was_cancelled")),
                     "surplus": id(ann) in surplus, "from_prediction": from_prediction(ann)}
             over = {name for name, cap in project.max_spans.items() if span_count(ann.get("result"), name) > cap}
-            rows += [{**row, "over_max": row["control"] in over}
+            rows += [{**row, "over_max": row["control"] in over, CHECK_COLUMN: original_of(data)}
                      for row in _span_rows(ann.get("result") or [], base, fields, per_region, data)]
-    frame = pd.DataFrame(rows, columns=SPAN_COLUMNS + per_region)
+    frame = pd.DataFrame(rows, columns=SPAN_COLUMNS + [CHECK_COLUMN] + per_region)
     for column in ("start", "end"):
         frame[column] = _offsets(frame[column])
     frame["cancelled"] = frame["cancelled"].astype(bool)
