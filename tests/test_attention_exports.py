@@ -84,7 +84,7 @@ def test_analyze_leaves_the_checks_out_of_an_export_as_of_the_study(study, tmp_p
                                       "--bootstrap", "10"])
     assert result.exit_code == 0, result.output
     said = " ".join(result.output.split())
-    what = "task(s)" if source == "export.json" else "row(s)"
+    what = "task(s)"  # an ESA export is read with its spans beside it (a span study), as the live study is
     assert f"Left out: {checks} {what} of attention checks in {path.name}" in said
     assert "`status` and `approvals` score them" in said
     assert f"{len(originals) - checks} ratings of" in said
@@ -93,17 +93,25 @@ def test_analyze_leaves_the_checks_out_of_an_export_as_of_the_study(study, tmp_p
 
 
 def test_an_export_made_before_the_column_names_the_checks_as_the_likely_cause(study, tmp_path):
-    """A tidy file without attention_check_of (an older export): the "rated twice" problem of a check and its
-    original (two tasks) says that it is likely an attention check and how to fix it."""
+    """A tidy file without attention_check_of (an older export) read as ratings (--spec, no --protocol): the "rated
+    twice" problem of a check and its original (two tasks) says that it is likely an attention check and how to fix
+    it; read as the ESA study (--protocol esa, the spans beside it) it is refused, naming the missing column, never
+    analysed with the checks' scores counted."""
     export, originals = study
     path = tmp_path / "esa.csv"
     assert CliRunner().invoke(app, ["export", "esa", "--from-export", str(export), "-o", str(path)]).exit_code == 0
     pd.read_csv(path).drop(columns=[CHECK_COLUMN]).to_csv(path, index=False)
-    result = CliRunner().invoke(app, ["analyze", str(path), "--protocol", "esa", "-o", str(tmp_path / "analysis")])
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("name: esa\ncriteria:\n  score: {scale: interval, min: 0, max: 100}\n", encoding="utf-8")
+    result = CliRunner().invoke(app, ["analyze", str(path), "--spec", str(spec), "-o", str(tmp_path / "analysis")])
     assert result.exit_code != 0
     said = " ".join(result.output.split())
     assert said.count("likely an attention check") == sum(o is not None for o in originals.values()), said
     assert "export the study again, and analyze leaves the checks out" in said
+    result = CliRunner().invoke(app, ["analyze", str(path), "--protocol", "esa", "-o", str(tmp_path / "as_esa")])
+    said = " ".join(result.output.split())
+    assert result.exit_code != 0 and f"no {CHECK_COLUMN} column" in said and "Export the study again" in said, said
+    assert not (tmp_path / "as_esa").exists()
 
 
 @pytest.mark.parametrize("with_checks", [True, False])

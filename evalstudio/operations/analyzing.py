@@ -171,16 +171,11 @@ def _exported_span_study(path: Path, protocol: str, projects):
     from evalstudio.readers.spec import spec_from_protocol
 
     study = read_span_tables(path, kind, span_controls(parts[0].interface)[0][0],
-                             spec_from_protocol(parts[0]).criteria)
+                             spec_from_protocol(parts[0]).criteria, checks=parts[0].attention_checks is not None)
     over = study.spans.loc[study.spans["over_max"].astype(str).str.lower().isin(["true", "1"]), "annotation_id"] \
         .nunique() if "over_max" in study.spans else 0
     study.notes += [f"{over} answer(s) mark more spans than max_spans allows (made in Label Studio's editor): "
                     "counted as marked, flagged over_max in the exports"] if over else []
-    if parts[0].attention_checks is not None:
-        study.notes.append(f"{path.name}: an export does not say which tasks are attention checks (spoiled copies, "
-                           "left out of a live analysis): any it holds are analysed as ratings; analyse the study "
-                           f"live (--protocol {protocol} without a file) or from Label Studio's JSON export to leave "
-                           "them out")
     study.tidy.attrs["notes"] = study.notes
     return study.tidy, Spec(name=protocol, layout="spans",
                             criteria={study.criterion: CriterionSpec(scale="interval")}), study

@@ -23,6 +23,8 @@ import numpy as np
 import pandas as pd
 
 from evalstudio.base.errors import BadInput, Problems
+from evalstudio.protocols.attention import CHECK_COLUMN
+from evalstudio.readers.ratings import attention_checks_note
 from evalstudio.readers.spans import SpanStudy, study_from_export
 from evalstudio.readers.spec import CriterionSpec, Spec
 from evalstudio.readers.tables import read_table
@@ -59,11 +61,14 @@ def _flags(column: pd.Series) -> pd.Series:
     return column.astype(str).str.strip().str.lower().isin(["true", "1"])
 
 
-def read_span_tables(path: Path, protocol: str, target: str | None = None, criteria: dict | None = None) -> SpanStudy:
+def read_span_tables(path: Path, protocol: str, target: str | None = None, criteria: dict | None = None,
+                     checks: bool = False) -> SpanStudy:
     """The span study of an annotations table (an export's, or a judge's folder's annotations.csv) and its spans
     table beside it (NAME.spans.EXT, or spans.csv in a judge's folder). `target`: the span control on the target
     text; a span of another control (ESA's span on [MISSING]) keeps no offsets, as the live study's does.
-    `criteria` (name: CriterionSpec): an answer's value off its criterion's range or labels is refused at its line."""
+    `criteria` (name: CriterionSpec): an answer's value off its criterion's range or labels is refused at its line.
+    The rows of attention checks (a non-empty `attention_check_of`) are left out of both tables, with a note; an
+    export without that column of a protocol with attention checks (`checks`) is refused: it cannot say which."""
     if protocol not in ("mqm", "esa"):
         raise BadInput(f"--protocol {protocol}: the binary has_error is read from the span tables of mqm or esa")
     annotations, annotation_lines = read_table(path)
@@ -90,6 +95,20 @@ def read_span_tables(path: Path, protocol: str, target: str | None = None, crite
                            "(a whole number, or empty)")
         spans[column] = number.where(~elsewhere)
     _check_values(annotations, annotation_lines, criteria or {}, path)
+    notes = []
+    if CHECK_COLUMN in annotations:
+        marked = annotations[CHECK_COLUMN].fillna("").astype(str).str.strip() != ""
+        if marked.any():
+            notes.append(attention_checks_note(int(annotations.loc[marked, "task_id"].nunique()), "task(s)",
+                                               path.name))
+            annotations = annotations[~marked].reset_index(drop=True)
+        if CHECK_COLUMN in spans:
+            spans = spans[spans[CHECK_COLUMN].fillna("").astype(str).str.strip() == ""].reset_index(drop=True)
+    elif checks:  # an attention check's score counted as a rating of its segment would be a wrong number
+        raise BadInput(f"{path}: no {CHECK_COLUMN} column, so this export does not say which of its tasks are "
+                       f"attention checks (spoiled copies, which this protocol adds: no score may count them); an "
+                       f"export made before 2026-11-29? Export the study again (`evalstudio export {protocol}`), or "
+                       f"analyse it live (--protocol {protocol} without a file)")
     frames = []
     for frame in (annotations, spans):
         frame = frame.replace({"": np.nan}).assign(cancelled=_flags(frame.get("cancelled", pd.Series(["false"] *
@@ -100,7 +119,9 @@ def read_span_tables(path: Path, protocol: str, target: str | None = None, crite
                                                               frame["task_id"].astype(str) + "|" +
                                                               frame["annotator"].astype(str))
         frames.append(frame)
-    return study_from_export(frames[1], frames[0], protocol)
+    study = study_from_export(frames[1], frames[0], protocol)
+    study.notes += notes
+    return study
 
 
 def _require(frame: pd.DataFrame, path: Path, columns: tuple, what: str) -> None:
