@@ -139,7 +139,8 @@ def test_the_judge_run_gives_a_spans_table_of_the_shown_text(llm, tmp_path, prot
     by_id = {t["id"]: t for t in tasks}
     assert spans and {s["item_id"] for s in spans} <= set(by_id)
     for s in spans:
-        text = by_id[s["item_id"]]["target" if s["control"] == "errors" else "missing"]
+        field = {"errors": "target", "source_errors": "source", "missing_errors": "missing"}[s["control"]]
+        text = by_id[s["item_id"]][field]
         assert text[int(s["start"]):int(s["end"])] == s["text"] and s["annotator"] == "judge"
     systems = {t["system"] for t in tasks}
     for body in llm.bodies():

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -72,13 +73,16 @@ def test_any_number_of_spans_is_kept_whole_or_refused_over_the_cap(cap, marked, 
 
 
 def test_the_shipped_mqm_protocol_takes_five_errors():
-    assert registry.load(ROOT / "projects.yaml").get("mqm").max_spans == {"errors": 5}
-    assert controls_of(registry.load(ROOT / "projects.yaml").get("mqm"))["errors"].max_spans == 5
+    """Five errors per segment, those marked in the source counted with those in the translation."""
+    assert registry.load(ROOT / "projects.yaml").get("mqm").max_spans == {"errors+source_errors": 5}
+    controls = controls_of(registry.load(ROOT / "projects.yaml").get("mqm"))
+    assert controls["errors"].max_spans == controls["source_errors"].max_spans == 5
 
 
 BAD = [
     ("{category: 5}", "max_spans.category: 'category' is not a span control (Labels) of", "its span controls: errors"),
     ("{nope: 5}", "max_spans.nope: 'nope' is not a span control", "errors"),
+    ("{errors+nope: 5}", "max_spans.errors+nope: 'nope' is not a span control", "its span controls: errors"),
     ("{errors: 0}", "max_spans.errors: Input should be greater than or equal to 1", ""),
     ("{errors: 101}", "max_spans.errors: Input should be less than or equal to 100", ""),
     ("{errors: five}", "max_spans.errors: Input should be a valid integer", ""),
@@ -132,11 +136,10 @@ def test_status_and_export_of_an_export_say_so(tmp_path):
     assert len(back) == 6 and back["over_max"].all()
 
 
-@pytest.mark.server
-@pytest.mark.usefixtures("database_independent")
-def test_a_real_gateway_refuses_six_mqm_errors_and_takes_five(label_studio, client, tmp_path):
-    """The shipped mqm protocol behind `evalstudio gateway`: a participant's answer with six error spans is refused
-    with the reason and nothing is stored; the same answer with five is taken and reaches Label Studio whole."""
+@contextmanager
+def one_mqm_task_behind_a_gateway(label_studio, client, tmp_path, title: str, record: dict, participant: str):
+    """(project, its id, a participant's signed-in web client, their first task) of the shipped mqm protocol with one
+    task (`record`), behind a running `evalstudio gateway`."""
     from evalstudio.crowd import participants
     from evalstudio.protocols.mapping import importer_for
     from evalstudio.tasks.importing import import_files
@@ -144,19 +147,28 @@ def test_a_real_gateway_refuses_six_mqm_errors_and_takes_five(label_studio, clie
     from .conftest import gateway_process
     from .test_cli import _projects_file
 
-    projects_file = _projects_file(tmp_path, lambda raw: raw["projects"]["mqm"].update(title="MQM five errors"))
+    projects_file = _projects_file(tmp_path, lambda raw: raw["projects"]["mqm"].update(title=title))
     project = registry.load(projects_file).get("mqm")
     items = tmp_path / "one.jsonl"
-    items.write_text(json.dumps(MQM[0], ensure_ascii=False) + "\n", encoding="utf-8")
+    items.write_text(json.dumps(record, ensure_ascii=False) + "\n", encoding="utf-8")
     project_id = import_files(project, importer_for(project), [items], client).project_id
     folder = tmp_path / "participants"
-    participants.add(client, ["MQM5"], folder)
-    account = participants.load_accounts(folder)["MQM5"]
+    participants.add(client, [participant], folder)
+    account = participants.load_accounts(folder)[participant]
     with gateway_process(label_studio, "mqm", folder, projects_file) as url:
         web = httpx.Client(base_url=url, timeout=60)
-        assert web.get(f"/s/MQM5/{account.access}").status_code == 303
+        assert web.get(f"/s/{participant}/{account.access}").status_code == 303
         web.headers["X-Evalstudio"] = "1"
-        task = web.get("/api/next/mqm").json()
+        yield project, project_id, web, web.get("/api/next/mqm").json()
+
+
+@pytest.mark.server
+@pytest.mark.usefixtures("database_independent")
+def test_a_real_gateway_refuses_six_mqm_errors_and_takes_five(label_studio, client, tmp_path):
+    """The shipped mqm protocol behind `evalstudio gateway`: a participant's answer with six error spans is refused
+    with the reason and nothing is stored; the same answer with five is taken and reaches Label Studio whole."""
+    with one_mqm_task_behind_a_gateway(label_studio, client, tmp_path, "MQM five errors", MQM[0], "MQM5") as (
+            _, project_id, web, task):
         text = task["data"]["target"]
 
         def answer(count):
@@ -244,5 +256,7 @@ def test_a_live_mqm_study_is_analysed_and_published_with_its_spans(label_studio,
     assert spans.groupby("task_id")["over_max"].all().to_dict() == {tasks[0].id: False, tasks[1].id: True}
     read = list(mlcroissant.Dataset(jsonld=str(data / "croissant.json")).records(record_set="spans"))
     assert sorted(r["spans/over_max"] for r in read) == sorted(spans["over_max"])
-    assert "Evaluators mark spans of the shown text: errors (Major, Minor, Neutral; at most 5 per answer" in \
-        (out / "datasheet.md").read_text(encoding="utf-8")
+    sheet = (out / "datasheet.md").read_text(encoding="utf-8")
+    assert ("Evaluators mark spans of the shown text: source_errors (Major, Minor, Neutral; at most 5 per answer of "
+            "errors and source_errors together; per span: source_category); errors (Major, Minor, Neutral; at most 5 "
+            "per answer of errors and source_errors together; per span: category)") in sheet

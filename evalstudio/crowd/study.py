@@ -17,6 +17,7 @@ from evalstudio.base.numbers import percent
 from evalstudio.protocols import part_order
 from evalstudio.protocols.registry import Crowd, Project
 from evalstudio.values.results import ID_FIELD, task_fields
+from evalstudio.values.spans import limited_controls
 
 STRAIGHT_LINE_SHARE = 0.8  # flagged when at least this share of a participant's tasks (and >= 5) have one value
 STRAIGHT_LINE_MIN_TASKS = 5
@@ -236,9 +237,11 @@ def span_limit_warnings(annotations: pd.DataFrame, parts: list[Project]) -> dict
     for part in parts:
         mine = answered[answered["project"] == part.name]
         for control, cap in part.max_spans.items():
-            if control not in mine:
+            names = limited_controls(control)
+            if not all(name in mine for name in names):
                 continue
-            over = mine[pd.to_numeric(mine[control], errors="coerce") > cap]
+            marked = sum(pd.to_numeric(mine[name], errors="coerce").fillna(0) for name in names)
+            over = mine[marked > cap]
             for annotator, rows in over.groupby("annotator"):
                 tasks = ", ".join(map(str, rows["task_id"].tolist()[:5])) + (" ..." if len(rows) > 5 else "")
                 out.setdefault(annotator, []).append(

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 from evalstudio.protocols.registry import Project
 from evalstudio.values.controls import control_range, control_step
-from evalstudio.values.spans import MAX_SPANS, SPAN_TAGS, is_per_region, span_object_field, span_problem
+from evalstudio.values.spans import (MAX_SPANS, SPAN_TAGS, is_per_region, limited_controls, over_limits,
+                                      span_object_field, span_problem)
 
 PARTICIPANT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 ACCESS_CODE = re.compile(r"[A-Za-z0-9]{16,64}")
@@ -52,6 +53,7 @@ class Control:
     field: str | None = None  # a Labels control: the task field of the text it marks
     max_usages: tuple[tuple[str, int], ...] = ()  # a Labels control: how often each label may be used (maxUsages)
     max_spans: int | None = None  # a Labels control: the most spans one answer may mark (projects.yaml max_spans)
+    max_spans_key: str = ""  # the max_spans key capping it: its name, or the names it is counted with ('a+b')
 
 
 def controls_of(project: Project) -> dict[str, Control]:
@@ -73,8 +75,13 @@ def controls_of(project: Project) -> dict[str, Control]:
             control.tag not in SPAN_TAGS and is_per_region(control),
             span_object_field(project.interface, control) if control.tag in SPAN_TAGS else None,
             _max_usages(control) if control.tag in SPAN_TAGS else (),
-            project.max_spans.get(control.name) if control.tag in SPAN_TAGS else None)
+            *(_limit(project, control.name) if control.tag in SPAN_TAGS else (None, "")))
     return out
+
+
+def _limit(project: Project, name: str) -> tuple[int | None, str]:
+    """(the cap, the max_spans key) of a span control: its own key, or a key naming it with others ('a+b')."""
+    return next(((cap, key) for key, cap in project.max_spans.items() if name in limited_controls(key)), (None, ""))
 
 
 def _max_usages(control) -> tuple[tuple[str, int], ...]:
@@ -134,6 +141,8 @@ def check_result(result, controls: dict[str, Control], complete: bool = False, d
             ident = region.get("id")
             if not isinstance(ident, str) or ident not in spans:
                 raise Refused(f"{control.name}: answers a span that is not in the answer")
+            if spans[ident]["to_name"] != region["to_name"]:  # (Label Studio asks it only of its own text's spans)
+                raise Refused(f"{control.name}: answers a span of another text ({spans[ident]['to_name']})")
             if (control.name, ident) in answered:
                 raise Refused(f"{control.name}: answered twice for one span")
             answered.add((control.name, ident))
@@ -196,11 +205,13 @@ def _spans(regions: list[tuple[Control, dict]], data: dict) -> dict[str, dict]:
         start, end = value["start"], value["end"]
         spans[ident] = {"id": ident, "from_name": control.name, "to_name": region["to_name"], "type": "labels",
                         "value": {"start": start, "end": end, "text": shown[start:end], "labels": list(labels)}}
-    for control in {c.name: c for c, _ in regions if c.max_spans is not None}.values():
-        marked = sum(1 for span in spans.values() if span["from_name"] == control.name)
-        if marked > control.max_spans:
-            raise Refused(f"{control.name}: mark at most {control.max_spans} spans (this protocol's limit); this "
-                          f"answer marks {marked}: remove {marked - control.max_spans}")
+    limits = {c.max_spans_key: c.max_spans for c, _ in regions if c.max_spans is not None}
+    counts: dict[str, int] = {}
+    for span in spans.values():
+        counts[span["from_name"]] = counts.get(span["from_name"], 0) + 1
+    for key, (marked, cap) in over_limits(counts, limits).items():
+        raise Refused(f"{key}: mark at most {cap} spans (this protocol's limit); this answer marks {marked}: "
+                      f"remove {marked - cap}")
     for control, _ in regions:
         for label, limit in control.max_usages:
             if used.get((control.name, label), 0) > limit:
@@ -229,8 +240,8 @@ def _clean_value(control: Control, value: dict) -> dict:
 
 
 def _check_complete(controls: dict[str, Control], spans: dict[str, dict], seen: set, answered: set) -> None:
-    """Every required control answered: a segment one once, a per-region one for every span, a Labels one with a
-    span at least."""
+    """Every required control answered: a segment one once, a per-region one for every span of its text, a Labels one
+    with a span at least."""
     missing = [c.name for c in controls.values() if c.required and not c.per_region and c.tag not in SPAN_TAGS
                and c.name not in seen]
     missing += [c.name for c in controls.values() if c.required and c.tag in SPAN_TAGS
@@ -240,7 +251,8 @@ def _check_complete(controls: dict[str, Control], spans: dict[str, dict], seen: 
                       f"{'is' if len(missing) == 1 else 'are'} not answered")
     for control in controls.values():
         unanswered = [span["value"]["text"] for ident, span in spans.items()
-                      if control.required and control.per_region and (control.name, ident) not in answered]
+                      if control.required and control.per_region and span["to_name"] in control.to_names
+                      and (control.name, ident) not in answered]
         if unanswered:
             raise Refused(f"please answer {control.name} for every marked span: '{unanswered[0][:40]}' has none")
 

@@ -13,7 +13,7 @@ import pandas as pd
 from evalstudio.base.errors import BadInput, InvalidInput
 from evalstudio.base.numbers import percent
 
-from evalstudio.values.spans import span_controls
+from evalstudio.values.spans import limited_controls, span_controls
 
 from ..exporters.publication import datasheet, instrument, release
 from .reading import read_study, study_ledger, study_spans, study_tables
@@ -108,9 +108,14 @@ def _span_text(parts) -> str:
     for part in parts:
         spans, per_region = span_controls(part.interface)
         for name in spans:
-            labels = ", ".join(part.interface.get_control(name).labels)
-            cap = f"; at most {part.max_spans[name]} per answer" if name in part.max_spans else ""
-            out.append(f"{name} ({labels}{cap}" + (f"; per span: {', '.join(per_region)})" if per_region else ")"))
+            control = part.interface.get_control(name)
+            labels = ", ".join(control.labels)
+            cap = "".join(f"; at most {n} per answer" + (f" of {' and '.join(limited_controls(key))} together"
+                                                         if "+" in key else "")
+                          for key, n in part.max_spans.items() if name in limited_controls(key))
+            asked = [r for r in per_region  # the per-region questions of this control's text
+                     if set(part.interface.get_control(r).to_name or ()) & set(control.to_name or ())]
+            out.append(f"{name} ({labels}{cap}" + (f"; per span: {', '.join(asked)})" if asked else ")"))
     return "; ".join(dict.fromkeys(out))
 
 

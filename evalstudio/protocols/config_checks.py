@@ -9,7 +9,7 @@ from xml.parsers import expat
 
 from evalstudio.base.files import read_text_file
 from evalstudio.values.controls import control_range
-from evalstudio.values.spans import SPAN_TAGS, TABULATED, is_per_region, span_object_field
+from evalstudio.values.spans import SPAN_TAGS, TABULATED, is_per_region, limited_controls, span_object_field
 
 from .attention import attention_problems
 from .mapping import POSITIONS
@@ -172,12 +172,13 @@ def tabulation_problems(project, at) -> list[str]:
 
 
 def span_limit_problems(project, config) -> list[str]:
-    """`max_spans:` names span controls (Labels) of the config: the most spans one answer may mark with each (MQM:
-    five errors per segment), which the gateway enforces and `status` and the exports flag."""
+    """`max_spans:` names span controls (Labels) of the config, one or several joined by '+': the most spans one answer
+    may mark with them together (MQM: five errors per segment, in the translation and the source), which the gateway
+    enforces and `status` and the exports flag."""
     spans = [c.name for c in project.interface.controls if c.tag in SPAN_TAGS]
-    return [f"max_spans.{name}: '{name}' is not a span control (Labels) of {config}; "
+    return [f"max_spans.{key}: '{name}' is not a span control (Labels) of {config}; "
             + (f"its span controls: {', '.join(spans)}" if spans else "it marks no spans: remove max_spans")
-            for name in project.max_spans if name not in spans]
+            for key in project.max_spans for name in limited_controls(key) if name not in spans]
 
 
 def compare_problems(project) -> list[str]:

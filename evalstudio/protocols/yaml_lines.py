@@ -37,7 +37,7 @@ class Where:
                 out.append(f"{problem} (named at {self.at(problem.key)})")
                 continue
             key, sep, message = problem.partition(": ")
-            if sep and re.fullmatch(r"[\w.\- {}]+", key) and " " not in key.strip():
+            if sep and re.fullmatch(r"[\w.\-+ {}]+", key) and " " not in key.strip():  # (+: max_spans a+b)
                 out.append(f"{self.at(key)}: {message}")
             else:
                 out.append(f"{self}: {problem}")

@@ -46,6 +46,10 @@ ESA_COLUMNS = ("annotator", "system", "item", "type", "source_language", "target
 SPAN_COLUMNS = ["project", "task_id", "item_id", "system", "annotator", "annotation_id", "cancelled", "surplus",
                 "over_max", "control", "region_id", "start", "end", "text", "labels", "ls_text", "category", "comment", "line"]
 OPEN, CLOSE = "<v>", "</v>"
+# the mqm protocol's span controls (labeling_configs/mqm.xml) -> the text each marks, named as a published file's
+# spans are (control `target`, or `source` for an error marked in the source), and their per-region category
+MQM_SPAN_TEXTS = {"errors": "target", "source_errors": "source"}
+MQM_CATEGORIES = ("category", "source_category")
 
 
 class WeightRule(BaseModel):
@@ -310,8 +314,11 @@ def study_from_export(spans: pd.DataFrame, annotations: pd.DataFrame, protocol: 
     table, one row per span with its label (the severity) and per-region `category`; the annotations table, one row
     per annotation and criterion), so that the same statistics serve projects and published files. A rated segment
     is an annotation that is not cancelled nor surplus; its MQM score is the weight of its spans plus a
-    Non-translation when its non_translation box is ticked; its ESA score is its `score`. `lengths`: each task's
-    target length by task_id (for span agreement's alpha; without it, none)."""
+    Non-translation when its non_translation box is ticked; its ESA score is its `score`. An mqm span's control
+    becomes the text it marks (MQM_SPAN_TEXTS: `source` for source_errors, as a published file's omission marked in
+    the source; `target` otherwise) and its category is its text's per-region answer (category or source_category),
+    so it is weighed as the same error of a published file is. `lengths`: each task's target length by task_id (for
+    span agreement's alpha; without it, none)."""
     left_out = annotations["cancelled"].astype(bool)
     if "surplus" in annotations:
         left_out |= annotations["surplus"].astype(bool)
@@ -322,12 +329,15 @@ def study_from_export(spans: pd.DataFrame, annotations: pd.DataFrame, protocol: 
                           "criterion": kept["criterion"], "value": kept["value"]})
     segments = rated.drop_duplicates("annotation_id")[["annotation_id", "task_id", "system", "item", "annotator"]]
     spans = spans[spans["annotation_id"].isin(segments["annotation_id"])].reset_index(drop=True)
+    categories = [spans[c] for c in (MQM_CATEGORIES if protocol == "mqm" else ()) if c in spans]
+    category = pd.Series([""] * len(spans), index=spans.index, dtype=object)
+    for given in reversed(categories):  # each span answers one of them: the per-region question of its text
+        category = given.where(given.notna() & (given.astype(str) != ""), category)
     if protocol == "mqm":
         ticked = rated[(rated["criterion"] == "non_translation") & (rated["value"].astype(str) == "Non-translation")]
         errors = pd.DataFrame({"annotation_id": np.concatenate([spans["annotation_id"], ticked["annotation_id"]]),
                                "severity": np.concatenate([spans["labels"].astype(str), np.full(len(ticked), "")]),
-                               "category": np.concatenate([(spans["category"] if "category" in spans else
-                                                            pd.Series([""] * len(spans))).fillna("").astype(str),
+                               "category": np.concatenate([category.fillna("").astype(str),
                                                            np.full(len(ticked), "Non-translation")])})
         errors["weight"] = mqm_weights(errors["severity"], errors["category"], rules)
         if errors["weight"].isna().any():
@@ -345,7 +355,8 @@ def study_from_export(spans: pd.DataFrame, annotations: pd.DataFrame, protocol: 
                                        if lengths is not None else np.nan))
     study_spans = spans.assign(item_id=spans["item_id"].where(spans["item_id"].notna(), spans["task_id"]).astype(str),
                                system=spans["system"].fillna("").astype(str), annotator=spans["annotator"].astype(str),
-                               control="target", line=0)
+                               control=(spans["control"].map(MQM_SPAN_TEXTS).fillna("target") if protocol == "mqm"
+                                        else "target"), line=0, **({"category": category} if categories else {}))
     tidy = pd.DataFrame({"project": protocol, "item": segments["item"], "system": segments["system"], "agent": "",
                          "annotator": segments["annotator"], "criterion": criterion, "value": value, "line": 0})
     tidy = tidy[tidy["value"].notna()].reset_index(drop=True)

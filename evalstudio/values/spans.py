@@ -66,6 +66,23 @@ def span_problem(shown: str, start, end, claimed) -> str | None:
     return None
 
 
+def limited_controls(key: str) -> tuple[str, ...]:
+    """The span controls a `max_spans` key caps together: one name, or several joined by '+' (MQM: the errors marked
+    in the translation and in the source are one segment's five)."""
+    return tuple(name.strip() for name in str(key).split("+"))
+
+
+def over_limits(counts: dict[str, int], max_spans: dict[str, int]) -> dict[str, tuple[int, int]]:
+    """Each `max_spans` key whose controls' spans together exceed its cap: key -> (marked, cap); `counts`: spans by
+    control."""
+    out = {}
+    for key, cap in max_spans.items():
+        marked = sum(counts.get(name, 0) for name in limited_controls(key))
+        if marked > cap:
+            out[key] = (marked, cap)
+    return out
+
+
 def span_controls(li) -> tuple[list[str], list[str]]:
     """(the span controls, the per-region controls) of a labeling config, each in the config's order."""
     spans = [c.name for c in li.controls if c.tag in SPAN_TAGS]

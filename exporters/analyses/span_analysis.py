@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from evalstudio.readers.spans import SpanStudy, study_from_export
+from evalstudio.readers.spans import MQM_SPAN_TEXTS, SpanStudy, study_from_export
 from evalstudio.values.results import task_fields
 from evalstudio.values.spans import span_controls, span_object_field
 
@@ -140,7 +140,8 @@ def project_span_study(protocol: str, parts, per_part, frames, users):
     export (`read_study`'s parts, tasks, annotation frames and users): its spans and annotations tables made the
     study a published file gives (readers.spans.study_from_export), so `analyze --protocol mqm` writes the same
     tables as `analyze` of an MQM TSV. A span of another control than the first (ESA's span on [MISSING]) keeps no
-    offsets, as in ESA's published export. None for any other protocol."""
+    offsets, as in ESA's published export; an mqm span in the source keeps its offsets into the source, as a
+    published file's omission does. None for any other protocol."""
     from evalstudio.readers.spec import CriterionSpec, Spec
 
     from ..tables.tidy import span_frame
@@ -150,9 +151,12 @@ def project_span_study(protocol: str, parts, per_part, frames, users):
         return None
     part, tasks = parts[0], per_part[0]
     names = span_controls(part.interface)[0]
+    if kind == "mqm":  # the translation's spans first (the config shows the source's above them)
+        names = sorted(names, key=lambda name: MQM_SPAN_TEXTS.get(name) != "target")
     field = span_object_field(part.interface, part.interface.get_control(names[0]))
     spans = span_frame(tasks, part, users)
-    elsewhere = (spans["control"] != names[0]).to_numpy()
+    marking = [names[0], *(MQM_SPAN_TEXTS if kind == "mqm" else ())]  # mqm: the source's spans keep theirs too
+    elsewhere = ~spans["control"].isin(marking).to_numpy()
     spans["start"] = spans["start"].astype(float).where(~elsewhere)
     spans["end"] = spans["end"].astype(float).where(~elsewhere)
     lengths = pd.Series({t["id"]: len(str(task_fields(t).get(field) or "")) for t in tasks}, dtype=float)

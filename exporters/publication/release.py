@@ -254,8 +254,9 @@ SPAN_MEANING = {
     "start": "where the span starts in the shown text (a character offset: Python's, which is Label Studio's)",
     "end": "where it ends (exclusive)", "text": "the text the span covers, the shown text's [start:end]",
     "labels": "the span's label(s), several joined with '; '",
-    "over_max": "the answer marks more spans with this control than the protocol allows (projects.yaml max_spans, "
-                "MQM's five errors; possible only in Label Studio's own editor): kept whole, flagged",
+    "over_max": "the answer marks more spans with this control (and those counted with it) than the protocol allows "
+                "(projects.yaml max_spans, MQM's five errors in the translation and the source; possible only in "
+                "Label Studio's own editor): kept whole, flagged",
 }
 OTHER_COLUMN = "the annotator's answer to the control of this name (projects.yaml metadata_controls)"
 COLUMN_MEANING = {

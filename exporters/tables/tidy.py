@@ -22,7 +22,8 @@ annotations: one row per (annotation, criterion[, agent])
 spans:       one row per span an annotation marked with a `<Labels>` control (error spans: MQM, ESA)
   project, task_id, item_id, system, annotator, annotation_id, cancelled, surplus, from_prediction (as in
   annotations: the span's answer was made with the prediction shown, e.g. ESA-AI's pre-marked spans),
-  over_max: the annotation marks more spans with this control than projects.yaml's max_spans allows (made in Label
+  over_max: the annotation marks more spans with this control (and those max_spans counts with it, 'a+b') than
+  projects.yaml's max_spans allows (made in Label
   Studio's own editor, which cannot cap them; the gateway refuses such an answer): kept, flagged, never cut;
   control: the Labels control's name; region_id: Label Studio's id of the region;
   start, end: the span's offsets as Label Studio stores them, which count code points as Python does: the
@@ -53,7 +54,7 @@ from evalstudio.crowd.reconcile import CONDITION
 from evalstudio.protocols.attention import CHECK_COLUMN, original_of
 from evalstudio.protocols.registry import Project
 from evalstudio.values.results import dotted_get, task_fields
-from evalstudio.values.spans import span_controls, span_object_field, span_problem
+from evalstudio.values.spans import limited_controls, over_limits, span_controls, span_object_field, span_problem
 
 ANNOTATION_COLUMNS = ["project", "task_id", "item_id", "system", "annotator", "criterion", "value", "annotation_id",
                       "created_at", "lead_time", "cancelled", "agent", "rationale", "from_prediction", "prefilled_unchanged", "surplus",
@@ -255,7 +256,8 @@ def span_frame(tasks: Iterable[dict], project: Project, users: Mapping[int, str]
                     "system": _scalar(data.get("system")), "annotator": _annotator(ann.get("completed_by"), users),
                     "annotation_id": ann.get("id"), "cancelled": bool(ann.get("was_cancelled")),
                     "surplus": id(ann) in surplus, "from_prediction": from_prediction(ann)}
-            over = {name for name, cap in project.max_spans.items() if span_count(ann.get("result"), name) > cap}
+            over = {name for key in over_limits({name: span_count(ann.get("result"), name) for name in span_names},
+                                                project.max_spans) for name in limited_controls(key)}
             rows += [{**row, "over_max": row["control"] in over, CHECK_COLUMN: original_of(data)}
                      for row in _span_rows(ann.get("result") or [], base, fields, per_region, data)]
     frame = pd.DataFrame(rows, columns=SPAN_COLUMNS + [CHECK_COLUMN] + per_region)
