@@ -14,7 +14,8 @@ from .test_cli import run
 @pytest.mark.server
 def test_the_judges_answers_as_predictions_stay_out_of_participants_reach(label_studio, client, llm, tmp_path):
     """--to-label-studio: one prediction per task and judge (model version judge:NAME), replaced and never doubled
-    by a second run; `analyze --protocol` reads it as a metric; a participant of the gateway gets the task without
+    by a second run, and never replaced on a task that has an answer (it may have started from it);
+    `analyze --protocol` reads it as a metric; a participant of the gateway gets the task without
     it and reaches no prediction."""
     from .conftest import only_on_the_first_database
     from .test_study_ledger import HEADERS, Gateway, dialogue_study
@@ -31,6 +32,26 @@ def test_the_judges_answers_as_predictions_stay_out_of_participants_reach(label_
         assert len(predictions) == 4
         assert all([p["model_version"] for p in found] == ["judge:judge"] for found in predictions.values())
     assert llm.stats()["requests"] == 4  # the second run asked nothing
+    # a task with an answer keeps the prediction it was answered with (a prefilled answer started from it): two
+    # predictions made to differ from the judge's answer, one of the two tasks answered, the judge run again
+    answered, open_ = sorted(predictions)[:2]
+    other = {}
+    for task_id in (answered, open_):
+        stored = predictions[task_id][0]
+        other[task_id] = [{**r, "value": {**r["value"], "rating": r["value"]["rating"] % 5 + 1}}
+                          if "rating" in r.get("value", {}) else r for r in stored["result"]]
+        assert other[task_id] != stored["result"]
+        client.sdk.predictions.update(stored["id"], result=other[task_id])
+    client.sdk.annotations.create(id=answered, result=other[answered])
+    done = run("judge", "dialogue", "--model", "judge", "--base-url", llm.url, "--to-label-studio", "-o",
+               str(tmp_path / "out"), "--cache", str(tmp_path / "cache.sqlite3"), env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    said = " ".join(done.stdout.split())
+    assert "1 prediction(s) stored or replaced" in said and "1 earlier prediction(s) kept" in said, said
+    again = client.predictions(project_id)
+    assert again[answered][0]["result"] == other[answered]  # kept: its answer started from it
+    assert again[open_][0]["result"] == predictions[open_][0]["result"]  # replaced by the judge's answer
+    assert llm.stats()["requests"] == 4
     # what `analyze --protocol` reads as the metric "prediction judge:judge": every criterion of every task, on scale
     from evalstudio.exporters.tables.tidy import prediction_frame
 

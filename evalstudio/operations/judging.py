@@ -81,9 +81,12 @@ def run_judges(protocol, files, model, base_url, name, key_env, samples, tempera
             outputs.write(output, instrument, run, tasks, run.prompts, table, append=number > 0)
             _show(table)
             if to_label_studio:
-                stored = _store(part, instrument, run, tasks)
-                console.print(f"{part.name}: {stored} prediction(s) stored or replaced in Label Studio",
-                              highlight=False)
+                stored, kept = _store(part, instrument, run, tasks)
+                console.print(f"{part.name}: {stored} prediction(s) stored or replaced in Label Studio"
+                              + (f"; {kept} earlier prediction(s) kept although this run answered otherwise: their "
+                                 "tasks have answers, which may have started from them (prefill: the post-edit "
+                                 "counts compare with the prediction shown); to store this run's, use another "
+                                 "judge name" if kept else ""), highlight=False)
     finally:
         store.close()
     done = sum(len(run.combined) for _, _, _, run in runs)
@@ -161,7 +164,8 @@ def _tasks(part, files: list[Path] | None, limit: int | None) -> list[dict]:
     tasks = []
     for page in client.full_task_pages(project_id, "read the tasks"):
         tasks += [{"id": t["id"], "data": t.get("data") or {}, "meta": t.get("meta") or {},
-                   "predictions": t.get("predictions") or [], "project_id": project_id} for t in page]
+                   "predictions": t.get("predictions") or [], "project_id": project_id,
+                   "answered": any(not a.get("was_cancelled") for a in t.get("annotations") or [])} for t in page]
         if limit and len(tasks) >= limit:
             return tasks[:limit]
     if not tasks:
@@ -169,16 +173,18 @@ def _tasks(part, files: list[Path] | None, limit: int | None) -> list[dict]:
     return tasks
 
 
-def _store(part, instrument, run, tasks) -> int:
+def _store(part, instrument, run, tasks) -> tuple[int, int]:
     """Each judge's combined answers as predictions (model version judge:NAME, the mean confidence as the score);
-    an earlier prediction of the same judge is replaced when it differs."""
+    an earlier prediction of the same judge is replaced when it differs, unless the task has an answer: a prefilled
+    answer started from the earlier one (its post-edits, kept or removed spans, are counted against it), so it is
+    kept. (stored or replaced, kept because answered)."""
     from evalstudio.judge.run import prediction_result
     from evalstudio.labelstudio.client import Client
     from evalstudio.labelstudio.connection import settings_from_env
 
     client = Client(settings_from_env())
     by_id = {t["id"]: t for t in tasks}
-    stored = 0
+    stored = kept = 0
     for combined in run.combined:
         if not combined.values:
             continue
@@ -188,10 +194,13 @@ def _store(part, instrument, run, tasks) -> int:
         earlier = [p for p in by_id[combined.task_id]["predictions"] if p.get("model_version") == version]
         if earlier and earlier[0].get("result") == result:
             continue
+        if earlier and by_id[combined.task_id].get("answered"):
+            kept += 1
+            continue
         client.put_prediction(combined.task_id, result, version, sum(known) / len(known) if known else None,
                               earlier[0]["id"] if earlier else None)
         stored += 1
-    return stored
+    return stored, kept
 
 
 def _show(table) -> None:
