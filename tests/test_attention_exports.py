@@ -135,3 +135,19 @@ def test_the_release_tables_mark_the_checks_of_a_study_that_has_them(study, reg,
             marked = {int(t): (o if isinstance(o, str) else None) for t, o in zip(table["task_id"], table[CHECK_COLUMN])}
             assert marked == {t: originals[t] for t in marked}
             assert CHECK_COLUMN in release.COLUMN_MEANING
+
+
+@pytest.mark.parametrize("column, expected", [
+    (None, [False, False, False]),                      # a table without the column: no check rows
+    (["", None, "talk.1-3#sysA"], [False, False, True]),  # empty and missing: not a check; an original's id: a check
+    ([" ", "x", float("nan")], [False, True, False]),
+])
+def test_check_rows_marks_the_rows_of_attention_checks(column, expected):
+    """protocols.attention.check_rows, which analyze (a file's rows, the spans beside it) and publish (its agreement
+    table) leave out: a row is a check's when its attention_check_of is non-empty."""
+    from evalstudio.protocols.attention import check_rows
+
+    frame = pd.DataFrame({"value": [1, 2, 3]})
+    if column is not None:
+        frame[CHECK_COLUMN] = column
+    assert check_rows(frame).tolist() == expected

@@ -159,7 +159,7 @@ def _exported_span_study(path: Path, protocol: str, projects):
     from evalstudio.values.spans import span_controls
 
     from ..exporters.analyses.error_filter import read_span_tables
-    from ..exporters.analyses.span_analysis import span_protocol
+    from ..exporters.analyses.span_analysis import offset_controls, span_protocol
 
     parts = load_registry(projects).parts(protocol)
     kind = span_protocol(parts[0]) if len(parts) == 1 else None
@@ -170,7 +170,7 @@ def _exported_span_study(path: Path, protocol: str, projects):
         return None
     from evalstudio.readers.spec import spec_from_protocol
 
-    study = read_span_tables(path, kind, span_controls(parts[0].interface)[0][0],
+    study = read_span_tables(path, kind, offset_controls(kind, parts[0].interface),
                              spec_from_protocol(parts[0]).criteria, checks=parts[0].attention_checks is not None)
     over = study.spans.loc[study.spans["over_max"].astype(str).str.lower().isin(["true", "1"]), "annotation_id"] \
         .nunique() if "over_max" in study.spans else 0

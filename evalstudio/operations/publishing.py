@@ -27,6 +27,8 @@ def publish_study(protocol: str, projects, folder: Path | None, stage: Path, key
     """Writes the publication of a study into `stage`; returns a summary (counts) for the terminal."""
     from evalstudio.crowd import participants, study
 
+    from evalstudio.protocols.attention import check_rows
+
     from ..exporters.analyses.analysis import agreement_table
 
     key = release.read_key(key_file, output)
@@ -55,7 +57,8 @@ def publish_study(protocol: str, projects, folder: Path | None, stage: Path, key
     if crowd.min_gold_accuracy is not None and not decisions.empty:  # who `approvals` rejects, by pseudonym
         rejected = {release.pseudonym(key, a) for a in decisions.loc[decisions["decision"] == "reject", "annotator"]}
         ratings["rejected"] = ratings["annotator"].isin(rejected)
-    agreement = agreement_table(study.counted_rows(annotations), reg.study(protocol), n_boot=n_boot)  # all criteria
+    rows = study.counted_rows(annotations)  # an attention check's rows (a spoiled copy) count in no agreement
+    agreement = agreement_table(rows[~check_rows(rows)], reg.study(protocol), n_boot=n_boot)  # all criteria
     facts = _facts(protocol, parts, per_part, counted, table, crowd, decisions, agreement, pay, currency, folder)
     facts["free_text"], facts["comment_box"] = len(review), ", ".join(free_text)  # (the notes are a comment box)
     if spans is not None:

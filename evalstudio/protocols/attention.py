@@ -129,3 +129,13 @@ def attention_problems(project) -> list[str]:
         problems.append(f"attention_checks.criterion: '{spec.criterion}' is not a numeric criterion of this entry "
                         f"(the copy must score lower on it): " + (", ".join(numeric) if numeric else "it has none"))
     return problems
+
+
+def check_rows(frame):
+    """Per row of an exported table (tidy or spans: pandas), whether it is an attention check's (a non-empty
+    CHECK_COLUMN); all False for a table without the column."""
+    import numpy as np
+
+    if CHECK_COLUMN not in frame:
+        return np.zeros(len(frame), dtype=bool)
+    return (frame[CHECK_COLUMN].fillna("").astype(str).str.strip() != "").to_numpy()

@@ -300,11 +300,9 @@ def _without_rejected_assignments(frame: pd.DataFrame, lines: np.ndarray, path: 
 def _without_attention_checks(frame: pd.DataFrame, lines: np.ndarray, path: Path, notes: list[str]):
     """An evalstudio export with attention checks (a non-empty `attention_check_of`: spoiled copies of tasks,
     protocols/attention.py): their rows left out, with a note; any other table is returned as it is."""
-    from evalstudio.protocols.attention import CHECK_COLUMN
+    from evalstudio.protocols.attention import check_rows
 
-    if CHECK_COLUMN not in frame:
-        return frame, lines, notes
-    checks = (frame[CHECK_COLUMN].fillna("").astype(str).str.strip() != "").to_numpy()
+    checks = check_rows(frame)
     if not checks.any():
         return frame, lines, notes
     note = attention_checks_note(int(checks.sum()), "row(s)", path.name)

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from evalstudio.base.errors import BadInput, Problems
-from evalstudio.protocols.attention import CHECK_COLUMN
+from evalstudio.protocols.attention import CHECK_COLUMN, check_rows
 from evalstudio.readers.ratings import attention_checks_note
 from evalstudio.readers.spans import SpanStudy, study_from_export
 from evalstudio.readers.spec import CriterionSpec, Spec
@@ -61,11 +61,12 @@ def _flags(column: pd.Series) -> pd.Series:
     return column.astype(str).str.strip().str.lower().isin(["true", "1"])
 
 
-def read_span_tables(path: Path, protocol: str, target: str | None = None, criteria: dict | None = None,
+def read_span_tables(path: Path, protocol: str, target: list[str] | None = None, criteria: dict | None = None,
                      checks: bool = False) -> SpanStudy:
     """The span study of an annotations table (an export's, or a judge's folder's annotations.csv) and its spans
-    table beside it (NAME.spans.EXT, or spans.csv in a judge's folder). `target`: the span control on the target
-    text; a span of another control (ESA's span on [MISSING]) keeps no offsets, as the live study's does.
+    table beside it (NAME.spans.EXT, or spans.csv in a judge's folder). `target`: the span controls whose spans keep
+    their offsets (span_analysis.offset_controls); a span of another control (ESA's span on [MISSING]) keeps none, as
+    the live study's does.
     `criteria` (name: CriterionSpec): an answer's value off its criterion's range or labels is refused at its line.
     The rows of attention checks (a non-empty `attention_check_of`) are left out of both tables, with a note; an
     export without that column of a protocol with attention checks (`checks`) is refused: it cannot say which."""
@@ -84,7 +85,7 @@ def read_span_tables(path: Path, protocol: str, target: str | None = None, crite
     spans, lines = read_table(beside[0])
     _require(spans, beside[0], ("task_id", "item_id", "system", "annotator", "annotation_id", "start", "end",
                                 "labels"), "a spans table (`export` or `judge` writes one)")
-    elsewhere = ((spans["control"] != target).to_numpy() if target is not None and "control" in spans
+    elsewhere = ((~spans["control"].isin(target)).to_numpy() if target is not None and "control" in spans
                  else np.zeros(len(spans), dtype=bool))
     for column in ("start", "end"):
         given = spans[column].replace({"": np.nan})
@@ -97,13 +98,12 @@ def read_span_tables(path: Path, protocol: str, target: str | None = None, crite
     _check_values(annotations, annotation_lines, criteria or {}, path)
     notes = []
     if CHECK_COLUMN in annotations:
-        marked = annotations[CHECK_COLUMN].fillna("").astype(str).str.strip() != ""
+        marked = check_rows(annotations)
         if marked.any():
             notes.append(attention_checks_note(int(annotations.loc[marked, "task_id"].nunique()), "task(s)",
                                                path.name))
             annotations = annotations[~marked].reset_index(drop=True)
-        if CHECK_COLUMN in spans:
-            spans = spans[spans[CHECK_COLUMN].fillna("").astype(str).str.strip() == ""].reset_index(drop=True)
+        spans = spans[~check_rows(spans)].reset_index(drop=True)
     elif checks:  # an attention check's score counted as a rating of its segment would be a wrong number
         raise BadInput(f"{path}: no {CHECK_COLUMN} column, so this export does not say which of its tasks are "
                        f"attention checks (spoiled copies, which this protocol adds: no score may count them); an "

@@ -135,6 +135,16 @@ def span_protocol(project) -> str | None:
     return next((kind for kind in SPAN_PROTOCOLS if kind in (project.entry, Path(project.config).stem)), None)
 
 
+def offset_controls(kind: str, interface) -> list[str]:
+    """The span controls of an mqm or esa config whose spans keep their offsets, the translation's first: ESA's
+    span on [MISSING] keeps none (as ESA's published export), an mqm span in the source keeps its offsets into the
+    source (as a published file's omission)."""
+    names = span_controls(interface)[0]
+    if kind == "mqm":  # the translation's spans first (the config shows the source's above them)
+        names = sorted(names, key=lambda name: MQM_SPAN_TEXTS.get(name) != "target")
+    return [names[0], *(n for n in names[1:] if kind == "mqm" and n in MQM_SPAN_TEXTS)]
+
+
 def project_span_study(protocol: str, parts, per_part, frames, users):
     """(tidy ratings, spec, span study) of a Label Studio study of the mqm or esa protocol, live or from its JSON
     export (`read_study`'s parts, tasks, annotation frames and users): its spans and annotations tables made the
@@ -150,12 +160,9 @@ def project_span_study(protocol: str, parts, per_part, frames, users):
     if kind is None:
         return None
     part, tasks = parts[0], per_part[0]
-    names = span_controls(part.interface)[0]
-    if kind == "mqm":  # the translation's spans first (the config shows the source's above them)
-        names = sorted(names, key=lambda name: MQM_SPAN_TEXTS.get(name) != "target")
-    field = span_object_field(part.interface, part.interface.get_control(names[0]))
+    marking = offset_controls(kind, part.interface)
+    field = span_object_field(part.interface, part.interface.get_control(marking[0]))
     spans = span_frame(tasks, part, users)
-    marking = [names[0], *(MQM_SPAN_TEXTS if kind == "mqm" else ())]  # mqm: the source's spans keep theirs too
     elsewhere = ~spans["control"].isin(marking).to_numpy()
     spans["start"] = spans["start"].astype(float).where(~elsewhere)
     spans["end"] = spans["end"].astype(float).where(~elsewhere)
