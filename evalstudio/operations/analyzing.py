@@ -159,7 +159,7 @@ def _exported_span_study(path: Path, protocol: str, projects):
     from evalstudio.values.spans import span_controls
 
     from ..exporters.analyses.error_filter import read_span_tables
-    from ..exporters.analyses.span_analysis import offset_controls, span_protocol
+    from ..exporters.analyses.span_analysis import offset_controls, over_max_notes, span_protocol
 
     parts = load_registry(projects).parts(protocol)
     kind = span_protocol(parts[0]) if len(parts) == 1 else None
@@ -174,8 +174,7 @@ def _exported_span_study(path: Path, protocol: str, projects):
                              spec_from_protocol(parts[0]).criteria, checks=parts[0].attention_checks is not None)
     over = study.spans.loc[study.spans["over_max"].astype(str).str.lower().isin(["true", "1"]), "annotation_id"] \
         .nunique() if "over_max" in study.spans else 0
-    study.notes += [f"{over} answer(s) mark more spans than max_spans allows (made in Label Studio's editor): "
-                    "counted as marked, flagged over_max in the exports"] if over else []
+    study.notes += over_max_notes(over)
     study.tidy.attrs["notes"] = study.notes
     return study.tidy, Spec(name=protocol, layout="spans",
                             criteria={study.criterion: CriterionSpec(scale="interval")}), study

@@ -38,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from evalstudio.base.errors import BadInput, Problems
 from evalstudio.stats.spans import MQM_WEIGHTS, mqm_weights
+from evalstudio.values.sources import format_suffix
 
 MQM_COLUMNS = ("system", "doc", "doc_id", "seg_id", "rater", "source", "target", "category", "severity")
 ESA_COLUMNS = ("annotator", "system", "item", "type", "source_language", "target_language", "score", "document",
@@ -297,8 +298,7 @@ def read_esa(path: Path, project: str) -> SpanStudy:
 
 def read_span_study(path: Path, spec) -> SpanStudy:
     """The span study in `path` as the spec's `spans:` section says (MQM TSV or ESA's Appraise export)."""
-    suffix = "".join(path.suffixes[-2:]).lower() if path.suffix.lower() == ".gz" else path.suffix.lower()
-    if suffix not in (".tsv", ".csv", ".txt", ".tsv.gz", ".csv.gz", ".txt.gz"):
+    if format_suffix(path) not in (".tsv", ".csv", ".txt"):  # gzipped too (.tsv.gz)
         raise BadInput(f"{path}: layout spans reads MQM's .tsv or ESA's Appraise export (.csv), or either gzipped")
     spans_spec = spec.spans or Spans()
     study = read_mqm(path, spans_spec, spec.name) if spans_spec.format == "mqm" else read_esa(path, spec.name)

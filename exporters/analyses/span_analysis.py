@@ -145,6 +145,12 @@ def offset_controls(kind: str, interface) -> list[str]:
     return [names[0], *(n for n in names[1:] if kind == "mqm" and n in MQM_SPAN_TEXTS)]
 
 
+def over_max_notes(answers: int) -> list[str]:
+    """The analysis' note on answers that mark more spans than max_spans allows (none when there are none)."""
+    return [f"{answers} answer(s) mark more spans than max_spans allows (made in Label Studio's editor): counted as "
+            "marked, flagged over_max in the exports"] if answers else []
+
+
 def project_span_study(protocol: str, parts, per_part, frames, users):
     """(tidy ratings, spec, span study) of a Label Studio study of the mqm or esa protocol, live or from its JSON
     export (`read_study`'s parts, tasks, annotation frames and users): its spans and annotations tables made the
@@ -168,8 +174,6 @@ def project_span_study(protocol: str, parts, per_part, frames, users):
     spans["end"] = spans["end"].astype(float).where(~elsewhere)
     lengths = pd.Series({t["id"]: len(str(task_fields(t).get(field) or "")) for t in tasks}, dtype=float)
     study = study_from_export(spans, frames[0], kind, lengths)
-    over = spans.loc[spans["over_max"] & ~spans["cancelled"], "annotation_id"].nunique()
-    study.notes += [f"{over} answer(s) mark more spans than max_spans allows (made in Label Studio's editor): "
-                    "counted as marked, flagged over_max in the exports"] if over else []
+    study.notes += over_max_notes(spans.loc[spans["over_max"] & ~spans["cancelled"], "annotation_id"].nunique())
     study.tidy.attrs["notes"] = study.notes
     return study.tidy, Spec(name=protocol, layout="spans", criteria={study.criterion: CriterionSpec(scale="interval")}), study
